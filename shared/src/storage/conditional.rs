@@ -1,0 +1,237 @@
+//! The one conditional-write helper: read an entity, compute its new state from what was
+//! read, write it back only if nothing changed meanwhile, and on a lost race re-read and
+//! re-apply. Every read-modify-write of tabletalk goes through here, so the retry bound and the
+//! meaning of each failure are decided once (seed 000, "Conditional writes").
+//!
+//! After a failed write the entity is re-read to tell a lost race from a real failure:
+//! - the ETag changed → someone else wrote; re-apply the intent to the new state and retry;
+//! - the ETag is unchanged → it was no race; the write's own error propagates as itself;
+//! - the entity is gone → `NotFound`;
+//! - the re-read itself fails → `Conflict` (the caller may try again);
+//! - [`MAX_ATTEMPTS`] writes all lost → `Conflict`.
+
+use super::{Entity, ErrorKind, IfMatch, StoreError, TableName, Tables, UpdateMode};
+
+/// Write attempts per conditional update, shared by every caller: there is no per-operation
+/// budget to raise.
+pub const MAX_ATTEMPTS: usize = 3;
+
+/// Why a conditional update did not land.
+#[derive(Debug)]
+pub enum ConditionalError<E> {
+    /// The entity does not exist (or vanished during the update).
+    NotFound,
+    /// Every attempt lost a race, or the state after a failure could not be read.
+    Conflict,
+    /// A write failed for a reason other than a race.
+    Store(StoreError),
+    /// The caller's `apply` refused the current state.
+    Rejected(E),
+}
+
+/// Reads `(partition_key, row_key)`, lets `apply` turn the current entity into the new one,
+/// and writes it conditionally on the version read, re-reading and re-applying on lost races.
+/// `apply` must compute from the entity it is given (never replay an earlier result), since it
+/// runs again on every retry. Returns the entity as written, with its new ETag.
+pub async fn update_conditionally<E>(
+    tables: &Tables,
+    table: &TableName,
+    partition_key: &str,
+    row_key: &str,
+    mode: UpdateMode,
+    mut apply: impl FnMut(Entity) -> Result<Entity, E>,
+) -> Result<Entity, ConditionalError<E>> {
+    let mut current = tables
+        .get(table, partition_key, row_key)
+        .await
+        .map_err(ConditionalError::Store)?
+        .ok_or(ConditionalError::NotFound)?;
+    for attempt in 1..=MAX_ATTEMPTS {
+        let seen = current.etag.clone().ok_or_else(|| {
+            ConditionalError::Store(StoreError::internal("the store returned an entity without an ETag"))
+        })?;
+        let mut next = apply(current).map_err(ConditionalError::Rejected)?;
+        next.partition_key = partition_key.to_owned();
+        next.row_key = row_key.to_owned();
+        let write_error = match tables.update(table, &next, mode, &IfMatch::Etag(seen.clone())).await {
+            Ok(etag) => {
+                next.etag = Some(etag);
+                return Ok(next);
+            }
+            Err(e) => e,
+        };
+        match tables.get(table, partition_key, row_key).await {
+            Ok(None) => return Err(ConditionalError::NotFound),
+            Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) => {
+                return Err(ConditionalError::Store(write_error));
+            }
+            Ok(Some(reread)) => {
+                tracing::debug!(table = %table, attempt, error = %write_error, "conditional write lost a race; re-applying");
+                current = reread;
+            }
+            Err(read_error) => {
+                tracing::warn!(table = %table, %write_error, %read_error, "re-read after a failed conditional write failed");
+                return Err(ConditionalError::Conflict);
+            }
+        }
+    }
+    Err(ConditionalError::Conflict)
+}
+
+impl<E> ConditionalError<E> {
+    /// True when the failure was a store error of `kind`.
+    pub fn is_store(&self, kind: ErrorKind) -> bool {
+        matches!(self, ConditionalError::Store(e) if e.kind == kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::storage::faults::FaultyTables;
+    use crate::storage::sqlite::{Durability, SqliteTables};
+    use crate::storage::{TableName, Value};
+
+    struct Setup {
+        tables: Tables,
+        faults: FaultyTables,
+        table: TableName,
+        _dir: tempdir::Dir,
+    }
+
+    mod tempdir {
+        /// A scratch directory removed on drop.
+        pub struct Dir(pub std::path::PathBuf);
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    async fn setup() -> Setup {
+        let dir = std::env::temp_dir().join(format!("tt-cond-{}", uuid::Uuid::new_v4()));
+        let store = SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap();
+        let faults = FaultyTables::new(store);
+        let tables = Tables::new(faults.clone());
+        let table = TableName::parse("Things").unwrap();
+        tables.create_table(&table).await.unwrap();
+        tables
+            .insert(&table, &Entity::new("p", "r").with("votes", Value::Int64(0)))
+            .await
+            .unwrap();
+        Setup {
+            tables,
+            faults,
+            table,
+            _dir: tempdir::Dir(dir),
+        }
+    }
+
+    /// A concurrent writer's real write, made from inside a synchronous `apply`.
+    fn write_concurrently(tables: &Tables, table: &TableName, votes: i64) {
+        let (tables, table) = (tables.clone(), table.clone());
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async move {
+                let other = Entity::new("p", "r").with("votes", Value::Int64(votes));
+                tables.upsert(&table, &other, UpdateMode::Replace).await.unwrap();
+            })
+        });
+    }
+
+    fn add_vote(entity: Entity) -> Entity {
+        let votes = entity.i64("votes").unwrap_or(0);
+        entity.with("votes", Value::Int64(votes + 1))
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn lost_race_re_reads_and_re_applies() {
+        let s = setup().await;
+        let calls = AtomicUsize::new(0);
+        let written = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                write_concurrently(&s.tables, &s.table, 10);
+            }
+            Ok(add_vote(e))
+        })
+        .await
+        .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(written.i64("votes"), Some(11), "the concurrent write is kept and ours re-applied");
+        let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        assert_eq!(stored.i64("votes"), Some(11));
+        assert_eq!(stored.etag, written.etag);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn spent_bound_is_a_conflict() {
+        let s = setup().await;
+        let calls = AtomicUsize::new(0);
+        let result = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) as i64;
+            write_concurrently(&s.tables, &s.table, 100 + n);
+            Ok(add_vote(e))
+        })
+        .await;
+        assert!(matches!(result, Err(ConditionalError::Conflict)), "{result:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), MAX_ATTEMPTS);
+        let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        assert_eq!(stored.i64("votes"), Some(102), "only the concurrent writes landed");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn failure_without_a_race_propagates_its_own_error() {
+        let s = setup().await;
+        s.faults
+            .fail_operation("update", None, 1, StoreError::unavailable("injected outage"));
+        let calls = AtomicUsize::new(0);
+        let result = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(add_vote(e))
+        })
+        .await;
+        match result {
+            Err(ConditionalError::Store(e)) => assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Unavailable, "injected outage")),
+            other => panic!("expected the write's own error, got {other:?}"),
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "no retry");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn vanished_entity_is_not_found() {
+        let s = setup().await;
+        let result = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| {
+            let (tables, table) = (s.tables.clone(), s.table.clone());
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current()
+                    .block_on(async move { tables.delete(&table, "p", "r", &IfMatch::Any).await.unwrap() })
+            });
+            Ok(add_vote(e))
+        })
+        .await;
+        assert!(matches!(result, Err(ConditionalError::NotFound)), "{result:?}");
+        let missing = update_conditionally::<()>(&s.tables, &s.table, "p", "nothing", UpdateMode::Replace, |e| Ok(e)).await;
+        assert!(matches!(missing, Err(ConditionalError::NotFound)));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn failed_re_read_is_a_conflict() {
+        let s = setup().await;
+        s.faults.fail_operation("update", None, 1, StoreError::unavailable("write lost"));
+        // The helper's first get succeeds; the re-read after the failed write fails.
+        s.faults.fail_nth_call(3, StoreError::unavailable("re-read lost"));
+        let result = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| Ok(add_vote(e))).await;
+        assert!(matches!(result, Err(ConditionalError::Conflict)), "{result:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rejection_by_apply_writes_nothing() {
+        let s = setup().await;
+        let before = s.faults.calls();
+        let result = update_conditionally(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |_| Err("closed poll")).await;
+        assert!(matches!(result, Err(ConditionalError::Rejected("closed poll"))));
+        assert_eq!(s.faults.calls() - before, 1, "only the read");
+    }
+}

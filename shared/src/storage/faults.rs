@@ -1,0 +1,192 @@
+//! A backend wrapper that injects faults, for tests of failure paths: fail the Nth call, fail
+//! a named operation, or add latency. It adds this one behaviour to any backend (in the style of
+//! object_store's `throttle.rs`) and is never used to make a test pass — only to make a real
+//! store fail where and when a test needs it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
+};
+
+/// The operation names rules match on: the [`TableBackend`] method names.
+pub const OPERATIONS: [&str; 9] = [
+    "create_table",
+    "delete_table",
+    "get",
+    "insert",
+    "update",
+    "upsert",
+    "delete",
+    "query",
+    "transact",
+];
+
+#[derive(Debug)]
+enum Trigger {
+    /// The call with this 1-based number (counting every call through the wrapper).
+    Call(usize),
+    /// Calls of this operation, optionally only on one table.
+    Operation { name: &'static str, table: Option<String> },
+}
+
+#[derive(Debug)]
+struct Rule {
+    trigger: Trigger,
+    /// How many more matching calls fail.
+    remaining: usize,
+    error: StoreError,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    calls: AtomicUsize,
+    rules: Mutex<Vec<Rule>>,
+    latency: Mutex<Option<Duration>>,
+}
+
+/// Wraps a backend and fails calls as told. Clones share their rules, so a test keeps one clone
+/// to steer the store it handed to the code under test.
+#[derive(Debug, Clone)]
+pub struct FaultyTables {
+    inner: Arc<dyn TableBackend>,
+    state: Arc<State>,
+}
+
+impl FaultyTables {
+    pub fn new(inner: impl TableBackend) -> FaultyTables {
+        FaultyTables {
+            inner: Arc::new(inner),
+            state: Arc::default(),
+        }
+    }
+
+    /// Fails the `n`th call from now (1 = the next call) with `error`.
+    pub fn fail_nth_call(&self, n: usize, error: StoreError) {
+        let call = self.calls() + n;
+        self.push(Trigger::Call(call), 1, error);
+    }
+
+    /// Fails the next `times` calls of `operation` (a [`TableBackend`] method name), on `table`
+    /// only when one is given.
+    pub fn fail_operation(&self, operation: &str, table: Option<&TableName>, times: usize, error: StoreError) {
+        let name = OPERATIONS
+            .into_iter()
+            .find(|op| *op == operation)
+            .unwrap_or_else(|| panic!("unknown operation {operation}"));
+        let table = table.map(|t| t.as_str().to_ascii_lowercase());
+        self.push(Trigger::Operation { name, table }, times, error);
+    }
+
+    /// Delays every call by `latency` before it reaches the backend.
+    pub fn set_latency(&self, latency: Option<Duration>) {
+        *self.state.latency.lock().unwrap_or_else(|p| p.into_inner()) = latency;
+    }
+
+    /// Calls made through this wrapper so far.
+    pub fn calls(&self) -> usize {
+        self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// Drops every rule that has not fired yet.
+    pub fn clear(&self) {
+        self.state.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn push(&self, trigger: Trigger, remaining: usize, error: StoreError) {
+        self.state
+            .rules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Rule {
+                trigger,
+                remaining,
+                error,
+            });
+    }
+
+    /// Counts the call, sleeps, and returns the error a rule prescribes for it, if any.
+    async fn enter(&self, operation: &'static str, table: Option<&TableName>) -> Result<()> {
+        let call = self.state.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let latency = *self.state.latency.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(latency) = latency {
+            tokio::time::sleep(latency).await;
+        }
+        let table = table.map(|t| t.as_str().to_ascii_lowercase());
+        let mut rules = self.state.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = rules.iter_mut().position(|rule| {
+            rule.remaining > 0
+                && match &rule.trigger {
+                    Trigger::Call(n) => *n == call,
+                    Trigger::Operation { name, table: only } => {
+                        *name == operation && (only.is_none() || *only == table)
+                    }
+                }
+        });
+        match hit {
+            Some(index) => {
+                let rule = &mut rules[index];
+                rule.remaining -= 1;
+                let error = rule.error.clone();
+                if rule.remaining == 0 {
+                    rules.remove(index);
+                }
+                tracing::debug!(operation, call, %error, "injected fault");
+                Err(error)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl TableBackend for FaultyTables {
+    async fn create_table(&self, table: &TableName) -> Result<()> {
+        self.enter("create_table", Some(table)).await?;
+        self.inner.create_table(table).await
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<()> {
+        self.enter("delete_table", Some(table)).await?;
+        self.inner.delete_table(table).await
+    }
+
+    async fn get(&self, table: &TableName, partition_key: &str, row_key: &str) -> Result<Entity> {
+        self.enter("get", Some(table)).await?;
+        self.inner.get(table, partition_key, row_key).await
+    }
+
+    async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
+        self.enter("insert", Some(table)).await?;
+        self.inner.insert(table, entity).await
+    }
+
+    async fn update(&self, table: &TableName, entity: &Entity, mode: UpdateMode, if_match: &IfMatch) -> Result<ETag> {
+        self.enter("update", Some(table)).await?;
+        self.inner.update(table, entity, mode, if_match).await
+    }
+
+    async fn upsert(&self, table: &TableName, entity: &Entity, mode: UpdateMode) -> Result<ETag> {
+        self.enter("upsert", Some(table)).await?;
+        self.inner.upsert(table, entity, mode).await
+    }
+
+    async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()> {
+        self.enter("delete", Some(table)).await?;
+        self.inner.delete(table, partition_key, row_key, if_match).await
+    }
+
+    async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {
+        self.enter("query", Some(table)).await?;
+        self.inner.query(table, query).await
+    }
+
+    async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
+        self.enter("transact", Some(table)).await?;
+        self.inner.transact(table, partition_key, ops).await
+    }
+}
