@@ -162,7 +162,14 @@ mod tests {
 
     #[test]
     fn garbage_is_not_a_key() {
-        for bad in ["", "123", "abcdefghijklmnopqrs", "9999999999999999999", "-000000000000000001", "０１２３４５６７８９０１２３４５６７８"] {
+        for bad in [
+            "",
+            "123",
+            "abcdefghijklmnopqrs",
+            "9999999999999999999",
+            "-000000000000000001",
+            "０１２３４５６７８９０１２３４５６７８",
+        ] {
             assert!(MessageKey::parse(bad).is_none(), "{bad}");
         }
     }

@@ -2,5 +2,17 @@
 //! message goes through). No HTTP framework types live here; `functions/` adapts HTTP and
 //! triggers to what this crate offers.
 
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod html;
+pub mod ids;
 pub mod keys;
+pub mod messages;
+pub mod rooms;
+pub mod schema;
+pub mod service;
 pub mod storage;
+
+pub use error::{Error, Result};
+pub use service::Chat;

@@ -159,7 +159,11 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert_eq!(written.i64("votes"), Some(11), "the concurrent write is kept and ours re-applied");
+        assert_eq!(
+            written.i64("votes"),
+            Some(11),
+            "the concurrent write is kept and ours re-applied"
+        );
         let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
         assert_eq!(stored.i64("votes"), Some(11));
         assert_eq!(stored.etag, written.etag);
@@ -193,7 +197,10 @@ mod tests {
         })
         .await;
         match result {
-            Err(ConditionalError::Store(e)) => assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Unavailable, "injected outage")),
+            Err(ConditionalError::Store(e)) => assert_eq!(
+                (e.kind, e.message.as_str()),
+                (ErrorKind::Unavailable, "injected outage")
+            ),
             other => panic!("expected the write's own error, got {other:?}"),
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1, "no retry");
@@ -212,17 +219,20 @@ mod tests {
         })
         .await;
         assert!(matches!(result, Err(ConditionalError::NotFound)), "{result:?}");
-        let missing = update_conditionally::<()>(&s.tables, &s.table, "p", "nothing", UpdateMode::Replace, |e| Ok(e)).await;
+        let missing =
+            update_conditionally::<()>(&s.tables, &s.table, "p", "nothing", UpdateMode::Replace, |e| Ok(e)).await;
         assert!(matches!(missing, Err(ConditionalError::NotFound)));
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn failed_re_read_is_a_conflict() {
         let s = setup().await;
-        s.faults.fail_operation("update", None, 1, StoreError::unavailable("write lost"));
+        s.faults
+            .fail_operation("update", None, 1, StoreError::unavailable("write lost"));
         // The helper's first get succeeds; the re-read after the failed write fails.
         s.faults.fail_nth_call(3, StoreError::unavailable("re-read lost"));
-        let result = update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| Ok(add_vote(e))).await;
+        let result =
+            update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| Ok(add_vote(e))).await;
         assert!(matches!(result, Err(ConditionalError::Conflict)), "{result:?}");
     }
 
@@ -230,7 +240,10 @@ mod tests {
     async fn rejection_by_apply_writes_nothing() {
         let s = setup().await;
         let before = s.faults.calls();
-        let result = update_conditionally(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |_| Err("closed poll")).await;
+        let result = update_conditionally(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |_| {
+            Err("closed poll")
+        })
+        .await;
         assert!(matches!(result, Err(ConditionalError::Rejected("closed poll"))));
         assert_eq!(s.faults.calls() - before, 1, "only the read");
     }

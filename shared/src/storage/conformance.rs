@@ -99,13 +99,22 @@ pub async fn crud(f: &Fixture) {
 pub async fn statuses(f: &Fixture) {
     let t = f.table("statuses").await;
     let first = f.tables.insert(&t, &sample("p", "r")).await.unwrap();
-    assert_eq!(kind(f.tables.insert(&t, &sample("p", "r")).await), ErrorKind::AlreadyExists);
+    assert_eq!(
+        kind(f.tables.insert(&t, &sample("p", "r")).await),
+        ErrorKind::AlreadyExists
+    );
 
     let missing = sample("p", "missing");
     for mode in [UpdateMode::Replace, UpdateMode::Merge] {
-        assert_eq!(kind(f.tables.update(&t, &missing, mode, &IfMatch::Any).await), ErrorKind::NotFound);
+        assert_eq!(
+            kind(f.tables.update(&t, &missing, mode, &IfMatch::Any).await),
+            ErrorKind::NotFound
+        );
     }
-    assert_eq!(kind(f.tables.delete(&t, "p", "missing", &IfMatch::Any).await), ErrorKind::NotFound);
+    assert_eq!(
+        kind(f.tables.delete(&t, "p", "missing", &IfMatch::Any).await),
+        ErrorKind::NotFound
+    );
 
     let second = f
         .tables
@@ -114,7 +123,10 @@ pub async fn statuses(f: &Fixture) {
         .unwrap();
     assert_ne!(first, second);
     for mode in [UpdateMode::Replace, UpdateMode::Merge] {
-        let stale = f.tables.update(&t, &sample("p", "r"), mode, &IfMatch::Etag(first.clone())).await;
+        let stale = f
+            .tables
+            .update(&t, &sample("p", "r"), mode, &IfMatch::Etag(first.clone()))
+            .await;
         assert_eq!(kind(stale), ErrorKind::PreconditionFailed);
     }
     let stale_delete = f.tables.delete(&t, "p", "r", &IfMatch::Etag(first)).await;
@@ -133,7 +145,10 @@ pub async fn if_match_any(f: &Fixture) {
         .unwrap();
     assert_eq!(must_get(&f.tables, &t, "p", "r").await.properties, replaced.properties);
     f.tables.delete(&t, "p", "r", &IfMatch::Any).await.unwrap();
-    assert_eq!(kind(f.tables.delete(&t, "p", "r", &IfMatch::Any).await), ErrorKind::NotFound);
+    assert_eq!(
+        kind(f.tables.delete(&t, "p", "r", &IfMatch::Any).await),
+        ErrorKind::NotFound
+    );
 }
 
 /// Merge keeps properties the write does not name; replace drops them.
@@ -164,7 +179,10 @@ pub async fn upsert(f: &Fixture) {
         .upsert(&t, &sample("p", "r"), UpdateMode::Replace)
         .await
         .unwrap();
-    assert_eq!(must_get(&f.tables, &t, "p", "r").await.properties, sample("p", "r").properties);
+    assert_eq!(
+        must_get(&f.tables, &t, "p", "r").await.properties,
+        sample("p", "r").properties
+    );
     let patch = Entity::new("p", "r").with("extra", Value::Bool(false));
     f.tables.upsert(&t, &patch, UpdateMode::Merge).await.unwrap();
     let merged = must_get(&f.tables, &t, "p", "r").await;
@@ -213,7 +231,11 @@ pub async fn range_and_continuation(f: &Fixture) {
     assert_eq!(rows.iter().map(|e| e.row_key.clone()).collect::<Vec<_>>(), expected);
     assert!(!more);
 
-    let (rows, more) = f.tables.query_up_to(&t, &RangeQuery::partition("p", 1000), 1001).await.unwrap();
+    let (rows, more) = f
+        .tables
+        .query_up_to(&t, &RangeQuery::partition("p", 1000), 1001)
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 1001);
     assert!(more);
 
@@ -285,7 +307,11 @@ pub async fn batch_atomicity(f: &Fixture) {
         },
     ];
     let err = f.tables.transact(&t, "p", &stale_at_1).await.unwrap_err();
-    assert_eq!((err.kind, err.batch_index), (ErrorKind::PreconditionFailed, Some(1)), "{err}");
+    assert_eq!(
+        (err.kind, err.batch_index),
+        (ErrorKind::PreconditionFailed, Some(1)),
+        "{err}"
+    );
 
     let duplicate_at_2 = vec![
         BatchOp::Insert(sample("p", "a")),
@@ -297,7 +323,11 @@ pub async fn batch_atomicity(f: &Fixture) {
         BatchOp::Insert(sample("p", "dup")),
     ];
     let err = f.tables.transact(&t, "p", &duplicate_at_2).await.unwrap_err();
-    assert_eq!((err.kind, err.batch_index), (ErrorKind::AlreadyExists, Some(2)), "{err}");
+    assert_eq!(
+        (err.kind, err.batch_index),
+        (ErrorKind::AlreadyExists, Some(2)),
+        "{err}"
+    );
 
     let missing_at_0 = vec![
         BatchOp::Delete {
@@ -310,15 +340,23 @@ pub async fn batch_atomicity(f: &Fixture) {
     let err = f.tables.transact(&t, "p", &missing_at_0).await.unwrap_err();
     assert_eq!((err.kind, err.batch_index), (ErrorKind::NotFound, Some(0)), "{err}");
 
-    assert!(f.tables.get(&t, "p", "a").await.unwrap().is_none(), "insert rolled back");
-    assert!(f.tables.get(&t, "p", "c").await.unwrap().is_some(), "delete rolled back");
+    assert!(
+        f.tables.get(&t, "p", "a").await.unwrap().is_none(),
+        "insert rolled back"
+    );
+    assert!(
+        f.tables.get(&t, "p", "c").await.unwrap().is_some(),
+        "delete rolled back"
+    );
     assert_eq!(must_get(&f.tables, &t, "p", "b").await, before, "update rolled back");
 }
 
 /// Batches Azure refuses are refused here too, before anything is written.
 pub async fn batch_limits(f: &Fixture) {
     let t = f.table("batchlimits").await;
-    let too_many: Vec<BatchOp> = (0..101).map(|i| BatchOp::Insert(sample("p", &format!("{i:03}")))).collect();
+    let too_many: Vec<BatchOp> = (0..101)
+        .map(|i| BatchOp::Insert(sample("p", &format!("{i:03}"))))
+        .collect();
     let err = f.tables.transact(&t, "p", &too_many).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidInput);
     assert!(err.message.contains("100"), "{err}");
@@ -342,20 +380,34 @@ pub async fn batch_limits(f: &Fixture) {
 
     let big = "x".repeat(32 * 1024);
     let over_4mib: Vec<BatchOp> = (0..70)
-        .map(|i| {
-            BatchOp::Insert(Entity::new("p", format!("{i:03}")).with("s", Value::String(big.clone())))
-        })
+        .map(|i| BatchOp::Insert(Entity::new("p", format!("{i:03}")).with("s", Value::String(big.clone()))))
         .collect();
-    assert_eq!(kind(f.tables.transact(&t, "p", &over_4mib).await), ErrorKind::InvalidInput);
+    assert_eq!(
+        kind(f.tables.transact(&t, "p", &over_4mib).await),
+        ErrorKind::InvalidInput
+    );
 
-    let (rows, _) = f.tables.query_up_to(&t, &RangeQuery::partition("p", 1000), 1000).await.unwrap();
+    let (rows, _) = f
+        .tables
+        .query_up_to(&t, &RangeQuery::partition("p", 1000), 1000)
+        .await
+        .unwrap();
     assert!(rows.is_empty(), "a refused batch wrote {} rows", rows.len());
 }
 
 /// Keys with `/ \ # ?` or control characters are refused with a message naming the rule.
 pub async fn forbidden_keys(f: &Fixture) {
     let t = f.table("forbidden").await;
-    for bad in ["a/b", "a\\b", "a#b", "a?b", "tab\there", "nl\n", "del\u{7f}", "c1\u{9f}"] {
+    for bad in [
+        "a/b",
+        "a\\b",
+        "a#b",
+        "a?b",
+        "tab\there",
+        "nl\n",
+        "del\u{7f}",
+        "c1\u{9f}",
+    ] {
         for (pk, rk) in [("p", bad), (bad, "r")] {
             let err = f.tables.insert(&t, &sample(pk, rk)).await.unwrap_err();
             assert_eq!(err.kind, ErrorKind::InvalidInput);
@@ -366,13 +418,25 @@ pub async fn forbidden_keys(f: &Fixture) {
         assert_eq!(kind(f.tables.transact(&t, "p", &batch).await), ErrorKind::InvalidInput);
     }
     let long = "k".repeat(513);
-    assert_eq!(kind(f.tables.insert(&t, &sample("p", &long)).await), ErrorKind::InvalidInput);
+    assert_eq!(
+        kind(f.tables.insert(&t, &sample("p", &long)).await),
+        ErrorKind::InvalidInput
+    );
 }
 
 /// Quotes, spaces, percent signs and non-ASCII work in keys, through every operation.
 pub async fn awkward_keys(f: &Fixture) {
     let t = f.table("awkward").await;
-    let keys = ["o'brien", "it''s", "with space", "naïve 日本 🎉", "100%", "a+b&c=d", "(x)", "'"];
+    let keys = [
+        "o'brien",
+        "it''s",
+        "with space",
+        "naïve 日本 🎉",
+        "100%",
+        "a+b&c=d",
+        "(x)",
+        "'",
+    ];
     for pk in ["p'q r", "ü"] {
         for rk in keys {
             let etag = f.tables.insert(&t, &sample(pk, rk)).await.unwrap();
@@ -383,7 +447,11 @@ pub async fn awkward_keys(f: &Fixture) {
                 .await
                 .unwrap();
         }
-        let (rows, _) = f.tables.query_up_to(&t, &RangeQuery::partition(pk, 1000), 100).await.unwrap();
+        let (rows, _) = f
+            .tables
+            .query_up_to(&t, &RangeQuery::partition(pk, 1000), 100)
+            .await
+            .unwrap();
         let mut expected: Vec<&str> = keys.to_vec();
         expected.sort();
         assert_eq!(rows.iter().map(|e| e.row_key.as_str()).collect::<Vec<_>>(), expected);
@@ -416,14 +484,20 @@ pub async fn property_types(f: &Fixture) {
         .with("yes", Value::Bool(true))
         .with("no", Value::Bool(false))
         .with("at", Value::datetime(at))
-        .with("old", Value::datetime(Utc.with_ymd_and_hms(1601, 1, 1, 0, 0, 0).unwrap()))
+        .with(
+            "old",
+            Value::datetime(Utc.with_ymd_and_hms(1601, 1, 1, 0, 0, 0).unwrap()),
+        )
         .with("bytes", Value::Binary((0..=255).collect()));
     f.tables.insert(&t, &entity).await.unwrap();
     let got = must_get(&f.tables, &t, "p", "r").await;
     assert_eq!(got.properties, entity.properties);
     assert_eq!(got.datetime("at"), Some(at));
 
-    let batch = vec![BatchOp::Insert(Entity { row_key: "b".into(), ..entity.clone() })];
+    let batch = vec![BatchOp::Insert(Entity {
+        row_key: "b".into(),
+        ..entity.clone()
+    })];
     f.tables.transact(&t, "p", &batch).await.unwrap();
     assert_eq!(must_get(&f.tables, &t, "p", "b").await.properties, entity.properties);
 }
@@ -440,7 +514,9 @@ pub async fn oversize(f: &Fixture) {
         (0..20).fold(Entity::new("p", "e"), |e, i| {
             e.with(&format!("p{i}"), Value::String("x".repeat(30 * 1024)))
         }),
-        (0..253).fold(Entity::new("p", "n"), |e, i| e.with(&format!("p{i}"), Value::Bool(true))),
+        (0..253).fold(Entity::new("p", "n"), |e, i| {
+            e.with(&format!("p{i}"), Value::Bool(true))
+        }),
         Entity::new("p", "bad").with("not-an-identifier", Value::Bool(true)),
         Entity::new("p", "nan").with("f", Value::Double(f64::NAN)),
     ];
@@ -455,7 +531,10 @@ pub async fn oversize(f: &Fixture) {
 /// round and the others see 412.
 pub async fn concurrent_conditional_updates(f: &Fixture) {
     let t = f.table("race").await;
-    f.tables.insert(&t, &sample("p", "r").with("round", Value::Int64(0))).await.unwrap();
+    f.tables
+        .insert(&t, &sample("p", "r").with("round", Value::Int64(0)))
+        .await
+        .unwrap();
     let writers = 8;
     for round in 1..=5i64 {
         let current = must_get(&f.tables, &t, "p", "r").await;
@@ -500,11 +579,7 @@ pub async fn etag_changes(f: &Fixture) {
     let t = f.table("etags").await;
     let mut seen: Vec<ETag> = vec![f.tables.insert(&t, &sample("p", "r")).await.unwrap()];
     for _ in 0..3 {
-        let etag = f
-            .tables
-            .upsert(&t, &sample("p", "r"), UpdateMode::Merge)
-            .await
-            .unwrap();
+        let etag = f.tables.upsert(&t, &sample("p", "r"), UpdateMode::Merge).await.unwrap();
         assert!(!seen.contains(&etag));
         seen.push(etag);
     }

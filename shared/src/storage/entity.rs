@@ -191,9 +191,7 @@ impl Entity {
 
     /// Bytes the entity counts towards Azure's 1 MiB limit.
     pub fn stored_size(&self) -> usize {
-        let key_bytes = (self.partition_key.encode_utf16().count()
-            + self.row_key.encode_utf16().count())
-            * 2;
+        let key_bytes = (self.partition_key.encode_utf16().count() + self.row_key.encode_utf16().count()) * 2;
         4 + key_bytes
             + self
                 .properties

@@ -98,15 +98,11 @@ impl FaultyTables {
     }
 
     fn push(&self, trigger: Trigger, remaining: usize, error: StoreError) {
-        self.state
-            .rules
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Rule {
-                trigger,
-                remaining,
-                error,
-            });
+        self.state.rules.lock().unwrap_or_else(|p| p.into_inner()).push(Rule {
+            trigger,
+            remaining,
+            error,
+        });
     }
 
     /// Counts the call, sleeps, and returns the error a rule prescribes for it, if any.

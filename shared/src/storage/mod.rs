@@ -148,9 +148,7 @@ impl BatchOp {
                 (&e.partition_key, &e.row_key)
             }
             BatchOp::Delete {
-                partition_key,
-                row_key,
-                ..
+                partition_key, row_key, ..
             } => (partition_key, row_key),
         }
     }
@@ -233,7 +231,13 @@ impl Tables {
         self.backend.insert(table, entity).await
     }
 
-    pub async fn update(&self, table: &TableName, entity: &Entity, mode: UpdateMode, if_match: &IfMatch) -> Result<ETag> {
+    pub async fn update(
+        &self,
+        table: &TableName,
+        entity: &Entity,
+        mode: UpdateMode,
+        if_match: &IfMatch,
+    ) -> Result<ETag> {
         rules::check_entity(entity)?;
         self.backend.update(table, entity, mode, if_match).await
     }
@@ -243,7 +247,13 @@ impl Tables {
         self.backend.upsert(table, entity, mode).await
     }
 
-    pub async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()> {
+    pub async fn delete(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        row_key: &str,
+        if_match: &IfMatch,
+    ) -> Result<()> {
         rules::check_keys(partition_key, row_key)?;
         self.backend.delete(table, partition_key, row_key, if_match).await
     }
@@ -255,7 +265,12 @@ impl Tables {
 
     /// Reads up to `limit` entities of a range, following continuations (Azure may return
     /// short pages). Returns the entities and whether the range holds more.
-    pub async fn query_up_to(&self, table: &TableName, query: &RangeQuery, limit: usize) -> Result<(Vec<Entity>, bool)> {
+    pub async fn query_up_to(
+        &self,
+        table: &TableName,
+        query: &RangeQuery,
+        limit: usize,
+    ) -> Result<(Vec<Entity>, bool)> {
         let mut query = query.clone();
         let mut entities = Vec::new();
         loop {

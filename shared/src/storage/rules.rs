@@ -70,8 +70,8 @@ pub fn check_keys(partition_key: &str, row_key: &str) -> Result<()> {
 /// A C#-identifier-like name of at most 255 characters, not one of the system properties.
 pub fn check_property_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
-    let identifier = chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
-        && chars.all(|c| c.is_alphanumeric() || c == '_');
+    let identifier =
+        chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_');
     if !identifier || name.chars().count() > MAX_PROPERTY_NAME {
         return Err(StoreError::invalid(format!(
             "property name {name:?} must be an identifier of at most {MAX_PROPERTY_NAME} characters"
@@ -92,15 +92,15 @@ fn min_datetime() -> DateTime<Utc> {
 
 pub fn check_value(name: &str, value: &Value) -> Result<()> {
     match value {
-        Value::String(s) if s.encode_utf16().count() > MAX_STRING_UNITS => Err(StoreError::invalid(format!(
-            "property {name} is longer than 64 KiB"
-        ))),
+        Value::String(s) if s.encode_utf16().count() > MAX_STRING_UNITS => {
+            Err(StoreError::invalid(format!("property {name} is longer than 64 KiB")))
+        }
         Value::Binary(b) if b.len() > MAX_BINARY_BYTES => {
             Err(StoreError::invalid(format!("property {name} is larger than 64 KiB")))
         }
-        Value::Double(f) if !f.is_finite() => Err(StoreError::invalid(format!(
-            "property {name} must be a finite number"
-        ))),
+        Value::Double(f) if !f.is_finite() => {
+            Err(StoreError::invalid(format!("property {name} must be a finite number")))
+        }
         Value::DateTime(at) if *at < min_datetime() => Err(StoreError::invalid(format!(
             "property {name} is before 1601-01-01, the earliest date Azure stores"
         ))),
@@ -157,9 +157,7 @@ pub fn check_batch(partition_key: &str, ops: &[BatchOp]) -> Result<()> {
             )));
         }
         if !seen.insert(rk) {
-            return Err(fail(StoreError::invalid(
-                "an entity can appear only once in a batch",
-            )));
+            return Err(fail(StoreError::invalid("an entity can appear only once in a batch")));
         }
         match op {
             BatchOp::Insert(e) | BatchOp::Update { entity: e, .. } | BatchOp::Upsert { entity: e, .. } => {

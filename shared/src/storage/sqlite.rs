@@ -124,8 +124,10 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection> {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.execute_batch(&format!("PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"))
-        .map_err(sql_error)?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+    ))
+    .map_err(sql_error)?;
     Ok(conn)
 }
 
@@ -208,7 +210,14 @@ fn write_row(tx: &Connection, table: &str, entity: &Entity, props: &str) -> Resu
     tx.execute(
         "INSERT INTO entities (tbl, pk, rk, etag, ts, props) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (tbl, pk, rk) DO UPDATE SET etag = ?4, ts = ?5, props = ?6",
-        params![table, entity.partition_key, entity.row_key, etag.0, format_datetime(&now), props],
+        params![
+            table,
+            entity.partition_key,
+            entity.row_key,
+            etag.0,
+            format_datetime(&now),
+            props
+        ],
     )
     .map_err(sql_error)?;
     Ok(etag)
@@ -229,7 +238,10 @@ fn merged_props(entity: &Entity, mode: UpdateMode, existing: Option<&str>) -> Re
 
 fn apply_insert(tx: &Connection, table: &str, entity: &Entity) -> Result<ETag> {
     if current(tx, table, &entity.partition_key, &entity.row_key)?.is_some() {
-        return Err(StoreError::new(ErrorKind::AlreadyExists, "the specified entity already exists"));
+        return Err(StoreError::new(
+            ErrorKind::AlreadyExists,
+            "the specified entity already exists",
+        ));
     }
     write_row(tx, table, entity, &encode_props(entity)?)
 }
@@ -273,8 +285,10 @@ impl TableBackend for SqliteTables {
         let table = table_key(table);
         self.write(move |tx| {
             require_table(tx, &table)?;
-            tx.execute("DELETE FROM entities WHERE tbl = ?1", [&table]).map_err(sql_error)?;
-            tx.execute("DELETE FROM tables WHERE name = ?1", [&table]).map_err(sql_error)?;
+            tx.execute("DELETE FROM entities WHERE tbl = ?1", [&table])
+                .map_err(sql_error)?;
+            tx.execute("DELETE FROM tables WHERE name = ?1", [&table])
+                .map_err(sql_error)?;
             Ok(())
         })
         .await
@@ -443,7 +457,10 @@ mod tests {
         {
             let tables = Tables::new(SqliteTables::open(&path, Durability::Full).unwrap());
             tables.create_table(&table).await.unwrap();
-            tables.insert(&table, &Entity::new("p", "r").with("v", Value::Int64(5))).await.unwrap();
+            tables
+                .insert(&table, &Entity::new("p", "r").with("v", Value::Int64(5)))
+                .await
+                .unwrap();
         }
         let tables = Tables::new(SqliteTables::open(&path, Durability::Full).unwrap());
         let kept = tables.get(&table, "p", "r").await.unwrap().unwrap();

@@ -1,0 +1,67 @@
+//! Extractors that turn every way a request can be malformed into the JSON error model:
+//! `Caller` (authentication, so a handler that needs a user says so in its signature), and
+//! `JsonBody` / `QueryParams`, whose rejections become 400/413/422 instead of axum's text.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use tabletalk::Error;
+use tabletalk::auth::Principal;
+
+use super::AppState;
+use super::error::ApiError;
+
+/// The authenticated caller.
+pub struct Caller(pub Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, ApiError> {
+        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        Ok(Caller(state.auth.authenticate(header).await?))
+    }
+}
+
+/// A JSON request body.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<JsonBody<T>, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(JsonBody(value)),
+            Err(rejection) => Err(ApiError(json_error(rejection))),
+        }
+    }
+}
+
+fn json_error(rejection: JsonRejection) -> Error {
+    match rejection {
+        JsonRejection::JsonDataError(e) => Error::Validation(e.body_text()),
+        JsonRejection::JsonSyntaxError(_) => Error::bad_request("the body is not valid JSON"),
+        JsonRejection::MissingJsonContentType(_) => Error::bad_request("the body must be application/json"),
+        other if other.status().as_u16() == 413 => {
+            Error::PayloadTooLarge(format!("the body is larger than {} bytes", super::MAX_BODY_BYTES))
+        }
+        other => Error::bad_request(other.body_text()),
+    }
+}
+
+/// Query-string parameters.
+pub struct QueryParams<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<QueryParams<T>, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(QueryParams(value)),
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => Err(ApiError(Error::bad_request(e.body_text()))),
+            Err(other) => Err(ApiError(Error::bad_request(other.body_text()))),
+        }
+    }
+}

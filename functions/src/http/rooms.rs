@@ -1,0 +1,62 @@
+//! Room functions: create, list mine, get, join, leave.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use tabletalk::ids::RoomId;
+use tabletalk::rooms::{NewRoom, Room};
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{Caller, JsonBody};
+
+#[utoipa::path(post, path = "/api/rooms", tag = "rooms", operation_id = "createRoom",
+    request_body = NewRoom,
+    responses((status = 201, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(input): JsonBody<NewRoom>,
+) -> ApiResult<(StatusCode, Json<Room>)> {
+    Ok((StatusCode::CREATED, Json(state.chat.create_room(&who, input).await?)))
+}
+
+#[utoipa::path(get, path = "/api/rooms", tag = "rooms", operation_id = "listRooms",
+    responses((status = 200, body = [Room]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<Room>>> {
+    Ok(Json(state.chat.my_rooms(&who).await?))
+}
+
+#[utoipa::path(get, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "getRoom",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<Json<Room>> {
+    Ok(Json(state.chat.get_room(&who, &RoomId::parse(&room)?).await?))
+}
+
+#[utoipa::path(post, path = "/api/rooms/{roomId}/join", tag = "rooms", operation_id = "joinRoom",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn join(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<Json<Room>> {
+    Ok(Json(state.chat.join_room(&who, &RoomId::parse(&room)?).await?))
+}
+
+#[utoipa::path(post, path = "/api/rooms/{roomId}/leave", tag = "rooms", operation_id = "leaveRoom",
+    params(("roomId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn leave(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.chat.leave_room(&who, &RoomId::parse(&room)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

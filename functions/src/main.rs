@@ -1,0 +1,182 @@
+//! The one tabletalk binary.
+//!
+//! - `tabletalk serve [--port P] [--data-dir DIR] [--settings FILE|none]`: the HTTP server (the
+//!   default command). With `FUNCTIONS_CUSTOMHANDLER_PORT` set it is an Azure Functions custom
+//!   handler listening on that port on loopback; otherwise the self-hosted server on port 7071.
+//! - `tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]`: prints a development
+//!   token signed with the configured HS256 secret.
+
+mod http;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tabletalk::auth::{Authenticator, mint_dev_token};
+use tabletalk::config::{self, Settings};
+use tabletalk::{Chat, Error};
+
+const DEFAULT_PORT: u16 = 7071;
+const USAGE: &str = "usage:
+  tabletalk [serve] [--port P] [--data-dir DIR] [--settings FILE]
+  tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]";
+
+/// Parsed command line: the command, its positional arguments and its `--flag value` pairs.
+struct Args {
+    command: String,
+    positional: Vec<String>,
+    flags: HashMap<String, String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1).peekable();
+    let command = match args.peek() {
+        Some(first) if !first.starts_with("--") => args.next().unwrap_or_default(),
+        _ => "serve".to_owned(),
+    };
+    let (mut positional, mut flags) = (Vec::new(), HashMap::new());
+    while let Some(arg) = args.next() {
+        match arg.strip_prefix("--") {
+            Some(flag) => {
+                let value = args.next().ok_or(format!("--{flag} needs a value"))?;
+                flags.insert(flag.to_owned(), value);
+            }
+            None => positional.push(arg),
+        }
+    }
+    Ok(Args {
+        command,
+        positional,
+        flags,
+    })
+}
+
+/// Settings from `local.settings.json` (explicit, or in the working directory), the environment
+/// over them, and command-line flags over both.
+fn settings(args: &Args) -> Result<Settings, Error> {
+    let file = match args.flags.get("settings").map(String::as_str) {
+        Some("none") => None,
+        Some(path) => Some(PathBuf::from(path)),
+        None => Some(PathBuf::from("local.settings.json")).filter(|default| default.exists()),
+    };
+    let mut values = match &file {
+        Some(path) => config::read_local_settings(path)?,
+        None => HashMap::new(),
+    };
+    values.extend(std::env::vars());
+    if let Some(dir) = args.flags.get("data-dir") {
+        values.insert(config::DATA_DIR.into(), dir.clone());
+    }
+    Settings::from_values(&values)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,tower_http=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(problem) => {
+            eprintln!("{problem}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+    let result = match args.command.as_str() {
+        "serve" => runtime.block_on(serve(&args)),
+        "token" => token(&args),
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(problem) => {
+            eprintln!("tabletalk: {problem}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn token(args: &Args) -> Result<(), String> {
+    let user = args
+        .positional
+        .first()
+        .ok_or(format!("token needs a user id\n{USAGE}"))?;
+    let settings = settings(args).map_err(|e| e.to_string())?;
+    let secret = settings
+        .auth
+        .hs256_secret
+        .ok_or(format!("{} is not set", config::JWT_SECRET))?;
+    let hours: u64 = args
+        .flags
+        .get("hours")
+        .map_or(Ok(24), |h| h.parse())
+        .map_err(|_| "--hours must be a number")?;
+    let name = args.flags.get("name").map(String::as_str);
+    let token = mint_dev_token(&secret, user, name, Duration::from_secs(hours * 3600)).map_err(|e| e.to_string())?;
+    println!("{token}");
+    Ok(())
+}
+
+async fn serve(args: &Args) -> Result<(), String> {
+    let settings = settings(args).map_err(|e| e.to_string())?;
+    let addr = match std::env::var("FUNCTIONS_CUSTOMHANDLER_PORT") {
+        Ok(port) => {
+            let port: u16 = port.parse().map_err(|_| "FUNCTIONS_CUSTOMHANDLER_PORT is not a port")?;
+            SocketAddr::from(([127, 0, 0, 1], port))
+        }
+        Err(_) => {
+            let port = match args.flags.get("port") {
+                Some(port) => port.parse().map_err(|_| "--port must be a port number")?,
+                None => DEFAULT_PORT,
+            };
+            SocketAddr::from(([0, 0, 0, 0], port))
+        }
+    };
+    let chat = Chat::from_settings(&settings)
+        .await
+        .map_err(|e| format!("cannot open storage: {e}"))?;
+    let state = http::AppState {
+        chat,
+        auth: Arc::new(Authenticator::new(settings.auth.clone())),
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%local, storage = ?storage_kind(&settings), "tabletalk listening");
+    // Tests and scripts read this line to learn the port when started with --port 0.
+    println!("listening on {local}");
+    axum::serve(listener, http::router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn storage_kind(settings: &Settings) -> &'static str {
+    match settings.storage {
+        config::StorageSettings::Azure { .. } => "azure-tables",
+        config::StorageSettings::Embedded { .. } => "embedded",
+    }
+}
+
+/// Ctrl-C or SIGTERM (what the Functions host and service managers send).
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

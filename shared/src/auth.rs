@@ -1,0 +1,211 @@
+//! Who is calling: bearer JWTs verified here (BRIEF §8). HS256 with a shared secret serves local
+//! use and tests; RS256 with keys from a configured JWKS URL serves production identity
+//! providers. The user id is the token's `sub`, the display name its `name` claim.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+
+use crate::config::AuthSettings;
+use crate::error::{Error, Result};
+use crate::ids::UserId;
+
+/// Longest display name kept from a token; longer names are cut.
+pub const MAX_NAME_CHARS: usize = 100;
+/// Unknown `kid`s refresh the JWKS at most this often, so forged kids cannot hammer the issuer.
+const JWKS_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub user_id: UserId,
+    /// Display name: the `name` claim, else the user id.
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    exp: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iat: Option<u64>,
+}
+
+/// Verifies bearer tokens. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Authenticator {
+    settings: AuthSettings,
+    http: reqwest::Client,
+    jwks: RwLock<Jwks>,
+}
+
+#[derive(Debug, Default)]
+struct Jwks {
+    keys: HashMap<String, DecodingKey>,
+    fetched: Option<Instant>,
+}
+
+impl Authenticator {
+    pub fn new(settings: AuthSettings) -> Authenticator {
+        Authenticator {
+            settings,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("a default HTTP client builds"),
+            jwks: RwLock::default(),
+        }
+    }
+
+    /// The caller named by an `Authorization` header value.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Principal> {
+        let header = authorization.ok_or_else(|| unauthorized("missing bearer token"))?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?
+            .trim();
+        let header = jsonwebtoken::decode_header(token).map_err(|_| unauthorized("malformed token"))?;
+        let key = match header.alg {
+            Algorithm::HS256 => match &self.settings.hs256_secret {
+                Some(secret) => {
+                    DecodingKey::from_secret(secret.as_bytes()).map_err(|_| unauthorized("invalid HS256 secret"))?
+                }
+                None => return Err(unauthorized("HS256 tokens are not accepted here")),
+            },
+            Algorithm::RS256 => self.jwks_key(header.kid.as_deref()).await?,
+            _ => return Err(unauthorized("unsupported token algorithm")),
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = 30;
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        match &self.settings.audience {
+            Some(aud) => validation.set_audience(&[aud]),
+            None => validation.validate_aud = false,
+        }
+        if let Some(iss) = &self.settings.issuer {
+            validation.set_issuer(&[iss]);
+        }
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => unauthorized("token expired"),
+                jsonwebtoken::errors::ErrorKind::InvalidSignature => unauthorized("invalid token signature"),
+                _ => unauthorized("invalid token"),
+            })?
+            .claims;
+        let user_id = UserId::parse(&claims.sub)?;
+        let name = claims
+            .name
+            .map(|n| {
+                n.trim()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(MAX_NAME_CHARS)
+                    .collect::<String>()
+            })
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| user_id.to_string());
+        Ok(Principal { user_id, name })
+    }
+
+    /// The RS256 key for `kid`, refreshing the JWKS when the kid is unknown.
+    async fn jwks_key(&self, kid: Option<&str>) -> Result<DecodingKey> {
+        let url = self
+            .settings
+            .jwks_url
+            .as_deref()
+            .ok_or_else(|| unauthorized("RS256 tokens are not accepted here"))?;
+        let kid = kid.ok_or_else(|| unauthorized("RS256 tokens must name their key (kid)"))?;
+        {
+            let jwks = self.jwks.read().await;
+            if let Some(key) = jwks.keys.get(kid) {
+                return Ok(key.clone());
+            }
+            if jwks.fetched.is_some_and(|at| at.elapsed() < JWKS_REFRESH_INTERVAL) {
+                return Err(unauthorized("unknown signing key"));
+            }
+        }
+        let mut jwks = self.jwks.write().await;
+        let set: JwkSet = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| Error::Unavailable(format!("cannot fetch the JWKS: {e}")))?
+            .json()
+            .await
+            .map_err(|e| Error::Internal(format!("the JWKS is not valid: {e}")))?;
+        jwks.keys = set
+            .keys
+            .iter()
+            .filter_map(|jwk| Some((jwk.common.key_id.clone()?, DecodingKey::from_jwk(jwk).ok()?)))
+            .collect();
+        jwks.fetched = Some(Instant::now());
+        jwks.keys
+            .get(kid)
+            .cloned()
+            .ok_or_else(|| unauthorized("unknown signing key"))
+    }
+}
+
+fn unauthorized(message: &str) -> Error {
+    Error::Unauthorized(message.to_owned())
+}
+
+/// An HS256 token for local development and tests.
+pub fn mint_dev_token(secret: &str, user_id: &str, name: Option<&str>, ttl: Duration) -> Result<String> {
+    let now = chrono::Utc::now().timestamp() as u64;
+    let claims = Claims {
+        sub: user_id.to_owned(),
+        name: name.map(str::to_owned),
+        exp: now + ttl.as_secs(),
+        iat: Some(now),
+    };
+    let key = EncodingKey::from_secret(secret.as_bytes()).map_err(|e| Error::Internal(format!("bad secret: {e}")))?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+        .map_err(|e| Error::Internal(format!("cannot sign a token: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hs256(secret: &str) -> Authenticator {
+        Authenticator::new(AuthSettings {
+            hs256_secret: Some(secret.into()),
+            ..AuthSettings::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn accepts_a_dev_token() {
+        let token = mint_dev_token("s3cret", "alice", Some("Alice A."), Duration::from_secs(60)).unwrap();
+        let who = hs256("s3cret")
+            .authenticate(Some(&format!("Bearer {token}")))
+            .await
+            .unwrap();
+        assert_eq!((who.user_id.as_str(), who.name.as_str()), ("alice", "Alice A."));
+    }
+
+    #[tokio::test]
+    async fn refuses_bad_tokens() {
+        let auth = hs256("s3cret");
+        let other = mint_dev_token("other", "alice", None, Duration::from_secs(60)).unwrap();
+        for header in [
+            None,
+            Some("Basic x".to_string()),
+            Some("Bearer garbage".into()),
+            Some(format!("Bearer {other}")),
+        ] {
+            let err = auth.authenticate(header.as_deref()).await.unwrap_err();
+            assert_eq!(err.code(), "UNAUTHORIZED", "{header:?}");
+        }
+    }
+}

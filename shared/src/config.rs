@@ -1,0 +1,122 @@
+//! Configuration: app settings as Azure Functions passes them (environment variables), with the
+//! local server also reading the `Values` of `local.settings.json`. Every setting is named here
+//! once, with what it does and when it applies.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::storage::sqlite::Durability;
+
+/// Azure Table connection string (Azure, Azurite via `UseDevelopmentStorage=true`, or Cosmos DB
+/// for Table). Empty or absent: the embedded store.
+pub const STORAGE_CONNECTION: &str = "TABLETALK_STORAGE_CONNECTION";
+/// Directory of the embedded store. Default `data`.
+pub const DATA_DIR: &str = "TABLETALK_DATA_DIR";
+/// Embedded store durability: `full` (default; fsync every commit) or `normal`.
+pub const SQLITE_SYNC: &str = "TABLETALK_SQLITE_SYNC";
+/// Prefix for every table name (letters and digits), to share one account between deployments.
+pub const TABLE_PREFIX: &str = "TABLETALK_TABLE_PREFIX";
+/// HS256 secret for bearer tokens (local use and tests).
+pub const JWT_SECRET: &str = "TABLETALK_JWT_SECRET";
+/// URL of a JWKS with RS256 keys for bearer tokens (production).
+pub const JWKS_URL: &str = "TABLETALK_JWKS_URL";
+/// Required `iss` of bearer tokens, when set.
+pub const JWT_ISSUER: &str = "TABLETALK_JWT_ISSUER";
+/// Required `aud` of bearer tokens, when set.
+pub const JWT_AUDIENCE: &str = "TABLETALK_JWT_AUDIENCE";
+
+/// Where messages and everything else are stored.
+#[derive(Debug, Clone)]
+pub enum StorageSettings {
+    Azure { connection_string: String },
+    Embedded { data_dir: PathBuf, durability: Durability },
+}
+
+/// How bearer tokens are verified. Both may be configured; a token's `alg` picks.
+#[derive(Debug, Clone, Default)]
+pub struct AuthSettings {
+    pub hs256_secret: Option<String>,
+    pub jwks_url: Option<String>,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub storage: StorageSettings,
+    pub table_prefix: String,
+    pub auth: AuthSettings,
+}
+
+impl Settings {
+    /// Reads settings from `values` (later sources already merged over earlier ones).
+    pub fn from_values(values: &HashMap<String, String>) -> Result<Settings> {
+        let get = |name: &str| values.get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let storage = match get(STORAGE_CONNECTION) {
+            Some(connection_string) => StorageSettings::Azure { connection_string },
+            None => StorageSettings::Embedded {
+                data_dir: PathBuf::from(get(DATA_DIR).unwrap_or_else(|| "data".into())),
+                durability: match get(SQLITE_SYNC).as_deref() {
+                    None | Some("full") => Durability::Full,
+                    Some("normal") => Durability::Normal,
+                    Some(other) => return Err(config_error(SQLITE_SYNC, &format!("{other:?} is not full or normal"))),
+                },
+            },
+        };
+        let table_prefix = get(TABLE_PREFIX).unwrap_or_default();
+        if !table_prefix.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(config_error(TABLE_PREFIX, "only letters and digits are allowed"));
+        }
+        let auth = AuthSettings {
+            hs256_secret: get(JWT_SECRET),
+            jwks_url: get(JWKS_URL),
+            issuer: get(JWT_ISSUER),
+            audience: get(JWT_AUDIENCE),
+        };
+        if auth.hs256_secret.is_none() && auth.jwks_url.is_none() {
+            return Err(config_error(
+                JWT_SECRET,
+                &format!("set it or {JWKS_URL} so callers can authenticate"),
+            ));
+        }
+        Ok(Settings {
+            storage,
+            table_prefix,
+            auth,
+        })
+    }
+
+    /// The process environment over the `Values` of a `local.settings.json`, if one is given.
+    pub fn load(local_settings: Option<&Path>) -> Result<Settings> {
+        let mut values = match local_settings {
+            Some(path) => read_local_settings(path)?,
+            None => HashMap::new(),
+        };
+        values.extend(std::env::vars());
+        Settings::from_values(&values)
+    }
+}
+
+fn config_error(setting: &str, problem: &str) -> Error {
+    Error::Internal(format!("setting {setting}: {problem}"))
+}
+
+/// The `Values` object of an Azure Functions `local.settings.json`.
+pub fn read_local_settings(path: &Path) -> Result<HashMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::Internal(format!("cannot read {}: {e}", path.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::Internal(format!("{} is not JSON: {e}", path.display())))?;
+    let values = json
+        .get("Values")
+        .and_then(|v| v.as_object())
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(values)
+}

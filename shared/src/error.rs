@@ -1,0 +1,98 @@
+//! The service layer's one error type. Each variant is a client-visible outcome with a stable
+//! code (BRIEF §7); the HTTP layer only maps variants to statuses. Storage failures that are
+//! not the client's doing become `Unavailable` or `Internal`, whose details are logged and
+//! never shown.
+
+use crate::storage::{ErrorKind, StoreError};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// 400: the request is malformed (syntax, a garbled cursor, a parameter out of range).
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no valid credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: authenticated, but not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: missing — or not visible to the caller, which answers the same.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the request conflicts with the current state; trying again may work.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: the request body is too large.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 422: well-formed, but a value breaks a rule (length, emptiness).
+    #[error("{0}")]
+    Validation(String),
+    /// 429: slow down; retry after the given seconds.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_secs: u64 },
+    /// 503: the store is unreachable or overloaded; safe to retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: a bug or an unexpected answer from a dependency. The text is for logs only.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The stable code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadRequest(_) => "BAD_REQUEST",
+            Error::Unauthorized(_) => "UNAUTHORIZED",
+            Error::Forbidden(_) => "FORBIDDEN",
+            Error::NotFound(_) => "NOT_FOUND",
+            Error::Conflict(_) => "CONFLICT",
+            Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Error::Validation(_) => "VALIDATION",
+            Error::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
+            Error::Unavailable(_) => "UNAVAILABLE",
+            Error::Internal(_) => "INTERNAL",
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::BadRequest(_) => 400,
+            Error::Unauthorized(_) => 401,
+            Error::Forbidden(_) => 403,
+            Error::NotFound(_) => 404,
+            Error::Conflict(_) => 409,
+            Error::PayloadTooLarge(_) => 413,
+            Error::Validation(_) => 422,
+            Error::TooManyRequests { .. } => 429,
+            Error::Unavailable(_) => 503,
+            Error::Internal(_) => 500,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Error {
+        Error::BadRequest(message.into())
+    }
+
+    pub fn validation(message: impl Into<String>) -> Error {
+        Error::Validation(message.into())
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::NotFound(message.into())
+    }
+}
+
+/// A storage failure reaching the service is ours, not the client's: input was validated
+/// before it got there.
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        match e.kind {
+            ErrorKind::Unavailable => Error::Unavailable("storage is unavailable; try again".into()),
+            _ => Error::Internal(e.to_string()),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,56 @@
+//! Message HTML is sanitized once, at the boundary, by ammonia: no scripts, no `on*`
+//! attributes, no `javascript:` URLs. Mention spans (`<span data-type="mention" data-id=…>`)
+//! survive, because notifications and mention counts are computed from them.
+
+use std::sync::LazyLock;
+
+static SANITIZER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
+    let mut builder = ammonia::Builder::default();
+    builder
+        .add_tag_attributes("span", ["data-type", "data-id", "data-mention-type", "data-label"])
+        .url_schemes(["http", "https", "mailto"].into_iter().collect())
+        .link_rel(Some("noopener noreferrer nofollow"));
+    builder
+});
+
+static TEXT_ONLY: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
+    let mut builder = ammonia::Builder::empty();
+    builder.clean_content_tags(["script", "style"].into_iter().collect());
+    builder
+});
+
+/// Sanitized HTML, safe to render.
+pub fn sanitize(html: &str) -> String {
+    SANITIZER.clean(html).to_string()
+}
+
+/// True when the HTML shows no text at all (only tags and whitespace).
+pub fn is_blank(html: &str) -> bool {
+    TEXT_ONLY.clean(html).to_string().trim().is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_what_can_run() {
+        assert_eq!(sanitize("<script>alert(1)</script>"), "");
+        assert_eq!(sanitize(r#"<b onclick="x()">hi</b>"#), "<b>hi</b>");
+        assert!(!sanitize(r#"<a href="javascript:alert(1)">x</a>"#).contains("javascript"));
+        assert!(sanitize(r#"<img src=x onerror="alert(1)">"#).find("onerror").is_none());
+    }
+
+    #[test]
+    fn keeps_mentions_and_formatting() {
+        let html = r#"<p>hi <span data-type="mention" data-id="u1" data-label="Ann">@Ann</span> <em>there</em></p>"#;
+        assert_eq!(sanitize(html), html);
+    }
+
+    #[test]
+    fn blank_bodies() {
+        assert!(is_blank("<p> </p>"));
+        assert!(is_blank(&sanitize("<script>x</script>")));
+        assert!(!is_blank("<p>x</p>"));
+    }
+}

@@ -1,0 +1,67 @@
+//! `Chat`, the service every caller goes through: it owns the store and the schema, and the
+//! operations on rooms and messages are `impl Chat` blocks in their own modules (`rooms`,
+//! `messages::send`, `messages::read`).
+
+use std::sync::Arc;
+
+use crate::config::{Settings, StorageSettings};
+use crate::error::Result;
+use crate::keys::Ticks;
+use crate::schema::Schema;
+use crate::storage::Tables;
+use crate::storage::azure::AzureTables;
+use crate::storage::sqlite::SqliteTables;
+
+/// The chat service. Cloning is cheap (an `Arc` and a store handle).
+#[derive(Debug, Clone)]
+pub struct Chat {
+    pub(crate) tables: Tables,
+    pub(crate) schema: Arc<Schema>,
+    /// Where send times come from; tests freeze it to force key collisions.
+    pub(crate) clock: fn() -> Ticks,
+}
+
+impl Chat {
+    /// A service over `tables`, creating any missing table first.
+    pub async fn open(tables: Tables, schema: Schema) -> Result<Chat> {
+        schema.create_tables(&tables).await?;
+        Ok(Chat {
+            tables,
+            schema: Arc::new(schema),
+            clock: Ticks::now,
+        })
+    }
+
+    /// The service the settings describe.
+    pub async fn from_settings(settings: &Settings) -> Result<Chat> {
+        let tables = open_tables(&settings.storage)?;
+        let schema = Schema::with_prefix(&settings.table_prefix)?;
+        Chat::open(tables, schema).await
+    }
+
+    /// The same service with another clock (tests: a frozen clock makes every send collide).
+    pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
+        self.clock = clock;
+        self
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+}
+
+/// The store the settings name: Azure Tables for a connection string, else the embedded one.
+pub fn open_tables(storage: &StorageSettings) -> Result<Tables> {
+    Ok(match storage {
+        StorageSettings::Azure { connection_string } => {
+            Tables::new(AzureTables::from_connection_string(connection_string)?)
+        }
+        StorageSettings::Embedded { data_dir, durability } => {
+            Tables::new(SqliteTables::open(data_dir.join("tabletalk.sqlite"), *durability)?)
+        }
+    })
+}

@@ -1,0 +1,194 @@
+//! Every kind of bad input gets its documented 4xx JSON error, never a 500.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::helpers::{Backend, SECRET, spawn_app, token_with};
+
+#[tokio::test]
+async fn bad_requests_get_documented_errors() {
+    let app = spawn_app(&Backend::embedded());
+    let room = app.create_room("alice").await;
+    let other_room = app.create_room("alice").await;
+    let messages = format!("{}/api/rooms/{room}/messages", app.base);
+    let alice = crate::helpers::token("alice");
+
+    let malformed = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .header("content-type", "application/json")
+        .body("{\"text\":");
+    assert_error(malformed, 400, "BAD_REQUEST").await;
+    let wrong_shape = app.http.post(&messages).bearer_auth(&alice).json(&json!({ "text": 5 }));
+    assert_error(wrong_shape, 422, "VALIDATION").await;
+    let unknown_field = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .json(&json!({ "text": "x", "admin": true }));
+    assert_error(unknown_field, 422, "VALIDATION").await;
+    let not_json = app.http.post(&messages).bearer_auth(&alice).body("text=hi");
+    assert_error(not_json, 400, "BAD_REQUEST").await;
+    let oversize = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .json(&json!({ "text": "x".repeat(300 * 1024) }));
+    assert_error(oversize, 413, "PAYLOAD_TOO_LARGE").await;
+    let too_long = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .json(&json!({ "text": "x".repeat(10_001) }));
+    assert_error(too_long, 422, "VALIDATION").await;
+    let script = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .json(&json!({ "text": "<script>alert(1)</script>" }));
+    assert_error(script, 422, "VALIDATION").await;
+    let bad_client_id = app
+        .http
+        .post(&messages)
+        .bearer_auth(&alice)
+        .json(&json!({ "text": "x", "clientId": "a b" }));
+    assert_error(bad_client_id, 422, "VALIDATION").await;
+
+    // Script mixed into text is stripped, the rest stored.
+    let mixed = app
+        .send(
+            "alice",
+            &room,
+            "<b onclick=\"x()\">hi</b><script>alert(1)</script>",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (mixed.status, mixed.body["text"].as_str()),
+        (StatusCode::CREATED, Some("<b>hi</b>"))
+    );
+
+    let unknown_room = format!("{}/api/rooms/{}/messages", app.base, uuid::Uuid::new_v4());
+    assert_error(app.http.get(&unknown_room).bearer_auth(&alice), 404, "NOT_FOUND").await;
+    let not_a_room = format!("{}/api/rooms/not-a-uuid/messages", app.base);
+    assert_error(app.http.get(&not_a_room).bearer_auth(&alice), 404, "NOT_FOUND").await;
+    let bad_message = format!("{messages}/12345");
+    assert_error(app.http.get(&bad_message).bearer_auth(&alice), 404, "NOT_FOUND").await;
+
+    for _ in 0..3 {
+        app.send("alice", &other_room, "x", None).await;
+    }
+    let foreign = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{other_room}/messages?limit=1"),
+            Some("alice"),
+            None,
+        )
+        .await
+        .body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let desc_cursor = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/messages?limit=1"),
+            Some("alice"),
+            None,
+        )
+        .await
+        .body["nextCursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for query in [
+        format!("cursor={foreign}"),
+        format!("order=asc&cursor={desc_cursor}"),
+        "cursor=garbage!!".to_owned(),
+        "cursor=eyJ2IjoxLCJyIjoieCJ9".to_owned(),
+        "limit=0".to_owned(),
+        "limit=101".to_owned(),
+        "limit=-1".to_owned(),
+        "limit=abc".to_owned(),
+        "order=sideways".to_owned(),
+    ] {
+        assert_error(
+            app.http.get(format!("{messages}?{query}")).bearer_auth(&alice),
+            400,
+            "BAD_REQUEST",
+        )
+        .await;
+    }
+
+    assert_error(app.http.get(&messages), 401, "UNAUTHORIZED").await;
+    assert_error(
+        app.http.get(&messages).bearer_auth(token_with("alice", SECRET, -3600)),
+        401,
+        "UNAUTHORIZED",
+    )
+    .await;
+    assert_error(
+        app.http.get(&messages).bearer_auth(token_with("alice", "wrong", 3600)),
+        401,
+        "UNAUTHORIZED",
+    )
+    .await;
+    assert_error(app.http.get(&messages).bearer_auth("not.a.token"), 401, "UNAUTHORIZED").await;
+    assert_error(
+        app.http.get(&messages).header("authorization", "Basic YWxpY2U6eA=="),
+        401,
+        "UNAUTHORIZED",
+    )
+    .await;
+
+    assert_error(app.http.get(format!("{}/api/nothing", app.base)), 404, "NOT_FOUND").await;
+    assert_error(app.http.delete(&messages).bearer_auth(&alice), 405, "BAD_REQUEST").await;
+    let empty_name = app
+        .http
+        .post(format!("{}/api/rooms", app.base))
+        .bearer_auth(&alice)
+        .json(&json!({ "name": "  " }));
+    assert_error(empty_name, 422, "VALIDATION").await;
+}
+
+async fn assert_error(request: reqwest::RequestBuilder, status: u16, code: &str) {
+    let response = request.send().await.expect("request");
+    assert_eq!(response.status().as_u16(), status);
+    let body: serde_json::Value = response.json().await.expect("a JSON error body");
+    assert_eq!(body["code"], code, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+}
+
+#[tokio::test]
+async fn openapi_and_request_ids_are_served() {
+    let app = spawn_app(&Backend::embedded());
+    let response = app
+        .http
+        .get(format!("{}/api/openapi.json", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().contains_key("x-request-id"));
+    let doc: serde_json::Value = response.json().await.unwrap();
+    for path in [
+        "/api/rooms",
+        "/api/rooms/{roomId}/messages",
+        "/api/rooms/{roomId}/messages/{messageId}",
+    ] {
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+    let echoed = app
+        .http
+        .get(format!("{}/api/openapi.json", app.base))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "abc-123");
+}

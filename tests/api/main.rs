@@ -1,0 +1,7 @@
+//! End-to-end tests: the real `tabletalk` binary, started on a random port with its own
+//! storage, driven over HTTP. Each test runs on the embedded store and on Azurite.
+
+mod bad_input;
+mod helpers;
+mod messages;
+mod rooms;
