@@ -1,1 +1,203 @@
-fn main() {}
+//! Send throughput and latency through HTTP, against the raw store's own write rate, for the
+//! embedded store and for Azurite, measured in one run so the ratios are comparable on a noisy
+//! machine. Not a test: run it with
+//!
+//! ```text
+//! cargo bench -p tabletalk-functions --bench throughput            # both backends
+//! cargo bench -p tabletalk-functions --bench throughput -- embedded # one backend
+//! ```
+//!
+//! Azurite is found through `TABLETALK_TEST_AZURITE` (default `UseDevelopmentStorage=true`).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tabletalk::auth::mint_dev_token;
+use tabletalk::storage::azure::AzureTables;
+use tabletalk::storage::sqlite::{Durability, SqliteTables};
+use tabletalk::storage::{Entity, TableName, Tables, Value};
+use tokio::sync::Semaphore;
+
+const SECRET: &str = "bench-secret";
+/// Sends per measurement at concurrency 1 and 32.
+const SENDS: [(usize, usize); 2] = [(1, 300), (32, 2000)];
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[derive(Clone)]
+enum Backend {
+    Embedded(std::path::PathBuf),
+    Azurite(String),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Embedded(_) => "embedded (SQLite, synchronous=FULL)",
+            Backend::Azurite(_) => "Azurite 3.37 (in-memory)",
+        }
+    }
+
+    fn tables(&self) -> Tables {
+        match self {
+            Backend::Embedded(dir) => {
+                Tables::new(SqliteTables::open(dir.join("raw.sqlite"), Durability::Full).unwrap())
+            }
+            Backend::Azurite(conn) => Tables::new(AzureTables::from_connection_string(conn).unwrap()),
+        }
+    }
+
+    fn spawn(&self) -> (Server, String) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
+        command
+            .args(["serve", "--port", "0", "--settings", "none"])
+            .env("TABLETALK_JWT_SECRET", SECRET)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped());
+        match self {
+            Backend::Embedded(dir) => command
+                .env("TABLETALK_DATA_DIR", dir)
+                .env("TABLETALK_STORAGE_CONNECTION", ""),
+            Backend::Azurite(conn) => command.env("TABLETALK_STORAGE_CONNECTION", conn).env(
+                "TABLETALK_TABLE_PREFIX",
+                format!("b{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+            ),
+        };
+        let mut child = command.spawn().expect("start tabletalk");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .trim_start_matches("listening on ")
+            .replace("0.0.0.0", "127.0.0.1");
+        (Server(child), format!("http://{addr}"))
+    }
+}
+
+/// Runs `total` calls of `op` with at most `concurrency` in flight; returns per-call latencies
+/// and the wall time.
+async fn drive<F, Fut>(concurrency: usize, total: usize, op: F) -> (Vec<Duration>, Duration)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let permit = permits.clone().acquire_owned().await.unwrap();
+        let op = op.clone();
+        tasks.spawn(async move {
+            let t = Instant::now();
+            op(i).await;
+            drop(permit);
+            t.elapsed()
+        });
+    }
+    let latencies = tasks.join_all().await;
+    (latencies, started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn raw_write_rate(tables: &Tables, concurrency: usize, total: usize) -> f64 {
+    let table = TableName::parse(format!("raw{}", &uuid::Uuid::new_v4().simple().to_string()[..8])).unwrap();
+    tables.create_table(&table).await.unwrap();
+    let (writer, t) = (tables.clone(), table.clone());
+    let (_, wall) = drive(concurrency, total, move |i| {
+        let (tables, t) = (writer.clone(), t.clone());
+        async move {
+            let entity = Entity::new("room", format!("{i:019}"))
+                .with(
+                    "message",
+                    Value::String("<p>hello, this is a benchmark message</p>".into()),
+                )
+                .with("userId", Value::String("alice".into()));
+            tables.insert(&t, &entity).await.unwrap();
+        }
+    })
+    .await;
+    let _ = tables.delete_table(&table).await;
+    total as f64 / wall.as_secs_f64()
+}
+
+async fn bench(backend: Backend) {
+    println!("\n## {}\n", backend.name());
+    println!("| concurrency | sends | sends/s | p50 ms | p99 ms | raw inserts/s | sends/s ÷ raw inserts/s |");
+    println!("|---|---|---|---|---|---|---|");
+    let tables = backend.tables();
+    let (_server, base) = backend.spawn();
+    let http = reqwest::Client::new();
+    let token = mint_dev_token(SECRET, "alice", Some("Alice"), Duration::from_secs(3600)).unwrap();
+    let room: serde_json::Value = http
+        .post(format!("{base}/api/rooms"))
+        .bearer_auth(&token)
+        .json(&json!({ "name": "bench" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = format!("{base}/api/rooms/{}/messages", room["id"].as_str().unwrap());
+    for (concurrency, total) in SENDS {
+        let raw = raw_write_rate(&tables, concurrency, total).await;
+        let (http, url, token) = (http.clone(), url.clone(), token.clone());
+        let (mut latencies, wall) = drive(concurrency, total, move |i| {
+            let request = http
+                .post(&url)
+                .bearer_auth(&token)
+                .json(&json!({ "text": format!("<p>hello, this is benchmark message {i}</p>") }));
+            async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status().as_u16(), 201);
+            }
+        })
+        .await;
+        latencies.sort();
+        let rate = total as f64 / wall.as_secs_f64();
+        println!(
+            "| {concurrency} | {total} | {rate:.0} | {:.2} | {:.2} | {raw:.0} | {:.2} |",
+            percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+            percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+            rate / raw
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let dir = std::env::temp_dir().join(format!("tt-bench-{}", uuid::Uuid::new_v4().simple()));
+    let azurite = std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
+    println!(
+        "# tabletalk send benchmark ({} cores)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for backend in [Backend::Embedded(dir.clone()), Backend::Azurite(azurite)] {
+        let key = if matches!(backend, Backend::Embedded(_)) {
+            "embedded"
+        } else {
+            "azurite"
+        };
+        if only.as_deref().is_none_or(|o| o == key) {
+            bench(backend).await;
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -35,12 +35,14 @@ pub struct AppState {
 
 /// An HTTP function as the Functions host knows it: its folder name, method and route (under
 /// the `api` prefix). `functions/<name>/function.json` must exist for each, and only for these.
+#[cfg_attr(not(test), allow(dead_code))] // read by the tests now, and by packaging later
 pub struct HttpFunction {
     pub name: &'static str,
     pub method: &'static str,
     pub route: &'static str,
 }
 
+#[cfg_attr(not(test), allow(dead_code))]
 pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
     HttpFunction {
         name: "createRoom",
@@ -124,4 +126,95 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tabletalk::config::AuthSettings;
+    use tabletalk::schema::Schema;
+    use tabletalk::storage::Tables;
+    use tabletalk::storage::sqlite::{Durability, SqliteTables};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn functions_dir() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// `functions/<name>/function.json` exists for every HTTP function and only for them, with
+    /// the same method and route, in the shape HTTP forwarding needs (one trigger, one output).
+    #[test]
+    fn function_folders_match_the_routes() {
+        let mut found = BTreeSet::new();
+        for entry in std::fs::read_dir(functions_dir()).unwrap() {
+            let path = entry.unwrap().path().join("function.json");
+            if !path.exists() {
+                continue;
+            }
+            let name = path.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
+            let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let bindings = doc["bindings"].as_array().unwrap();
+            assert_eq!(bindings.len(), 2, "{name}");
+            assert_eq!(bindings[0]["type"], "httpTrigger", "{name}");
+            assert_eq!(bindings[1]["type"], "http", "{name}");
+            let methods: Vec<&str> = bindings[0]["methods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_str().unwrap())
+                .collect();
+            found.insert((
+                name,
+                methods.join(","),
+                bindings[0]["route"].as_str().unwrap().to_owned(),
+            ));
+        }
+        let expected: BTreeSet<_> = HTTP_FUNCTIONS
+            .iter()
+            .map(|f| (f.name.to_owned(), f.method.to_owned(), f.route.to_owned()))
+            .collect();
+        assert_eq!(found, expected);
+        let host: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(functions_dir().join("host.json")).unwrap()).unwrap();
+        assert_eq!(host["customHandler"]["enableForwardingHttpRequest"], true);
+        assert_eq!(host["extensions"]["http"]["routePrefix"], "api");
+    }
+
+    /// Every declared function is served by the router: unauthenticated calls get 401 (or 200
+    /// for the OpenAPI document), never 404 or 405.
+    #[tokio::test]
+    async fn every_function_is_routed() {
+        let dir = std::env::temp_dir().join(format!("tt-router-{}", uuid::Uuid::new_v4()));
+        let tables = Tables::new(SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap());
+        let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
+        let auth = Arc::new(Authenticator::new(AuthSettings {
+            hs256_secret: Some("s".into()),
+            ..Default::default()
+        }));
+        let app = router(AppState { chat, auth });
+        for function in HTTP_FUNCTIONS {
+            let path = format!("/api/{}", function.route)
+                .replace("{roomId}", &uuid::Uuid::new_v4().to_string())
+                .replace("{messageId}", "2516062689814758707");
+            let request = Request::builder()
+                .method(function.method.to_uppercase().as_str())
+                .uri(&path)
+                .body(Body::empty())
+                .unwrap();
+            let status = app.clone().oneshot(request).await.unwrap().status();
+            let expected = if function.name == "openApi" {
+                StatusCode::OK
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(status, expected, "{} {path}", function.name);
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
