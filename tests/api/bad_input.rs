@@ -79,30 +79,19 @@ async fn bad_requests_get_documented_errors() {
     for _ in 0..3 {
         app.send("alice", &other_room, "x", None).await;
     }
-    let foreign = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{other_room}/messages?limit=1"),
-            Some("alice"),
-            None,
-        )
-        .await
-        .body["nextCursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let desc_cursor = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages?limit=1"),
-            Some("alice"),
-            None,
-        )
-        .await
-        .body["nextCursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first_page_cursor = async |room: &str| {
+        let page = app
+            .call(
+                Method::GET,
+                &format!("/api/rooms/{room}/messages?limit=1"),
+                Some("alice"),
+                None,
+            )
+            .await;
+        page.body["nextCursor"].as_str().unwrap().to_owned()
+    };
+    let foreign = first_page_cursor(&other_room).await;
+    let desc_cursor = first_page_cursor(&room).await;
     for query in [
         format!("cursor={foreign}"),
         format!("order=asc&cursor={desc_cursor}"),
