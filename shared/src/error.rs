@@ -3,7 +3,19 @@
 //! not the client's doing become `Unavailable` or `Internal`, whose details are logged and
 //! never shown.
 
+use serde::Serialize;
+use utoipa::ToSchema;
+
 use crate::storage::{ErrorKind, StoreError};
+
+/// The body of every error response, and of each failed part of a partial success (forwards).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, CONFLICT, PAYLOAD_TOO_LARGE, VALIDATION,
+    /// TOO_MANY_REQUESTS, UNAVAILABLE or INTERNAL.
+    pub code: String,
+    pub message: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -71,6 +83,25 @@ impl Error {
         }
     }
 
+    /// What the client is shown: internal details are logged here and replaced.
+    pub fn body(&self) -> ErrorBody {
+        let message = match self {
+            Error::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                "internal error".to_owned()
+            }
+            Error::Unavailable(detail) => {
+                tracing::warn!(%detail, "dependency unavailable");
+                detail.clone()
+            }
+            other => other.to_string(),
+        };
+        ErrorBody {
+            code: self.code().to_owned(),
+            message,
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Error {
         Error::BadRequest(message.into())
     }
@@ -96,3 +127,14 @@ impl From<StoreError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A conditional update's failure as the service reports it; `missing` names what was gone.
+pub(crate) fn settle(e: crate::storage::conditional::ConditionalError<Error>, missing: &str) -> Error {
+    use crate::storage::conditional::ConditionalError;
+    match e {
+        ConditionalError::NotFound => Error::not_found(missing),
+        ConditionalError::Conflict => Error::Conflict("the change raced with others; try again".into()),
+        ConditionalError::Store(e) => e.into(),
+        ConditionalError::Rejected(e) => e,
+    }
+}

@@ -26,7 +26,29 @@ pub fn sanitize(html: &str) -> String {
 
 /// True when the HTML shows no text at all (only tags and whitespace).
 pub fn is_blank(html: &str) -> bool {
-    TEXT_ONLY.clean(html).to_string().trim().is_empty()
+    text_content(html).trim().is_empty()
+}
+
+/// The text the HTML shows, tags removed and entities decoded.
+pub fn text_content(html: &str) -> String {
+    decode_entities(&TEXT_ONLY.clean(html).to_string())
+}
+
+/// Plain text as HTML text: `&`, `<` and `>` escaped.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Decodes the entities html5ever's serializer writes (it spells every other character out).
+pub fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_owned();
+    }
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&nbsp;", "\u{A0}")
+        .replace("&amp;", "&")
 }
 
 #[cfg(test)]
@@ -52,5 +74,11 @@ mod tests {
         assert!(is_blank("<p> </p>"));
         assert!(is_blank(&sanitize("<script>x</script>")));
         assert!(!is_blank("<p>x</p>"));
+    }
+
+    #[test]
+    fn text_content_decodes_entities() {
+        assert_eq!(text_content("<p>a &amp; <b>b</b> &lt;c&gt;</p>"), "a & b <c>");
+        assert_eq!(text_content("&amp;lt;"), "&lt;");
     }
 }

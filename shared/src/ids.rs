@@ -34,7 +34,8 @@ impl fmt::Display for RoomId {
 }
 
 /// A user id: the token's `sub`, 1..=256 characters, no control characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
 pub struct UserId(String);
 
 impl UserId {

@@ -2,17 +2,22 @@
 //! message goes through). No HTTP framework types live here; `functions/` adapts HTTP and
 //! triggers to what this crate offers.
 
+pub mod access;
 pub mod auth;
 pub mod config;
 pub mod error;
 pub mod html;
 pub mod ids;
 pub mod keys;
+pub mod members;
 pub mod messages;
+pub mod permissions;
+pub mod roles;
 pub mod rooms;
 pub mod schema;
 pub mod service;
 pub mod storage;
+pub mod word_filter;
 
 pub use error::{Error, Result};
 pub use service::Chat;

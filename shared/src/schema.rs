@@ -4,10 +4,15 @@
 //! - `Messages` (partition = room): message rows keyed by reverse tick (all digits, newest
 //!   first), and, after them in key order, the idempotency records of the room's sends
 //!   (`idem:<user>:<clientId>`), so a message and its record commit in one transaction.
+//!   Replies add a thread index row in the same transaction (`thread:<root>:<reply ascending
+//!   key>`), so a thread is one range read, oldest reply first.
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
-//! - `MessagesMetadata` (partition = room): per-message companion data (reactions, later).
-//! - `Rooms` (partition = room): the room row (`room`) and one row per member (`m:<user>`),
-//!   so a room and its owner are created in one transaction.
+//! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
+//!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
+//!   so one range read covers a page of messages and concurrent voters never write the same row.
+//! - `Rooms` (partition = room): the room row (`room`), one row per member (`m:<user>`), role
+//!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
+//!   transaction.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
 
 use crate::storage::{Result, TableName, Tables};
@@ -16,8 +21,14 @@ use crate::storage::{Result, TableName, Tables};
 pub const ROOM_ROW: &str = "room";
 /// Prefix of member rows in a `Rooms` partition.
 pub const MEMBER_PREFIX: &str = "m:";
+/// Prefix of role rows in a `Rooms` partition.
+pub const ROLE_PREFIX: &str = "r:";
+/// Prefix of ban rows in a `Rooms` partition.
+pub const BAN_PREFIX: &str = "ban:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
+/// Prefix of thread index rows in a `Messages` partition.
+pub const THREAD_PREFIX: &str = "thread:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -48,6 +59,11 @@ impl Schema {
             &self.rooms,
             &self.user_rooms,
         ]
+    }
+
+    /// The tables partitioned by room: deleting a room empties its partition in each.
+    pub fn room_partitioned(&self) -> [&TableName; 4] {
+        [&self.messages, &self.ascending, &self.metadata, &self.rooms]
     }
 
     /// Creates every table that does not exist yet.

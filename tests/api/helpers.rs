@@ -218,6 +218,11 @@ impl TestApp {
     }
 }
 
+/// The members' own messages of a listing, without the server's lines (joins and the like).
+pub fn posts(messages: Vec<Value>) -> Vec<Value> {
+    messages.into_iter().filter(|m| m["type"] == "Message").collect()
+}
+
 impl Reply {
     async fn from(response: reqwest::Response) -> Reply {
         let status = response.status();

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{Backend, TestApp, spawn_app};
+use crate::helpers::{Backend, TestApp, posts, spawn_app};
 
 fn ids(messages: &[Value]) -> Vec<String> {
     messages.iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect()
@@ -24,12 +24,12 @@ async fn two_users_250_messages_read_in_both_orders() {
             assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
             sent.push(reply.body["id"].as_str().unwrap().to_owned());
         }
-        let oldest_first = app.read_all("bob", &room, "asc", 50).await;
+        let oldest_first = posts(app.read_all("bob", &room, "asc", 50).await);
         assert_eq!(ids(&oldest_first), sent, "{backend:?}: oldest first, each once");
         let texts: Vec<&str> = oldest_first.iter().map(|m| m["text"].as_str().unwrap()).collect();
         assert_eq!(texts[0], "<p>message 0</p>");
         assert_eq!(texts[249], "<p>message 249</p>");
-        let newest_first = app.read_all("alice", &room, "desc", 50).await;
+        let newest_first = posts(app.read_all("alice", &room, "desc", 50).await);
         let mut reversed = sent.clone();
         reversed.reverse();
         assert_eq!(ids(&newest_first), reversed, "{backend:?}: newest first, each once");
@@ -65,8 +65,8 @@ async fn a_resend_with_the_same_client_id_stores_nothing_new() {
         let bobs = app.send("bob", &room, "hello", Some("c-1")).await;
         assert_eq!(bobs.status, StatusCode::CREATED);
         assert_ne!(bobs.body["id"], first.body["id"]);
-        assert_eq!(app.read_all("alice", &room, "desc", 100).await.len(), 2);
-        assert_eq!(app.read_all("alice", &room, "asc", 100).await.len(), 2);
+        assert_eq!(posts(app.read_all("alice", &room, "desc", 100).await).len(), 2);
+        assert_eq!(posts(app.read_all("alice", &room, "asc", 100).await).len(), 2);
     }
 }
 
@@ -127,8 +127,8 @@ async fn two_processes_25_concurrent_sends_each() {
         }
         let sent: HashSet<String> = tasks.join_all().await.into_iter().collect();
         assert_eq!(sent.len(), 50, "{backend:?}: 50 distinct ids");
-        let desc = first.read_all("alice", &room, "desc", 100).await;
-        let asc = second.read_all("bob", &room, "asc", 7).await;
+        let desc = posts(first.read_all("alice", &room, "desc", 100).await);
+        let asc = posts(second.read_all("bob", &room, "asc", 7).await);
         assert_eq!(ids(&desc).into_iter().collect::<HashSet<_>>(), sent);
         let mut asc_ids = ids(&asc);
         asc_ids.reverse();

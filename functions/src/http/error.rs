@@ -5,18 +5,8 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use tabletalk::Error;
-use utoipa::ToSchema;
-
-/// The body of every error response.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND, CONFLICT, PAYLOAD_TOO_LARGE, VALIDATION,
-    /// TOO_MANY_REQUESTS, UNAVAILABLE or INTERNAL.
-    pub code: String,
-    pub message: String,
-}
+pub use tabletalk::error::ErrorBody;
 
 /// A service error on its way to the client.
 #[derive(Debug)]
@@ -32,22 +22,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let error = self.0;
         let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let message = match &error {
-            Error::Internal(detail) => {
-                tracing::error!(%detail, "internal error");
-                "internal error".to_owned()
-            }
-            Error::Unavailable(detail) => {
-                tracing::warn!(%detail, "dependency unavailable");
-                detail.clone()
-            }
-            other => other.to_string(),
-        };
-        let body = ErrorBody {
-            code: error.code().to_owned(),
-            message,
-        };
-        let mut response = (status, Json(body)).into_response();
+        let mut response = (status, Json(error.body())).into_response();
         if let Error::TooManyRequests { retry_after_secs, .. } = error {
             response
                 .headers_mut()

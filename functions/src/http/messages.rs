@@ -1,12 +1,17 @@
-//! Message functions: send, read a page, get one.
+//! Message functions: send, read a page, get one, and every operation on a message.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::messages::Message;
+use tabletalk::messages::changes::Edit;
+use tabletalk::messages::forward::{Forward, ForwardOutcome};
+use tabletalk::messages::polls::Vote;
+use tabletalk::messages::reactions::ReactionCount;
 use tabletalk::messages::read::{MessagePage, ReadMessages};
 use tabletalk::messages::send::NewMessage;
+use tabletalk::messages::threads::{ReadThread, ThreadPage};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
@@ -56,4 +61,128 @@ pub async fn get(
     Path((room, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(state.chat.get_message(&who, &RoomId::parse(&room)?, &id).await?))
+}
+
+#[utoipa::path(patch, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "editMessage",
+    params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Edit,
+    responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
+pub async fn edit(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+    JsonBody(edit): JsonBody<Edit>,
+) -> ApiResult<Json<Message>> {
+    Ok(Json(
+        state.chat.edit_message(&who, &RoomId::parse(&room)?, &id, edit).await?,
+    ))
+}
+
+/// Leaves a tombstone: the message is gone from every read and operation.
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "deleteMessage",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state.chat.delete_message(&who, &RoomId::parse(&room)?, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/api/rooms/{roomId}/messages/{messageId}/pin", tag = "messages", operation_id = "pinMessage",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
+pub async fn pin(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+) -> ApiResult<Json<Message>> {
+    Ok(Json(state.chat.pin_message(&who, &RoomId::parse(&room)?, &id).await?))
+}
+
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/pin", tag = "messages", operation_id = "unpinMessage",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
+pub async fn unpin(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+) -> ApiResult<Json<Message>> {
+    Ok(Json(state.chat.unpin_message(&who, &RoomId::parse(&room)?, &id).await?))
+}
+
+#[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/vote", tag = "messages", operation_id = "votePoll",
+    params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Vote,
+    responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
+pub async fn vote(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+    JsonBody(vote): JsonBody<Vote>,
+) -> ApiResult<Json<Message>> {
+    Ok(Json(state.chat.vote(&who, &RoomId::parse(&room)?, &id, vote).await?))
+}
+
+#[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
+    operation_id = "addReaction",
+    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = String, Path)),
+    responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
+pub async fn react(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id, emoji)): Path<(String, String, String)>,
+) -> ApiResult<Json<Vec<ReactionCount>>> {
+    Ok(Json(state.chat.react(&who, &RoomId::parse(&room)?, &id, &emoji).await?))
+}
+
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
+    operation_id = "removeReaction",
+    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = String, Path)),
+    responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
+pub async fn unreact(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id, emoji)): Path<(String, String, String)>,
+) -> ApiResult<Json<Vec<ReactionCount>>> {
+    Ok(Json(
+        state.chat.unreact(&who, &RoomId::parse(&room)?, &id, &emoji).await?,
+    ))
+}
+
+/// One outcome per room, in request order: each room succeeds or fails on its own.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/messages/{messageId}/forward", tag = "messages",
+    operation_id = "forwardMessage",
+    params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Forward,
+    responses((status = 200, body = [ForwardOutcome]), (status = "4XX", body = ErrorBody)))]
+pub async fn forward(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+    JsonBody(forward): JsonBody<Forward>,
+) -> ApiResult<Json<Vec<ForwardOutcome>>> {
+    Ok(Json(
+        state
+            .chat
+            .forward_message(&who, &RoomId::parse(&room)?, &id, forward)
+            .await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}/thread", tag = "messages",
+    operation_id = "readThread",
+    params(("roomId" = String, Path), ("messageId" = String, Path), ReadThread),
+    responses((status = 200, body = ThreadPage), (status = "4XX", body = ErrorBody)))]
+pub async fn thread(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, id)): Path<(String, String)>,
+    QueryParams(request): QueryParams<ReadThread>,
+) -> ApiResult<Json<ThreadPage>> {
+    Ok(Json(
+        state
+            .chat
+            .read_thread(&who, &RoomId::parse(&room)?, &id, request)
+            .await?,
+    ))
 }

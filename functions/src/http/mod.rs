@@ -4,8 +4,10 @@
 
 pub mod error;
 pub mod extract;
+pub mod members;
 pub mod messages;
 pub mod openapi;
+pub mod roles;
 pub mod rooms;
 
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use tabletalk::auth::Authenticator;
 use tabletalk::{Chat, Error};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -85,6 +87,121 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "rooms/{roomId}/messages/{messageId}",
     },
     HttpFunction {
+        name: "updateRoom",
+        method: "patch",
+        route: "rooms/{roomId}",
+    },
+    HttpFunction {
+        name: "deleteRoom",
+        method: "delete",
+        route: "rooms/{roomId}",
+    },
+    HttpFunction {
+        name: "listMembers",
+        method: "get",
+        route: "rooms/{roomId}/members",
+    },
+    HttpFunction {
+        name: "updateMembership",
+        method: "patch",
+        route: "rooms/{roomId}/members/me",
+    },
+    HttpFunction {
+        name: "markRead",
+        method: "post",
+        route: "rooms/{roomId}/read",
+    },
+    HttpFunction {
+        name: "kickMember",
+        method: "post",
+        route: "rooms/{roomId}/members/{userId}/kick",
+    },
+    HttpFunction {
+        name: "timeoutMember",
+        method: "post",
+        route: "rooms/{roomId}/members/{userId}/timeout",
+    },
+    HttpFunction {
+        name: "banMember",
+        method: "post",
+        route: "rooms/{roomId}/members/{userId}/ban",
+    },
+    HttpFunction {
+        name: "unbanMember",
+        method: "delete",
+        route: "rooms/{roomId}/bans/{userId}",
+    },
+    HttpFunction {
+        name: "setMemberRoles",
+        method: "put",
+        route: "rooms/{roomId}/members/{userId}/roles",
+    },
+    HttpFunction {
+        name: "listRoles",
+        method: "get",
+        route: "rooms/{roomId}/roles",
+    },
+    HttpFunction {
+        name: "createRole",
+        method: "post",
+        route: "rooms/{roomId}/roles",
+    },
+    HttpFunction {
+        name: "updateRole",
+        method: "patch",
+        route: "rooms/{roomId}/roles/{roleId}",
+    },
+    HttpFunction {
+        name: "deleteRole",
+        method: "delete",
+        route: "rooms/{roomId}/roles/{roleId}",
+    },
+    HttpFunction {
+        name: "editMessage",
+        method: "patch",
+        route: "rooms/{roomId}/messages/{messageId}",
+    },
+    HttpFunction {
+        name: "deleteMessage",
+        method: "delete",
+        route: "rooms/{roomId}/messages/{messageId}",
+    },
+    HttpFunction {
+        name: "pinMessage",
+        method: "post",
+        route: "rooms/{roomId}/messages/{messageId}/pin",
+    },
+    HttpFunction {
+        name: "unpinMessage",
+        method: "delete",
+        route: "rooms/{roomId}/messages/{messageId}/pin",
+    },
+    HttpFunction {
+        name: "votePoll",
+        method: "put",
+        route: "rooms/{roomId}/messages/{messageId}/vote",
+    },
+    HttpFunction {
+        name: "addReaction",
+        method: "put",
+        route: "rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
+    },
+    HttpFunction {
+        name: "removeReaction",
+        method: "delete",
+        route: "rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
+    },
+    HttpFunction {
+        name: "forwardMessage",
+        method: "post",
+        route: "rooms/{roomId}/messages/{messageId}/forward",
+    },
+    HttpFunction {
+        name: "readThread",
+        method: "get",
+        route: "rooms/{roomId}/messages/{messageId}/thread",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
@@ -95,11 +212,41 @@ pub fn router(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let api = Router::new()
         .route("/rooms", post(rooms::create).get(rooms::list))
-        .route("/rooms/{roomId}", get(rooms::get))
+        .route(
+            "/rooms/{roomId}",
+            get(rooms::get).patch(rooms::update).delete(rooms::delete),
+        )
         .route("/rooms/{roomId}/join", post(rooms::join))
         .route("/rooms/{roomId}/leave", post(rooms::leave))
+        .route("/rooms/{roomId}/read", post(members::mark_read))
+        .route("/rooms/{roomId}/members", get(members::list))
+        .route("/rooms/{roomId}/members/me", axum::routing::patch(members::update_mine))
+        .route("/rooms/{roomId}/members/{userId}/kick", post(members::kick))
+        .route("/rooms/{roomId}/members/{userId}/timeout", post(members::timeout))
+        .route("/rooms/{roomId}/members/{userId}/ban", post(members::ban))
+        .route("/rooms/{roomId}/members/{userId}/roles", put(members::set_roles))
+        .route("/rooms/{roomId}/bans/{userId}", axum::routing::delete(members::unban))
+        .route("/rooms/{roomId}/roles", get(roles::list).post(roles::create))
+        .route(
+            "/rooms/{roomId}/roles/{roleId}",
+            axum::routing::patch(roles::update).delete(roles::delete),
+        )
         .route("/rooms/{roomId}/messages", post(messages::create).get(messages::read))
-        .route("/rooms/{roomId}/messages/{messageId}", get(messages::get))
+        .route(
+            "/rooms/{roomId}/messages/{messageId}",
+            get(messages::get).patch(messages::edit).delete(messages::delete),
+        )
+        .route(
+            "/rooms/{roomId}/messages/{messageId}/pin",
+            post(messages::pin).delete(messages::unpin),
+        )
+        .route("/rooms/{roomId}/messages/{messageId}/vote", put(messages::vote))
+        .route(
+            "/rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
+            put(messages::react).delete(messages::unreact),
+        )
+        .route("/rooms/{roomId}/messages/{messageId}/forward", post(messages::forward))
+        .route("/rooms/{roomId}/messages/{messageId}/thread", get(messages::thread))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api", api)
@@ -201,7 +348,10 @@ mod tests {
         for function in HTTP_FUNCTIONS {
             let path = format!("/api/{}", function.route)
                 .replace("{roomId}", &uuid::Uuid::new_v4().to_string())
-                .replace("{messageId}", "2516062689814758707");
+                .replace("{messageId}", "2516062689814758707")
+                .replace("{userId}", "bob")
+                .replace("{roleId}", &uuid::Uuid::new_v4().to_string())
+                .replace("{emoji}", "%F0%9F%91%8D");
             let request = Request::builder()
                 .method(function.method.to_uppercase().as_str())
                 .uri(&path)

@@ -1,10 +1,10 @@
-//! Room functions: create, list mine, get, join, leave.
+//! Room functions: create, list mine, get, join, leave, change, delete.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
-use tabletalk::rooms::{NewRoom, Room};
+use tabletalk::rooms::{NewRoom, Room, RoomChange, RoomEntry};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
@@ -22,8 +22,8 @@ pub async fn create(
 }
 
 #[utoipa::path(get, path = "/api/rooms", tag = "rooms", operation_id = "listRooms",
-    responses((status = 200, body = [Room]), (status = "4XX", body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<Room>>> {
+    responses((status = 200, body = [RoomEntry]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<RoomEntry>>> {
     Ok(Json(state.chat.my_rooms(&who).await?))
 }
 
@@ -58,5 +58,33 @@ pub async fn leave(
     Path(room): Path<String>,
 ) -> ApiResult<StatusCode> {
     state.chat.leave_room(&who, &RoomId::parse(&room)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Needs ManageRoom (ManageRoles for `everyonePermissions`). A rename writes an `EditRoom` line.
+#[utoipa::path(patch, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "updateRoom",
+    params(("roomId" = String, Path)), request_body = RoomChange,
+    responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+    JsonBody(change): JsonBody<RoomChange>,
+) -> ApiResult<Json<Room>> {
+    Ok(Json(
+        state.chat.update_room(&who, &RoomId::parse(&room)?, change).await?,
+    ))
+}
+
+/// Owner only. Removes every row of the room in every table.
+#[utoipa::path(delete, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "deleteRoom",
+    params(("roomId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.chat.delete_room(&who, &RoomId::parse(&room)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

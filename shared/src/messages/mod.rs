@@ -1,14 +1,27 @@
-//! Messages: the stored model, the send path (`send`, the one door), reads (`read`) and the
-//! opaque cursors pages are resumed with (`cursor`).
+//! Messages: the stored model, the one door every message comes through (`send`), the
+//! type → operation → permission map (`operations`), and everything done to a message once it
+//! exists: edits, tombstone deletes and pins (`changes`), polls, reactions, threads, forwards,
+//! mentions, and reads with their opaque cursors.
 
+pub mod changes;
+pub mod checks;
 pub mod cursor;
+pub mod forward;
+pub mod mentions;
+pub mod operations;
+pub mod polls;
+pub mod reactions;
 pub mod read;
 pub mod send;
+pub mod threads;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use self::mentions::Mentions;
+use self::polls::Poll;
+use self::reactions::ReactionCount;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
@@ -17,8 +30,10 @@ use crate::storage::{Entity, Value};
 /// Longest message, in characters of sanitized HTML.
 pub const MAX_TEXT_CHARS: usize = 10_000;
 
-/// What kind of line a message is. Members create `Message` (and `Poll`); the server writes
-/// the others itself.
+/// What kind of line a message is. Members create `Message` and `Poll`; the server writes
+/// `System` (joins, leaves, removals), `EditRoom` (renames), `PinMessage` (pins) and `Call`
+/// lines itself, and inbound webhooks write `Webhook`. Only `Message` and `Webhook` text is
+/// HTML; the server's lines carry names as plain text and must be shown as text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub enum MessageType {
     Message,
@@ -31,6 +46,16 @@ pub enum MessageType {
 }
 
 impl MessageType {
+    pub const ALL: [MessageType; 7] = [
+        MessageType::Message,
+        MessageType::Poll,
+        MessageType::Call,
+        MessageType::EditRoom,
+        MessageType::PinMessage,
+        MessageType::System,
+        MessageType::Webhook,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             MessageType::Message => "Message",
@@ -44,18 +69,16 @@ impl MessageType {
     }
 
     fn parse(text: &str) -> Option<MessageType> {
-        [
-            MessageType::Message,
-            MessageType::Poll,
-            MessageType::Call,
-            MessageType::EditRoom,
-            MessageType::PinMessage,
-            MessageType::System,
-            MessageType::Webhook,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == text)
+        MessageType::ALL.into_iter().find(|t| t.as_str() == text)
     }
+}
+
+/// Where a forwarded message came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardSource {
+    pub room_id: String,
+    pub message_id: String,
 }
 
 /// A message as clients see it.
@@ -69,15 +92,69 @@ pub struct Message {
     pub kind: MessageType,
     pub author_id: String,
     pub author_name: String,
-    /// Sanitized HTML.
+    /// Sanitized HTML for `Message` and `Webhook`; plain text for the server's lines; empty for
+    /// a poll (see `poll`) and for a deleted message.
     pub text: String,
     pub created_at: DateTime<Utc>,
     /// The id the client sent it with, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
+    /// Set by every edit of the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<DateTime<Utc>>,
+    /// Set when deleted: the row stays as a tombstone, its body wiped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted_by: Option<String>,
+    /// True when deleted by someone other than the author.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub moderated: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub is_pinned: bool,
+    /// The message this one answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// The thread's root: the first message of the reply chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// For a `PinMessage` line: the message that was pinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_message_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded_from: Option<ForwardSource>,
+    #[serde(skip_serializing_if = "Mentions::is_empty")]
+    pub mentions: Mentions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll: Option<Poll>,
+    /// Reactions per emoji; filled in on reads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reactions: Vec<ReactionCount>,
 }
 
 impl Message {
+    /// The message's key; its id was parsed from (or built as) one.
+    pub fn key(&self) -> MessageKey {
+        MessageKey::parse(&self.id).expect("a message id is a message key")
+    }
+
+    /// False for a tombstone.
+    pub fn is_live(&self) -> bool {
+        self.deleted_at.is_none()
+    }
+
+    /// Turns the message into its tombstone: body, poll and mentions wiped, the row kept.
+    pub(crate) fn tombstone(&mut self, by: &str, at: DateTime<Utc>) {
+        self.moderated = by != self.author_id;
+        self.deleted_at = Some(at);
+        self.deleted_by = Some(by.to_owned());
+        self.text.clear();
+        self.poll = None;
+        self.mentions = Mentions::default();
+        self.is_pinned = false;
+        self.reactions.clear();
+    }
+
     /// The `Messages` row for this message.
     pub(crate) fn to_entity(&self) -> Entity {
         let mut entity = Entity::new(&self.room_id, &self.id)
@@ -86,8 +163,27 @@ impl Message {
             .with("userName", Value::String(self.author_name.clone()))
             .with("message", Value::String(self.text.clone()))
             .with("createdAt", Value::datetime(self.created_at));
-        if let Some(client_id) = &self.client_id {
-            entity.set("clientId", Value::String(client_id.clone()));
+        let optional = [
+            ("clientId", self.client_id.clone().map(Value::String)),
+            ("editedAt", self.edited_at.map(Value::datetime)),
+            ("deletedAt", self.deleted_at.map(Value::datetime)),
+            ("deletedBy", self.deleted_by.clone().map(Value::String)),
+            ("moderated", self.moderated.then_some(Value::Bool(true))),
+            ("isPinned", self.is_pinned.then_some(Value::Bool(true))),
+            ("replyTo", self.reply_to.clone().map(Value::String)),
+            ("threadId", self.thread_id.clone().map(Value::String)),
+            ("pinnedMessageId", self.pinned_message_id.clone().map(Value::String)),
+            ("forwardedFrom", self.forwarded_from.as_ref().map(json_value)),
+            (
+                "mentions",
+                (!self.mentions.is_empty()).then(|| json_value(&self.mentions)),
+            ),
+            ("poll", self.poll.as_ref().map(|p| json_value(&p.definition()))),
+        ];
+        for (name, value) in optional {
+            if let Some(value) = value {
+                entity.set(name, value);
+            }
         }
         entity
     }
@@ -96,6 +192,7 @@ impl Message {
     pub(crate) fn from_entity(room: &RoomId, entity: &Entity) -> Result<Message> {
         let broken = |what: &str| Error::Internal(format!("message {}/{}: {what}", room, entity.row_key));
         MessageKey::parse(&entity.row_key).ok_or_else(|| broken("not a message key"))?;
+        let string = |name: &str| entity.str(name).map(str::to_owned);
         Ok(Message {
             id: entity.row_key.clone(),
             room_id: room.to_string(),
@@ -107,9 +204,31 @@ impl Message {
             author_name: entity.str("userName").unwrap_or_default().to_owned(),
             text: entity.str("message").unwrap_or_default().to_owned(),
             created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
-            client_id: entity.str("clientId").map(str::to_owned),
+            client_id: string("clientId"),
+            edited_at: entity.datetime("editedAt"),
+            deleted_at: entity.datetime("deletedAt"),
+            deleted_by: string("deletedBy"),
+            moderated: entity.bool("moderated").unwrap_or(false),
+            is_pinned: entity.bool("isPinned").unwrap_or(false),
+            reply_to: string("replyTo"),
+            thread_id: string("threadId"),
+            pinned_message_id: string("pinnedMessageId"),
+            forwarded_from: from_json(entity, "forwardedFrom"),
+            mentions: from_json(entity, "mentions").unwrap_or_default(),
+            poll: from_json::<polls::PollDefinition>(entity, "poll").map(Poll::from),
+            reactions: Vec::new(),
         })
     }
+}
+
+/// A JSON-valued property, if present and well-formed.
+fn from_json<T: serde::de::DeserializeOwned>(entity: &Entity, name: &str) -> Option<T> {
+    entity.str(name).and_then(|text| serde_json::from_str(text).ok())
+}
+
+/// A JSON-valued property (lists and objects are stored as JSON strings).
+fn json_value<T: Serialize>(value: &T) -> Value {
+    Value::String(serde_json::to_string(value).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! per-key OR-list would break Azure's 15-comparison limit). The joined rows are put back in
 //! index order; an index row without a message (a send in flight, or one whose write failed)
 //! is skipped, and the cursor still advances past it, so a client following `hasMore` never
-//! spins on it. Every page costs the same at any depth: one or two range reads from the cursor.
+//! spins on it. Deleted messages (tombstones) are skipped the same way. Reactions and poll
+//! tallies come from one more range read over the page's companion rows. Every page costs the same at any depth: one or two range reads from the cursor.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -65,8 +66,8 @@ impl Chat {
             .filter(|c| !c.is_empty())
             .map(|c| Cursor::decode(c, room, order))
             .transpose()?;
-        self.require_member(room, &who.user_id).await?;
-        let (messages, has_more, last) = match (order, cursor) {
+        self.access(room, &who.user_id).await?;
+        let (mut messages, has_more, last) = match (order, cursor) {
             (_, Some(Cursor::NewestFirst(key))) => self.newest_first(room, Some(key), limit).await?,
             (_, Some(Cursor::OldestFirst(key))) => self.oldest_first(room, Some(key), limit).await?,
             (Order::NewestFirst, None) => self.newest_first(room, None, limit).await?,
@@ -75,6 +76,7 @@ impl Chat {
         let next_cursor = last
             .map(|c| c.encode(room))
             .or(request.cursor.filter(|c| !c.is_empty()));
+        self.decorate(room, &who.user_id, &mut messages).await?;
         Ok(MessagePage {
             messages,
             has_more,
@@ -82,13 +84,24 @@ impl Chat {
         })
     }
 
-    /// One message by id; missing answers as missing whatever the reason.
+    /// One message by id; missing or deleted answers as missing.
     pub async fn get_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
-        self.require_member(room, &who.user_id).await?;
-        let key = MessageKey::parse(id).ok_or_else(|| Error::not_found("message not found"))?;
+        self.access(room, &who.user_id).await?;
+        let mut message = self.live_message(room, id).await?;
+        self.decorate(room, &who.user_id, std::slice::from_mut(&mut message))
+            .await?;
+        Ok(message)
+    }
+
+    /// The message `id` names, unless it is missing or deleted (both 404): every operation on
+    /// a message starts here.
+    pub(crate) async fn live_message(&self, room: &RoomId, id: &str) -> Result<Message> {
+        let missing = || Error::not_found("message not found");
+        let key = MessageKey::parse(id).ok_or_else(missing)?;
         self.find_message(room, &key)
             .await?
-            .ok_or_else(|| Error::not_found("message not found"))
+            .filter(Message::is_live)
+            .ok_or_else(missing)
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
@@ -114,16 +127,22 @@ impl Chat {
             .from(from)
             .to(Bound::Excluded(high.to_owned()));
         let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
-        let mut messages = rows
-            .iter()
-            .map(|e| Message::from_entity(room, e))
-            .collect::<Result<Vec<_>>>()?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let message = Message::from_entity(room, row)?;
+            if message.is_live() {
+                messages.push(message);
+            }
+        }
         let cut = keep_within_budget(&mut messages);
-        let last = messages
-            .last()
-            .and_then(|m| MessageKey::parse(&m.id))
-            .map(Cursor::NewestFirst);
-        Ok((messages, more || cut, last))
+        // A cut page resumes after its last kept message; a whole one after its last row,
+        // tombstone or not.
+        let last = if cut {
+            messages.last().map(Message::key)
+        } else {
+            rows.last().and_then(|row| MessageKey::parse(&row.row_key))
+        };
+        Ok((messages, more || cut, last.map(Cursor::NewestFirst)))
     }
 
     async fn oldest_first(
@@ -157,8 +176,11 @@ impl Chat {
         let mut matched = Vec::with_capacity(keys.len());
         for key in &keys {
             if let Some(entity) = by_key.remove(key.ticks().message_key().as_str()) {
-                messages.push(Message::from_entity(room, &entity)?);
-                matched.push(key);
+                let message = Message::from_entity(room, &entity)?;
+                if message.is_live() {
+                    messages.push(message);
+                    matched.push(key);
+                }
             }
         }
         let cut = keep_within_budget(&mut messages);

@@ -1,25 +1,35 @@
-//! The one door: every message is created here, in BRIEF §4's fixed order.
+//! The one door: every message is created here, in BRIEF §4's fixed order — a member's send,
+//! a reply, each copy of a forward, and the lines the server writes itself.
 //!
 //! 1. idempotency lookup — a repeat of a client id returns the first stored message and
 //!    triggers nothing again;
-//! 2. checks — membership, then content (sanitized once, here);
-//! 3. the ascending index row, at the first free tick (a 409 means another send took the tick,
-//!    in this process or another: take the next one, never overwrite);
-//! 4. the message row and its idempotency record in one entity group transaction; if that
+//! 2. checks (`checks::admit`: member → timed out → read-only → slowmode → word filter), then
+//!    content validation (text, poll, mentions, reply target); the server's own lines skip both;
+//! 3. the slowmode clock advances on the member row, conditionally, before the write: a send
+//!    that cannot move it fails (closed), so slowmode never silently stops applying;
+//! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
+//!    in this process or another: take the next one, never overwrite), then the message row,
+//!    its idempotency record and its thread index row in one entity group transaction; if that
 //!    fails, the index row is deleted again, so a failed send leaves nothing readable;
 //! 5. after the durable write only: side effects, which never fail the send.
 
-use chrono::Utc;
+use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::{MAX_TEXT_CHARS, Message, MessageType};
+use super::checks::{self, Admission};
+use super::mentions::Mentions;
+use super::operations::{Operation, authorize};
+use super::polls::{NewPoll, Poll};
+use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
+use crate::access::Access;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{MessageKey, Ticks};
-use crate::schema::IDEMPOTENCY_PREFIX;
+use crate::permissions::Permission;
+use crate::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 use crate::service::Chat;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, Value};
 
@@ -28,14 +38,34 @@ use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, Value};
 const MAX_TICK_ATTEMPTS: usize = 64;
 
 /// What a member sends.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewMessage {
-    /// HTML; sanitized before it is stored.
-    pub text: String,
+    /// `Message` (the default) or `Poll`; the other types are written by the server.
+    #[serde(rename = "type", default)]
+    pub kind: Option<MessageType>,
+    /// HTML, sanitized before it is stored. Required for a `Message`.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Required for a `Poll`.
+    #[serde(default)]
+    pub poll: Option<NewPoll>,
     /// A client-chosen id that makes retries safe (1-64 of `[A-Za-z0-9._:-]`).
     #[serde(default)]
     pub client_id: Option<String>,
+    /// The id of the message this one answers; the reply joins that message's thread.
+    #[serde(default)]
+    pub reply_to: Option<String>,
+}
+
+impl NewMessage {
+    /// A plain text message.
+    pub fn text(text: impl Into<String>) -> NewMessage {
+        NewMessage {
+            text: Some(text.into()),
+            ..NewMessage::default()
+        }
+    }
 }
 
 /// The result of a send: the stored message, and whether this call stored it (`false` for a
@@ -44,6 +74,92 @@ pub struct NewMessage {
 pub struct Sent {
     pub message: Message,
     pub created: bool,
+}
+
+/// A member's message on its way through the checks: sanitized, not yet validated.
+#[derive(Debug, Clone)]
+pub(crate) struct Draft {
+    pub kind: MessageType,
+    pub text: Option<String>,
+    pub poll: Option<NewPoll>,
+    pub reply_to: Option<String>,
+    pub forwarded_from: Option<ForwardSource>,
+}
+
+/// A draft that passed validation.
+struct Content {
+    text: String,
+    poll: Option<Poll>,
+    mentions: Mentions,
+}
+
+impl Draft {
+    /// What the word filter reads: the text, or a poll's question and options.
+    fn filter_text(&self) -> String {
+        match (&self.text, &self.poll) {
+            (Some(text), _) => text.clone(),
+            (None, Some(poll)) => html::escape(&poll.words()),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// Content validation, the last of the checks: the body the type needs, and mentions the
+    /// sender may make.
+    fn validate(&self, access: &Access) -> Result<Content> {
+        let content = match (self.kind, &self.text, &self.poll) {
+            (MessageType::Poll, None, Some(poll)) => Content {
+                text: String::new(),
+                poll: Some(poll.validate()?),
+                mentions: Mentions::default(),
+            },
+            (MessageType::Poll, _, _) => {
+                return Err(Error::validation("a Poll carries `poll` and no `text`"));
+            }
+            (_, Some(text), None) => Content {
+                text: checked_text(text)?,
+                poll: None,
+                mentions: Mentions::parse(text)?,
+            },
+            (_, _, _) => return Err(Error::validation("a Message carries `text` and no `poll`")),
+        };
+        checks::mentions_allowed(access, &content.mentions)?;
+        Ok(content)
+    }
+}
+
+/// A message ready to be written: what step 4 stores, whoever wrote it.
+#[derive(Debug, Clone)]
+pub(crate) struct Post {
+    pub kind: MessageType,
+    pub author_id: String,
+    pub author_name: String,
+    pub text: String,
+    pub poll: Option<Poll>,
+    pub mentions: Mentions,
+    pub idempotency: Option<(UserId, ClientId)>,
+    pub reply_to: Option<String>,
+    pub thread_id: Option<String>,
+    pub pinned_message_id: Option<String>,
+    pub forwarded_from: Option<ForwardSource>,
+}
+
+impl Post {
+    /// A line in the room's own voice (join, leave, rename, pin), naming `actor` as its author.
+    pub fn line(kind: MessageType, actor: &Principal, text: String) -> Post {
+        Post {
+            kind,
+            author_id: actor.user_id.to_string(),
+            author_name: actor.name.clone(),
+            text,
+            poll: None,
+            mentions: Mentions::default(),
+            idempotency: None,
+            reply_to: None,
+            thread_id: None,
+            pinned_message_id: None,
+            forwarded_from: None,
+        }
+    }
 }
 
 /// Row key of a send's idempotency record: scoped to the sender, so client ids of different
@@ -55,6 +171,13 @@ fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
 impl Chat {
     /// Sends a member's message into a room.
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
+        let kind = input.kind.unwrap_or(MessageType::Message);
+        if !matches!(kind, MessageType::Message | MessageType::Poll) {
+            return Err(Error::Forbidden(format!(
+                "members send Message and Poll; {} lines are written by the server",
+                kind.as_str()
+            )));
+        }
         let client_id = input.client_id.as_deref().map(ClientId::parse).transpose()?;
         if let Some(client_id) = &client_id
             && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
@@ -64,27 +187,120 @@ impl Chat {
                 created: false,
             });
         }
+        let draft = Draft {
+            kind,
+            text: input.text.as_deref().map(html::sanitize),
+            poll: input.poll,
+            reply_to: input.reply_to,
+            forwarded_from: None,
+        };
+        self.send_as_member(who, room, draft, client_id).await
+    }
 
-        self.require_member(room, &who.user_id).await?;
-        let text = checked_text(&input.text)?;
+    /// Steps 2 to 5 for a member's message.
+    pub(crate) async fn send_as_member(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        draft: Draft,
+        client_id: Option<ClientId>,
+    ) -> Result<Sent> {
+        let access = self.sender_access(room, &who.user_id).await?;
+        let now = Utc::now();
+        if let Admission::Filtered { timeout } = checks::admit(&access, now, &draft.filter_text())? {
+            return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
+        }
+        let content = draft.validate(&access)?;
+        let (reply_to, thread_id) = match &draft.reply_to {
+            Some(id) => {
+                let target = self.live_message(room, id).await?;
+                authorize(&access, &target, Operation::Reply)?;
+                let root = target.thread_id.clone().unwrap_or_else(|| target.id.clone());
+                (Some(target.id), Some(root))
+            }
+            None => (None, None),
+        };
+        self.advance_slowmode_clock(room, &access, now).await?;
+        let post = Post {
+            kind: draft.kind,
+            author_id: who.user_id.to_string(),
+            author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            text: content.text,
+            poll: content.poll,
+            mentions: content.mentions,
+            idempotency: client_id.map(|c| (who.user_id.clone(), c)),
+            reply_to,
+            thread_id,
+            pinned_message_id: None,
+            forwarded_from: draft.forwarded_from,
+        };
+        self.post(room, post).await
+    }
 
+    /// Writes a line in the room's own voice, unchecked (the server decided to write it).
+    /// `Webhook` text is sanitized like a member's; every other type's is plain text.
+    pub async fn write_line(
+        &self,
+        room: &RoomId,
+        kind: MessageType,
+        author: &Principal,
+        text: &str,
+    ) -> Result<Message> {
+        let text = match kind {
+            MessageType::Webhook | MessageType::Message => html::sanitize(text),
+            _ => text.to_owned(),
+        };
+        Ok(self.post(room, Post::line(kind, author, text)).await?.message)
+    }
+
+    /// `write_line` for a line that is a side effect: a failure is logged, never returned.
+    pub(crate) async fn announce(&self, room: &RoomId, kind: MessageType, author: &Principal, text: String) {
+        self.announce_post(room, Post::line(kind, author, text)).await;
+    }
+
+    pub(crate) async fn announce_post(&self, room: &RoomId, post: Post) {
+        let kind = post.kind;
+        if let Err(e) = self.post(room, post).await {
+            tracing::warn!(%room, kind = kind.as_str(), error = %e, "could not write a server line");
+        }
+    }
+
+    /// Steps 4 and 5: the durable write, then side effects.
+    pub(crate) async fn post(&self, room: &RoomId, post: Post) -> Result<Sent> {
         let ticks = self.claim_index_row(room).await?;
         let message = Message {
             id: ticks.message_key().as_str().to_owned(),
             room_id: room.to_string(),
-            kind: MessageType::Message,
-            author_id: who.user_id.to_string(),
-            author_name: who.name.clone(),
-            text,
+            kind: post.kind,
+            author_id: post.author_id,
+            author_name: post.author_name,
+            text: post.text,
             created_at: crate::storage::entity::truncate_to_micros(ticks.to_datetime()),
-            client_id: client_id.as_ref().map(|c| c.as_str().to_owned()),
+            client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
+            edited_at: None,
+            deleted_at: None,
+            deleted_by: None,
+            moderated: false,
+            is_pinned: false,
+            reply_to: post.reply_to,
+            thread_id: post.thread_id,
+            pinned_message_id: post.pinned_message_id,
+            forwarded_from: post.forwarded_from,
+            mentions: post.mentions,
+            poll: post.poll,
+            reactions: Vec::new(),
         };
         let mut ops = vec![BatchOp::Insert(message.to_entity())];
-        if let Some(client_id) = &client_id {
-            let record = Entity::new(room.as_str(), idempotency_key(&who.user_id, client_id))
+        if let Some((user, client_id)) = &post.idempotency {
+            let record = Entity::new(room.as_str(), idempotency_key(user, client_id))
                 .with("messageId", Value::String(message.id.clone()))
                 .with("createdAt", Value::datetime(Utc::now()));
             ops.push(BatchOp::Insert(record));
+        }
+        if let Some(root) = &message.thread_id {
+            let key = format!("{THREAD_PREFIX}{root}:{}", ticks.ascending_key().as_str());
+            let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
+            ops.push(BatchOp::Insert(row));
         }
         if let Err(write_error) = self.tables.transact(&self.schema.messages, room.as_str(), &ops).await {
             self.release_index_row(room, ticks).await;
@@ -92,8 +308,8 @@ impl Chat {
             // with that one, as for any repeat.
             if write_error.is(ErrorKind::AlreadyExists)
                 && write_error.batch_index == Some(1)
-                && let Some(client_id) = &client_id
-                && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
+                && let Some((user, client_id)) = &post.idempotency
+                && let Some(first) = self.find_sent(room, user, client_id).await?
             {
                 return Ok(Sent {
                     message: first,
@@ -105,6 +321,56 @@ impl Chat {
 
         // Step 5, after the durable write: live signals and the notification event attach here.
         Ok(Sent { message, created: true })
+    }
+
+    /// The sender's access; a banned user is told so, anyone else outside the room gets 404.
+    async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<Access> {
+        match self.access(room, user).await {
+            Err(Error::NotFound(m)) => match self.is_banned(room, user).await? {
+                true => Err(Error::Forbidden("you are banned from this room".into())),
+                false => Err(Error::NotFound(m)),
+            },
+            other => other,
+        }
+    }
+
+    /// Step 3: moves the sender's slowmode clock to `now`, re-checking the window against the
+    /// row as it is (a concurrent send may have moved it). Only when slowmode applies.
+    async fn advance_slowmode_clock(&self, room: &RoomId, access: &Access, now: DateTime<Utc>) -> Result<()> {
+        if access.room.slowmode_seconds == 0 || access.can(Permission::ManageMessages) {
+            return Ok(());
+        }
+        self.update_member(room, &access.member.user_id, |member| {
+            checks::slowmode(&access.room, member, now)?;
+            member.last_message_at = Some(now);
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The refusal of a filtered send or edit, after the filter's timeout (if any) is applied:
+    /// it extends a running timeout, never shortens it.
+    pub(crate) async fn refuse_filtered(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        timeout: Option<Duration>,
+        now: DateTime<Utc>,
+    ) -> Error {
+        if let Some(timeout) = timeout {
+            let until = now + timeout;
+            let extended = self
+                .update_member(room, user, |member| {
+                    member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = extended {
+                return e;
+            }
+        }
+        Error::Forbidden("the message contains blocked content".into())
     }
 
     /// The message an earlier send with this client id stored, if any.
@@ -148,10 +414,9 @@ impl Chat {
     }
 }
 
-/// Sanitizes a body and checks what is left.
-fn checked_text(raw: &str) -> Result<String> {
-    let text = html::sanitize(raw);
-    if html::is_blank(&text) {
+/// Checks a sanitized body: something visible, and not too long.
+pub(crate) fn checked_text(text: &str) -> Result<String> {
+    if html::is_blank(text) {
         return Err(Error::validation("the message is empty (after removing unsafe HTML)"));
     }
     let chars = text.chars().count();
@@ -160,5 +425,5 @@ fn checked_text(raw: &str) -> Result<String> {
             "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
         )));
     }
-    Ok(text)
+    Ok(text.to_owned())
 }

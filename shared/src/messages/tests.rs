@@ -44,10 +44,7 @@ async fn chat_on(tables: Tables) -> (Chat, RoomId) {
 }
 
 fn text(t: &str) -> NewMessage {
-    NewMessage {
-        text: t.into(),
-        client_id: None,
-    }
+    NewMessage::text(t)
 }
 
 async fn all_ids(chat: &Chat, room: &RoomId, order: Order) -> Vec<String> {
@@ -175,8 +172,8 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     faults.fail_operation("get", None, 1, StoreError::new(ErrorKind::Unavailable, "timeout"));
     let retry = NewMessage {
-        text: "x".into(),
         client_id: Some("c1".into()),
+        ..NewMessage::text("x")
     };
     assert_eq!(
         chat.send_message(&alice(), &room, retry.clone())

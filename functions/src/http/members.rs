@@ -1,0 +1,134 @@
+//! Member functions: list, the caller's own settings and read position, and moderation
+//! (kick, timeout, ban, unban, roles).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use tabletalk::ids::RoomId;
+use tabletalk::members::{Ban, MarkRead, Member, MemberRoles, MemberSummary, MembershipChange, Timeout, target_user};
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{Caller, JsonBody};
+
+#[utoipa::path(get, path = "/api/rooms/{roomId}/members", tag = "members", operation_id = "listMembers",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [MemberSummary]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<Json<Vec<MemberSummary>>> {
+    Ok(Json(state.chat.list_members(&who, &RoomId::parse(&room)?).await?))
+}
+
+#[utoipa::path(patch, path = "/api/rooms/{roomId}/members/me", tag = "members", operation_id = "updateMembership",
+    params(("roomId" = String, Path)), request_body = MembershipChange,
+    responses((status = 200, body = Member), (status = "4XX", body = ErrorBody)))]
+pub async fn update_mine(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+    JsonBody(change): JsonBody<MembershipChange>,
+) -> ApiResult<Json<Member>> {
+    Ok(Json(
+        state
+            .chat
+            .update_membership(&who, &RoomId::parse(&room)?, change)
+            .await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/rooms/{roomId}/read", tag = "members", operation_id = "markRead",
+    params(("roomId" = String, Path)), request_body = MarkRead,
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn mark_read(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+    JsonBody(input): JsonBody<MarkRead>,
+) -> ApiResult<StatusCode> {
+    state.chat.mark_read(&who, &RoomId::parse(&room)?, input).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Needs ManageMembers and a higher rank than the member.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/members/{userId}/kick", tag = "members", operation_id = "kickMember",
+    params(("roomId" = String, Path), ("userId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn kick(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, user)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state
+        .chat
+        .kick(&who, &RoomId::parse(&room)?, &target_user(&user)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Needs ManageMembers and a higher rank than the member.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/members/{userId}/timeout", tag = "members", operation_id = "timeoutMember",
+    params(("roomId" = String, Path), ("userId" = String, Path)), request_body = Timeout,
+    responses((status = 200, body = MemberSummary), (status = "4XX", body = ErrorBody)))]
+pub async fn timeout(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, user)): Path<(String, String)>,
+    JsonBody(input): JsonBody<Timeout>,
+) -> ApiResult<Json<MemberSummary>> {
+    let room = RoomId::parse(&room)?;
+    Ok(Json(
+        state.chat.timeout(&who, &room, &target_user(&user)?, input).await?,
+    ))
+}
+
+/// Needs ManageMembers and a higher rank than the member (if they are one).
+#[utoipa::path(post, path = "/api/rooms/{roomId}/members/{userId}/ban", tag = "members", operation_id = "banMember",
+    params(("roomId" = String, Path), ("userId" = String, Path)), request_body = Ban,
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn ban(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, user)): Path<(String, String)>,
+    JsonBody(input): JsonBody<Ban>,
+) -> ApiResult<StatusCode> {
+    let room = RoomId::parse(&room)?;
+    state.chat.ban(&who, &room, &target_user(&user)?, input).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/bans/{userId}", tag = "members", operation_id = "unbanMember",
+    params(("roomId" = String, Path), ("userId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn unban(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, user)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state
+        .chat
+        .unban(&who, &RoomId::parse(&room)?, &target_user(&user)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Needs ManageRoles; every role added or removed must rank below the caller.
+#[utoipa::path(put, path = "/api/rooms/{roomId}/members/{userId}/roles", tag = "members", operation_id = "setMemberRoles",
+    params(("roomId" = String, Path), ("userId" = String, Path)), request_body = MemberRoles,
+    responses((status = 200, body = MemberSummary), (status = "4XX", body = ErrorBody)))]
+pub async fn set_roles(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, user)): Path<(String, String)>,
+    JsonBody(input): JsonBody<MemberRoles>,
+) -> ApiResult<Json<MemberSummary>> {
+    let room = RoomId::parse(&room)?;
+    Ok(Json(
+        state
+            .chat
+            .set_member_roles(&who, &room, &target_user(&user)?, input)
+            .await?,
+    ))
+}

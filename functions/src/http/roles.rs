@@ -1,0 +1,65 @@
+//! Role functions: list, create, change, delete.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use tabletalk::ids::RoomId;
+use tabletalk::roles::{NewRole, Role, RoleChange};
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{Caller, JsonBody};
+
+#[utoipa::path(get, path = "/api/rooms/{roomId}/roles", tag = "roles", operation_id = "listRoles",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [Role]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+) -> ApiResult<Json<Vec<Role>>> {
+    Ok(Json(state.chat.list_roles(&who, &RoomId::parse(&room)?).await?))
+}
+
+/// Needs ManageRoles; the position must be below the caller's rank.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/roles", tag = "roles", operation_id = "createRole",
+    params(("roomId" = String, Path)), request_body = NewRole,
+    responses((status = 201, body = Role), (status = "4XX", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path(room): Path<String>,
+    JsonBody(input): JsonBody<NewRole>,
+) -> ApiResult<(StatusCode, Json<Role>)> {
+    let role = state.chat.create_role(&who, &RoomId::parse(&room)?, input).await?;
+    Ok((StatusCode::CREATED, Json(role)))
+}
+
+#[utoipa::path(patch, path = "/api/rooms/{roomId}/roles/{roleId}", tag = "roles", operation_id = "updateRole",
+    params(("roomId" = String, Path), ("roleId" = String, Path)), request_body = RoleChange,
+    responses((status = 200, body = Role), (status = "4XX", body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, role)): Path<(String, String)>,
+    JsonBody(change): JsonBody<RoleChange>,
+) -> ApiResult<Json<Role>> {
+    Ok(Json(
+        state
+            .chat
+            .update_role(&who, &RoomId::parse(&room)?, &role, change)
+            .await?,
+    ))
+}
+
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/roles/{roleId}", tag = "roles", operation_id = "deleteRole",
+    params(("roomId" = String, Path), ("roleId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    Path((room, role)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state.chat.delete_role(&who, &RoomId::parse(&room)?, &role).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,508 @@
+//! Members of a room: the member row (`m:<user>` in the room's `Rooms` partition) with the
+//! member's own settings, their read position, and moderation by other members.
+//!
+//! The member row is also the send path's state: `lastMessageAt` is the slowmode clock and
+//! `timeoutUntil` the timeout, so every change to it is a conditional write through the shared
+//! helper — a settings change never undoes a concurrent timeout, and the reverse.
+//!
+//! Moderation (kick, timeout, ban) needs `ManageMembers` and a rank strictly above the target's.
+//! A ban removes the membership and leaves a `ban:<user>` row that refuses joins (and, since
+//! the membership is gone, every send) until it expires or is lifted.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::access::Rank;
+use crate::auth::Principal;
+use crate::error::{Error, Result, settle};
+use crate::ids::{RoomId, UserId};
+use crate::keys::{MessageKey, Ticks};
+use crate::messages::MessageType;
+use crate::permissions::Permission;
+use crate::schema::{BAN_PREFIX, MEMBER_PREFIX};
+use crate::service::Chat;
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+pub const MAX_NICKNAME_CHARS: usize = 32;
+/// Longest timeout a moderator can give.
+pub const MAX_TIMEOUT: Duration = Duration::days(28);
+/// Members one listing returns.
+pub const MAX_LISTED_MEMBERS: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum MemberRole {
+    Owner,
+    Member,
+}
+
+/// When a member is notified of a room's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub enum NotificationLevel {
+    /// Every message.
+    #[default]
+    All,
+    /// Only messages that mention them (directly, by role, or the whole room).
+    Mentions,
+    Never,
+}
+
+impl NotificationLevel {
+    fn as_str(self) -> &'static str {
+        match self {
+            NotificationLevel::All => "All",
+            NotificationLevel::Mentions => "Mentions",
+            NotificationLevel::Never => "Never",
+        }
+    }
+
+    fn parse(text: &str) -> NotificationLevel {
+        match text {
+            "Mentions" => NotificationLevel::Mentions,
+            "Never" => NotificationLevel::Never,
+            _ => NotificationLevel::All,
+        }
+    }
+}
+
+/// A member row. Serialized, it is the member's own view of their membership.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    #[schema(value_type = String)]
+    pub user_id: UserId,
+    /// The display name from their token when they joined.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nickname: Option<String>,
+    pub role: MemberRole,
+    /// Ids of the roles assigned to them.
+    pub roles: Vec<String>,
+    pub notifications: NotificationLevel,
+    pub muted: bool,
+    pub joined_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_until: Option<DateTime<Utc>>,
+    /// The slowmode clock: when their last send was admitted. Server-only.
+    #[serde(skip)]
+    pub last_message_at: Option<DateTime<Utc>>,
+    /// Their read position: every message with a key below this one (newer) is unread.
+    #[serde(skip)]
+    pub last_read: Option<MessageKey>,
+}
+
+/// Another member, as a member listing shows them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberSummary {
+    pub user_id: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nickname: Option<String>,
+    pub role: MemberRole,
+    pub roles: Vec<String>,
+    pub joined_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_until: Option<DateTime<Utc>>,
+}
+
+/// A member's change to their own settings; absent fields stay as they are.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MembershipChange {
+    /// Empty clears it.
+    pub nickname: Option<String>,
+    pub notifications: Option<NotificationLevel>,
+    pub muted: Option<bool>,
+}
+
+/// Moves the caller's read position.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MarkRead {
+    /// Everything up to and including this message is read; absent means everything so far.
+    /// An older message moves the position back ("mark unread from here").
+    pub message_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timeout {
+    /// When the timeout ends (at most 28 days ahead); null lifts it.
+    pub until: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ban {
+    /// When the ban ends; absent means never.
+    pub until: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemberRoles {
+    pub role_ids: Vec<String>,
+}
+
+pub(crate) fn member_key(user: &UserId) -> String {
+    format!("{MEMBER_PREFIX}{}", user.key())
+}
+
+fn ban_key(user: &UserId) -> String {
+    format!("{BAN_PREFIX}{}", user.key())
+}
+
+impl Member {
+    pub(crate) fn new(user: &Principal, role: MemberRole, joined_at: DateTime<Utc>) -> Member {
+        Member {
+            user_id: user.user_id.clone(),
+            name: user.name.clone(),
+            nickname: None,
+            role,
+            roles: Vec::new(),
+            notifications: NotificationLevel::default(),
+            muted: false,
+            joined_at,
+            timeout_until: None,
+            last_message_at: None,
+            last_read: Some(Ticks::from_datetime(joined_at).message_key()),
+        }
+    }
+
+    /// The name other members see: the nickname if set.
+    pub fn display_name(&self) -> &str {
+        self.nickname.as_deref().unwrap_or(&self.name)
+    }
+
+    /// True while a timeout is running.
+    pub fn timed_out_at(&self, now: DateTime<Utc>) -> bool {
+        self.timeout_until.is_some_and(|until| until > now)
+    }
+
+    pub(crate) fn to_entity(&self, room: &RoomId) -> Entity {
+        let role = match self.role {
+            MemberRole::Owner => "Owner",
+            MemberRole::Member => "Member",
+        };
+        let mut entity = Entity::new(room.as_str(), member_key(&self.user_id))
+            .with("userId", Value::String(self.user_id.to_string()))
+            .with("name", Value::String(self.name.clone()))
+            .with("role", Value::String(role.into()))
+            .with(
+                "roles",
+                Value::String(serde_json::to_string(&self.roles).unwrap_or_default()),
+            )
+            .with("notifications", Value::String(self.notifications.as_str().into()))
+            .with("muted", Value::Bool(self.muted))
+            .with("joinedAt", Value::datetime(self.joined_at));
+        let optional = [
+            ("nickname", self.nickname.clone().map(Value::String)),
+            ("timeoutUntil", self.timeout_until.map(Value::datetime)),
+            ("lastMessageAt", self.last_message_at.map(Value::datetime)),
+            (
+                "lastReadKey",
+                self.last_read.as_ref().map(|k| Value::String(k.as_str().into())),
+            ),
+        ];
+        for (name, value) in optional {
+            if let Some(value) = value {
+                entity.set(name, value);
+            }
+        }
+        entity
+    }
+
+    pub(crate) fn from_entity(entity: &Entity) -> Result<Member> {
+        let broken = || {
+            Error::Internal(format!(
+                "member row {}/{} is incomplete",
+                entity.partition_key, entity.row_key
+            ))
+        };
+        Ok(Member {
+            user_id: UserId::parse(entity.str("userId").ok_or_else(broken)?).map_err(|_| broken())?,
+            name: entity.str("name").unwrap_or_default().to_owned(),
+            nickname: entity.str("nickname").map(str::to_owned),
+            role: match entity.str("role") {
+                Some("Owner") => MemberRole::Owner,
+                _ => MemberRole::Member,
+            },
+            roles: entity
+                .str("roles")
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or_default(),
+            notifications: NotificationLevel::parse(entity.str("notifications").unwrap_or_default()),
+            muted: entity.bool("muted").unwrap_or(false),
+            joined_at: entity.datetime("joinedAt").ok_or_else(broken)?,
+            timeout_until: entity.datetime("timeoutUntil"),
+            last_message_at: entity.datetime("lastMessageAt"),
+            last_read: entity.str("lastReadKey").and_then(MessageKey::parse),
+        })
+    }
+
+    pub fn summary(&self) -> MemberSummary {
+        MemberSummary {
+            user_id: self.user_id.to_string(),
+            name: self.name.clone(),
+            nickname: self.nickname.clone(),
+            role: self.role,
+            roles: self.roles.clone(),
+            joined_at: self.joined_at,
+            timeout_until: self.timeout_until,
+        }
+    }
+}
+
+fn checked_nickname(nickname: &str) -> Result<Option<String>> {
+    let nickname = nickname.trim();
+    if nickname.chars().count() > MAX_NICKNAME_CHARS || nickname.chars().any(char::is_control) {
+        return Err(Error::validation(format!(
+            "a nickname is at most {MAX_NICKNAME_CHARS} characters without control characters"
+        )));
+    }
+    Ok((!nickname.is_empty()).then(|| nickname.to_owned()))
+}
+
+impl Chat {
+    pub(crate) async fn member(&self, room_id: &RoomId, user: &UserId) -> Result<Option<Member>> {
+        self.tables
+            .get(&self.schema.rooms, room_id.as_str(), &member_key(user))
+            .await?
+            .map(|e| Member::from_entity(&e))
+            .transpose()
+    }
+
+    /// Rewrites a member row through the conditional-write helper. `change` sees the current
+    /// row and may refuse it with an error, which is returned as is.
+    pub(crate) async fn update_member(
+        &self,
+        room_id: &RoomId,
+        user: &UserId,
+        mut change: impl FnMut(&mut Member) -> Result<()>,
+    ) -> Result<Member> {
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room_id.as_str(),
+            &member_key(user),
+            UpdateMode::Replace,
+            |entity| {
+                let mut member = Member::from_entity(&entity)?;
+                change(&mut member)?;
+                Ok(member.to_entity(room_id))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "member not found"))?;
+        Member::from_entity(&entity)
+    }
+
+    pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
+        self.access(room_id, &who.user_id).await?;
+        let query = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &query, MAX_LISTED_MEMBERS)
+            .await?;
+        rows.iter()
+            .map(|row| Member::from_entity(row).map(|m| m.summary()))
+            .collect()
+    }
+
+    /// Changes the caller's own nickname, notification level or mute.
+    pub async fn update_membership(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        change: MembershipChange,
+    ) -> Result<Member> {
+        let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
+        self.access(room_id, &who.user_id).await?;
+        self.update_member(room_id, &who.user_id, |member| {
+            if let Some(nickname) = &nickname {
+                member.nickname = nickname.clone();
+            }
+            member.notifications = change.notifications.unwrap_or(member.notifications);
+            member.muted = change.muted.unwrap_or(member.muted);
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
+        self.access(room_id, &who.user_id).await?;
+        let position = match &input.message_id {
+            Some(id) => self.live_message(room_id, id).await?.key(),
+            None => Ticks::now().message_key(),
+        };
+        self.update_member(room_id, &who.user_id, |member| {
+            member.last_read = Some(position.clone());
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The target's membership and rank, for a moderator who must outrank them.
+    async fn moderated(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<Member> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageMembers)?;
+        let member = self
+            .member(room_id, target)
+            .await?
+            .ok_or_else(|| Error::not_found("member not found"))?;
+        let (_, rank) = self.standing(room_id, &access.room, &member).await?;
+        access.require_outranks(rank)?;
+        Ok(member)
+    }
+
+    pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
+        let member = self.moderated(who, room_id, target).await?;
+        self.remove_member(room_id, target).await?;
+        let line = format!("{} was removed from the room.", member.display_name());
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(())
+    }
+
+    pub async fn timeout(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        input: Timeout,
+    ) -> Result<MemberSummary> {
+        let now = Utc::now();
+        if let Some(until) = input.until
+            && (until <= now || until > now + MAX_TIMEOUT)
+        {
+            return Err(Error::validation(
+                "until must be in the future and at most 28 days ahead",
+            ));
+        }
+        self.moderated(who, room_id, target).await?;
+        let member = self
+            .update_member(room_id, target, |member| {
+                member.timeout_until = input.until;
+                Ok(())
+            })
+            .await?;
+        Ok(member.summary())
+    }
+
+    /// Bans a user, member or not (a pre-emptive ban), and removes their membership.
+    pub async fn ban(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Ban) -> Result<()> {
+        if input.until.is_some_and(|until| until <= Utc::now()) {
+            return Err(Error::validation("until must be in the future"));
+        }
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageMembers)?;
+        let member = self.member(room_id, target).await?;
+        let rank = match &member {
+            Some(member) => self.standing(room_id, &access.room, member).await?.1,
+            None => Rank(0),
+        };
+        access.require_outranks(rank)?;
+        let mut row = Entity::new(room_id.as_str(), ban_key(target))
+            .with("userId", Value::String(target.to_string()))
+            .with("bannedBy", Value::String(who.user_id.to_string()))
+            .with("bannedAt", Value::datetime(Utc::now()));
+        if let Some(until) = input.until {
+            row.set("until", Value::datetime(until));
+        }
+        self.tables
+            .upsert(&self.schema.rooms, &row, UpdateMode::Replace)
+            .await?;
+        if let Some(member) = member {
+            self.remove_member(room_id, target).await?;
+            let line = format!("{} was banned from the room.", member.display_name());
+            self.announce(room_id, MessageType::System, who, line).await;
+        }
+        Ok(())
+    }
+
+    pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
+        self.access(room_id, &who.user_id)
+            .await?
+            .require(Permission::ManageMembers)?;
+        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &ban_key(target))
+            .await
+    }
+
+    /// True while a ban on `user` is in force.
+    pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
+        let ban = self
+            .tables
+            .get(&self.schema.rooms, room_id.as_str(), &ban_key(user))
+            .await?;
+        Ok(ban.is_some_and(|ban| ban.datetime("until").is_none_or(|until| until > Utc::now())))
+    }
+
+    /// Replaces a member's roles. Every role added or removed must rank below the actor.
+    pub async fn set_member_roles(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        input: MemberRoles,
+    ) -> Result<MemberSummary> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageRoles)?;
+        let roles = self.roles(room_id).await?;
+        let member = self
+            .member(room_id, target)
+            .await?
+            .ok_or_else(|| Error::not_found("member not found"))?;
+        if target != &who.user_id {
+            access.require_outranks(self.standing(room_id, &access.room, &member).await?.1)?;
+        }
+        let mut wanted: Vec<String> = Vec::new();
+        for id in &input.role_ids {
+            if !roles.iter().any(|r| &r.id == id) {
+                return Err(Error::validation(format!("no role {id:?} in this room")));
+            }
+            if !wanted.contains(id) {
+                wanted.push(id.clone());
+            }
+        }
+        for role in &roles {
+            if wanted.contains(&role.id) != member.roles.contains(&role.id) {
+                access.require_outranks(Rank(role.position))?;
+            }
+        }
+        let member = self
+            .update_member(room_id, target, |member| {
+                member.roles = wanted.clone();
+                Ok(())
+            })
+            .await?;
+        Ok(member.summary())
+    }
+
+    /// Removes a membership and its "my rooms" index row.
+    pub(crate) async fn remove_member(&self, room_id: &RoomId, user: &UserId) -> Result<()> {
+        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &member_key(user))
+            .await?;
+        self.delete_if_present(&self.schema.user_rooms, &user.key(), room_id.as_str())
+            .await
+    }
+
+    pub(crate) async fn delete_if_present(
+        &self,
+        table: &crate::storage::TableName,
+        partition: &str,
+        row: &str,
+    ) -> Result<()> {
+        match self.tables.delete(table, partition, row, &IfMatch::Any).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A user id from a path segment; one that cannot be a user id names no member.
+pub fn target_user(text: &str) -> Result<UserId> {
+    UserId::parse(text).map_err(|_| Error::not_found("member not found"))
+}

@@ -1,0 +1,138 @@
+//! Changes to a message row: edit, tombstone delete, pin and unpin. Each one loads the
+//! caller's access, finds the live message (a deleted one is absent: 404), asks the operation
+//! map, and rewrites the row through `rewrite` — the conditional-write helper, so a concurrent
+//! edit and unpin both land, and a change never resurrects a message deleted meanwhile.
+
+use chrono::Utc;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::checks::{self, Admission, refuse_timed_out};
+use super::mentions::Mentions;
+use super::operations::{Operation, authorize};
+use super::send::{Post, checked_text};
+use super::{Message, MessageType};
+use crate::auth::Principal;
+use crate::error::{Error, Result, settle};
+use crate::html;
+use crate::ids::RoomId;
+use crate::keys::MessageKey;
+use crate::service::Chat;
+use crate::storage::UpdateMode;
+use crate::storage::conditional::update_conditionally;
+
+/// A new text for a message.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Edit {
+    /// HTML, sanitized like a send.
+    pub text: String,
+}
+
+impl Chat {
+    /// Replaces a message's text: sets `editedAt` and recomputes its mentions. The sender's
+    /// timeout and the room's word filter apply as they do to a send.
+    pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &str, edit: Edit) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Edit)?;
+        let now = Utc::now();
+        refuse_timed_out(&access.member, now)?;
+        let text = html::sanitize(&edit.text);
+        if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
+            return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
+        }
+        let text = checked_text(&text)?;
+        let mentions = Mentions::parse(&text)?;
+        checks::mentions_allowed(&access, &mentions)?;
+        let mut edited = self
+            .rewrite(room, &message.key(), |m| {
+                m.text = text.clone();
+                m.mentions = mentions.clone();
+                m.edited_at = Some(now);
+                Ok(())
+            })
+            .await?;
+        self.decorate(room, &who.user_id, std::slice::from_mut(&mut edited))
+            .await?;
+        Ok(edited)
+    }
+
+    /// Deletes a message as a tombstone: `deletedAt` and `deletedBy` stamped, text, poll and
+    /// mentions wiped, the row kept; `moderated` when someone else than the author did it.
+    pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Delete)?;
+        let now = Utc::now();
+        self.rewrite(room, &message.key(), |m| {
+            m.tombstone(who.user_id.as_str(), now);
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Pins a message and writes a `PinMessage` line pointing at it. Pinning a pinned message
+    /// changes nothing and writes no line.
+    pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Pin)?;
+        let mut newly = false;
+        let pinned = self
+            .rewrite(room, &message.key(), |m| {
+                newly = !m.is_pinned;
+                m.is_pinned = true;
+                Ok(())
+            })
+            .await?;
+        if newly {
+            let text = format!("{} pinned a message.", access.member.display_name());
+            let mut line = Post::line(MessageType::PinMessage, who, text);
+            line.pinned_message_id = Some(pinned.id.clone());
+            self.announce_post(room, line).await;
+        }
+        Ok(pinned)
+    }
+
+    /// Unpins a message. Writes no line, and rewrites only `isPinned`.
+    pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Pin)?;
+        self.rewrite(room, &message.key(), |m| {
+            m.is_pinned = false;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Rewrites a live message row with the conditional-write helper: `change` runs on the
+    /// row as it is now (again after every lost race), and a message deleted meanwhile is 404.
+    pub(crate) async fn rewrite(
+        &self,
+        room: &RoomId,
+        key: &MessageKey,
+        mut change: impl FnMut(&mut Message) -> Result<()>,
+    ) -> Result<Message> {
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            key.as_str(),
+            UpdateMode::Replace,
+            |entity| {
+                let mut message = Message::from_entity(room, &entity)?;
+                if !message.is_live() {
+                    return Err(Error::not_found("message not found"));
+                }
+                change(&mut message)?;
+                Ok(message.to_entity())
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "message not found"))?;
+        Message::from_entity(room, &entity)
+    }
+}

@@ -1,0 +1,105 @@
+//! Forwarding a message into other rooms. Each copy goes through the one door as the
+//! forwarder's own send, so every target room applies its own checks (membership, timeout,
+//! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
+//! Each room succeeds or fails on its own, and the answer lists which.
+
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use utoipa::ToSchema;
+
+use super::operations::{Operation, authorize};
+use super::send::Draft;
+use super::{ForwardSource, Message, MessageType};
+use crate::auth::Principal;
+use crate::error::{Error, ErrorBody, Result};
+use crate::ids::RoomId;
+use crate::service::Chat;
+
+/// Rooms one forward may reach.
+pub const MAX_FORWARD_ROOMS: usize = 10;
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Forward {
+    /// 1..=10 distinct room ids.
+    pub room_ids: Vec<String>,
+}
+
+/// How the forward into one room went.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardOutcome {
+    pub room_id: String,
+    /// 201 when the copy was stored; otherwise the status a send into that room answered.
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl Chat {
+    /// Forwards a live message to each room of `forward.room_ids`, in request order.
+    pub async fn forward_message(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        forward: Forward,
+    ) -> Result<Vec<ForwardOutcome>> {
+        if !(1..=MAX_FORWARD_ROOMS).contains(&forward.room_ids.len()) {
+            return Err(Error::validation(format!("forward to 1..={MAX_FORWARD_ROOMS} rooms")));
+        }
+        for (index, target) in forward.room_ids.iter().enumerate() {
+            if forward.room_ids[..index].contains(target) {
+                return Err(Error::validation(format!("room {target} is listed twice")));
+            }
+        }
+        let access = self.access(room, &who.user_id).await?;
+        let source = self.live_message(room, id).await?;
+        authorize(&access, &source, Operation::Forward)?;
+
+        let draft = Draft {
+            kind: MessageType::Message,
+            text: Some(source.text.clone()),
+            poll: None,
+            reply_to: None,
+            forwarded_from: Some(ForwardSource {
+                room_id: room.to_string(),
+                message_id: source.id.clone(),
+            }),
+        };
+        let mut copies = JoinSet::new();
+        for (index, target) in forward.room_ids.iter().enumerate() {
+            let (chat, who, draft, target) = (self.clone(), who.clone(), draft.clone(), target.clone());
+            copies.spawn(async move {
+                let sent = match RoomId::parse(&target) {
+                    Ok(target_room) => chat.send_as_member(&who, &target_room, draft, None).await,
+                    Err(e) => Err(e),
+                };
+                (index, target, sent)
+            });
+        }
+        let mut outcomes = Vec::with_capacity(forward.room_ids.len());
+        while let Some(done) = copies.join_next().await {
+            let (index, room_id, sent) = done.map_err(|e| Error::Internal(format!("forward task failed: {e}")))?;
+            let outcome = match sent {
+                Ok(sent) => ForwardOutcome {
+                    room_id,
+                    status: 201,
+                    message: Some(sent.message),
+                    error: None,
+                },
+                Err(e) => ForwardOutcome {
+                    room_id,
+                    status: e.status(),
+                    message: None,
+                    error: Some(e.body()),
+                },
+            };
+            outcomes.push((index, outcome));
+        }
+        outcomes.sort_by_key(|(index, _)| *index);
+        Ok(outcomes.into_iter().map(|(_, outcome)| outcome).collect())
+    }
+}

@@ -1,0 +1,199 @@
+//! Polls: validated when created, fixed afterwards (a poll cannot be edited), and voted on by
+//! any member, one vote per member, by option id.
+//!
+//! Each vote is its own `MessagesMetadata` row (`<message key>:v:<user>`), written with an
+//! upsert and withdrawn with a delete. Voters therefore never contend on one row — twenty
+//! concurrent votes are twenty independent writes, all of which land — and the stored poll
+//! (question, options) is never rewritten by a vote, so no field of it can be lost to one.
+//! Counts are summed when messages are read.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::Message;
+use super::checks::refuse_timed_out;
+use super::operations::{Operation, authorize};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::service::Chat;
+use crate::storage::{Entity, UpdateMode, Value};
+
+pub const MAX_QUESTION_CHARS: usize = 300;
+pub const MAX_OPTION_CHARS: usize = 100;
+pub const MIN_OPTIONS: usize = 2;
+pub const MAX_OPTIONS: usize = 10;
+
+/// A poll as a member creates it. Plain text; shown as text.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewPoll {
+    pub question: String,
+    /// 2..=10 distinct options; they get the ids "1", "2", … in this order.
+    pub options: Vec<String>,
+}
+
+/// A poll as stored: its question and options, nothing about votes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PollDefinition {
+    question: String,
+    options: Vec<StoredOption>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredOption {
+    id: String,
+    text: String,
+}
+
+/// A poll as clients see it, with the votes counted at read time.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Poll {
+    pub question: String,
+    pub options: Vec<PollOption>,
+    /// The option the reader voted for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub my_vote: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PollOption {
+    pub id: String,
+    pub text: String,
+    pub votes: u32,
+}
+
+/// A vote; `null` withdraws the caller's vote.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Vote {
+    pub option_id: Option<String>,
+}
+
+fn checked(text: &str, what: &str, max: usize) -> Result<String> {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > max || text.chars().any(char::is_control) {
+        return Err(Error::validation(format!(
+            "a poll {what} is 1..={max} characters without control characters"
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+impl NewPoll {
+    pub(crate) fn validate(&self) -> Result<Poll> {
+        let question = checked(&self.question, "question", MAX_QUESTION_CHARS)?;
+        if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&self.options.len()) {
+            return Err(Error::validation(format!(
+                "a poll has {MIN_OPTIONS}..={MAX_OPTIONS} options"
+            )));
+        }
+        let mut options: Vec<PollOption> = Vec::with_capacity(self.options.len());
+        for (index, text) in self.options.iter().enumerate() {
+            let text = checked(text, "option", MAX_OPTION_CHARS)?;
+            if options.iter().any(|o| o.text == text) {
+                return Err(Error::validation(format!("the option {text:?} appears twice")));
+            }
+            options.push(PollOption {
+                id: (index + 1).to_string(),
+                text,
+                votes: 0,
+            });
+        }
+        Ok(Poll {
+            question,
+            options,
+            my_vote: None,
+        })
+    }
+
+    /// The words the word filter reads.
+    pub(crate) fn words(&self) -> String {
+        std::iter::once(self.question.as_str())
+            .chain(self.options.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Poll {
+    pub(crate) fn definition(&self) -> PollDefinition {
+        PollDefinition {
+            question: self.question.clone(),
+            options: self
+                .options
+                .iter()
+                .map(|o| StoredOption {
+                    id: o.id.clone(),
+                    text: o.text.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Counts one vote for `option` (a vote for an option that no longer exists is ignored).
+    pub(crate) fn count(&mut self, option: &str, mine: bool) {
+        if let Some(o) = self.options.iter_mut().find(|o| o.id == option) {
+            o.votes += 1;
+            if mine {
+                self.my_vote = Some(option.to_owned());
+            }
+        }
+    }
+}
+
+impl From<PollDefinition> for Poll {
+    fn from(stored: PollDefinition) -> Poll {
+        Poll {
+            question: stored.question,
+            options: stored
+                .options
+                .into_iter()
+                .map(|o| PollOption {
+                    id: o.id,
+                    text: o.text,
+                    votes: 0,
+                })
+                .collect(),
+            my_vote: None,
+        }
+    }
+}
+
+impl Chat {
+    /// Votes on a poll, or withdraws the caller's vote; answers the poll with fresh counts.
+    pub async fn vote(&self, who: &Principal, room: &RoomId, id: &str, vote: Vote) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Vote)?;
+        refuse_timed_out(&access.member, chrono::Utc::now())?;
+        let key = super::reactions::vote_key(&message.key(), &who.user_id);
+        match &vote.option_id {
+            Some(option) => {
+                let poll = message
+                    .poll
+                    .as_ref()
+                    .ok_or_else(|| Error::Internal("a poll without options".into()))?;
+                if !poll.options.iter().any(|o| &o.id == option) {
+                    return Err(Error::validation(format!("the poll has no option {option:?}")));
+                }
+                let row = Entity::new(room.as_str(), key)
+                    .with("userId", Value::String(who.user_id.to_string()))
+                    .with("optionId", Value::String(option.clone()));
+                self.tables
+                    .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
+                    .await?;
+            }
+            None => {
+                self.delete_if_present(&self.schema.metadata, room.as_str(), &key)
+                    .await?
+            }
+        }
+        let mut messages = [message];
+        self.decorate(room, &who.user_id, &mut messages).await?;
+        let [message] = messages;
+        Ok(message)
+    }
+}

@@ -1,0 +1,166 @@
+//! Reactions and the per-user companion rows of messages in `MessagesMetadata`.
+//!
+//! A reaction is one row per (message, emoji, user): `<message key>:r:<emoji>:<user>`. Adding
+//! is an upsert and removing a delete, so both are idempotent, and a caller can only ever
+//! touch their own row. Poll votes live beside them (`<message key>:v:<user>`). Because every
+//! row starts with its message's fixed-width key, the rows of a whole page of messages are one
+//! range read: `decorate` fills in reaction counts and poll tallies with it.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::Message;
+use super::checks::refuse_timed_out;
+use super::operations::{Operation, authorize};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId, encode_key_part};
+use crate::keys::MessageKey;
+use crate::service::Chat;
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+
+pub const MAX_EMOJI_CHARS: usize = 32;
+/// Distinct emoji one message can carry.
+pub const MAX_EMOJI_PER_MESSAGE: usize = 20;
+/// Companion rows read for one page; past this, counts are what was read.
+const MAX_ROWS_PER_PAGE: usize = 20_000;
+
+/// How many members reacted with one emoji, and whether the reader is among them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReactionCount {
+    pub emoji: String,
+    pub count: u32,
+    pub me: bool,
+}
+
+pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {
+    format!("{}:v:{}", message.as_str(), user.key())
+}
+
+fn reaction_prefix(message: &MessageKey) -> String {
+    format!("{}:r:", message.as_str())
+}
+
+fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
+    // The emoji part must not contain the separator, so `:` is encoded too.
+    let emoji = encode_key_part(emoji).replace(':', "%3A");
+    format!("{}{emoji}:{}", reaction_prefix(message), user.key())
+}
+
+/// An emoji as a reaction: a Unicode emoji or a `:shortcode:`, 1..=32 characters, no spaces.
+fn checked_emoji(emoji: &str) -> Result<&str> {
+    let valid = !emoji.is_empty()
+        && emoji.chars().count() <= MAX_EMOJI_CHARS
+        && !emoji.chars().any(|c| c.is_whitespace() || c.is_control());
+    if valid {
+        Ok(emoji)
+    } else {
+        Err(Error::validation(format!(
+            "an emoji is 1..={MAX_EMOJI_CHARS} characters without spaces"
+        )))
+    }
+}
+
+impl Chat {
+    /// Adds the caller's reaction (again is a no-op); answers the message's reactions.
+    pub async fn react(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+        let emoji = checked_emoji(emoji)?;
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::React)?;
+        refuse_timed_out(&access.member, chrono::Utc::now())?;
+        let current = self.reactions(room, &who.user_id, &message).await?;
+        if current.len() >= MAX_EMOJI_PER_MESSAGE && !current.iter().any(|r| r.emoji == emoji) {
+            return Err(Error::Conflict(format!(
+                "a message carries at most {MAX_EMOJI_PER_MESSAGE} different emoji"
+            )));
+        }
+        let row = Entity::new(room.as_str(), reaction_key(&message.key(), emoji, &who.user_id))
+            .with("emoji", Value::String(emoji.to_owned()))
+            .with("userId", Value::String(who.user_id.to_string()));
+        self.tables
+            .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
+            .await?;
+        self.reactions(room, &who.user_id, &message).await
+    }
+
+    /// Removes the caller's own reaction (absent is a no-op); answers the message's reactions.
+    pub async fn unreact(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+        let emoji = checked_emoji(emoji)?;
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::React)?;
+        let key = reaction_key(&message.key(), emoji, &who.user_id);
+        self.delete_if_present(&self.schema.metadata, room.as_str(), &key)
+            .await?;
+        self.reactions(room, &who.user_id, &message).await
+    }
+
+    async fn reactions(&self, room: &RoomId, reader: &UserId, message: &Message) -> Result<Vec<ReactionCount>> {
+        let mut one = [message.clone()];
+        self.decorate(room, reader, &mut one).await?;
+        let [message] = one;
+        Ok(message.reactions)
+    }
+
+    /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
+    /// range read over the companion rows of the span of keys they cover.
+    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let (Some(low), Some(high)) = (
+            messages.iter().map(|m| m.id.as_str()).min(),
+            messages.iter().map(|m| m.id.as_str()).max(),
+        ) else {
+            return Ok(());
+        };
+        // Every companion row of a message is `<key>:…`, and ';' follows ':'.
+        let query = RangeQuery::partition(room.as_str(), 1000)
+            .from(Bound::Included(format!("{low}:")))
+            .to(Bound::Excluded(format!("{high};")));
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.metadata, &query, MAX_ROWS_PER_PAGE)
+            .await?;
+        let mut by_message: HashMap<&str, Vec<&Entity>> = HashMap::new();
+        for row in &rows {
+            if let Some((key, _)) = row.row_key.split_once(':') {
+                by_message.entry(key).or_default().push(row);
+            }
+        }
+        let me = reader.as_str();
+        for message in messages.iter_mut() {
+            let Some(rows) = by_message.get(message.id.as_str()) else {
+                continue;
+            };
+            let mut reactions: Vec<ReactionCount> = Vec::new();
+            for row in rows {
+                let mine = row.str("userId") == Some(me);
+                let kind = &row.row_key[message.id.len()..];
+                if kind.starts_with(":r:") {
+                    let Some(emoji) = row.str("emoji") else { continue };
+                    match reactions.iter_mut().find(|r| r.emoji == emoji) {
+                        Some(r) => {
+                            r.count += 1;
+                            r.me |= mine;
+                        }
+                        None => reactions.push(ReactionCount {
+                            emoji: emoji.to_owned(),
+                            count: 1,
+                            me: mine,
+                        }),
+                    }
+                } else if kind.starts_with(":v:")
+                    && let (Some(poll), Some(option)) = (message.poll.as_mut(), row.str("optionId"))
+                {
+                    poll.count(option, mine);
+                }
+            }
+            reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));
+            message.reactions = reactions;
+        }
+        Ok(())
+    }
+}

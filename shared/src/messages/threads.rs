@@ -1,0 +1,99 @@
+//! Reading a thread: its root and its replies, oldest reply first.
+//!
+//! A reply's send writes a thread index row (`thread:<root>:<reply ascending key>`) in the
+//! same transaction as the reply, so a thread is one range read of those rows plus a point
+//! read per reply, whatever the size of the room. `PinMessage` lines point at their target
+//! with `pinnedMessageId`, not `replyTo`, so they are never part of a thread; deleted replies
+//! are skipped.
+
+use std::ops::Bound;
+
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use utoipa::{IntoParams, ToSchema};
+
+use super::Message;
+use super::read::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::keys::AscendingKey;
+use crate::schema::THREAD_PREFIX;
+use crate::service::Chat;
+use crate::storage::RangeQuery;
+
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct ReadThread {
+    /// Replies per page, 1..=100 (default 50).
+    pub limit: Option<usize>,
+    /// The `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadPage {
+    pub root: Message,
+    /// Oldest first.
+    pub replies: Vec<Message>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+impl Chat {
+    pub async fn read_thread(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        request: ReadThread,
+    ) -> Result<ThreadPage> {
+        let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
+        }
+        let after = match request.cursor.as_deref().filter(|c| !c.is_empty()) {
+            Some(c) => Some(AscendingKey::parse(c).ok_or_else(|| Error::bad_request("the cursor is not valid"))?),
+            None => None,
+        };
+        self.access(room, &who.user_id).await?;
+        let root = self.live_message(room, id).await?;
+
+        let prefix = format!("{THREAD_PREFIX}{}:", root.id);
+        let mut query = RangeQuery::prefix(room.as_str(), &prefix, limit + 1);
+        if let Some(after) = &after {
+            query = query.from(Bound::Excluded(format!("{prefix}{}", after.as_str())));
+        }
+        let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let keys: Vec<AscendingKey> = rows
+            .iter()
+            .filter_map(|row| AscendingKey::parse(row.row_key.strip_prefix(&prefix)?))
+            .collect();
+
+        let mut reads = JoinSet::new();
+        for (index, key) in keys.iter().enumerate() {
+            let (chat, room, key) = (self.clone(), room.clone(), key.ticks().message_key());
+            reads.spawn(async move { Ok::<_, Error>((index, chat.find_message(&room, &key).await?)) });
+        }
+        let mut replies = Vec::with_capacity(keys.len());
+        while let Some(read) = reads.join_next().await {
+            let (index, reply) = read.map_err(|e| Error::Internal(format!("reply read failed: {e}")))??;
+            replies.extend(reply.filter(Message::is_live).map(|m| (index, m)));
+        }
+        replies.sort_by_key(|(index, _)| *index);
+        let mut messages: Vec<Message> = std::iter::once(root)
+            .chain(replies.into_iter().map(|(_, m)| m))
+            .collect();
+        self.decorate(room, &who.user_id, &mut messages).await?;
+        let root = messages.remove(0);
+        let next_cursor = keys.last().map(|k| k.as_str().to_owned()).or(request.cursor);
+        Ok(ThreadPage {
+            root,
+            replies: messages,
+            has_more,
+            next_cursor,
+        })
+    }
+}

@@ -1,0 +1,187 @@
+//! Roles: named permission sets with a position, stored as `r:<roleId>` rows in the room's
+//! `Rooms` partition and assigned by listing their ids on member rows.
+//!
+//! Managing roles needs `ManageRoles`, and only below one's own rank: a role's position must
+//! stay under the actor's rank, and a non-owner can grant only permissions they hold. A deleted
+//! role's id may linger on member rows; it grants nothing, because permissions are computed
+//! from the roles that exist.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::access::{Access, Rank};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::permissions::{Permission, Permissions};
+use crate::schema::ROLE_PREFIX;
+use crate::service::Chat;
+use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+pub const MAX_ROLES_PER_ROOM: usize = 100;
+pub const MAX_ROLE_NAME_CHARS: usize = 32;
+pub const MAX_POSITION: u32 = 1000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Role {
+    pub id: String,
+    pub name: String,
+    pub permissions: Permissions,
+    /// 1..=1000; higher outranks lower.
+    pub position: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewRole {
+    pub name: String,
+    #[serde(default)]
+    pub permissions: Permissions,
+    pub position: u32,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleChange {
+    pub name: Option<String>,
+    pub permissions: Option<Permissions>,
+    pub position: Option<u32>,
+}
+
+fn role_key(id: &str) -> String {
+    format!("{ROLE_PREFIX}{id}")
+}
+
+fn role_entity(room: &RoomId, role: &Role) -> Entity {
+    Entity::new(room.as_str(), role_key(&role.id))
+        .with("name", Value::String(role.name.clone()))
+        .with("permissions", Value::Int64(role.permissions.bits() as i64))
+        .with("position", Value::Int64(i64::from(role.position)))
+}
+
+fn role_from(entity: &Entity) -> Option<Role> {
+    Some(Role {
+        id: entity.row_key.strip_prefix(ROLE_PREFIX)?.to_owned(),
+        name: entity.str("name")?.to_owned(),
+        permissions: Permissions::from_bits(entity.i64("permissions")? as u64),
+        position: u32::try_from(entity.i64("position")?).ok()?,
+    })
+}
+
+fn checked_name(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_ROLE_NAME_CHARS || name.chars().any(char::is_control) {
+        return Err(Error::validation(format!(
+            "a role name is 1..={MAX_ROLE_NAME_CHARS} characters without control characters"
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+/// Checks that `access` may give a role this position and these permissions.
+fn check_grant(access: &Access, position: u32, permissions: Permissions) -> Result<()> {
+    if !(1..=MAX_POSITION).contains(&position) {
+        return Err(Error::validation(format!("position must be 1..={MAX_POSITION}")));
+    }
+    access.require_outranks(Rank(position))?;
+    if !access.is_owner() && !access.permissions.covers(permissions) {
+        return Err(Error::Forbidden("you can only grant permissions you hold".into()));
+    }
+    Ok(())
+}
+
+impl Chat {
+    /// Every role of a room, lowest position first.
+    pub async fn list_roles(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Role>> {
+        self.access(room_id, &who.user_id).await?;
+        self.roles(room_id).await
+    }
+
+    pub async fn create_role(&self, who: &Principal, room_id: &RoomId, input: NewRole) -> Result<Role> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageRoles)?;
+        check_grant(&access, input.position, input.permissions)?;
+        if self.roles(room_id).await?.len() >= MAX_ROLES_PER_ROOM {
+            return Err(Error::Conflict(format!(
+                "a room has at most {MAX_ROLES_PER_ROOM} roles"
+            )));
+        }
+        let role = Role {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: checked_name(&input.name)?,
+            permissions: input.permissions,
+            position: input.position,
+        };
+        self.tables
+            .insert(&self.schema.rooms, &role_entity(room_id, &role))
+            .await?;
+        Ok(role)
+    }
+
+    pub async fn update_role(&self, who: &Principal, room_id: &RoomId, id: &str, change: RoleChange) -> Result<Role> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageRoles)?;
+        let mut role = self.role(room_id, id).await?;
+        access.require_outranks(Rank(role.position))?;
+        if let Some(name) = &change.name {
+            role.name = checked_name(name)?;
+        }
+        role.permissions = change.permissions.unwrap_or(role.permissions);
+        role.position = change.position.unwrap_or(role.position);
+        check_grant(&access, role.position, role.permissions)?;
+        self.tables
+            .update(
+                &self.schema.rooms,
+                &role_entity(room_id, &role),
+                UpdateMode::Replace,
+                &IfMatch::Any,
+            )
+            .await
+            .map_err(|e| match e.kind {
+                ErrorKind::NotFound => Error::not_found("role not found"),
+                _ => e.into(),
+            })?;
+        Ok(role)
+    }
+
+    pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageRoles)?;
+        let role = self.role(room_id, id).await?;
+        access.require_outranks(Rank(role.position))?;
+        match self
+            .tables
+            .delete(&self.schema.rooms, room_id.as_str(), &role_key(id), &IfMatch::Any)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {
+        let query = RangeQuery::prefix(room_id.as_str(), ROLE_PREFIX, MAX_ROLES_PER_ROOM);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &query, MAX_ROLES_PER_ROOM)
+            .await?;
+        let mut roles: Vec<Role> = rows.iter().filter_map(role_from).collect();
+        roles.sort_by_key(|r| r.position);
+        Ok(roles)
+    }
+
+    async fn role(&self, room_id: &RoomId, id: &str) -> Result<Role> {
+        let missing = || Error::not_found("role not found");
+        if uuid::Uuid::try_parse(id).is_err() {
+            return Err(missing());
+        }
+        self.tables
+            .get(&self.schema.rooms, room_id.as_str(), &role_key(id))
+            .await?
+            .as_ref()
+            .and_then(role_from)
+            .ok_or_else(missing)
+    }
+}

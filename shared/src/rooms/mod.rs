@@ -1,0 +1,292 @@
+//! Rooms and membership: create (the creator owns it), join, leave, list mine with unread
+//! counts, get one; room settings (`settings`) and deleting a room with every row it has
+//! (`delete`).
+//!
+//! A room and its members share one `Rooms` partition, so a room is created together with its
+//! owner's membership in one transaction. `UserRooms` indexes a user's rooms for listing; it is
+//! written before a membership appears and removed after it goes, and every listing re-checks
+//! membership, so a stale index row never shows a room the user is not in.
+
+pub mod delete;
+pub mod settings;
+
+use std::ops::Bound;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::members::{Member, MemberRole, NotificationLevel};
+use crate::messages::{Message, MessageType};
+use crate::permissions::Permissions;
+use crate::schema::ROOM_ROW;
+use crate::service::Chat;
+use crate::storage::{BatchOp, Entity, ErrorKind, RangeQuery, Value};
+
+pub use settings::{FilterAction, RoomChange, WordFilterSettings};
+
+pub const MAX_ROOM_NAME_CHARS: usize = 100;
+pub const MAX_DESCRIPTION_CHARS: usize = 500;
+/// Rooms one user can be listed in.
+pub const MAX_ROOMS_PER_USER: usize = 1000;
+/// Unread messages counted per room; past this the listing says "at least".
+pub const MAX_UNREAD_COUNTED: usize = 100;
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Room {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub owner_id: String,
+    pub created_at: DateTime<Utc>,
+    /// Only members with ManageMessages may send.
+    pub read_only: bool,
+    /// Seconds a member waits between sends (0: off). ManageMessages is exempt.
+    pub slowmode_seconds: u32,
+    pub word_filter: WordFilterSettings,
+    /// What every member may do, on top of their roles.
+    pub everyone_permissions: Permissions,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewRoom {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A room in the caller's list, with where they stand in it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoomEntry {
+    #[serde(flatten)]
+    pub room: Room,
+    /// Messages from others after the read position (counted up to 100).
+    pub unread_count: usize,
+    /// True when there are more unread messages than `unreadCount` says.
+    pub unread_capped: bool,
+    /// Unread messages that mention the caller (directly, by role, or the whole room).
+    pub mention_count: usize,
+    pub notifications: NotificationLevel,
+    pub muted: bool,
+}
+
+impl Room {
+    pub(crate) fn to_entity(&self) -> Entity {
+        Entity::new(&self.id, ROOM_ROW)
+            .with("name", Value::String(self.name.clone()))
+            .with("description", Value::String(self.description.clone()))
+            .with("ownerId", Value::String(self.owner_id.clone()))
+            .with("createdAt", Value::datetime(self.created_at))
+            .with("readOnly", Value::Bool(self.read_only))
+            .with("slowmodeSeconds", Value::Int64(i64::from(self.slowmode_seconds)))
+            .with(
+                "wordFilter",
+                Value::String(serde_json::to_string(&self.word_filter).unwrap_or_default()),
+            )
+            .with(
+                "everyonePermissions",
+                Value::Int64(self.everyone_permissions.bits() as i64),
+            )
+    }
+
+    pub(crate) fn from_entity(entity: &Entity) -> Result<Room> {
+        let broken = || Error::Internal(format!("room row {} is incomplete", entity.partition_key));
+        Ok(Room {
+            id: entity.partition_key.clone(),
+            name: entity.str("name").ok_or_else(broken)?.to_owned(),
+            description: entity.str("description").unwrap_or_default().to_owned(),
+            owner_id: entity.str("ownerId").ok_or_else(broken)?.to_owned(),
+            created_at: entity.datetime("createdAt").ok_or_else(broken)?,
+            read_only: entity.bool("readOnly").unwrap_or(false),
+            slowmode_seconds: entity
+                .i64("slowmodeSeconds")
+                .and_then(|s| u32::try_from(s).ok())
+                .unwrap_or(0),
+            word_filter: entity
+                .str("wordFilter")
+                .and_then(|f| serde_json::from_str(f).ok())
+                .unwrap_or_default(),
+            everyone_permissions: entity
+                .i64("everyonePermissions")
+                .map_or(Permissions::DEFAULT_EVERYONE, |bits| {
+                    Permissions::from_bits(bits as u64)
+                }),
+        })
+    }
+}
+
+/// Trims and checks a room's name or description.
+pub(crate) fn checked_text(value: &str, what: &str, max: usize, required: bool) -> Result<String> {
+    let value = value.trim();
+    if required && value.is_empty() {
+        return Err(Error::validation(format!("{what} must not be empty")));
+    }
+    if value.chars().count() > max {
+        return Err(Error::validation(format!("{what} is longer than {max} characters")));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(Error::validation(format!("{what} must not contain control characters")));
+    }
+    Ok(value.to_owned())
+}
+
+impl Chat {
+    pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
+        let name = checked_text(&input.name, "name", MAX_ROOM_NAME_CHARS, true)?;
+        let description = checked_text(
+            input.description.as_deref().unwrap_or(""),
+            "description",
+            MAX_DESCRIPTION_CHARS,
+            false,
+        )?;
+        let id = RoomId::generate();
+        let now = crate::storage::entity::truncate_to_micros(Utc::now());
+        let room = Room {
+            id: id.to_string(),
+            name,
+            description,
+            owner_id: who.user_id.to_string(),
+            created_at: now,
+            read_only: false,
+            slowmode_seconds: 0,
+            word_filter: WordFilterSettings::default(),
+            everyone_permissions: Permissions::DEFAULT_EVERYONE,
+        };
+        let owner = Member::new(who, MemberRole::Owner, now);
+        self.index_user_room(&who.user_id, &id).await?;
+        let ops = [BatchOp::Insert(room.to_entity()), BatchOp::Insert(owner.to_entity(&id))];
+        self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
+        Ok(room)
+    }
+
+    /// Joins a room by id (the id is the invitation). Joining twice is a no-op; a banned user
+    /// is refused.
+    pub async fn join_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
+        let room = self.room(room_id).await?;
+        if self.member(room_id, &who.user_id).await?.is_some() {
+            return Ok(room);
+        }
+        if self.is_banned(room_id, &who.user_id).await? {
+            return Err(Error::Forbidden("you are banned from this room".into()));
+        }
+        self.index_user_room(&who.user_id, room_id).await?;
+        let member = Member::new(who, MemberRole::Member, Utc::now());
+        match self.tables.insert(&self.schema.rooms, &member.to_entity(room_id)).await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorKind::AlreadyExists) => return Ok(room),
+            Err(e) => return Err(e.into()),
+        }
+        let line = format!("{} joined the room.", who.name);
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(room)
+    }
+
+    /// Leaves a room. The owner cannot leave (the room would have no owner).
+    pub async fn leave_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
+        let access = self.access(room_id, &who.user_id).await?;
+        if access.is_owner() {
+            return Err(Error::Conflict("the owner cannot leave the room".into()));
+        }
+        self.remove_member(room_id, &who.user_id).await?;
+        let line = format!("{} left the room.", access.member.display_name());
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(())
+    }
+
+    /// The rooms the caller belongs to, oldest id first, with unread and mention counts.
+    pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
+        let query = RangeQuery::partition(who.user_id.key(), 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.user_rooms, &query, MAX_ROOMS_PER_USER)
+            .await?;
+        let mut lookups = JoinSet::new();
+        for (index, row) in rows.into_iter().enumerate() {
+            let (chat, user) = (self.clone(), who.user_id.clone());
+            lookups.spawn(async move {
+                let Ok(room_id) = RoomId::parse(&row.row_key) else {
+                    return Ok(None);
+                };
+                let (member, room) = tokio::try_join!(chat.member(&room_id, &user), chat.find_room(&room_id))?;
+                let (Some(member), Some(room)) = (member, room) else {
+                    return Ok(None);
+                };
+                let entry = chat.room_entry(room, &member).await?;
+                Ok::<_, Error>(Some((index, entry)))
+            });
+        }
+        let mut rooms = Vec::new();
+        while let Some(joined) = lookups.join_next().await {
+            let found = joined.map_err(|e| Error::Internal(format!("room lookup failed: {e}")))??;
+            rooms.extend(found);
+        }
+        rooms.sort_by_key(|(index, _)| *index);
+        Ok(rooms.into_iter().map(|(_, room)| room).collect())
+    }
+
+    /// Counts what `member` has not read: messages from others newer than their read position
+    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
+    async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
+        let room_id = RoomId::parse(&room.id)?;
+        let position = member
+            .last_read
+            .clone()
+            .unwrap_or_else(|| crate::keys::Ticks::from_datetime(member.joined_at).message_key());
+        let query = RangeQuery::partition(room_id.as_str(), MAX_UNREAD_COUNTED + 1)
+            .from(Bound::Included(crate::keys::MESSAGE_KEY_RANGE.0.to_owned()))
+            .to(Bound::Excluded(position.as_str().to_owned()));
+        let (rows, capped) = self
+            .tables
+            .query_up_to(&self.schema.messages, &query, MAX_UNREAD_COUNTED)
+            .await?;
+        let me = member.user_id.as_str();
+        let unread: Vec<Message> = rows
+            .iter()
+            .filter_map(|row| Message::from_entity(&room_id, row).ok())
+            .filter(|m| m.is_live() && m.author_id != me)
+            .collect();
+        let mention_count = unread.iter().filter(|m| m.mentions.reaches(me, &member.roles)).count();
+        Ok(RoomEntry {
+            room,
+            unread_count: unread.len(),
+            unread_capped: capped,
+            mention_count,
+            notifications: member.notifications,
+            muted: member.muted,
+        })
+    }
+
+    /// A room the caller belongs to; any other room answers as missing.
+    pub async fn get_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
+        Ok(self.access(room_id, &who.user_id).await?.room)
+    }
+
+    pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
+        self.tables
+            .get(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
+            .await?
+            .map(|e| Room::from_entity(&e))
+            .transpose()
+    }
+
+    async fn room(&self, room_id: &RoomId) -> Result<Room> {
+        self.find_room(room_id)
+            .await?
+            .ok_or_else(|| Error::not_found("room not found"))
+    }
+
+    async fn index_user_room(&self, user: &UserId, room_id: &RoomId) -> Result<()> {
+        let row = Entity::new(user.key(), room_id.as_str()).with("joinedAt", Value::datetime(Utc::now()));
+        self.tables
+            .upsert(&self.schema.user_rooms, &row, crate::storage::UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,156 @@
+//! Changing a room: name, description, read-only, slowmode, the word filter (ManageRoom) and
+//! what every member may do (ManageRoles). The room row is rewritten through the
+//! conditional-write helper, so two moderators changing different settings both land. A
+//! rename writes an `EditRoom` line in the room's own voice.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, checked_text};
+use crate::auth::Principal;
+use crate::error::{Error, Result, settle};
+use crate::ids::RoomId;
+use crate::messages::MessageType;
+use crate::permissions::{Permission, Permissions};
+use crate::schema::ROOM_ROW;
+use crate::service::Chat;
+use crate::storage::UpdateMode;
+use crate::storage::conditional::update_conditionally;
+use crate::word_filter::WordFilter;
+
+pub const MAX_SLOWMODE_SECONDS: u32 = 6 * 3600;
+pub const MAX_FILTER_WORDS: usize = 1000;
+pub const MAX_FILTER_WORD_CHARS: usize = 100;
+pub const MAX_FILTER_TIMEOUT_SECONDS: u32 = 7 * 24 * 3600;
+
+/// What happens to a send the word filter catches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub enum FilterAction {
+    /// Refuse the send (403).
+    #[default]
+    Block,
+    /// Refuse it and time the sender out for `timeoutSeconds` (a running longer timeout is
+    /// never shortened).
+    BlockAndTimeout,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WordFilterSettings {
+    /// Words or phrases, matched as whole words after normalisation.
+    pub words: Vec<String>,
+    #[serde(default)]
+    pub action: FilterAction,
+    /// For `BlockAndTimeout`: 1..=604800.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+}
+
+impl WordFilterSettings {
+    pub fn filter(&self) -> WordFilter {
+        WordFilter::new(self.words.iter().map(String::as_str))
+    }
+
+    fn checked(mut self) -> Result<WordFilterSettings> {
+        if self.words.len() > MAX_FILTER_WORDS {
+            return Err(Error::validation(format!("at most {MAX_FILTER_WORDS} filter words")));
+        }
+        for word in &mut self.words {
+            *word = word.trim().to_owned();
+            if word.is_empty() || word.chars().count() > MAX_FILTER_WORD_CHARS || word.chars().any(char::is_control) {
+                return Err(Error::validation(format!(
+                    "a filter word is 1..={MAX_FILTER_WORD_CHARS} characters without control characters"
+                )));
+            }
+        }
+        match (self.action, self.timeout_seconds) {
+            (FilterAction::Block, Some(_)) => Err(Error::validation("timeoutSeconds belongs to BlockAndTimeout")),
+            (FilterAction::BlockAndTimeout, Some(s)) if (1..=MAX_FILTER_TIMEOUT_SECONDS).contains(&s) => Ok(self),
+            (FilterAction::BlockAndTimeout, _) => Err(Error::validation(format!(
+                "BlockAndTimeout needs timeoutSeconds in 1..={MAX_FILTER_TIMEOUT_SECONDS}"
+            ))),
+            (FilterAction::Block, None) => Ok(self),
+        }
+    }
+}
+
+/// A change to a room; absent fields stay as they are.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoomChange {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub read_only: Option<bool>,
+    /// 0 turns slowmode off; at most 21600.
+    pub slowmode_seconds: Option<u32>,
+    pub word_filter: Option<WordFilterSettings>,
+    /// Needs ManageRoles.
+    pub everyone_permissions: Option<Permissions>,
+}
+
+impl Chat {
+    pub async fn update_room(&self, who: &Principal, room_id: &RoomId, change: RoomChange) -> Result<Room> {
+        let name = change
+            .name
+            .as_deref()
+            .map(|n| checked_text(n, "name", MAX_ROOM_NAME_CHARS, true))
+            .transpose()?;
+        let description = change
+            .description
+            .as_deref()
+            .map(|d| checked_text(d, "description", MAX_DESCRIPTION_CHARS, false))
+            .transpose()?;
+        if change.slowmode_seconds.is_some_and(|s| s > MAX_SLOWMODE_SECONDS) {
+            return Err(Error::validation(format!(
+                "slowmodeSeconds must be 0..={MAX_SLOWMODE_SECONDS}"
+            )));
+        }
+        let word_filter = change.word_filter.map(WordFilterSettings::checked).transpose()?;
+
+        let access = self.access(room_id, &who.user_id).await?;
+        let room_fields = name.is_some()
+            || description.is_some()
+            || change.read_only.is_some()
+            || change.slowmode_seconds.is_some()
+            || word_filter.is_some();
+        if room_fields {
+            access.require(Permission::ManageRoom)?;
+        }
+        if let Some(permissions) = change.everyone_permissions {
+            access.require(Permission::ManageRoles)?;
+            if !access.is_owner() && !access.permissions.covers(permissions) {
+                return Err(Error::Forbidden("you can only grant permissions you hold".into()));
+            }
+        }
+
+        let mut renamed = false;
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room_id.as_str(),
+            ROOM_ROW,
+            UpdateMode::Replace,
+            |entity| {
+                let mut room = Room::from_entity(&entity)?;
+                if let Some(name) = &name {
+                    renamed = &room.name != name;
+                    room.name = name.clone();
+                }
+                room.description = description.clone().unwrap_or(room.description);
+                room.read_only = change.read_only.unwrap_or(room.read_only);
+                room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
+                room.word_filter = word_filter.clone().unwrap_or(room.word_filter);
+                room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
+                Ok::<_, Error>(room.to_entity())
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "room not found"))?;
+        let room = Room::from_entity(&entity)?;
+        if renamed {
+            let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
+            self.announce(room_id, MessageType::EditRoom, who, line).await;
+        }
+        Ok(room)
+    }
+}
