@@ -58,6 +58,41 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// The service over the same store a test app uses, for what HTTP cannot do: reading the
+    /// raw tables, or writing the lines only the server and webhooks write.
+    pub async fn chat(&self) -> tabletalk::Chat {
+        use tabletalk::schema::Schema;
+        use tabletalk::storage::Tables;
+        let (tables, prefix) = match self {
+            Backend::Embedded { data_dir } => {
+                let store = tabletalk::storage::sqlite::SqliteTables::open(
+                    data_dir.join("tabletalk.sqlite"),
+                    tabletalk::storage::sqlite::Durability::Normal,
+                )
+                .expect("open the embedded store");
+                (Tables::new(store), "")
+            }
+            Backend::Azurite { connection, prefix } => {
+                let store = tabletalk::storage::azure::AzureTables::from_connection_string(connection)
+                    .expect("connect to Azurite");
+                (Tables::new(store), prefix.as_str())
+            }
+        };
+        tabletalk::Chat::open(tables, Schema::with_prefix(prefix).unwrap())
+            .await
+            .expect("open the service")
+    }
+}
+
+/// The principal a test token for `user` authenticates as.
+pub fn principal(user: &str) -> tabletalk::auth::Principal {
+    tabletalk::auth::Principal {
+        user_id: tabletalk::ids::UserId::parse(user).unwrap(),
+        name: format!("{user} (test)"),
+    }
+}
+
 /// A running server process; killed on drop.
 pub struct TestApp {
     pub base: String,
@@ -141,6 +176,7 @@ fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
 /// A response: status and JSON body (`Null` when there is none).
 pub struct Reply {
     pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
     pub body: Value,
 }
 
@@ -174,6 +210,42 @@ impl TestApp {
             .call(Method::POST, &format!("/api/rooms/{room}/join"), Some(user), None)
             .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+
+    /// A request to `/api{path}` as `user` with a JSON body.
+    pub async fn act(&self, method: Method, user: &str, path: &str, body: Value) -> Reply {
+        self.call(method, &format!("/api{path}"), Some(user), Some(body)).await
+    }
+
+    /// Gives `user` a new role with `permissions` at `position`, as the room's owner.
+    pub async fn grant(&self, owner: &str, room: &str, user: &str, permissions: &[&str], position: u32) -> String {
+        let role = self
+            .act(
+                Method::POST,
+                owner,
+                &format!("/rooms/{room}/roles"),
+                json!({ "name": format!("{user}-role"), "permissions": permissions, "position": position }),
+            )
+            .await;
+        assert_eq!(role.status, StatusCode::CREATED, "{}", role.body);
+        let id = role.body["id"].as_str().unwrap().to_owned();
+        let assigned = self
+            .act(
+                Method::PUT,
+                owner,
+                &format!("/rooms/{room}/members/{user}/roles"),
+                json!({ "roleIds": [id] }),
+            )
+            .await;
+        assert_eq!(assigned.status, StatusCode::OK, "{}", assigned.body);
+        id
+    }
+
+    /// Sends `text` and returns the stored message's id (the send must succeed).
+    pub async fn post(&self, user: &str, room: &str, text: &str) -> String {
+        let reply = self.send(user, room, text, None).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.body["id"].as_str().unwrap().to_owned()
     }
 
     pub async fn send(&self, user: &str, room: &str, text: &str, client_id: Option<&str>) -> Reply {
@@ -226,13 +298,14 @@ pub fn posts(messages: Vec<Value>) -> Vec<Value> {
 impl Reply {
     async fn from(response: reqwest::Response) -> Reply {
         let status = response.status();
+        let headers = response.headers().clone();
         let text = response.text().await.unwrap_or_default();
         let body = if text.is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
         };
-        Reply { status, body }
+        Reply { status, headers, body }
     }
 
     /// Asserts an error reply with the given status and code.

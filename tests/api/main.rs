@@ -4,4 +4,7 @@
 mod bad_input;
 mod helpers;
 mod messages;
+mod permissions;
+mod room_admin;
 mod rooms;
+mod send_checks;
