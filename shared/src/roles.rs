@@ -11,11 +11,12 @@ use utoipa::ToSchema;
 
 use crate::access::{Access, Rank};
 use crate::auth::Principal;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
 use crate::permissions::{Permission, Permissions};
 use crate::schema::ROLE_PREFIX;
 use crate::service::Chat;
+use crate::storage::conditional::update_conditionally;
 use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 pub const MAX_ROLES_PER_ROOM: usize = 100;
@@ -122,27 +123,27 @@ impl Chat {
     pub async fn update_role(&self, who: &Principal, room_id: &RoomId, id: &str, change: RoleChange) -> Result<Role> {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageRoles)?;
-        let mut role = self.role(room_id, id).await?;
-        access.require_outranks(Rank(role.position))?;
-        if let Some(name) = &change.name {
-            role.name = checked_name(name)?;
-        }
-        role.permissions = change.permissions.unwrap_or(role.permissions);
-        role.position = change.position.unwrap_or(role.position);
-        check_grant(&access, role.position, role.permissions)?;
-        self.tables
-            .update(
-                &self.schema.rooms,
-                &role_entity(room_id, &role),
-                UpdateMode::Replace,
-                &IfMatch::Any,
-            )
-            .await
-            .map_err(|e| match e.kind {
-                ErrorKind::NotFound => Error::not_found("role not found"),
-                _ => e.into(),
-            })?;
-        Ok(role)
+        let name = change.name.as_deref().map(checked_name).transpose()?;
+        self.role(room_id, id).await?;
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room_id.as_str(),
+            &role_key(id),
+            UpdateMode::Replace,
+            |entity| {
+                let mut role = role_from(&entity).ok_or_else(|| Error::Internal(format!("role row {id} is broken")))?;
+                access.require_outranks(Rank(role.position))?;
+                role.name = name.clone().unwrap_or(role.name);
+                role.permissions = change.permissions.unwrap_or(role.permissions);
+                role.position = change.position.unwrap_or(role.position);
+                check_grant(&access, role.position, role.permissions)?;
+                Ok(role_entity(room_id, &role))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "role not found"))?;
+        role_from(&entity).ok_or_else(|| Error::Internal(format!("role row {id} is broken")))
     }
 
     pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {

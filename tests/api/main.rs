@@ -2,8 +2,10 @@
 //! storage, driven over HTTP. Each test runs on the embedded store and on Azurite.
 
 mod bad_input;
+mod bad_input_operations;
 mod helpers;
 mod messages;
+mod operations;
 mod permissions;
 mod room_admin;
 mod rooms;

@@ -142,3 +142,24 @@ async fn every_type_operation_and_caller_answers_as_the_map_says() {
         assert_eq!(checked, 7 * 7 * 4);
     }
 }
+
+#[tokio::test]
+async fn members_create_only_messages_and_polls() {
+    for backend in Backend::all() {
+        let app = spawn_app(&backend);
+        let room = app.create_room("owner").await;
+        for kind in MessageType::ALL {
+            let body = match kind {
+                MessageType::Poll => json!({ "type": "Poll", "poll": { "question": "?", "options": ["a", "b"] } }),
+                other => json!({ "type": other.as_str(), "text": "I joined, honest" }),
+            };
+            let reply = app
+                .act(Method::POST, "owner", &format!("/rooms/{room}/messages"), body)
+                .await;
+            match kind {
+                MessageType::Message | MessageType::Poll => assert_eq!(reply.status, StatusCode::CREATED),
+                _ => reply.assert_error(403, "FORBIDDEN"),
+            }
+        }
+    }
+}

@@ -207,3 +207,103 @@ async fn deleting_a_room_leaves_no_row_of_it_in_any_table() {
             .assert_error(404, "NOT_FOUND");
     }
 }
+
+#[tokio::test]
+async fn members_keep_their_own_settings() {
+    for backend in Backend::all() {
+        let app = spawn_app(&backend);
+        let room = app.create_room("owner").await;
+        app.join("bob", &room).await;
+        let change = json!({ "nickname": "Bobby", "notifications": "Mentions", "muted": true });
+        let mine = app
+            .act(Method::PATCH, "bob", &format!("/rooms/{room}/members/me"), change)
+            .await;
+        assert_eq!(mine.status, StatusCode::OK, "{}", mine.body);
+        assert_eq!(
+            (&mine.body["nickname"], &mine.body["notifications"], &mine.body["muted"]),
+            (&json!("Bobby"), &json!("Mentions"), &json!(true))
+        );
+        let listed = app.call(Method::GET, "/api/rooms", Some("bob"), None).await;
+        assert_eq!(listed.body[0]["notifications"], "Mentions");
+        assert_eq!(listed.body[0]["muted"], true);
+        let members = app
+            .call(Method::GET, &format!("/api/rooms/{room}/members"), Some("owner"), None)
+            .await;
+        let bob = members
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["userId"] == "bob")
+            .unwrap();
+        assert_eq!(bob["nickname"], "Bobby");
+        assert!(bob.get("muted").is_none(), "others' settings are private: {bob}");
+        let sent = app.send("bob", &room, "hi", None).await;
+        assert_eq!(sent.body["authorName"], "Bobby");
+        // Absent fields stay; an empty nickname clears it.
+        let cleared = app
+            .act(
+                Method::PATCH,
+                "bob",
+                &format!("/rooms/{room}/members/me"),
+                json!({ "nickname": "" }),
+            )
+            .await;
+        assert!(cleared.body.get("nickname").is_none());
+        assert_eq!(cleared.body["notifications"], "Mentions");
+    }
+}
+
+#[tokio::test]
+async fn changing_or_deleting_a_role_changes_what_its_members_may_do() {
+    for backend in Backend::all() {
+        let app = spawn_app(&backend);
+        let room = app.create_room("owner").await;
+        app.join("bob", &room).await;
+        app.join("ann", &room).await;
+        let role = app.grant("owner", &room, "ann", &["ManageMessages"], 5).await;
+        let bobs = app.post("bob", &room, "bob's").await;
+        let edit = |text: &'static str| {
+            let path = format!("/rooms/{room}/messages/{bobs}");
+            let app = &app;
+            async move { app.act(Method::PATCH, "ann", &path, json!({ "text": text })).await }
+        };
+        assert_eq!(edit("moderated").await.status, StatusCode::OK);
+
+        let changed = app
+            .act(
+                Method::PATCH,
+                "owner",
+                &format!("/rooms/{room}/roles/{role}"),
+                json!({ "permissions": [] }),
+            )
+            .await;
+        assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
+        assert_eq!(changed.body["permissions"], json!([]));
+        assert_eq!(changed.body["position"], 5, "absent fields stay");
+        edit("again").await.assert_error(403, "FORBIDDEN");
+
+        app.act(
+            Method::PATCH,
+            "owner",
+            &format!("/rooms/{room}/roles/{role}"),
+            json!({ "permissions": ["ManageMessages"] }),
+        )
+        .await;
+        assert_eq!(edit("and again").await.status, StatusCode::OK);
+        let deleted = app
+            .call(
+                Method::DELETE,
+                &format!("/api/rooms/{room}/roles/{role}"),
+                Some("owner"),
+                None,
+            )
+            .await;
+        assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+        edit("once more").await.assert_error(403, "FORBIDDEN");
+        let roles = app
+            .call(Method::GET, &format!("/api/rooms/{room}/roles"), Some("bob"), None)
+            .await;
+        assert_eq!(roles.body, json!([]));
+    }
+}

@@ -4,7 +4,7 @@
 //! same transaction as the reply, so a thread is one range read of those rows plus a point
 //! read per reply, whatever the size of the room. `PinMessage` lines point at their target
 //! with `pinnedMessageId`, not `replyTo`, so they are never part of a thread; deleted replies
-//! are skipped.
+//! are skipped. Page cursors are the same opaque, room-bound cursors as message pages.
 
 use std::ops::Bound;
 
@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use utoipa::{IntoParams, ToSchema};
 
 use super::Message;
+use super::cursor::{Cursor, Order};
 use super::read::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -55,7 +56,10 @@ impl Chat {
             return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
         }
         let after = match request.cursor.as_deref().filter(|c| !c.is_empty()) {
-            Some(c) => Some(AscendingKey::parse(c).ok_or_else(|| Error::bad_request("the cursor is not valid"))?),
+            Some(c) => match Cursor::decode(c, room, Order::OldestFirst)? {
+                Cursor::OldestFirst(key) => Some(key),
+                Cursor::NewestFirst(_) => return Err(Error::bad_request("the cursor is not valid")),
+            },
             None => None,
         };
         self.access(room, &who.user_id).await?;
@@ -88,7 +92,10 @@ impl Chat {
             .collect();
         self.decorate(room, &who.user_id, &mut messages).await?;
         let root = messages.remove(0);
-        let next_cursor = keys.last().map(|k| k.as_str().to_owned()).or(request.cursor);
+        let next_cursor = keys
+            .last()
+            .map(|k| Cursor::OldestFirst(k.clone()).encode(room))
+            .or(request.cursor);
         Ok(ThreadPage {
             root,
             replies: messages,

@@ -20,6 +20,7 @@ use utoipa::ToSchema;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
+use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permissions;
@@ -73,6 +74,8 @@ pub struct RoomEntry {
     pub unread_capped: bool,
     /// Unread messages that mention the caller (directly, by role, or the whole room).
     pub mention_count: usize,
+    /// The caller's read position: messages after it are unread.
+    pub last_read_at: DateTime<Utc>,
     pub notifications: NotificationLevel,
     pub muted: bool,
 }
@@ -238,9 +241,9 @@ impl Chat {
         let position = member
             .last_read
             .clone()
-            .unwrap_or_else(|| crate::keys::Ticks::from_datetime(member.joined_at).message_key());
+            .unwrap_or_else(|| Ticks::from_datetime(member.joined_at).message_key());
         let query = RangeQuery::partition(room_id.as_str(), MAX_UNREAD_COUNTED + 1)
-            .from(Bound::Included(crate::keys::MESSAGE_KEY_RANGE.0.to_owned()))
+            .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
             .to(Bound::Excluded(position.as_str().to_owned()));
         let (rows, capped) = self
             .tables
@@ -258,6 +261,7 @@ impl Chat {
             unread_count: unread.len(),
             unread_capped: capped,
             mention_count,
+            last_read_at: position.ticks().to_datetime(),
             notifications: member.notifications,
             muted: member.muted,
         })

@@ -1,0 +1,294 @@
+//! Malformed input to the message operations, room settings, roles and moderation routes gets
+//! its documented 4xx JSON error (never a 500), changes nothing, and an unauthenticated caller
+//! gets 401 on every one of those routes before anything else is looked at.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, Reply, TestApp, spawn_app, token};
+
+enum Body {
+    Empty,
+    Json(Value),
+    /// Sent as is, labelled `application/json`.
+    Raw(&'static str),
+}
+
+/// One malformed request and the error it must get.
+struct Case {
+    method: Method,
+    path: String,
+    body: Body,
+    status: u16,
+    code: &'static str,
+}
+
+fn case(method: Method, path: String, body: Body, status: u16, code: &'static str) -> Case {
+    Case {
+        method,
+        path,
+        body,
+        status,
+        code,
+    }
+}
+
+/// Every case, against alice's `room` (where bob is a member and carol is not) and alice's
+/// message `id` in it.
+fn cases(room: &str, id: &str) -> Vec<Case> {
+    use Body::{Empty, Json, Raw};
+    let room_path = format!("/api/rooms/{room}");
+    let message = format!("{room_path}/messages/{id}");
+    let not_a_message = format!("{room_path}/messages/abc");
+    let roles = format!("{room_path}/roles");
+    let bob = format!("{room_path}/members/bob");
+    let me = format!("{room_path}/members/me");
+    let past = json!({ "until": "2000-01-01T00:00:00Z" });
+    let (bad, invalid, missing) = ("BAD_REQUEST", "VALIDATION", "NOT_FOUND");
+    vec![
+        case(
+            Method::PATCH,
+            not_a_message.clone(),
+            Json(json!({ "text": "x" })),
+            404,
+            missing,
+        ),
+        case(Method::DELETE, not_a_message, Empty, 404, missing),
+        case(Method::PATCH, message.clone(), Raw("{\"text\":"), 400, bad),
+        case(Method::PATCH, message.clone(), Json(json!({ "text": 5 })), 422, invalid),
+        case(
+            Method::PATCH,
+            message.clone(),
+            Json(json!({ "text": "x", "pinned": true })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PUT,
+            format!("{message}/vote"),
+            Json(json!({ "optionId": 7 })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PUT,
+            format!("{message}/reactions/{}", "%F0%9F%91%8D".repeat(40)),
+            Empty,
+            422,
+            invalid,
+        ),
+        case(
+            Method::POST,
+            format!("{message}/forward"),
+            Json(json!({ "roomIds": "x" })),
+            422,
+            invalid,
+        ),
+        case(Method::GET, format!("{message}/thread?limit=0"), Empty, 400, bad),
+        case(Method::GET, format!("{message}/thread?cursor=garbage"), Empty, 400, bad),
+        case(
+            Method::PATCH,
+            room_path.clone(),
+            Json(json!({ "slowmodeSeconds": -1 })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PATCH,
+            room_path.clone(),
+            Json(json!({ "slowmodeSeconds": 999_999 })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PATCH,
+            room_path.clone(),
+            Json(json!({ "wordFilter": { "words": [""] } })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PATCH,
+            room_path.clone(),
+            Json(json!({ "wordFilter": { "words": ["x"], "action": "BlockAndTimeout" } })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::POST,
+            roles.clone(),
+            Json(json!({ "name": "mods", "position": 0 })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::POST,
+            roles.clone(),
+            Json(json!({ "name": "", "position": 5 })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PATCH,
+            format!("{roles}/not-a-uuid"),
+            Json(json!({ "name": "x" })),
+            404,
+            missing,
+        ),
+        case(Method::DELETE, format!("{roles}/not-a-uuid"), Empty, 404, missing),
+        case(
+            Method::PUT,
+            format!("{bob}/roles"),
+            Json(json!({ "roleIds": [uuid::Uuid::new_v4().to_string()] })),
+            422,
+            invalid,
+        ),
+        case(Method::POST, format!("{bob}/timeout"), Json(past.clone()), 422, invalid),
+        case(
+            Method::POST,
+            format!("{bob}/timeout"),
+            Json(json!({ "until": "not a date" })),
+            422,
+            invalid,
+        ),
+        case(Method::POST, format!("{bob}/ban"), Json(past), 422, invalid),
+        case(
+            Method::PATCH,
+            me.clone(),
+            Json(json!({ "nickname": "n".repeat(40) })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::PATCH,
+            me,
+            Json(json!({ "notifications": "Sometimes" })),
+            422,
+            invalid,
+        ),
+        case(
+            Method::POST,
+            format!("{room_path}/read"),
+            Json(json!({ "messageId": "nope" })),
+            404,
+            missing,
+        ),
+        case(
+            Method::POST,
+            format!("{room_path}/members/carol/kick"),
+            Empty,
+            404,
+            missing,
+        ),
+    ]
+}
+
+/// Sends `case`, as `user` when given, and reads the JSON answer (anything else fails).
+async fn send(app: &TestApp, case: &Case, user: Option<&str>) -> Reply {
+    let mut request = app
+        .http
+        .request(case.method.clone(), format!("{}{}", app.base, case.path));
+    if let Some(user) = user {
+        request = request.bearer_auth(token(user));
+    }
+    request = match &case.body {
+        Body::Empty => request,
+        Body::Json(value) => request.json(value),
+        Body::Raw(text) => request.header("content-type", "application/json").body(*text),
+    };
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap_or_default();
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("{} {}: not JSON ({status}): {text}", case.method, case.path));
+    Reply { status, headers, body }
+}
+
+/// A room owned by alice with bob in it, and one message of alice's; returns both ids.
+async fn setup(app: &TestApp) -> (String, String) {
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let id = app.post("alice", &room, "hello").await;
+    (room, id)
+}
+
+#[tokio::test]
+async fn malformed_operations_get_documented_errors_and_change_nothing() {
+    for backend in Backend::all() {
+        let app = spawn_app(&backend);
+        let (room, id) = setup(&app).await;
+        let before = message(&app, &room, &id).await;
+        for case in cases(&room, &id) {
+            let reply = send(&app, &case, Some("alice")).await;
+            assert!(
+                reply.status.as_u16() == case.status && reply.body["code"] == case.code,
+                "{backend:?}: {} {} answered {} {}, expected {} {}",
+                case.method,
+                case.path,
+                reply.status,
+                reply.body,
+                case.status,
+                case.code
+            );
+            reply.assert_error(case.status, case.code);
+        }
+
+        assert_eq!(message(&app, &room, &id).await, before, "the message is unchanged");
+        let settings = app
+            .call(Method::GET, &format!("/api/rooms/{room}"), Some("alice"), None)
+            .await;
+        assert_eq!(settings.body["slowmodeSeconds"], 0);
+        assert_eq!(settings.body["wordFilter"]["words"], json!([]));
+        let roles = app
+            .call(Method::GET, &format!("/api/rooms/{room}/roles"), Some("alice"), None)
+            .await;
+        assert_eq!(roles.body, json!([]));
+        let members = app
+            .call(Method::GET, &format!("/api/rooms/{room}/members"), Some("bob"), None)
+            .await;
+        assert_eq!(members.status, StatusCode::OK, "bob was neither banned nor removed");
+        let bob = members
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["userId"] == "bob")
+            .unwrap();
+        assert!(bob.get("timeoutUntil").is_none(), "{bob}");
+    }
+}
+
+#[tokio::test]
+async fn every_operation_needs_authentication() {
+    for backend in Backend::all() {
+        let app = spawn_app(&backend);
+        let (room, id) = setup(&app).await;
+        for case in cases(&room, &id) {
+            let reply = send(&app, &case, None).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::UNAUTHORIZED,
+                "{backend:?}: {} {}: {}",
+                case.method,
+                case.path,
+                reply.body
+            );
+            reply.assert_error(401, "UNAUTHORIZED");
+        }
+    }
+}
+
+/// The message as alice reads it, for comparing before and after.
+async fn message(app: &TestApp, room: &str, id: &str) -> Value {
+    let reply = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/messages/{id}"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.body
+}
