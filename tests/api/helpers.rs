@@ -241,6 +241,15 @@ impl TestApp {
         id
     }
 
+    /// `user`'s entry in the member listing of `room`, as `viewer` sees it.
+    pub async fn member(&self, viewer: &str, room: &str, user: &str) -> Option<Value> {
+        let members = self
+            .call(Method::GET, &format!("/api/rooms/{room}/members"), Some(viewer), None)
+            .await;
+        assert_eq!(members.status, StatusCode::OK, "{}", members.body);
+        members.body.as_array()?.iter().find(|m| m["userId"] == user).cloned()
+    }
+
     /// Sends `text` and returns the stored message's id (the send must succeed).
     pub async fn post(&self, user: &str, room: &str, text: &str) -> String {
         let reply = self.send(user, room, text, None).await;

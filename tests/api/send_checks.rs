@@ -227,16 +227,7 @@ async fn block_and_timeout_times_the_sender_out() {
             "{}",
             clean.body
         );
-        let members = app
-            .call(Method::GET, &format!("/api/rooms/{room}/members"), Some("owner"), None)
-            .await;
-        let bob = members
-            .body
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["userId"] == "bob")
-            .unwrap();
+        let bob = app.member("owner", &room, "bob").await.expect("bob is a member");
         let until: chrono::DateTime<chrono::Utc> = bob["timeoutUntil"].as_str().unwrap().parse().unwrap();
         assert!(until >= before + chrono::Duration::seconds(599), "{until}");
     }
