@@ -9,7 +9,7 @@
 //! A ban removes the membership and leaves a `ban:<user>` row that refuses joins (and, since
 //! the membership is gone, every send) until it expires or is lifted.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -393,8 +393,12 @@ impl Chat {
 
     /// Bans a user, member or not (a pre-emptive ban), and removes their membership.
     pub async fn ban(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Ban) -> Result<()> {
-        if input.until.is_some_and(|until| until <= Utc::now()) {
-            return Err(Error::validation("until must be in the future"));
+        // Table storage keeps dates up to the end of year 9999.
+        if input
+            .until
+            .is_some_and(|until| until <= Utc::now() || until.year() > 9999)
+        {
+            return Err(Error::validation("until must be in the future, before the year 10000"));
         }
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;

@@ -180,6 +180,23 @@ fn cases(room: &str, id: &str) -> Vec<Case> {
             404,
             missing,
         ),
+        case(
+            Method::POST,
+            format!("{bob}/ban"),
+            Json(json!({ "until": "+10000-01-01T00:00:00Z" })),
+            422,
+            invalid,
+        ),
+        // Path segments that are not UTF-8 once percent-decoded.
+        case(Method::PUT, format!("{message}/reactions/%FF"), Empty, 400, bad),
+        case(Method::GET, "/api/rooms/%FF/members".to_owned(), Empty, 400, bad),
+        case(
+            Method::POST,
+            format!("{room_path}/members/%C3%28/kick"),
+            Empty,
+            400,
+            bad,
+        ),
     ]
 }
 

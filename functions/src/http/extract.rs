@@ -1,9 +1,10 @@
 //! Extractors that turn every way a request can be malformed into the JSON error model:
 //! `Caller` (authentication, so a handler that needs a user says so in its signature), and
-//! `JsonBody` / `QueryParams`, whose rejections become 400/413/422 instead of axum's text.
+//! `JsonBody` / `QueryParams` / `PathParams`, whose rejections become 400/413/422 instead of
+//! axum's plain text.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
@@ -62,6 +63,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
             Ok(Query(value)) => Ok(QueryParams(value)),
             Err(QueryRejection::FailedToDeserializeQueryString(e)) => Err(ApiError(Error::bad_request(e.body_text()))),
             Err(other) => Err(ApiError(Error::bad_request(other.body_text()))),
+        }
+    }
+}
+
+/// Path segments (percent-decoded). A segment that does not decode (e.g. `%FF`) is a 400.
+pub struct PathParams<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<PathParams<T>, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParams(value)),
+            Err(rejection) => Err(ApiError(Error::bad_request(rejection.body_text()))),
         }
     }
 }

@@ -2,14 +2,14 @@
 //! (kick, timeout, ban, unban, roles).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::members::{Ban, MarkRead, Member, MemberRoles, MemberSummary, MembershipChange, Timeout, target_user};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody};
+use super::extract::{Caller, JsonBody, PathParams};
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/members", tag = "members", operation_id = "listMembers",
     params(("roomId" = String, Path)),
@@ -17,7 +17,7 @@ use super::extract::{Caller, JsonBody};
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<Json<Vec<MemberSummary>>> {
     Ok(Json(state.chat.list_members(&who, &RoomId::parse(&room)?).await?))
 }
@@ -28,7 +28,7 @@ pub async fn list(
 pub async fn update_mine(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     JsonBody(change): JsonBody<MembershipChange>,
 ) -> ApiResult<Json<Member>> {
     Ok(Json(
@@ -45,7 +45,7 @@ pub async fn update_mine(
 pub async fn mark_read(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     JsonBody(input): JsonBody<MarkRead>,
 ) -> ApiResult<StatusCode> {
     state.chat.mark_read(&who, &RoomId::parse(&room)?, input).await?;
@@ -59,7 +59,7 @@ pub async fn mark_read(
 pub async fn kick(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, user)): Path<(String, String)>,
+    PathParams((room, user)): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .chat
@@ -75,7 +75,7 @@ pub async fn kick(
 pub async fn timeout(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, user)): Path<(String, String)>,
+    PathParams((room, user)): PathParams<(String, String)>,
     JsonBody(input): JsonBody<Timeout>,
 ) -> ApiResult<Json<MemberSummary>> {
     let room = RoomId::parse(&room)?;
@@ -91,7 +91,7 @@ pub async fn timeout(
 pub async fn ban(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, user)): Path<(String, String)>,
+    PathParams((room, user)): PathParams<(String, String)>,
     JsonBody(input): JsonBody<Ban>,
 ) -> ApiResult<StatusCode> {
     let room = RoomId::parse(&room)?;
@@ -105,7 +105,7 @@ pub async fn ban(
 pub async fn unban(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, user)): Path<(String, String)>,
+    PathParams((room, user)): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .chat
@@ -121,7 +121,7 @@ pub async fn unban(
 pub async fn set_roles(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, user)): Path<(String, String)>,
+    PathParams((room, user)): PathParams<(String, String)>,
     JsonBody(input): JsonBody<MemberRoles>,
 ) -> ApiResult<Json<MemberSummary>> {
     let room = RoomId::parse(&room)?;

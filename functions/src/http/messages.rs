@@ -1,7 +1,7 @@
 //! Message functions: send, read a page, get one, and every operation on a message.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::messages::Message;
@@ -15,7 +15,7 @@ use tabletalk::messages::threads::{ReadThread, ThreadPage};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody, QueryParams};
+use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
 /// 201 with the stored message; 200 with the first stored message when the `clientId` was sent
 /// before.
@@ -26,7 +26,7 @@ use super::extract::{Caller, JsonBody, QueryParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     JsonBody(input): JsonBody<NewMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
     let sent = state.chat.send_message(&who, &RoomId::parse(&room)?, input).await?;
@@ -44,7 +44,7 @@ pub async fn create(
 pub async fn read(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     QueryParams(request): QueryParams<ReadMessages>,
 ) -> ApiResult<Json<MessagePage>> {
     Ok(Json(
@@ -58,7 +58,7 @@ pub async fn read(
 pub async fn get(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(state.chat.get_message(&who, &RoomId::parse(&room)?, &id).await?))
 }
@@ -69,7 +69,7 @@ pub async fn get(
 pub async fn edit(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(
@@ -84,7 +84,7 @@ pub async fn edit(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state.chat.delete_message(&who, &RoomId::parse(&room)?, &id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -96,7 +96,7 @@ pub async fn delete(
 pub async fn pin(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(state.chat.pin_message(&who, &RoomId::parse(&room)?, &id).await?))
 }
@@ -107,7 +107,7 @@ pub async fn pin(
 pub async fn unpin(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(state.chat.unpin_message(&who, &RoomId::parse(&room)?, &id).await?))
 }
@@ -118,7 +118,7 @@ pub async fn unpin(
 pub async fn vote(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
     JsonBody(vote): JsonBody<Vote>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(state.chat.vote(&who, &RoomId::parse(&room)?, &id, vote).await?))
@@ -131,7 +131,7 @@ pub async fn vote(
 pub async fn react(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id, emoji)): Path<(String, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(String, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
     Ok(Json(state.chat.react(&who, &RoomId::parse(&room)?, &id, &emoji).await?))
 }
@@ -143,7 +143,7 @@ pub async fn react(
 pub async fn unreact(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id, emoji)): Path<(String, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(String, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
     Ok(Json(
         state.chat.unreact(&who, &RoomId::parse(&room)?, &id, &emoji).await?,
@@ -158,7 +158,7 @@ pub async fn unreact(
 pub async fn forward(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
     JsonBody(forward): JsonBody<Forward>,
 ) -> ApiResult<Json<Vec<ForwardOutcome>>> {
     Ok(Json(
@@ -176,7 +176,7 @@ pub async fn forward(
 pub async fn thread(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, id)): Path<(String, String)>,
+    PathParams((room, id)): PathParams<(String, String)>,
     QueryParams(request): QueryParams<ReadThread>,
 ) -> ApiResult<Json<ThreadPage>> {
     Ok(Json(

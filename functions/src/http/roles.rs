@@ -1,14 +1,14 @@
 //! Role functions: list, create, change, delete.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::roles::{NewRole, Role, RoleChange};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody};
+use super::extract::{Caller, JsonBody, PathParams};
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/roles", tag = "roles", operation_id = "listRoles",
     params(("roomId" = String, Path)),
@@ -16,7 +16,7 @@ use super::extract::{Caller, JsonBody};
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<Json<Vec<Role>>> {
     Ok(Json(state.chat.list_roles(&who, &RoomId::parse(&room)?).await?))
 }
@@ -28,7 +28,7 @@ pub async fn list(
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     JsonBody(input): JsonBody<NewRole>,
 ) -> ApiResult<(StatusCode, Json<Role>)> {
     let role = state.chat.create_role(&who, &RoomId::parse(&room)?, input).await?;
@@ -41,7 +41,7 @@ pub async fn create(
 pub async fn update(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, role)): Path<(String, String)>,
+    PathParams((room, role)): PathParams<(String, String)>,
     JsonBody(change): JsonBody<RoleChange>,
 ) -> ApiResult<Json<Role>> {
     Ok(Json(
@@ -58,7 +58,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path((room, role)): Path<(String, String)>,
+    PathParams((room, role)): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state.chat.delete_role(&who, &RoomId::parse(&room)?, &role).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -1,14 +1,14 @@
 //! Room functions: create, list mine, get, join, leave, change, delete.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::rooms::{NewRoom, Room, RoomChange, RoomEntry};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody};
+use super::extract::{Caller, JsonBody, PathParams};
 
 #[utoipa::path(post, path = "/api/rooms", tag = "rooms", operation_id = "createRoom",
     request_body = NewRoom,
@@ -33,7 +33,7 @@ pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResu
 pub async fn get(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<Json<Room>> {
     Ok(Json(state.chat.get_room(&who, &RoomId::parse(&room)?).await?))
 }
@@ -44,7 +44,7 @@ pub async fn get(
 pub async fn join(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<Json<Room>> {
     Ok(Json(state.chat.join_room(&who, &RoomId::parse(&room)?).await?))
 }
@@ -55,7 +55,7 @@ pub async fn join(
 pub async fn leave(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<StatusCode> {
     state.chat.leave_room(&who, &RoomId::parse(&room)?).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -68,7 +68,7 @@ pub async fn leave(
 pub async fn update(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
     JsonBody(change): JsonBody<RoomChange>,
 ) -> ApiResult<Json<Room>> {
     Ok(Json(
@@ -83,7 +83,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(room): Path<String>,
+    PathParams(room): PathParams<String>,
 ) -> ApiResult<StatusCode> {
     state.chat.delete_room(&who, &RoomId::parse(&room)?).await?;
     Ok(StatusCode::NO_CONTENT)
