@@ -49,6 +49,16 @@ impl Access {
         }
     }
 
+    /// A 403 unless the caller may hand out `permissions`: the owner may grant anything,
+    /// anyone else only what they hold themselves.
+    pub fn require_grantable(&self, permissions: Permissions) -> Result<()> {
+        if self.is_owner() || self.permissions.covers(permissions) {
+            Ok(())
+        } else {
+            Err(Error::Forbidden("you can only grant permissions you hold".into()))
+        }
+    }
+
     /// A 403 unless the caller ranks strictly above `target`.
     pub fn require_outranks(&self, target: Rank) -> Result<()> {
         if self.rank > target {

@@ -17,6 +17,7 @@ pub mod rooms;
 pub mod schema;
 pub mod service;
 pub mod storage;
+pub(crate) mod text;
 pub mod word_filter;
 
 pub use error::{Error, Result};

@@ -6,14 +6,15 @@
 //! helper — a settings change never undoes a concurrent timeout, and the reverse.
 //!
 //! Moderation (kick, timeout, ban) needs `ManageMembers` and a rank strictly above the target's.
-//! A ban removes the membership and leaves a `ban:<user>` row that refuses joins (and, since
-//! the membership is gone, every send) until it expires or is lifted.
+//! A ban removes the membership and writes a `ban:<user>` row in one transaction; the row
+//! refuses joins (checked again after a join's insert, so a ban racing a join wins) and so,
+//! with the membership gone, every send, until it expires or is lifted.
 
 use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::access::Rank;
+use crate::access::{Access, Rank};
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
 use crate::ids::{RoomId, UserId};
@@ -23,7 +24,8 @@ use crate::permissions::Permission;
 use crate::schema::{BAN_PREFIX, MEMBER_PREFIX};
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
 /// Longest timeout a moderator can give.
@@ -256,13 +258,8 @@ impl Member {
 }
 
 fn checked_nickname(nickname: &str) -> Result<Option<String>> {
-    let nickname = nickname.trim();
-    if nickname.chars().count() > MAX_NICKNAME_CHARS || nickname.chars().any(char::is_control) {
-        return Err(Error::validation(format!(
-            "a nickname is at most {MAX_NICKNAME_CHARS} characters without control characters"
-        )));
-    }
-    Ok((!nickname.is_empty()).then(|| nickname.to_owned()))
+    let nickname = plain_text(nickname, "a nickname", 0, MAX_NICKNAME_CHARS)?;
+    Ok((!nickname.is_empty()).then_some(nickname))
 }
 
 impl Chat {
@@ -345,15 +342,29 @@ impl Chat {
         Ok(())
     }
 
-    /// The target's membership and rank, for a moderator who must outrank them.
-    async fn moderated(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<Member> {
+    /// The caller's access, which must hold `permission`, and the target's membership (if
+    /// any) and rank, for the caller to compare against.
+    async fn moderation(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        permission: Permission,
+    ) -> Result<(Access, Option<Member>, Rank)> {
         let access = self.access(room_id, &who.user_id).await?;
-        access.require(Permission::ManageMembers)?;
-        let member = self
-            .member(room_id, target)
-            .await?
-            .ok_or_else(|| Error::not_found("member not found"))?;
-        let (_, rank) = self.standing(room_id, &access.room, &member).await?;
+        access.require(permission)?;
+        let member = self.member(room_id, target).await?;
+        let rank = match &member {
+            Some(member) => self.standing(room_id, &access.room, member).await?.1,
+            None => Rank(0),
+        };
+        Ok((access, member, rank))
+    }
+
+    /// `moderation` for an action on a current member, ranked below the caller.
+    async fn moderated(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<Member> {
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
+        let member = member.ok_or_else(|| Error::not_found("member not found"))?;
         access.require_outranks(rank)?;
         Ok(member)
     }
@@ -391,7 +402,9 @@ impl Chat {
         Ok(member.summary())
     }
 
-    /// Bans a user, member or not (a pre-emptive ban), and removes their membership.
+    /// Bans a user, member or not (a pre-emptive ban). The ban row and the removal of the
+    /// membership commit in one transaction (both live in the room's `Rooms` partition), so
+    /// there is no moment when a ban exists and its target can still send.
     pub async fn ban(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Ban) -> Result<()> {
         // Table storage keeps dates up to the end of year 9999.
         if input
@@ -400,38 +413,61 @@ impl Chat {
         {
             return Err(Error::validation("until must be in the future, before the year 10000"));
         }
-        let access = self.access(room_id, &who.user_id).await?;
-        access.require(Permission::ManageMembers)?;
-        let member = self.member(room_id, target).await?;
-        let rank = match &member {
-            Some(member) => self.standing(room_id, &access.room, member).await?.1,
-            None => Rank(0),
-        };
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
         access.require_outranks(rank)?;
         let mut row = Entity::new(room_id.as_str(), ban_key(target))
             .with("userId", Value::String(target.to_string()))
             .with("bannedBy", Value::String(who.user_id.to_string()))
+            .with("bannerRank", Value::Int64(i64::from(access.rank.0)))
             .with("bannedAt", Value::datetime(Utc::now()));
         if let Some(until) = input.until {
             row.set("until", Value::datetime(until));
         }
-        self.tables
-            .upsert(&self.schema.rooms, &row, UpdateMode::Replace)
+        let ban = BatchOp::Upsert {
+            entity: row,
+            mode: UpdateMode::Replace,
+        };
+        let removal = BatchOp::Delete {
+            partition_key: room_id.as_str().to_owned(),
+            row_key: member_key(target),
+            if_match: IfMatch::Any,
+        };
+        let ops = match member {
+            Some(_) => vec![ban.clone(), removal],
+            None => vec![ban.clone()],
+        };
+        match self.tables.transact(&self.schema.rooms, room_id.as_str(), &ops).await {
+            Ok(_) => {}
+            // The member left meanwhile: the ban alone.
+            Err(e) if e.is(ErrorKind::NotFound) => {
+                self.tables
+                    .transact(&self.schema.rooms, room_id.as_str(), &[ban])
+                    .await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.delete_if_present(&self.schema.user_rooms, &target.key(), room_id.as_str())
             .await?;
         if let Some(member) = member {
-            self.remove_member(room_id, target).await?;
             let line = format!("{} was banned from the room.", member.display_name());
             self.announce(room_id, MessageType::System, who, line).await;
         }
         Ok(())
     }
 
+    /// Lifts a ban; only a moderator ranked at least as high as the one who banned may.
     pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
-        self.access(room_id, &who.user_id)
-            .await?
-            .require(Permission::ManageMembers)?;
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &ban_key(target))
-            .await
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageMembers)?;
+        let key = ban_key(target);
+        let Some(ban) = self.tables.get(&self.schema.rooms, room_id.as_str(), &key).await? else {
+            return Ok(());
+        };
+        let banner = Rank(ban.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0));
+        if access.rank < banner {
+            return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
+        }
+        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &key).await
     }
 
     /// True while a ban on `user` is in force.
@@ -443,7 +479,9 @@ impl Chat {
         Ok(ban.is_some_and(|ban| ban.datetime("until").is_none_or(|until| until > Utc::now())))
     }
 
-    /// Replaces a member's roles. Every role added or removed must rank below the actor.
+    /// Replaces a member's roles. Every role added or removed must rank below the caller, and
+    /// a role added must grant nothing the caller lacks. Compared with the row as it is when
+    /// written, so a concurrent change is never overwritten unchecked.
     pub async fn set_member_roles(
         &self,
         who: &Principal,
@@ -451,16 +489,14 @@ impl Chat {
         target: &UserId,
         input: MemberRoles,
     ) -> Result<MemberSummary> {
-        let access = self.access(room_id, &who.user_id).await?;
-        access.require(Permission::ManageRoles)?;
-        let roles = self.roles(room_id).await?;
-        let member = self
-            .member(room_id, target)
-            .await?
-            .ok_or_else(|| Error::not_found("member not found"))?;
-        if target != &who.user_id {
-            access.require_outranks(self.standing(room_id, &access.room, &member).await?.1)?;
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageRoles).await?;
+        if member.is_none() {
+            return Err(Error::not_found("member not found"));
         }
+        if target != &who.user_id {
+            access.require_outranks(rank)?;
+        }
+        let roles = self.roles(room_id).await?;
         let mut wanted: Vec<String> = Vec::new();
         for id in &input.role_ids {
             if !roles.iter().any(|r| &r.id == id) {
@@ -470,13 +506,17 @@ impl Chat {
                 wanted.push(id.clone());
             }
         }
-        for role in &roles {
-            if wanted.contains(&role.id) != member.roles.contains(&role.id) {
-                access.require_outranks(Rank(role.position))?;
-            }
-        }
         let member = self
             .update_member(room_id, target, |member| {
+                for role in &roles {
+                    let added = wanted.contains(&role.id);
+                    if added != member.roles.contains(&role.id) {
+                        access.require_outranks(Rank(role.position))?;
+                        if added {
+                            access.require_grantable(role.permissions)?;
+                        }
+                    }
+                }
                 member.roles = wanted.clone();
                 Ok(())
             })
@@ -484,11 +524,13 @@ impl Chat {
         Ok(member.summary())
     }
 
-    /// Removes a membership and its "my rooms" index row.
+    /// Removes a membership and its "my rooms" index row, the index row first: a failure in
+    /// between leaves a member who does not see the room listed (and can leave again), never an
+    /// index row nothing points back to.
     pub(crate) async fn remove_member(&self, room_id: &RoomId, user: &UserId) -> Result<()> {
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &member_key(user))
-            .await?;
         self.delete_if_present(&self.schema.user_rooms, &user.key(), room_id.as_str())
+            .await?;
+        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &member_key(user))
             .await
     }
 

@@ -17,7 +17,8 @@ use crate::permissions::{Permission, Permissions};
 use crate::schema::ROLE_PREFIX;
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::text::plain_text;
 
 pub const MAX_ROLES_PER_ROOM: usize = 100;
 pub const MAX_ROLE_NAME_CHARS: usize = 32;
@@ -71,13 +72,7 @@ fn role_from(entity: &Entity) -> Option<Role> {
 }
 
 fn checked_name(name: &str) -> Result<String> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > MAX_ROLE_NAME_CHARS || name.chars().any(char::is_control) {
-        return Err(Error::validation(format!(
-            "a role name is 1..={MAX_ROLE_NAME_CHARS} characters without control characters"
-        )));
-    }
-    Ok(name.to_owned())
+    plain_text(name, "a role name", 1, MAX_ROLE_NAME_CHARS)
 }
 
 /// Checks that `access` may give a role this position and these permissions.
@@ -86,10 +81,7 @@ fn check_grant(access: &Access, position: u32, permissions: Permissions) -> Resu
         return Err(Error::validation(format!("position must be 1..={MAX_POSITION}")));
     }
     access.require_outranks(Rank(position))?;
-    if !access.is_owner() && !access.permissions.covers(permissions) {
-        return Err(Error::Forbidden("you can only grant permissions you hold".into()));
-    }
-    Ok(())
+    access.require_grantable(permissions)
 }
 
 impl Chat {
@@ -151,15 +143,8 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        match self
-            .tables
-            .delete(&self.schema.rooms, room_id.as_str(), &role_key(id), &IfMatch::Any)
+        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &role_key(id))
             .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {

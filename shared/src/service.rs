@@ -65,3 +65,47 @@ pub fn open_tables(storage: &StorageSettings) -> Result<Tables> {
         }
     })
 }
+
+/// What the service-level tests share: a scratch embedded store and a room in it.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Chat;
+    use crate::auth::Principal;
+    use crate::ids::{RoomId, UserId};
+    use crate::rooms::NewRoom;
+    use crate::schema::Schema;
+    use crate::storage::Tables;
+    use crate::storage::sqlite::{Durability, SqliteTables};
+
+    pub fn user(id: &str) -> Principal {
+        Principal {
+            user_id: UserId::parse(id).unwrap(),
+            name: id.to_uppercase(),
+        }
+    }
+
+    pub fn alice() -> Principal {
+        user("alice")
+    }
+
+    pub fn store() -> SqliteTables {
+        let dir = std::env::temp_dir().join(format!("tt-svc-{}", uuid::Uuid::new_v4()));
+        SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap()
+    }
+
+    /// The service over `tables`, with a room alice owns.
+    pub async fn chat_on(tables: Tables) -> (Chat, RoomId) {
+        let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
+        let room = chat
+            .create_room(
+                &alice(),
+                NewRoom {
+                    name: "r".into(),
+                    description: None,
+                },
+            )
+            .await
+            .unwrap();
+        (chat, RoomId::parse(&room.id).unwrap())
+    }
+}

@@ -114,6 +114,14 @@ fn cases(room: &str, id: &str) -> Vec<Case> {
             422,
             invalid,
         ),
+        // Within the per-word and per-list limits, but more than one stored property holds.
+        case(
+            Method::PATCH,
+            room_path.clone(),
+            Json(json!({ "wordFilter": { "words": (0..1000).map(|i| format!("{i:0>93}")).collect::<Vec<_>>() } })),
+            422,
+            invalid,
+        ),
         case(
             Method::POST,
             roles.clone(),

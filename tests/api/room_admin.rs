@@ -101,6 +101,29 @@ async fn members_act_only_below_their_rank() {
             .await;
         assert_eq!(lower.status, StatusCode::CREATED, "{}", lower.body);
 
+        // Nor can a role manager assign themselves a lower role that grants more than they hold.
+        let owners = app
+            .act(
+                Method::POST,
+                "owner",
+                &roles,
+                json!({ "name": "admins", "position": 5, "permissions": ["ManageRoom"] }),
+            )
+            .await;
+        let admins = owners.body["id"].as_str().unwrap().to_owned();
+        let mine = json!({ "roleIds": [role, admins] });
+        app.act(Method::PUT, "mod1", &format!("/rooms/{room}/members/mod1/roles"), mine)
+            .await
+            .assert_error(403, "FORBIDDEN");
+        app.act(
+            Method::PATCH,
+            "mod1",
+            &format!("/rooms/{room}"),
+            json!({ "name": "mine now" }),
+        )
+        .await
+        .assert_error(403, "FORBIDDEN");
+
         assert_eq!(kick("mod1", "bob").await.status, StatusCode::NO_CONTENT);
         assert!(app.member("owner", &room, "bob").await.is_none(), "bob was removed");
         let bobs_rooms = app.call(Method::GET, "/api/rooms", Some("bob"), None).await;

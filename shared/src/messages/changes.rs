@@ -60,6 +60,8 @@ impl Chat {
 
     /// Deletes a message as a tombstone: `deletedAt` and `deletedBy` stamped, text, poll and
     /// mentions wiped, the row kept; `moderated` when someone else than the author did it.
+    /// Its reactions and votes are deleted after it: nothing of it is shown again, so nothing
+    /// of it is kept.
     pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
@@ -70,6 +72,8 @@ impl Chat {
             Ok(())
         })
         .await?;
+        let companions = super::reactions::companion_rows(room, &message.key());
+        self.tables.delete_range(&self.schema.metadata, &companions).await?;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The send checks, in BRIEF §4's order, as one pure function of the caller's access, the time
 //! and the text: membership (settled by loading the access) → timed out → read-only →
-//! slowmode → word filter. Content validation comes after them, in the send path.
+//! slowmode → word filter (BRIEF §4's rate limit, between slowmode and the filter, is not built
+//! yet). Content validation comes after them, in the send path.
 //!
 //! ManageMessages (and so the owner) is exempt from read-only, slowmode and the filter, never
 //! from a timeout. Slowmode allows a send exactly `slowmodeSeconds` after the last one.

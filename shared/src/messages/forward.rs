@@ -3,8 +3,8 @@
 //! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
 //! Each room succeeds or fails on its own, and the answer lists which.
 
+use futures::future::join_all;
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinSet;
 use utoipa::ToSchema;
 
 use super::operations::{Operation, authorize};
@@ -69,37 +69,29 @@ impl Chat {
                 message_id: source.id.clone(),
             }),
         };
-        let mut copies = JoinSet::new();
-        for (index, target) in forward.room_ids.iter().enumerate() {
-            let (chat, who, draft, target) = (self.clone(), who.clone(), draft.clone(), target.clone());
-            copies.spawn(async move {
-                let sent = match RoomId::parse(&target) {
-                    Ok(target_room) => chat.send_as_member(&who, &target_room, draft, None).await,
+        let copies = forward.room_ids.iter().map(|target| {
+            let draft = draft.clone();
+            async move {
+                let sent = match RoomId::parse(target) {
+                    Ok(target_room) => self.send_as_member(who, &target_room, draft, None).await,
                     Err(e) => Err(e),
                 };
-                (index, target, sent)
-            });
-        }
-        let mut outcomes = Vec::with_capacity(forward.room_ids.len());
-        while let Some(done) = copies.join_next().await {
-            let (index, room_id, sent) = done.map_err(|e| Error::Internal(format!("forward task failed: {e}")))?;
-            let outcome = match sent {
-                Ok(sent) => ForwardOutcome {
-                    room_id,
-                    status: 201,
-                    message: Some(sent.message),
-                    error: None,
-                },
-                Err(e) => ForwardOutcome {
-                    room_id,
-                    status: e.status(),
-                    message: None,
-                    error: Some(e.body()),
-                },
-            };
-            outcomes.push((index, outcome));
-        }
-        outcomes.sort_by_key(|(index, _)| *index);
-        Ok(outcomes.into_iter().map(|(_, outcome)| outcome).collect())
+                match sent {
+                    Ok(sent) => ForwardOutcome {
+                        room_id: target.clone(),
+                        status: 201,
+                        message: Some(sent.message),
+                        error: None,
+                    },
+                    Err(e) => ForwardOutcome {
+                        room_id: target.clone(),
+                        status: e.status(),
+                        message: None,
+                        error: Some(e.body()),
+                    },
+                }
+            }
+        });
+        Ok(join_all(copies).await)
     }
 }

@@ -111,7 +111,8 @@ fn attributes(mut rest: &str) -> (Vec<(String, String)>, &str) {
         if let Some(after) = rest.strip_prefix('>') {
             return (out, after);
         }
-        let name_end = rest.find(['=', ' ', '>']).unwrap_or(rest.len());
+        // Always move forward, even over a stray '=' with no name before it.
+        let name_end = rest.find(['=', ' ', '>']).unwrap_or(rest.len()).max(1);
         let name = rest[..name_end].to_owned();
         rest = &rest[name_end..];
         let Some(quoted) = rest.strip_prefix("=\"") else {
@@ -154,6 +155,13 @@ mod tests {
     fn other_spans_and_idless_mentions_are_ignored() {
         let html = sanitize(r#"<span data-id="bob">x</span><span data-type="mention">y</span><spanx>"#);
         assert!(Mentions::parse(&html).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_scanner_always_moves_forward() {
+        let (attrs, rest) = attributes(r#"="x" a="b">after"#);
+        assert_eq!(rest, "after");
+        assert!(attrs.contains(&("a".to_owned(), "b".to_owned())));
     }
 
     #[test]

@@ -17,7 +17,8 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::service::Chat;
-use crate::storage::{Entity, UpdateMode, Value};
+use crate::storage::{Entity, Value};
+use crate::text::plain_text;
 
 pub const MAX_QUESTION_CHARS: usize = 300;
 pub const MAX_OPTION_CHARS: usize = 100;
@@ -72,19 +73,9 @@ pub struct Vote {
     pub option_id: Option<String>,
 }
 
-fn checked(text: &str, what: &str, max: usize) -> Result<String> {
-    let text = text.trim();
-    if text.is_empty() || text.chars().count() > max || text.chars().any(char::is_control) {
-        return Err(Error::validation(format!(
-            "a poll {what} is 1..={max} characters without control characters"
-        )));
-    }
-    Ok(text.to_owned())
-}
-
 impl NewPoll {
     pub(crate) fn validate(&self) -> Result<Poll> {
-        let question = checked(&self.question, "question", MAX_QUESTION_CHARS)?;
+        let question = plain_text(&self.question, "a poll question", 1, MAX_QUESTION_CHARS)?;
         if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&self.options.len()) {
             return Err(Error::validation(format!(
                 "a poll has {MIN_OPTIONS}..={MAX_OPTIONS} options"
@@ -92,7 +83,7 @@ impl NewPoll {
         }
         let mut options: Vec<PollOption> = Vec::with_capacity(self.options.len());
         for (index, text) in self.options.iter().enumerate() {
-            let text = checked(text, "option", MAX_OPTION_CHARS)?;
+            let text = plain_text(text, "a poll option", 1, MAX_OPTION_CHARS)?;
             if options.iter().any(|o| o.text == text) {
                 return Err(Error::validation(format!("the option {text:?} appears twice")));
             }
@@ -182,9 +173,7 @@ impl Chat {
                 let row = Entity::new(room.as_str(), key)
                     .with("userId", Value::String(who.user_id.to_string()))
                     .with("optionId", Value::String(option.clone()));
-                self.tables
-                    .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
-                    .await?;
+                self.write_companion(room, &message, &row).await?;
             }
             None => {
                 self.delete_if_present(&self.schema.metadata, room.as_str(), &key)

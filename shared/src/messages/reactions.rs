@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
+use futures::future::try_join_all;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -35,6 +36,11 @@ pub struct ReactionCount {
     pub emoji: String,
     pub count: u32,
     pub me: bool,
+}
+
+/// Every companion row of one message.
+pub(crate) fn companion_rows(room: &RoomId, message: &MessageKey) -> RangeQuery {
+    RangeQuery::prefix(room.as_str(), &format!("{}:", message.as_str()), 1000)
 }
 
 pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {
@@ -82,9 +88,7 @@ impl Chat {
         let row = Entity::new(room.as_str(), reaction_key(&message.key(), emoji, &who.user_id))
             .with("emoji", Value::String(emoji.to_owned()))
             .with("userId", Value::String(who.user_id.to_string()));
-        self.tables
-            .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
-            .await?;
+        self.write_companion(room, &message, &row).await?;
         self.reactions(room, &who.user_id, &message).await
     }
 
@@ -100,6 +104,21 @@ impl Chat {
         self.reactions(room, &who.user_id, &message).await
     }
 
+    /// Writes a companion row of a live message. A delete may have raced the write: the message
+    /// is read again afterwards, and a row that landed after the tombstone is taken back (404),
+    /// so nothing of a deleted message is left behind.
+    pub(crate) async fn write_companion(&self, room: &RoomId, message: &Message, row: &Entity) -> Result<()> {
+        self.tables
+            .upsert(&self.schema.metadata, row, UpdateMode::Replace)
+            .await?;
+        if let Err(gone) = self.live_message(room, &message.id).await {
+            self.delete_if_present(&self.schema.metadata, room.as_str(), &row.row_key)
+                .await?;
+            return Err(gone);
+        }
+        Ok(())
+    }
+
     async fn reactions(&self, room: &RoomId, reader: &UserId, message: &Message) -> Result<Vec<ReactionCount>> {
         let mut one = [message.clone()];
         self.decorate(room, reader, &mut one).await?;
@@ -107,8 +126,16 @@ impl Chat {
         Ok(message.reactions)
     }
 
+    /// `decorate` for messages scattered over the room: one companion-row read per message.
+    pub(crate) async fn decorate_each(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let reads = messages.chunks_mut(1).map(|one| self.decorate(room, reader, one));
+        try_join_all(reads).await?;
+        Ok(())
+    }
+
     /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
-    /// range read over the companion rows of the span of keys they cover.
+    /// range read over the companion rows of the span of keys they cover (a page of adjacent
+    /// messages; see `decorate_each` for scattered ones).
     pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
         let (Some(low), Some(high)) = (
             messages.iter().map(|m| m.id.as_str()).min(),

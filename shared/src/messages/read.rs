@@ -7,7 +7,8 @@
 //! index order; an index row without a message (a send in flight, or one whose write failed)
 //! is skipped, and the cursor still advances past it, so a client following `hasMore` never
 //! spins on it. Deleted messages (tombstones) are skipped the same way. Reactions and poll
-//! tallies come from one more range read over the page's companion rows. Every page costs the same at any depth: one or two range reads from the cursor.
+//! tallies come from one more range read over the page's companion rows. Every page costs
+//! the same at any depth: two or three range reads from the cursor.
 
 use std::collections::HashMap;
 use std::ops::Bound;

@@ -4,7 +4,8 @@
 //! 1. idempotency lookup — a repeat of a client id returns the first stored message and
 //!    triggers nothing again;
 //! 2. checks (`checks::admit`: member → timed out → read-only → slowmode → word filter), then
-//!    content validation (text, poll, mentions, reply target); the server's own lines skip both;
+//!    content validation (text, poll, mentions, reply target); the server's own lines skip both.
+//!    BRIEF §4's per-user rate limit between slowmode and the filter does not exist yet;
 //! 3. the slowmode clock advances on the member row, conditionally, before the write: a send
 //!    that cannot move it fails (closed), so slowmode never silently stops applying;
 //! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
@@ -220,7 +221,19 @@ impl Chat {
             }
             None => (None, None),
         };
-        self.advance_slowmode_clock(room, &access, now).await?;
+        if let Err(refused) = self.advance_slowmode_clock(room, &access, now).await {
+            // A concurrent retry of the same client id moved the clock first: answer with its
+            // message once it is stored.
+            if let Some(client_id) = &client_id
+                && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
+            {
+                return Ok(Sent {
+                    message: first,
+                    created: false,
+                });
+            }
+            return Err(refused);
+        }
         let post = Post {
             kind: draft.kind,
             author_id: who.user_id.to_string(),

@@ -3,45 +3,16 @@
 
 use std::collections::HashSet;
 
-use crate::auth::Principal;
-use crate::ids::{RoomId, UserId};
+use crate::ids::RoomId;
 use crate::keys::Ticks;
 use crate::messages::cursor::Order;
 use crate::messages::read::ReadMessages;
 use crate::messages::send::NewMessage;
-use crate::rooms::NewRoom;
 use crate::schema::Schema;
 use crate::service::Chat;
+use crate::service::testing::{alice, chat_on, store};
 use crate::storage::faults::FaultyTables;
-use crate::storage::sqlite::{Durability, SqliteTables};
 use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
-
-fn alice() -> Principal {
-    Principal {
-        user_id: UserId::parse("alice").unwrap(),
-        name: "Alice".into(),
-    }
-}
-
-fn store() -> SqliteTables {
-    let dir = std::env::temp_dir().join(format!("tt-svc-{}", uuid::Uuid::new_v4()));
-    SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap()
-}
-
-async fn chat_on(tables: Tables) -> (Chat, RoomId) {
-    let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
-    let room = chat
-        .create_room(
-            &alice(),
-            NewRoom {
-                name: "r".into(),
-                description: None,
-            },
-        )
-        .await
-        .unwrap();
-    (chat, RoomId::parse(&room.id).unwrap())
-}
 
 fn text(t: &str) -> NewMessage {
     NewMessage::text(t)

@@ -1,15 +1,16 @@
 //! Reading a thread: its root and its replies, oldest reply first.
 //!
 //! A reply's send writes a thread index row (`thread:<root>:<reply ascending key>`) in the
-//! same transaction as the reply, so a thread is one range read of those rows plus a point
-//! read per reply, whatever the size of the room. `PinMessage` lines point at their target
-//! with `pinnedMessageId`, not `replyTo`, so they are never part of a thread; deleted replies
-//! are skipped. Page cursors are the same opaque, room-bound cursors as message pages.
+//! same transaction as the reply, so a thread is one range read of those rows, a point read
+//! per reply and a companion-row read per message, whatever the size of the room. `PinMessage`
+//! lines point at their target with `pinnedMessageId`, not `replyTo`, so they are never part
+//! of a thread; deleted replies are skipped. Page cursors are the same opaque, room-bound
+//! cursors as message pages.
 
 use std::ops::Bound;
 
+use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinSet;
 use utoipa::{IntoParams, ToSchema};
 
 use super::Message;
@@ -76,21 +77,16 @@ impl Chat {
             .filter_map(|row| AscendingKey::parse(row.row_key.strip_prefix(&prefix)?))
             .collect();
 
-        let mut reads = JoinSet::new();
-        for (index, key) in keys.iter().enumerate() {
-            let (chat, room, key) = (self.clone(), room.clone(), key.ticks().message_key());
-            reads.spawn(async move { Ok::<_, Error>((index, chat.find_message(&room, &key).await?)) });
-        }
-        let mut replies = Vec::with_capacity(keys.len());
-        while let Some(read) = reads.join_next().await {
-            let (index, reply) = read.map_err(|e| Error::Internal(format!("reply read failed: {e}")))??;
-            replies.extend(reply.filter(Message::is_live).map(|m| (index, m)));
-        }
-        replies.sort_by_key(|(index, _)| *index);
+        let reads = keys
+            .iter()
+            .map(|key| async move { self.find_message(room, &key.ticks().message_key()).await });
+        let replies = try_join_all(reads).await?;
         let mut messages: Vec<Message> = std::iter::once(root)
-            .chain(replies.into_iter().map(|(_, m)| m))
+            .chain(replies.into_iter().flatten().filter(Message::is_live))
             .collect();
-        self.decorate(room, &who.user_id, &mut messages).await?;
+        // A thread's messages are scattered over the room: decorated one by one, so the cost
+        // is the thread's, not the room's.
+        self.decorate_each(room, &who.user_id, &mut messages).await?;
         let root = messages.remove(0);
         let next_cursor = keys
             .last()

@@ -1,82 +1,84 @@
 //! Deleting a room removes every row it has, in every table, so nothing is orphaned.
 //!
-//! The room row goes first: from then on every operation on the room answers 404, so no new
-//! message, member or reaction can be added. Then each member's "my rooms" row, then the
-//! room's partitions in every table, deleted in entity group transactions of at most 100 rows
-//! (one page read, one batch written, repeated until the partition is empty). A send that
-//! passed its checks just before the room row went can still land a moment later, so the
-//! partitions are swept a second time at the end.
+//! First the room row is marked as being deleted: from then on the room answers 404 to every
+//! operation (no new message, member, reaction or vote can start), while the owner can repeat
+//! the delete if it stops halfway. Then the room's partitions of `Messages`,
+//! `MessagesAscending` and `MessagesMetadata` are emptied, each member's "my rooms" row is
+//! removed, and last the room's `Rooms` partition, whose final batch holds the room row itself
+//! — so the marker lasts until everything else is gone. Deletes go in entity group transactions
+//! of at most 100 rows.
+//!
+//! An operation that passed its checks just before the marker was set can still land a moment
+//! later, so the whole sweep runs a second time after a pause longer than such an operation
+//! takes. That pause is a bound from experience, not a guarantee: a write stalled for longer
+//! could leave rows behind (a timer that re-sweeps deleted rooms would close this).
 
 use std::time::Duration;
 
 use crate::auth::Principal;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
-use crate::members::Member;
 use crate::schema::{MEMBER_PREFIX, ROOM_ROW};
 use crate::service::Chat;
-use crate::storage::{BatchOp, ErrorKind, IfMatch, RangeQuery, TableName};
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{RangeQuery, UpdateMode, Value};
 
-/// Rows per delete batch: Azure's entity group transaction limit.
-const BATCH: usize = 100;
+/// More members than any room has; the sweep reads them all, page by page.
+const ALL_MEMBERS: usize = 10_000_000;
 /// Pause before the second sweep, longer than a send takes from its checks to its write.
 const SETTLE: Duration = Duration::from_millis(200);
 
 impl Chat {
-    /// Deletes a room and all of its rows. Only the owner may.
+    /// Deletes a room and all of its rows. Only the owner may; repeating an unfinished delete
+    /// finishes it.
     pub async fn delete_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
-        let access = self.access(room_id, &who.user_id).await?;
-        if !access.is_owner() {
-            return Err(Error::Forbidden("only the owner can delete the room".into()));
-        }
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
-            .await?;
-
-        let query = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
-        let (members, _) = self
+        let missing = || Error::not_found("room not found");
+        let row = self
             .tables
-            .query_up_to(&self.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
-            .await?;
-        for row in &members {
-            if let Ok(member) = Member::from_entity(row) {
-                self.delete_if_present(&self.schema.user_rooms, &member.user_id.key(), room_id.as_str())
-                    .await?;
-            }
+            .get(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
+            .await?
+            .ok_or_else(missing)?;
+        if row.str("ownerId") != Some(who.user_id.as_str()) {
+            // A member learns that only the owner may; anyone else that there is no room.
+            return match !super::is_being_deleted(&row) && self.member(room_id, &who.user_id).await?.is_some() {
+                true => Err(Error::Forbidden("only the owner can delete the room".into())),
+                false => Err(missing()),
+            };
         }
+        update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room_id.as_str(),
+            ROOM_ROW,
+            UpdateMode::Replace,
+            |row| Ok::<_, Error>(row.with("deleting", Value::Bool(true))),
+        )
+        .await
+        .map_err(|e| settle(e, "room not found"))?;
+
         self.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
         self.sweep_room(room_id).await
     }
 
     async fn sweep_room(&self, room_id: &RoomId) -> Result<()> {
-        for table in self.schema.room_partitioned() {
-            self.sweep_partition(table, room_id.as_str()).await?;
+        let everything = RangeQuery::partition(room_id.as_str(), 100);
+        for table in [&self.schema.messages, &self.schema.ascending, &self.schema.metadata] {
+            self.tables.delete_range(table, &everything).await?;
         }
+        let members = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &members, ALL_MEMBERS)
+            .await?;
+        for row in rows {
+            // The member row's key carries the user's key; no need to parse the row.
+            if let Some(user_key) = row.row_key.strip_prefix(MEMBER_PREFIX) {
+                self.delete_if_present(&self.schema.user_rooms, user_key, room_id.as_str())
+                    .await?;
+            }
+        }
+        self.tables.delete_range(&self.schema.rooms, &everything).await?;
         Ok(())
-    }
-
-    /// Deletes every row of one partition, a batch at a time.
-    async fn sweep_partition(&self, table: &TableName, partition: &str) -> Result<()> {
-        loop {
-            let query = RangeQuery::partition(partition, BATCH);
-            let (rows, _) = self.tables.query_up_to(table, &query, BATCH).await?;
-            if rows.is_empty() {
-                return Ok(());
-            }
-            let ops: Vec<BatchOp> = rows
-                .iter()
-                .map(|row| BatchOp::Delete {
-                    partition_key: partition.to_owned(),
-                    row_key: row.row_key.clone(),
-                    if_match: IfMatch::Any,
-                })
-                .collect();
-            match self.tables.transact(table, partition, &ops).await {
-                Ok(_) => {}
-                // Someone else deleted one of these rows meanwhile: read the page again.
-                Err(e) if e.is(ErrorKind::NotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
     }
 }

@@ -9,12 +9,14 @@
 
 pub mod delete;
 pub mod settings;
+#[cfg(test)]
+mod tests;
 
 use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
+use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinSet;
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
@@ -27,6 +29,7 @@ use crate::permissions::Permissions;
 use crate::schema::ROOM_ROW;
 use crate::service::Chat;
 use crate::storage::{BatchOp, Entity, ErrorKind, RangeQuery, Value};
+use crate::text::{plain_lines, plain_text};
 
 pub use settings::{FilterAction, RoomChange, WordFilterSettings};
 
@@ -125,29 +128,18 @@ impl Room {
     }
 }
 
-/// Trims and checks a room's name or description.
-pub(crate) fn checked_text(value: &str, what: &str, max: usize, required: bool) -> Result<String> {
-    let value = value.trim();
-    if required && value.is_empty() {
-        return Err(Error::validation(format!("{what} must not be empty")));
-    }
-    if value.chars().count() > max {
-        return Err(Error::validation(format!("{what} is longer than {max} characters")));
-    }
-    if value.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(Error::validation(format!("{what} must not contain control characters")));
-    }
-    Ok(value.to_owned())
+/// True for a room row that `delete` has marked.
+pub(crate) fn is_being_deleted(row: &Entity) -> bool {
+    row.bool("deleting").unwrap_or(false)
 }
 
 impl Chat {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
-        let name = checked_text(&input.name, "name", MAX_ROOM_NAME_CHARS, true)?;
-        let description = checked_text(
+        let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
+        let description = plain_lines(
             input.description.as_deref().unwrap_or(""),
             "description",
             MAX_DESCRIPTION_CHARS,
-            false,
         )?;
         let id = RoomId::generate();
         let now = crate::storage::entity::truncate_to_micros(Utc::now());
@@ -184,7 +176,16 @@ impl Chat {
         match self.tables.insert(&self.schema.rooms, &member.to_entity(room_id)).await {
             Ok(_) => {}
             Err(e) if e.is(ErrorKind::AlreadyExists) => return Ok(room),
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                self.delete_if_present(&self.schema.user_rooms, &who.user_id.key(), room_id.as_str())
+                    .await?;
+                return Err(e.into());
+            }
+        }
+        // A ban that committed between the check above and the insert wins.
+        if self.is_banned(room_id, &who.user_id).await? {
+            self.remove_member(room_id, &who.user_id).await?;
+            return Err(Error::Forbidden("you are banned from this room".into()));
         }
         let line = format!("{} joined the room.", who.name);
         self.announce(room_id, MessageType::System, who, line).await;
@@ -210,28 +211,18 @@ impl Chat {
             .tables
             .query_up_to(&self.schema.user_rooms, &query, MAX_ROOMS_PER_USER)
             .await?;
-        let mut lookups = JoinSet::new();
-        for (index, row) in rows.into_iter().enumerate() {
-            let (chat, user) = (self.clone(), who.user_id.clone());
-            lookups.spawn(async move {
-                let Ok(room_id) = RoomId::parse(&row.row_key) else {
-                    return Ok(None);
-                };
-                let (member, room) = tokio::try_join!(chat.member(&room_id, &user), chat.find_room(&room_id))?;
-                let (Some(member), Some(room)) = (member, room) else {
-                    return Ok(None);
-                };
-                let entry = chat.room_entry(room, &member).await?;
-                Ok::<_, Error>(Some((index, entry)))
-            });
-        }
-        let mut rooms = Vec::new();
-        while let Some(joined) = lookups.join_next().await {
-            let found = joined.map_err(|e| Error::Internal(format!("room lookup failed: {e}")))??;
-            rooms.extend(found);
-        }
-        rooms.sort_by_key(|(index, _)| *index);
-        Ok(rooms.into_iter().map(|(_, room)| room).collect())
+        let lookups = rows.iter().map(|row| async move {
+            let Ok(room_id) = RoomId::parse(&row.row_key) else {
+                return Ok(None);
+            };
+            let (member, room) = tokio::try_join!(self.member(&room_id, &who.user_id), self.find_room(&room_id))?;
+            let (Some(member), Some(room)) = (member, room) else {
+                return Ok(None);
+            };
+            self.room_entry(room, &member).await.map(Some)
+        });
+        let rooms: Vec<Option<RoomEntry>> = try_join_all(lookups).await?;
+        Ok(rooms.into_iter().flatten().collect())
     }
 
     /// Counts what `member` has not read: messages from others newer than their read position
@@ -272,10 +263,12 @@ impl Chat {
         Ok(self.access(room_id, &who.user_id).await?.room)
     }
 
+    /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
         self.tables
             .get(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
             .await?
+            .filter(|e| !is_being_deleted(e))
             .map(|e| Room::from_entity(&e))
             .transpose()
     }

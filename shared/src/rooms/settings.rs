@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, checked_text};
+use super::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room};
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
@@ -16,11 +16,14 @@ use crate::schema::ROOM_ROW;
 use crate::service::Chat;
 use crate::storage::UpdateMode;
 use crate::storage::conditional::update_conditionally;
+use crate::text::{plain_lines, plain_text};
 use crate::word_filter::WordFilter;
 
 pub const MAX_SLOWMODE_SECONDS: u32 = 6 * 3600;
 pub const MAX_FILTER_WORDS: usize = 1000;
 pub const MAX_FILTER_WORD_CHARS: usize = 100;
+/// The stored word list's budget, under table storage's 32 Ki UTF-16 units per string.
+pub const MAX_FILTER_STORED_UNITS: usize = 30_000;
 pub const MAX_FILTER_TIMEOUT_SECONDS: u32 = 7 * 24 * 3600;
 
 /// What happens to a send the word filter catches.
@@ -56,12 +59,14 @@ impl WordFilterSettings {
             return Err(Error::validation(format!("at most {MAX_FILTER_WORDS} filter words")));
         }
         for word in &mut self.words {
-            *word = word.trim().to_owned();
-            if word.is_empty() || word.chars().count() > MAX_FILTER_WORD_CHARS || word.chars().any(char::is_control) {
-                return Err(Error::validation(format!(
-                    "a filter word is 1..={MAX_FILTER_WORD_CHARS} characters without control characters"
-                )));
-            }
+            *word = plain_text(word, "a filter word", 1, MAX_FILTER_WORD_CHARS)?;
+        }
+        // The list is stored as one string property, which holds at most 32 Ki UTF-16 units.
+        let stored = serde_json::to_string(&self).unwrap_or_default().encode_utf16().count();
+        if stored > MAX_FILTER_STORED_UNITS {
+            return Err(Error::validation(format!(
+                "the word list takes {stored} characters stored; at most {MAX_FILTER_STORED_UNITS} fit"
+            )));
         }
         match (self.action, self.timeout_seconds) {
             (FilterAction::Block, Some(_)) => Err(Error::validation("timeoutSeconds belongs to BlockAndTimeout")),
@@ -93,12 +98,12 @@ impl Chat {
         let name = change
             .name
             .as_deref()
-            .map(|n| checked_text(n, "name", MAX_ROOM_NAME_CHARS, true))
+            .map(|n| plain_text(n, "name", 1, MAX_ROOM_NAME_CHARS))
             .transpose()?;
         let description = change
             .description
             .as_deref()
-            .map(|d| checked_text(d, "description", MAX_DESCRIPTION_CHARS, false))
+            .map(|d| plain_lines(d, "description", MAX_DESCRIPTION_CHARS))
             .transpose()?;
         if change.slowmode_seconds.is_some_and(|s| s > MAX_SLOWMODE_SECONDS) {
             return Err(Error::validation(format!(
@@ -118,9 +123,7 @@ impl Chat {
         }
         if let Some(permissions) = change.everyone_permissions {
             access.require(Permission::ManageRoles)?;
-            if !access.is_owner() && !access.permissions.covers(permissions) {
-                return Err(Error::Forbidden("you can only grant permissions you hold".into()));
-            }
+            access.require_grantable(permissions)?;
         }
 
         let mut renamed = false;
@@ -131,6 +134,9 @@ impl Chat {
             ROOM_ROW,
             UpdateMode::Replace,
             |entity| {
+                if super::is_being_deleted(&entity) {
+                    return Err(Error::not_found("room not found"));
+                }
                 let mut room = Room::from_entity(&entity)?;
                 if let Some(name) = &name {
                     renamed = &room.name != name;

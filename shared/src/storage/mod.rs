@@ -288,6 +288,32 @@ impl Tables {
         }
     }
 
+    /// Deletes every row of a range, in entity group transactions of up to 100 rows (one page
+    /// read, one batch written, until the range is empty). Rows deleted by someone else
+    /// meanwhile are fine; rows added meanwhile inside the range are deleted too.
+    pub async fn delete_range(&self, table: &TableName, query: &RangeQuery) -> Result<()> {
+        loop {
+            let (rows, _) = self.query_up_to(table, query, rules::MAX_BATCH_OPS).await?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let ops: Vec<BatchOp> = rows
+                .into_iter()
+                .map(|row| BatchOp::Delete {
+                    partition_key: row.partition_key,
+                    row_key: row.row_key,
+                    if_match: IfMatch::Any,
+                })
+                .collect();
+            match self.transact(table, &query.partition_key, &ops).await {
+                Ok(_) => {}
+                // One of these rows went meanwhile: read the range again.
+                Err(e) if e.is(ErrorKind::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Applies all operations or none (an entity group transaction).
     pub async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
         rules::check_batch(partition_key, ops)?;

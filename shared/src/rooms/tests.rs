@@ -1,0 +1,95 @@
+//! Service-level failure paths of rooms and membership: a store failing halfway through a ban
+//! or a room deletion, and what a deleted message leaves behind.
+
+use crate::members::Ban;
+use crate::messages::send::NewMessage;
+use crate::service::testing::{alice, chat_on, store, user};
+use crate::storage::faults::FaultyTables;
+use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+
+fn unavailable() -> StoreError {
+    StoreError::new(ErrorKind::Unavailable, "injected")
+}
+
+#[tokio::test]
+async fn a_ban_is_all_or_nothing() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+
+    faults.fail_operation("transact", Some(&chat.schema().rooms), 1, unavailable());
+    let failed = chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await;
+    assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
+    // Neither half landed: bob is still a member, not banned, and can send.
+    assert!(!chat.is_banned(&room, &bob.user_id).await.unwrap());
+    chat.send_message(&bob, &room, NewMessage::text("still here"))
+        .await
+        .unwrap();
+
+    chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await.unwrap();
+    let refused = chat.send_message(&bob, &room, NewMessage::text("and now?")).await;
+    assert_eq!(refused.unwrap_err().code(), "FORBIDDEN");
+    assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "FORBIDDEN");
+}
+
+#[tokio::test]
+async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    for i in 0..5 {
+        chat.send_message(&bob, &room, NewMessage::text(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+
+    faults.fail_operation("transact", Some(&chat.schema().ascending), 1, unavailable());
+    let stopped = chat.delete_room(&alice(), &room).await;
+    assert_eq!(stopped.unwrap_err().code(), "UNAVAILABLE");
+    // Half deleted, the room is already gone for everyone...
+    assert_eq!(chat.get_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(chat.get_room(&alice(), &room).await.unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(chat.delete_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+    // ...and its owner finishes the job.
+    chat.delete_room(&alice(), &room).await.unwrap();
+    for table in chat.schema().room_partitioned() {
+        let (rows, _) = chat
+            .tables()
+            .query_up_to(table, &RangeQuery::partition(room.as_str(), 1000), 1000)
+            .await
+            .unwrap();
+        assert!(rows.is_empty(), "{table}: {rows:?}");
+    }
+    for who in [alice(), bob] {
+        let index = chat
+            .tables()
+            .get(&chat.schema().user_rooms, &who.user_id.key(), room.as_str())
+            .await;
+        assert!(index.unwrap().is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_message_leaves_no_reactions_or_votes() {
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let sent = chat
+        .send_message(&alice(), &room, NewMessage::text("hi"))
+        .await
+        .unwrap()
+        .message;
+    chat.react(&alice(), &room, &sent.id, "👍").await.unwrap();
+    chat.react(&alice(), &room, &sent.id, "🎉").await.unwrap();
+    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    let companions = crate::messages::reactions::companion_rows(&room, &sent.key());
+    let (rows, _) = chat
+        .tables()
+        .query_up_to(&chat.schema().metadata, &companions, 100)
+        .await
+        .unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    // And a reaction arriving after the delete is refused, not stored.
+    let late = chat.react(&alice(), &room, &sent.id, "👍").await;
+    assert_eq!(late.unwrap_err().code(), "NOT_FOUND");
+}
