@@ -77,6 +77,16 @@ pub struct Sent {
     pub created: bool,
 }
 
+impl Sent {
+    /// The answer to a repeat: the message the first send stored.
+    fn repeat(first: Message) -> Sent {
+        Sent {
+            message: first,
+            created: false,
+        }
+    }
+}
+
 /// A member's message on its way through the checks: sanitized, not yet validated.
 #[derive(Debug, Clone)]
 pub(crate) struct Draft {
@@ -183,10 +193,7 @@ impl Chat {
         if let Some(client_id) = &client_id
             && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
         {
-            return Ok(Sent {
-                message: first,
-                created: false,
-            });
+            return Ok(Sent::repeat(first));
         }
         let draft = Draft {
             kind,
@@ -227,10 +234,7 @@ impl Chat {
             if let Some(client_id) = &client_id
                 && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
             {
-                return Ok(Sent {
-                    message: first,
-                    created: false,
-                });
+                return Ok(Sent::repeat(first));
             }
             return Err(refused);
         }
@@ -251,7 +255,8 @@ impl Chat {
     }
 
     /// Writes a line in the room's own voice, unchecked (the server decided to write it).
-    /// `Webhook` text is sanitized like a member's; every other type's is plain text.
+    /// `Message` and `Webhook` text is sanitized like a member's; every other type's is plain
+    /// text.
     pub async fn write_line(
         &self,
         room: &RoomId,
@@ -324,10 +329,7 @@ impl Chat {
                 && let Some((user, client_id)) = &post.idempotency
                 && let Some(first) = self.find_sent(room, user, client_id).await?
             {
-                return Ok(Sent {
-                    message: first,
-                    created: false,
-                });
+                return Ok(Sent::repeat(first));
             }
             return Err(write_error.into());
         }

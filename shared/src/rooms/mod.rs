@@ -3,9 +3,10 @@
 //! (`delete`).
 //!
 //! A room and its members share one `Rooms` partition, so a room is created together with its
-//! owner's membership in one transaction. `UserRooms` indexes a user's rooms for listing; it is
-//! written before a membership appears and removed after it goes, and every listing re-checks
-//! membership, so a stale index row never shows a room the user is not in.
+//! owner's membership in one transaction. `UserRooms` indexes a user's rooms for listing: the
+//! index row is written before a membership appears (and taken back if the membership is not
+//! written) and removed before it goes, so no index row outlives its membership for good; every
+//! listing re-checks membership, so a stale one never shows a room the user is not in.
 
 pub mod delete;
 pub mod settings;
