@@ -125,6 +125,7 @@ fn token(args: &Args) -> Result<(), String> {
 
 async fn serve(args: &Args) -> Result<(), String> {
     let settings = settings(args).map_err(|e| e.to_string())?;
+    let custom_handler = std::env::var_os("FUNCTIONS_CUSTOMHANDLER_PORT").is_some();
     let addr = match std::env::var("FUNCTIONS_CUSTOMHANDLER_PORT") {
         Ok(port) => {
             let port: u16 = port.parse().map_err(|_| "FUNCTIONS_CUSTOMHANDLER_PORT is not a port")?;
@@ -141,6 +142,10 @@ async fn serve(args: &Args) -> Result<(), String> {
     let chat = Chat::from_settings(&settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?;
+    // On Azure the housekeeping timer function does this; the self-hosted server does it itself.
+    if let (false, Some(interval)) = (custom_handler, settings.housekeeping_interval) {
+        tokio::spawn(housekeeping(chat.clone(), interval));
+    }
     let state = http::AppState {
         chat,
         auth: Arc::new(Authenticator::new(settings.auth.clone())),
@@ -156,6 +161,19 @@ async fn serve(args: &Args) -> Result<(), String> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Runs housekeeping (retention purge, expired idempotency records) every `interval`.
+async fn housekeeping(chat: Chat, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match chat.housekeeping(chrono::Utc::now()).await {
+            Ok(report) => tracing::debug!(?report, "housekeeping"),
+            Err(e) => tracing::warn!(error = %e, "housekeeping failed; trying again next time"),
+        }
+    }
 }
 
 fn storage_kind(settings: &Settings) -> &'static str {

@@ -26,6 +26,13 @@ pub const JWT_ISSUER: &str = "TABLETALK_JWT_ISSUER";
 /// Required `aud` of bearer tokens, when set.
 pub const JWT_AUDIENCE: &str = "TABLETALK_JWT_AUDIENCE";
 
+/// The workspace id `messageChanges` accepts as its `serverId` (tabletalk has no workspaces of
+/// its own; the field is kept for clients of the change-feed contract). Default `default`.
+pub const WORKSPACE_ID: &str = "TABLETALK_WORKSPACE_ID";
+/// Seconds between housekeeping runs (retention purge, expired idempotency records) in the
+/// local server. Default 60; `0` turns it off. On Azure a timer function runs it instead.
+pub const HOUSEKEEPING_SECONDS: &str = "TABLETALK_HOUSEKEEPING_SECONDS";
+
 /// Where messages and everything else are stored.
 #[derive(Debug, Clone)]
 pub enum StorageSettings {
@@ -47,6 +54,9 @@ pub struct Settings {
     pub storage: StorageSettings,
     pub table_prefix: String,
     pub auth: AuthSettings,
+    pub workspace_id: String,
+    /// `None`: the local server runs no housekeeping of its own.
+    pub housekeeping_interval: Option<std::time::Duration>,
 }
 
 impl Settings {
@@ -80,10 +90,18 @@ impl Settings {
                 &format!("set it or {JWKS_URL} so callers can authenticate"),
             ));
         }
+        let housekeeping_interval = match get(HOUSEKEEPING_SECONDS).map(|s| s.parse::<u64>()) {
+            None => Some(std::time::Duration::from_secs(60)),
+            Some(Ok(0)) => None,
+            Some(Ok(seconds)) => Some(std::time::Duration::from_secs(seconds)),
+            Some(Err(_)) => return Err(config_error(HOUSEKEEPING_SECONDS, "must be a whole number of seconds")),
+        };
         Ok(Settings {
             storage,
             table_prefix,
             auth,
+            workspace_id: get(WORKSPACE_ID).unwrap_or_else(|| "default".into()),
+            housekeeping_interval,
         })
     }
 

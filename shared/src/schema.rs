@@ -6,6 +6,8 @@
 //!   (`idem:<user>:<clientId>`), so a message and its record commit in one transaction.
 //!   Replies add a thread index row in the same transaction (`thread:<root>:<reply ascending
 //!   key>`), so a thread is one range read, oldest reply first.
+//!   The room's version counter (`seq`) and one change-feed row per message at its newest
+//!   version (`v:<version>`) live here too, so a change and its version commit together.
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
 //! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
 //!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
@@ -14,9 +16,13 @@
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
 //!   transaction.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
+//! - `Housekeeping` (one partition, `rooms`): one row per room, so the housekeeping timer finds
+//!   every room without scanning the room-partitioned tables.
 
 use crate::storage::{Result, TableName, Tables};
 
+/// The one partition of `Housekeeping`.
+pub const HOUSEKEEPING_PARTITION: &str = "rooms";
 /// Row key of the room row in its `Rooms` partition.
 pub const ROOM_ROW: &str = "room";
 /// Prefix of member rows in a `Rooms` partition.
@@ -27,6 +33,10 @@ pub const ROLE_PREFIX: &str = "r:";
 pub const BAN_PREFIX: &str = "ban:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
+/// Row key of a room's version counter in its `Messages` partition.
+pub const COUNTER_ROW: &str = "seq";
+/// Prefix of change-feed rows in a `Messages` partition (`v:<20-digit version>`).
+pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
 pub const THREAD_PREFIX: &str = "thread:";
 
@@ -37,6 +47,7 @@ pub struct Schema {
     pub metadata: TableName,
     pub rooms: TableName,
     pub user_rooms: TableName,
+    pub housekeeping: TableName,
 }
 
 impl Schema {
@@ -48,16 +59,18 @@ impl Schema {
             metadata: name("MessagesMetadata")?,
             rooms: name("Rooms")?,
             user_rooms: name("UserRooms")?,
+            housekeeping: name("Housekeeping")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 5] {
+    pub fn all(&self) -> [&TableName; 6] {
         [
             &self.messages,
             &self.ascending,
             &self.metadata,
             &self.rooms,
             &self.user_rooms,
+            &self.housekeeping,
         ]
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
 use crate::keys::Ticks;
+use crate::messages::versions::Ledger;
 use crate::schema::Schema;
 use crate::storage::Tables;
 use crate::storage::azure::AzureTables;
@@ -19,6 +20,10 @@ pub struct Chat {
     pub(crate) schema: Arc<Schema>,
     /// Where send times come from; tests freeze it to force key collisions.
     pub(crate) clock: fn() -> Ticks,
+    /// Each room's queue of changes waiting for a version (group commit), in this process.
+    pub(crate) ledger: Arc<Ledger>,
+    /// The workspace id the change feed answers for.
+    pub(crate) workspace_id: Arc<str>,
 }
 
 impl Chat {
@@ -29,6 +34,8 @@ impl Chat {
             tables,
             schema: Arc::new(schema),
             clock: Ticks::now,
+            ledger: Arc::default(),
+            workspace_id: Arc::from("default"),
         })
     }
 
@@ -36,7 +43,9 @@ impl Chat {
     pub async fn from_settings(settings: &Settings) -> Result<Chat> {
         let tables = open_tables(&settings.storage)?;
         let schema = Schema::with_prefix(&settings.table_prefix)?;
-        Chat::open(tables, schema).await
+        let mut chat = Chat::open(tables, schema).await?;
+        chat.workspace_id = Arc::from(settings.workspace_id.as_str());
+        Ok(chat)
     }
 
     /// The same service with another clock (tests: a frozen clock makes every send collide).

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::messages::Message;
 use tabletalk::messages::changes::Edit;
+use tabletalk::messages::feed::{MessageChangesRequest, MessageChangesResult};
 use tabletalk::messages::forward::{Forward, ForwardOutcome};
 use tabletalk::messages::polls::Vote;
 use tabletalk::messages::reactions::ReactionCount;
@@ -185,4 +186,16 @@ pub async fn thread(
             .read_thread(&who, &RoomId::parse(&room)?, &id, request)
             .await?,
     ))
+}
+
+/// The change feed (seed 004): what changed in these conversations since the stored cursors.
+#[utoipa::path(post, path = "/api/messageChanges", tag = "messages", operation_id = "messageChanges",
+    request_body = MessageChangesRequest,
+    responses((status = 200, body = MessageChangesResult), (status = "4XX", body = ErrorBody)))]
+pub async fn changes(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(request): JsonBody<MessageChangesRequest>,
+) -> ApiResult<Json<MessageChangesResult>> {
+    Ok(Json(state.chat.message_changes(&who, request.input).await?))
 }

@@ -202,6 +202,11 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "rooms/{roomId}/messages/{messageId}/thread",
     },
     HttpFunction {
+        name: "messageChanges",
+        method: "post",
+        route: "messageChanges",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
@@ -247,6 +252,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/rooms/{roomId}/messages/{messageId}/forward", post(messages::forward))
         .route("/rooms/{roomId}/messages/{messageId}/thread", get(messages::thread))
+        .route("/messageChanges", post(messages::changes))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api", api)

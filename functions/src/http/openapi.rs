@@ -17,6 +17,7 @@ use utoipa::{Modify, OpenApi};
         super::messages::create, super::messages::read, super::messages::get, super::messages::edit,
         super::messages::delete, super::messages::pin, super::messages::unpin, super::messages::vote,
         super::messages::react, super::messages::unreact, super::messages::forward, super::messages::thread,
+        super::messages::changes,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

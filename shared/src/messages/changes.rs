@@ -3,6 +3,9 @@
 //! map, and rewrites the row through `rewrite` — the conditional-write helper, so a concurrent
 //! edit and unpin both land, and a change never resurrects a message deleted meanwhile.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use chrono::Utc;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -11,6 +14,7 @@ use super::checks::{self, Admission, refuse_timed_out};
 use super::mentions::Mentions;
 use super::operations::{Operation, authorize};
 use super::send::{Post, checked_text};
+use super::versions;
 use super::{Message, MessageType};
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
@@ -18,8 +22,8 @@ use crate::html;
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
 use crate::service::Chat;
-use crate::storage::UpdateMode;
-use crate::storage::conditional::update_conditionally;
+use crate::storage::conditional::{update_conditionally, update_conditionally_with};
+use crate::storage::{BatchOp, ETag, Entity, IfMatch, StoreError, UpdateMode};
 
 /// A new text for a message.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -46,7 +50,7 @@ impl Chat {
         let mentions = Mentions::parse(&text)?;
         checks::mentions_allowed(&access, &mentions)?;
         let mut edited = self
-            .rewrite(room, &message.key(), |m| {
+            .rewrite_versioned(room, &message.key(), |m| {
                 m.text = text.clone();
                 m.mentions = mentions.clone();
                 m.edited_at = Some(now);
@@ -67,7 +71,7 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
         let now = Utc::now();
-        self.rewrite(room, &message.key(), |m| {
+        self.rewrite_versioned(room, &message.key(), |m| {
             m.tombstone(who.user_id.as_str(), now);
             Ok(())
         })
@@ -114,11 +118,12 @@ impl Chat {
 
     /// Rewrites a live message row with the conditional-write helper: `change` runs on the
     /// row as it is now (again after every lost race), and a message deleted meanwhile is 404.
+    /// Pins use this; they do not move the message's version.
     pub(crate) async fn rewrite(
         &self,
         room: &RoomId,
         key: &MessageKey,
-        mut change: impl FnMut(&mut Message) -> Result<()>,
+        change: impl FnMut(&mut Message) -> Result<()>,
     ) -> Result<Message> {
         let entity = update_conditionally(
             &self.tables,
@@ -126,17 +131,82 @@ impl Chat {
             room.as_str(),
             key.as_str(),
             UpdateMode::Replace,
-            |entity| {
-                let mut message = Message::from_entity(room, &entity)?;
-                if !message.is_live() {
-                    return Err(Error::not_found("message not found"));
-                }
-                change(&mut message)?;
-                Ok(message.to_entity())
-            },
+            live_change(room, change),
         )
         .await
         .map_err(|e| settle(e, "message not found"))?;
         Message::from_entity(room, &entity)
+    }
+
+    /// `rewrite` for a change the feed carries (text edits, deletes): the row is written with
+    /// the room's next version, its old feed row replaced by one at the new version, all in the
+    /// counter's transaction.
+    pub(crate) async fn rewrite_versioned(
+        &self,
+        room: &RoomId,
+        key: &MessageKey,
+        change: impl FnMut(&mut Message) -> Result<()>,
+    ) -> Result<Message> {
+        let given = Arc::new(AtomicU64::new(0));
+        let write = |next: Entity, seen: ETag| {
+            let given = given.clone();
+            async move {
+                let current = Message::from_entity(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
+                let build = move |version| {
+                    let mut message = current.clone();
+                    let old = message.version;
+                    message.version = version;
+                    let mut ops = vec![BatchOp::Update {
+                        entity: message.to_entity(),
+                        mode: UpdateMode::Replace,
+                        if_match: IfMatch::Etag(seen.clone()),
+                    }];
+                    if old > 0 {
+                        ops.push(BatchOp::Delete {
+                            partition_key: current.room_id.clone(),
+                            row_key: versions::feed_key(old),
+                            if_match: IfMatch::Any,
+                        });
+                    }
+                    ops.push(BatchOp::Insert(message.to_feed_entity()));
+                    ops
+                };
+                let committed = self.commit_change(room, Box::new(build)).await?;
+                given.store(committed.version, Ordering::Relaxed);
+                committed.etags[0]
+                    .clone()
+                    .ok_or_else(|| StoreError::internal("no ETag for the message"))
+            }
+        };
+        let entity = update_conditionally_with(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            key.as_str(),
+            None,
+            live_change(room, change),
+            write,
+        )
+        .await
+        .map_err(|e| settle(e, "message not found"))?;
+        // The entity as applied carries the version it had, not the one it was given.
+        let mut message = Message::from_entity(room, &entity)?;
+        message.version = given.load(Ordering::Relaxed);
+        Ok(message)
+    }
+}
+
+/// The conditional helper's `apply` for a change to a live message.
+fn live_change(
+    room: &RoomId,
+    mut change: impl FnMut(&mut Message) -> Result<()>,
+) -> impl FnMut(Entity) -> Result<Entity> {
+    move |entity| {
+        let mut message = Message::from_entity(room, &entity)?;
+        if !message.is_live() {
+            return Err(Error::not_found("message not found"));
+        }
+        change(&mut message)?;
+        Ok(message.to_entity())
     }
 }

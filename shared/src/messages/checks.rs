@@ -113,6 +113,7 @@ mod tests {
                 slowmode_seconds: 0,
                 word_filter: WordFilterSettings::default(),
                 everyone_permissions: Permissions::default(),
+                retention_seconds: None,
             },
             member: Member::new(&who, role, now),
             permissions,

@@ -6,6 +6,7 @@
 pub mod changes;
 pub mod checks;
 pub mod cursor;
+pub mod feed;
 pub mod forward;
 pub mod mentions;
 pub mod operations;
@@ -14,6 +15,7 @@ pub mod reactions;
 pub mod read;
 pub mod send;
 pub mod threads;
+pub mod versions;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -96,6 +98,8 @@ pub struct Message {
     /// a poll (see `poll`) and for a deleted message.
     pub text: String,
     pub created_at: DateTime<Utc>,
+    /// Its room's counter value at its newest change (create, edit, delete); see `versions`.
+    pub version: u64,
     /// The id the client sent it with, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -162,7 +166,8 @@ impl Message {
             .with("userId", Value::String(self.author_id.clone()))
             .with("userName", Value::String(self.author_name.clone()))
             .with("message", Value::String(self.text.clone()))
-            .with("createdAt", Value::datetime(self.created_at));
+            .with("createdAt", Value::datetime(self.created_at))
+            .with("version", Value::Int64(self.version as i64));
         let optional = [
             ("clientId", self.client_id.clone().map(Value::String)),
             ("editedAt", self.edited_at.map(Value::datetime)),
@@ -188,13 +193,33 @@ impl Message {
         entity
     }
 
+    /// The change-feed row of this message at its version: a copy of the message row.
+    pub(crate) fn to_feed_entity(&self) -> Entity {
+        let mut entity = self.to_entity();
+        entity.row_key = versions::feed_key(self.version);
+        entity.set("messageId", Value::String(self.id.clone()));
+        entity
+    }
+
     /// Reads a `Messages` row. A row that does not parse is a server fault, never the caller's.
     pub(crate) fn from_entity(room: &RoomId, entity: &Entity) -> Result<Message> {
-        let broken = |what: &str| Error::Internal(format!("message {}/{}: {what}", room, entity.row_key));
-        MessageKey::parse(&entity.row_key).ok_or_else(|| broken("not a message key"))?;
+        Message::from_row(room, &entity.row_key, entity)
+    }
+
+    /// Reads a change-feed row.
+    pub(crate) fn from_feed_entity(room: &RoomId, entity: &Entity) -> Result<Message> {
+        let id = entity
+            .str("messageId")
+            .ok_or_else(|| Error::Internal(format!("feed row {room}/{} has no message id", entity.row_key)))?;
+        Message::from_row(room, id, entity)
+    }
+
+    fn from_row(room: &RoomId, id: &str, entity: &Entity) -> Result<Message> {
+        let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
+        MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
         let string = |name: &str| entity.str(name).map(str::to_owned);
         Ok(Message {
-            id: entity.row_key.clone(),
+            id: id.to_owned(),
             room_id: room.to_string(),
             kind: entity
                 .str("type")
@@ -204,6 +229,7 @@ impl Message {
             author_name: entity.str("userName").unwrap_or_default().to_owned(),
             text: entity.str("message").unwrap_or_default().to_owned(),
             created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
+            version: entity.i64("version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
             client_id: string("clientId"),
             edited_at: entity.datetime("editedAt"),
             deleted_at: entity.datetime("deletedAt"),

@@ -10,8 +10,9 @@
 //!    that cannot move it fails (closed), so slowmode never silently stops applying;
 //! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
 //!    in this process or another: take the next one, never overwrite), then the message row,
-//!    its idempotency record and its thread index row in one entity group transaction; if that
-//!    fails, the index row is deleted again, so a failed send leaves nothing readable;
+//!    its change-feed row, its idempotency record and its thread index row in one entity group
+//!    transaction with the room's version counter (`versions`); if that fails, the index row is
+//!    deleted again, so a failed send leaves nothing readable;
 //! 5. after the durable write only: side effects, which never fail the send.
 
 use chrono::{DateTime, Duration, Utc};
@@ -294,6 +295,7 @@ impl Chat {
             author_name: post.author_name,
             text: post.text,
             created_at: crate::storage::entity::truncate_to_micros(ticks.to_datetime()),
+            version: 0,
             client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
             edited_at: None,
             deleted_at: None,
@@ -308,30 +310,47 @@ impl Chat {
             poll: post.poll,
             reactions: Vec::new(),
         };
-        let mut ops = vec![BatchOp::Insert(message.to_entity())];
+        // The message, its feed row, and its idempotency record and thread row if any: one
+        // transaction, with the room's next version.
+        let mut extra = Vec::new();
         if let Some((user, client_id)) = &post.idempotency {
             let record = Entity::new(room.as_str(), idempotency_key(user, client_id))
                 .with("messageId", Value::String(message.id.clone()))
                 .with("createdAt", Value::datetime(Utc::now()));
-            ops.push(BatchOp::Insert(record));
+            extra.push(BatchOp::Insert(record));
         }
         if let Some(root) = &message.thread_id {
             let key = format!("{THREAD_PREFIX}{root}:{}", ticks.ascending_key().as_str());
             let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
-            ops.push(BatchOp::Insert(row));
+            extra.push(BatchOp::Insert(row));
         }
-        if let Err(write_error) = self.tables.transact(&self.schema.messages, room.as_str(), &ops).await {
-            self.release_index_row(room, ticks).await;
-            // A concurrent retry with the same client id stored its message first: answer
-            // with that one, as for any repeat.
-            if write_error.is(ErrorKind::AlreadyExists)
-                && write_error.batch_index == Some(1)
-                && let Some((user, client_id)) = &post.idempotency
-                && let Some(first) = self.find_sent(room, user, client_id).await?
-            {
-                return Ok(Sent::repeat(first));
+        let draft = message.clone();
+        let build = move |version| {
+            let mut message = draft.clone();
+            message.version = version;
+            let mut ops = vec![
+                BatchOp::Insert(message.to_entity()),
+                BatchOp::Insert(message.to_feed_entity()),
+            ];
+            ops.extend(extra.iter().cloned());
+            ops
+        };
+        let mut message = message;
+        match self.commit_change(room, Box::new(build)).await {
+            Ok(committed) => message.version = committed.version,
+            Err(write_error) => {
+                self.release_index_row(room, ticks).await;
+                // A concurrent retry with the same client id stored its message first: answer
+                // with that one, as for any repeat.
+                if write_error.is(ErrorKind::AlreadyExists)
+                    && write_error.batch_index == Some(2)
+                    && let Some((user, client_id)) = &post.idempotency
+                    && let Some(first) = self.find_sent(room, user, client_id).await?
+                {
+                    return Ok(Sent::repeat(first));
+                }
+                return Err(write_error.into());
             }
-            return Err(write_error.into());
         }
 
         // Step 5, after the durable write: live signals and the notification event attach here.

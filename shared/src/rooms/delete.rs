@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
-use crate::schema::{MEMBER_PREFIX, ROOM_ROW};
+use crate::schema::{HOUSEKEEPING_PARTITION, MEMBER_PREFIX, ROOM_ROW};
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{RangeQuery, UpdateMode, Value};
@@ -58,7 +58,9 @@ impl Chat {
 
         self.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
-        self.sweep_room(room_id).await
+        self.sweep_room(room_id).await?;
+        self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room_id.as_str())
+            .await
     }
 
     async fn sweep_room(&self, room_id: &RoomId) -> Result<()> {

@@ -56,6 +56,9 @@ pub struct Room {
     pub word_filter: WordFilterSettings,
     /// What every member may do, on top of their roles.
     pub everyone_permissions: Permissions,
+    /// Messages older than this many seconds are purged; absent keeps them forever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_seconds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -101,6 +104,10 @@ impl Room {
                 "everyonePermissions",
                 Value::Int64(self.everyone_permissions.bits() as i64),
             )
+            .with(
+                "retentionSeconds",
+                Value::Int64(self.retention_seconds.map_or(0, i64::from)),
+            )
     }
 
     pub(crate) fn from_entity(entity: &Entity) -> Result<Room> {
@@ -125,6 +132,10 @@ impl Room {
                 .map_or(Permissions::DEFAULT_EVERYONE, |bits| {
                     Permissions::from_bits(bits as u64)
                 }),
+            retention_seconds: entity
+                .i64("retentionSeconds")
+                .and_then(|s| u32::try_from(s).ok())
+                .filter(|s| *s > 0),
         })
     }
 }
@@ -154,8 +165,10 @@ impl Chat {
             slowmode_seconds: 0,
             word_filter: WordFilterSettings::default(),
             everyone_permissions: Permissions::DEFAULT_EVERYONE,
+            retention_seconds: None,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
+        self.register_room(&id).await?;
         self.index_user_room(&who.user_id, &id).await?;
         let ops = [BatchOp::Insert(room.to_entity()), BatchOp::Insert(owner.to_entity(&id))];
         self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;

@@ -91,7 +91,18 @@ pub struct RoomChange {
     pub word_filter: Option<WordFilterSettings>,
     /// Needs ManageRoles.
     pub everyone_permissions: Option<Permissions>,
+    /// Seconds messages are kept (1..=315360000); null keeps them forever.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u32>)]
+    pub retention_seconds: Option<Option<u32>>,
 }
+
+/// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+pub const MAX_RETENTION_SECONDS: u32 = 10 * 365 * 24 * 3600;
 
 impl Chat {
     pub async fn update_room(&self, who: &Principal, room_id: &RoomId, change: RoomChange) -> Result<Room> {
@@ -111,12 +122,20 @@ impl Chat {
             )));
         }
         let word_filter = change.word_filter.map(WordFilterSettings::checked).transpose()?;
+        if let Some(Some(seconds)) = change.retention_seconds
+            && !(1..=MAX_RETENTION_SECONDS).contains(&seconds)
+        {
+            return Err(Error::validation(format!(
+                "retentionSeconds must be 1..={MAX_RETENTION_SECONDS}, or null"
+            )));
+        }
 
         let access = self.access(room_id, &who.user_id).await?;
         let room_fields = name.is_some()
             || description.is_some()
             || change.read_only.is_some()
             || change.slowmode_seconds.is_some()
+            || change.retention_seconds.is_some()
             || word_filter.is_some();
         if room_fields {
             access.require(Permission::ManageRoom)?;
@@ -147,6 +166,7 @@ impl Chat {
                 room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
                 room.word_filter = word_filter.clone().unwrap_or(room.word_filter);
                 room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
+                room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
                 Ok::<_, Error>(room.to_entity())
             },
         )

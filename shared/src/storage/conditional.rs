@@ -9,8 +9,11 @@
 //! - the entity is gone → `NotFound`;
 //! - the re-read itself fails → `Conflict` (the caller may try again);
 //! - [`MAX_ATTEMPTS`] writes all lost → `Conflict`.
+//!
+//! Between attempts it waits a short random time, so writers in different processes spread
+//! out instead of colliding again.
 
-use super::{Entity, ErrorKind, IfMatch, StoreError, TableName, Tables, UpdateMode};
+use super::{ETag, Entity, ErrorKind, IfMatch, StoreError, TableName, Tables, UpdateMode};
 
 /// Write attempts per conditional update, shared by every caller: there is no per-operation
 /// budget to raise.
@@ -39,13 +42,36 @@ pub async fn update_conditionally<E>(
     partition_key: &str,
     row_key: &str,
     mode: UpdateMode,
-    mut apply: impl FnMut(Entity) -> Result<Entity, E>,
+    apply: impl FnMut(Entity) -> Result<Entity, E>,
 ) -> Result<Entity, ConditionalError<E>> {
-    let mut current = tables
-        .get(table, partition_key, row_key)
-        .await
-        .map_err(ConditionalError::Store)?
-        .ok_or(ConditionalError::NotFound)?;
+    let write = |next: Entity, seen: ETag| async move { tables.update(table, &next, mode, &IfMatch::Etag(seen)).await };
+    update_conditionally_with(tables, table, partition_key, row_key, None, apply, write).await
+}
+
+/// `update_conditionally` for a caller that writes the entity itself: `write` must store
+/// `next` conditionally on `seen` (typically in an entity group transaction with rows that
+/// must commit with it) and return its new ETag. `known` is a copy of the entity the caller
+/// believes current, saving the first read; a stale copy costs one lost race.
+pub async fn update_conditionally_with<E, W>(
+    tables: &Tables,
+    table: &TableName,
+    partition_key: &str,
+    row_key: &str,
+    known: Option<Entity>,
+    mut apply: impl FnMut(Entity) -> Result<Entity, E>,
+    mut write: impl FnMut(Entity, ETag) -> W,
+) -> Result<Entity, ConditionalError<E>>
+where
+    W: Future<Output = Result<ETag, StoreError>>,
+{
+    let mut current = match known {
+        Some(entity) => entity,
+        None => tables
+            .get(table, partition_key, row_key)
+            .await
+            .map_err(ConditionalError::Store)?
+            .ok_or(ConditionalError::NotFound)?,
+    };
     for attempt in 1..=MAX_ATTEMPTS {
         let seen = current.etag.clone().ok_or_else(|| {
             ConditionalError::Store(StoreError::internal("the store returned an entity without an ETag"))
@@ -53,7 +79,7 @@ pub async fn update_conditionally<E>(
         let mut next = apply(current).map_err(ConditionalError::Rejected)?;
         next.partition_key = partition_key.to_owned();
         next.row_key = row_key.to_owned();
-        let write_error = match tables.update(table, &next, mode, &IfMatch::Etag(seen.clone())).await {
+        let write_error = match write(next.clone(), seen.clone()).await {
             Ok(etag) => {
                 next.etag = Some(etag);
                 return Ok(next);
@@ -68,6 +94,7 @@ pub async fn update_conditionally<E>(
             Ok(Some(reread)) => {
                 tracing::debug!(table = %table, attempt, error = %write_error, "conditional write lost a race; re-applying");
                 current = reread;
+                backoff(attempt).await;
             }
             Err(read_error) => {
                 tracing::warn!(table = %table, %write_error, %read_error, "re-read after a failed conditional write failed");
@@ -76,6 +103,14 @@ pub async fn update_conditionally<E>(
         }
     }
     Err(ConditionalError::Conflict)
+}
+
+/// A short random pause after a lost race, growing with the attempt, so writers in different
+/// processes that collided do not collide again in lockstep.
+async fn backoff(attempt: usize) {
+    let ceiling_ms = 2u64 << attempt.min(6);
+    let pause = rand::random_range(0..=ceiling_ms);
+    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
 }
 
 impl<E> ConditionalError<E> {

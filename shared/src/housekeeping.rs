@@ -1,0 +1,205 @@
+//! Housekeeping, what the timer does: purge messages older than their room's retention, raise
+//! the room's retention floor, and expire idempotency records past their window.
+//!
+//! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in
+//! rooms and in expired rows, never in the messages stored. A purge works in small batches and
+//! stops after a bounded amount of work per room per run; the next run goes on.
+//!
+//! Purging a message deletes its index row and companion rows (reactions, votes) first, then,
+//! in one entity group transaction, its message row, its feed row and its thread row together
+//! with the counter's new floor: a reader can never see a purged change vanish without the
+//! floor telling it so (its cursor below the floor answers RESET).
+
+use std::ops::Bound;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
+use crate::messages::Message;
+use crate::messages::reactions::companion_rows;
+use crate::messages::versions::{Counter, feed_key};
+use crate::rooms::is_being_deleted;
+use crate::schema::{COUNTER_ROW, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
+use crate::service::Chat;
+use crate::storage::conditional::{ConditionalError, update_conditionally_with};
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+
+/// How long a client id protects against a repeated send.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
+/// Messages purged per transaction: each takes up to three operations, plus the counter.
+const PURGE_BATCH: usize = 30;
+/// Batches one room gets per run, so that one big room never holds up the others.
+const MAX_BATCHES_PER_ROOM: usize = 20;
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub rooms: usize,
+    pub messages_purged: usize,
+    pub idempotency_records_expired: usize,
+}
+
+impl Chat {
+    /// Lists a room for housekeeping. Written before the room exists, so no room is missed; a
+    /// row whose room never appeared is dropped by the next run.
+    pub(crate) async fn register_room(&self, room: &RoomId) -> Result<()> {
+        let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str());
+        self.tables
+            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// One housekeeping run over every room.
+    pub async fn housekeeping(&self, now: DateTime<Utc>) -> Result<Report> {
+        let query = RangeQuery::partition(HOUSEKEEPING_PARTITION, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.housekeeping, &query, 10_000_000)
+            .await?;
+        let mut report = Report::default();
+        for row in rows {
+            let Ok(room) = RoomId::parse(&row.row_key) else {
+                continue;
+            };
+            let room_row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
+            let retention = match &room_row {
+                None => {
+                    self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
+                        .await?;
+                    continue;
+                }
+                Some(row) if is_being_deleted(row) => continue,
+                Some(row) => row.i64("retentionSeconds").filter(|s| *s > 0),
+            };
+            report.rooms += 1;
+            if let Some(seconds) = retention {
+                report.messages_purged += self.purge_room(&room, now - Duration::seconds(seconds)).await?;
+            }
+            report.idempotency_records_expired += self.expire_idempotency(&room, now - IDEMPOTENCY_WINDOW).await?;
+        }
+        Ok(report)
+    }
+
+    /// Purges a room's messages sent before `cutoff`, a bounded number of batches per call.
+    pub(crate) async fn purge_room(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
+        // Older messages have larger keys: everything after the cutoff's key is expired.
+        let expired = RangeQuery::partition(room.as_str(), PURGE_BATCH)
+            .from(Bound::Excluded(
+                Ticks::from_datetime(cutoff).message_key().as_str().to_owned(),
+            ))
+            .to(Bound::Excluded(MESSAGE_KEY_RANGE.1.to_owned()));
+        let mut purged = 0;
+        for _ in 0..MAX_BATCHES_PER_ROOM {
+            let (rows, _) = self
+                .tables
+                .query_up_to(&self.schema.messages, &expired, PURGE_BATCH)
+                .await?;
+            if rows.is_empty() {
+                break;
+            }
+            let messages = rows
+                .iter()
+                .map(|row| Message::from_entity(room, row))
+                .collect::<Result<Vec<_>>>()?;
+            for message in &messages {
+                let index = message.key().ticks().ascending_key();
+                self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
+                    .await?;
+                self.tables
+                    .delete_range(&self.schema.metadata, &companion_rows(room, &message.key()))
+                    .await?;
+            }
+            match self.purge_batch(room, &messages).await {
+                Ok(()) => purged += messages.len(),
+                // Another run purged some of them meanwhile: read the range again.
+                Err(e) if e.is(ErrorKind::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(purged)
+    }
+
+    /// Deletes the messages' rows in the `Messages` partition and raises the floor over their
+    /// versions, in one transaction conditional on the counter.
+    async fn purge_batch(&self, room: &RoomId, messages: &[Message]) -> Result<(), StoreError> {
+        let top = messages.iter().map(|m| m.version).max().unwrap_or(0);
+        let mut deletes = Vec::new();
+        let delete = |row_key: String| BatchOp::Delete {
+            partition_key: room.to_string(),
+            row_key,
+            if_match: IfMatch::Any,
+        };
+        for message in messages {
+            deletes.push(delete(message.id.clone()));
+            if message.version > 0 {
+                deletes.push(delete(feed_key(message.version)));
+            }
+            if let Some(root) = &message.thread_id {
+                let index = message.key().ticks().ascending_key();
+                deletes.push(delete(format!("{THREAD_PREFIX}{root}:{}", index.as_str())));
+            }
+        }
+        self.with_counter(room, |known| async move {
+            let written = update_conditionally_with(
+                &self.tables,
+                &self.schema.messages,
+                room.as_str(),
+                COUNTER_ROW,
+                Some(known),
+                |entity| {
+                    let floor = Counter::from_entity(&entity).floor.max(top);
+                    Ok::<_, std::convert::Infallible>(entity.with("floor", Value::Int64(floor as i64)))
+                },
+                |next, seen| {
+                    let mut ops = vec![BatchOp::Update {
+                        entity: next,
+                        mode: UpdateMode::Replace,
+                        if_match: IfMatch::Etag(seen),
+                    }];
+                    ops.extend(deletes.iter().cloned());
+                    async move {
+                        let etags = self.tables.transact(&self.schema.messages, room.as_str(), &ops).await?;
+                        etags[0]
+                            .clone()
+                            .ok_or_else(|| StoreError::internal("no ETag for the counter"))
+                    }
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                ConditionalError::Store(e) => e,
+                ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
+                ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
+                ConditionalError::Rejected(never) => match never {},
+            })?;
+            Ok(((), written))
+        })
+        .await
+    }
+
+    /// Deletes a room's idempotency records older than `cutoff`.
+    async fn expire_idempotency(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
+        let query = RangeQuery::prefix(room.as_str(), IDEMPOTENCY_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, 100_000).await?;
+        let expired: Vec<BatchOp> = rows
+            .into_iter()
+            .filter(|row| row.datetime("createdAt").is_some_and(|at| at < cutoff))
+            .map(|row| BatchOp::Delete {
+                partition_key: row.partition_key,
+                row_key: row.row_key,
+                if_match: IfMatch::Any,
+            })
+            .collect();
+        for batch in expired.chunks(crate::storage::rules::MAX_BATCH_OPS) {
+            match self.tables.transact(&self.schema.messages, room.as_str(), batch).await {
+                Ok(_) => {}
+                Err(e) if e.is(ErrorKind::NotFound) => {}
+                Err(e) => return Err(Error::from(e)),
+            }
+        }
+        Ok(expired.len())
+    }
+}

@@ -1,0 +1,363 @@
+//! Versions: every change to a message row (create, text edit, tombstone delete) takes the
+//! next number of its room's counter, and the counter moves in the same entity group
+//! transaction as the change, conditional on the counter's ETag. A commit that lost the
+//! counter to another writer is re-numbered and retried (through the shared conditional-write
+//! helper), so versions become visible strictly in order: a reader never sees N+1 while N can
+//! still appear.
+//!
+//! Each message also keeps exactly one feed row, `v:<version>`, a copy of the message at its
+//! newest version: a change deletes the old feed row and writes the new one in the same
+//! transaction. The change feed is therefore one range read per conversation.
+//!
+//! One counter per room would serialise a busy room's sends, so changes are committed in
+//! groups: each change joins its room's queue, and whoever holds the room's turn takes every
+//! queued change that fits one transaction (100 operations, a few MiB), numbers them with one
+//! counter step and commits them together. The counter row as last written is kept with the
+//! turn, so a commit in a quiet process costs no extra read; a stale copy (another process
+//! wrote) costs one lost race. Across processes the helper's randomised backoff spreads
+//! colliding writers.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::ids::RoomId;
+use crate::schema::{COUNTER_ROW, FEED_PREFIX};
+use crate::service::Chat;
+use crate::storage::conditional::{ConditionalError, update_conditionally_with};
+use crate::storage::rules::MAX_BATCH_OPS;
+use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
+
+/// Bytes of entities one group may carry, well under Azure's 4 MiB per transaction (which
+/// also counts the multipart framing).
+const MAX_GROUP_BYTES: usize = 3 * 1024 * 1024;
+
+/// Rounds of the conditional helper a group may lose to other processes before its senders
+/// are told the room is busy.
+const MAX_CONTENDED_ROUNDS: u32 = 8;
+
+/// The feed row key of a version: fixed width, so key order is version order.
+pub(crate) fn feed_key(version: u64) -> String {
+    format!("{FEED_PREFIX}{version:020}")
+}
+
+/// The version a feed row key names.
+pub(crate) fn feed_version(key: &str) -> Option<u64> {
+    key.strip_prefix(FEED_PREFIX)?.parse().ok()
+}
+
+/// A room's counter: the last version handed out, and the retention floor (every version at
+/// or below it may have been purged).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counter {
+    pub version: u64,
+    pub floor: u64,
+}
+
+impl Counter {
+    pub(crate) fn from_entity(entity: &Entity) -> Counter {
+        let number = |name| entity.i64(name).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
+        Counter {
+            version: number("version"),
+            floor: number("floor"),
+        }
+    }
+
+    fn write(self, mut entity: Entity) -> Entity {
+        entity.set("version", Value::Int64(self.version as i64));
+        entity.set("floor", Value::Int64(self.floor as i64));
+        entity
+    }
+}
+
+/// A change waiting for its version: the operations it commits, given that version.
+pub(crate) type Build = Box<dyn Fn(u64) -> Vec<BatchOp> + Send + Sync>;
+
+/// A committed change: its version and the ETags of its operations, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Committed {
+    pub version: u64,
+    pub etags: Vec<Option<ETag>>,
+}
+
+struct Pending {
+    build: Build,
+    ops: usize,
+    bytes: usize,
+    /// The rows it writes (its feed row aside, which is unique by version): a transaction may
+    /// touch a row once, so changes to the same row go in different groups.
+    rows: Vec<String>,
+    reply: oneshot::Sender<Result<Committed, StoreError>>,
+}
+
+/// Every room's queue of changes, in this process. Cloning the service shares it.
+#[derive(Default)]
+pub(crate) struct Ledger {
+    rooms: Mutex<HashMap<String, Arc<RoomLog>>>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ledger")
+    }
+}
+
+#[derive(Default)]
+struct RoomLog {
+    /// Changes waiting for the turn. A std mutex: held only to push or drain, never across
+    /// an await.
+    queue: Mutex<VecDeque<Pending>>,
+    /// The turn to commit, holding the counter row as this process last wrote it.
+    turn: Arc<tokio::sync::Mutex<Option<Entity>>>,
+}
+
+impl Ledger {
+    fn log(&self, room: &RoomId) -> Arc<RoomLog> {
+        let mut rooms = self.rooms.lock().expect("ledger lock");
+        rooms.entry(room.to_string()).or_default().clone()
+    }
+}
+
+impl RoomLog {
+    /// The oldest queued changes that fit one transaction with the counter (at least one),
+    /// passing over any that touches a row already in the group.
+    fn take_group(&self) -> Vec<Pending> {
+        let mut queue = self.queue.lock().expect("queue lock");
+        let (mut ops, mut bytes) = (1, 0);
+        let mut rows: HashSet<String> = HashSet::new();
+        let (mut group, mut later) = (Vec::new(), VecDeque::new());
+        while let Some(next) = queue.pop_front() {
+            let fits = ops + next.ops <= MAX_BATCH_OPS && bytes + next.bytes <= MAX_GROUP_BYTES;
+            if !group.is_empty() && !fits {
+                queue.push_front(next);
+                break;
+            }
+            if next.rows.iter().any(|row| rows.contains(row)) {
+                later.push_back(next);
+                continue;
+            }
+            ops += next.ops;
+            bytes += next.bytes;
+            rows.extend(next.rows.iter().cloned());
+            group.push(next);
+        }
+        // Passed-over changes keep their place at the front.
+        while let Some(next) = later.pop_back() {
+            queue.push_front(next);
+        }
+        group
+    }
+}
+
+fn contended() -> StoreError {
+    StoreError::new(ErrorKind::Unavailable, "the room is busy; try again")
+}
+
+impl Chat {
+    /// Commits one change with the next version of its room, possibly together with other
+    /// changes queued at the same time. Errors carry the failing operation's index within
+    /// this change.
+    pub(crate) async fn commit_change(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
+        let sample = build(0);
+        let (tx, mut rx) = oneshot::channel();
+        let log = self.ledger.log(room);
+        let unnumbered = feed_key(0);
+        log.queue.lock().expect("queue lock").push_back(Pending {
+            ops: sample.len(),
+            bytes: sample.iter().map(op_bytes).sum(),
+            rows: sample
+                .iter()
+                .map(|op| op.keys().1.to_owned())
+                .filter(|row| *row != unnumbered)
+                .collect(),
+            build,
+            reply: tx,
+        });
+        loop {
+            let mut counter = log.turn.clone().lock_owned().await;
+            // The holder of the turn before us may have committed this change already.
+            match rx.try_recv() {
+                Ok(done) => return done,
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    return Err(StoreError::internal("a group commit ended without an answer"));
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            let group = log.take_group();
+            // The commit runs as its own task: if this request is dropped meanwhile, the group
+            // (other senders' changes too) still commits and is answered.
+            let (chat, room) = (self.clone(), room.clone());
+            let commit = tokio::spawn(async move { chat.commit_group(&room, &mut counter, group).await });
+            if let Err(e) = commit.await {
+                return Err(StoreError::internal(format!("a group commit failed: {e}")));
+            }
+        }
+    }
+
+    /// Commits a group: one counter step for all of it. A change whose own operation fails
+    /// is answered with that failure and the rest are committed without it.
+    async fn commit_group(&self, room: &RoomId, counter: &mut Option<Entity>, mut group: Vec<Pending>) {
+        let mut contended_rounds = 0;
+        while !group.is_empty() {
+            let known = match counter.take() {
+                Some(entity) => entity,
+                None => match self.counter_row(room).await {
+                    Ok(entity) => entity,
+                    Err(e) => return answer_all(group, e),
+                },
+            };
+            let builds: Vec<&Build> = group.iter().map(|p| &p.build).collect();
+            let written = Arc::new(Mutex::new(Vec::new()));
+            let n = group.len() as u64;
+            let outcome = update_conditionally_with(
+                &self.tables,
+                &self.schema.messages,
+                room.as_str(),
+                COUNTER_ROW,
+                Some(known),
+                |entity| {
+                    let mut step = Counter::from_entity(&entity);
+                    step.version += n;
+                    Ok::<_, std::convert::Infallible>(step.write(entity))
+                },
+                |next, seen| {
+                    let first = Counter::from_entity(&next).version - n + 1;
+                    let mut ops = vec![BatchOp::Update {
+                        entity: next,
+                        mode: UpdateMode::Replace,
+                        if_match: IfMatch::Etag(seen),
+                    }];
+                    for (i, build) in builds.iter().enumerate() {
+                        ops.extend(build(first + i as u64));
+                    }
+                    let (tables, table, written) = (self.tables.clone(), self.schema.messages.clone(), written.clone());
+                    async move {
+                        let etags = tables.transact(&table, room.as_str(), &ops).await?;
+                        let counter = etags[0]
+                            .clone()
+                            .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
+                        *written.lock().expect("etags lock") = etags;
+                        Ok(counter)
+                    }
+                },
+            )
+            .await;
+            match outcome {
+                Ok(entity) => {
+                    let last = Counter::from_entity(&entity).version;
+                    let etags = std::mem::take(&mut *written.lock().expect("etags lock"));
+                    *counter = Some(entity);
+                    let mut at = 1;
+                    for (i, pending) in group.into_iter().enumerate() {
+                        let mine = etags.get(at..at + pending.ops).unwrap_or_default().to_vec();
+                        at += pending.ops;
+                        let version = last - n + 1 + i as u64;
+                        let _ = pending.reply.send(Ok(Committed { version, etags: mine }));
+                    }
+                    return;
+                }
+                // One change's own operation failed: answer it, commit the others.
+                Err(ConditionalError::Store(e)) if e.batch_index.is_some_and(|i| i > 0) => {
+                    let mut index = e.batch_index.unwrap_or(0) - 1;
+                    let culprit = group
+                        .iter()
+                        .position(|p| {
+                            let inside = index < p.ops;
+                            if !inside {
+                                index -= p.ops;
+                            }
+                            inside
+                        })
+                        .unwrap_or(0);
+                    let pending = group.remove(culprit);
+                    let _ = pending.reply.send(Err(StoreError {
+                        batch_index: Some(index),
+                        ..e
+                    }));
+                }
+                Err(ConditionalError::Store(e)) => return answer_all(group, e),
+                Err(ConditionalError::NotFound) => {
+                    return answer_all(
+                        group,
+                        StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
+                    );
+                }
+                // Other processes kept winning the counter for a whole round of the helper. Nothing
+                // of the group was written, so it simply tries again after a longer pause: a
+                // sender hears "busy" only when the room stays contended for many rounds.
+                Err(ConditionalError::Conflict) if contended_rounds < MAX_CONTENDED_ROUNDS => {
+                    contended_rounds += 1;
+                    let pause = rand::random_range(5..=20u64 << contended_rounds.min(4));
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                }
+                Err(ConditionalError::Conflict) => return answer_all(group, contended()),
+                Err(ConditionalError::Rejected(never)) => match never {},
+            }
+        }
+    }
+
+    /// The room's counter row, created at zero if the room has none yet.
+    async fn counter_row(&self, room: &RoomId) -> Result<Entity, StoreError> {
+        if let Some(row) = self
+            .tables
+            .get(&self.schema.messages, room.as_str(), COUNTER_ROW)
+            .await?
+        {
+            return Ok(row);
+        }
+        let fresh = Counter::default().write(Entity::new(room.as_str(), COUNTER_ROW));
+        match self.tables.insert(&self.schema.messages, &fresh).await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorKind::AlreadyExists) => {}
+            Err(e) => return Err(e),
+        }
+        self.tables
+            .get(&self.schema.messages, room.as_str(), COUNTER_ROW)
+            .await?
+            .ok_or_else(|| StoreError::new(ErrorKind::NotFound, "the room's counter is gone"))
+    }
+
+    /// The room's counter as stored now (zero for a room without changes).
+    pub(crate) async fn counter(&self, room: &RoomId) -> Result<Counter, StoreError> {
+        let row = self
+            .tables
+            .get(&self.schema.messages, room.as_str(), COUNTER_ROW)
+            .await?;
+        Ok(row.as_ref().map(Counter::from_entity).unwrap_or_default())
+    }
+
+    /// Runs `commit` holding the room's turn, with the counter row, so that a change to the
+    /// counter outside the feed (the retention floor) never races this process's groups.
+    pub(crate) async fn with_counter<T, F>(
+        &self,
+        room: &RoomId,
+        commit: impl FnOnce(Entity) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<(T, Entity), StoreError>>,
+    {
+        let log = self.ledger.log(room);
+        let mut counter = log.turn.clone().lock_owned().await;
+        let current = match counter.take() {
+            Some(entity) => entity,
+            None => self.counter_row(room).await?,
+        };
+        let (result, written) = commit(current).await?;
+        *counter = Some(written);
+        Ok(result)
+    }
+}
+
+fn answer_all(group: Vec<Pending>, error: StoreError) {
+    for pending in group {
+        let _ = pending.reply.send(Err(error.clone()));
+    }
+}
+
+fn op_bytes(op: &BatchOp) -> usize {
+    match op {
+        BatchOp::Insert(e) | BatchOp::Update { entity: e, .. } | BatchOp::Upsert { entity: e, .. } => e.stored_size(),
+        BatchOp::Delete { .. } => 256,
+    }
+}
