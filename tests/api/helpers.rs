@@ -109,7 +109,13 @@ impl Drop for TestApp {
 
 /// Starts the binary on `backend` and waits until it listens.
 pub fn spawn_app(backend: &Backend) -> TestApp {
+    spawn_app_with(backend, &[])
+}
+
+/// `spawn_app` with extra settings.
+pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
+    command.envs(settings.iter().copied());
     command
         .args(["serve", "--port", "0", "--settings", "none"])
         .env_remove("FUNCTIONS_CUSTOMHANDLER_PORT")
@@ -248,6 +254,20 @@ impl TestApp {
             .await;
         assert_eq!(members.status, StatusCode::OK, "{}", members.body);
         members.body.as_array()?.iter().find(|m| m["userId"] == user).cloned()
+    }
+
+    /// One `messageChanges` call: `conversations` is a list of `[roomId, after]` pairs.
+    pub async fn changes(&self, user: &str, conversations: &[(&str, Option<&str>)], limit: Option<i64>) -> Reply {
+        let conversations: Vec<Value> = conversations
+            .iter()
+            .map(|(id, after)| json!({ "conversationId": id, "after": after }))
+            .collect();
+        let mut input = json!({ "serverId": "default", "conversations": conversations });
+        if let Some(limit) = limit {
+            input["limit"] = json!(limit);
+        }
+        self.act(Method::POST, user, "/messageChanges", json!({ "input": input }))
+            .await
     }
 
     /// Sends `text` and returns the stored message's id (the send must succeed).

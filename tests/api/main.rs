@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod bad_input_operations;
+mod changes;
 mod helpers;
 mod messages;
 mod operations;
