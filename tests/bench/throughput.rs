@@ -178,6 +178,41 @@ async fn bench(backend: Backend) {
             rate / raw
         );
     }
+    catch_up(&http, &base, &token, room["id"].as_str().unwrap()).await;
+}
+
+/// A client catching up on the whole room from a null cursor through `messageChanges`
+/// (limit 200, following `hasMore`): changes per second and requests needed.
+async fn catch_up(http: &reqwest::Client, base: &str, token: &str, room: &str) {
+    let started = Instant::now();
+    let (mut cursor, mut changes, mut requests) = (serde_json::Value::Null, 0usize, 0usize);
+    loop {
+        let input = json!({ "serverId": "default", "limit": 200,
+            "conversations": [{ "conversationId": room, "after": cursor }] });
+        let reply: serde_json::Value = http
+            .post(format!("{base}/api/messageChanges"))
+            .bearer_auth(token)
+            .json(&json!({ "input": input }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let entry = &reply["messageChanges"][0];
+        requests += 1;
+        changes += entry["changes"].as_array().unwrap().len();
+        cursor = entry["cursor"].clone();
+        if entry["hasMore"] != true {
+            break;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "\ncatch-up from a null cursor: {changes} changes in {requests} requests, {:.0} changes/s, {:.1} ms per request",
+        changes as f64 / seconds,
+        seconds * 1e3 / requests as f64
+    );
 }
 
 #[tokio::main]
