@@ -157,3 +157,74 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
     let sent = chat.send_message(&alice(), &room, retry).await.unwrap();
     assert!(sent.created);
 }
+
+/// Sends queued behind a slow commit go out as groups. Two sends of one new client id cannot
+/// share a group (they write the same record); the later ones meet in a group of their own,
+/// where each fails on its own record: that change is answered as a repeat and the rest of
+/// its group still commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_change_leaves_its_group_committed() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let before = chat.counter(&room).await.unwrap().version;
+
+    faults.set_latency(Some(std::time::Duration::from_millis(30)));
+    let mut sends = tokio::task::JoinSet::new();
+    let client_ids = [None, Some("x"), None, Some("x"), Some("y"), None, Some("y")];
+    for (i, client_id) in client_ids.into_iter().enumerate() {
+        let (chat, room) = (chat.clone(), room.clone());
+        sends.spawn(async move {
+            let input = NewMessage {
+                client_id: client_id.map(str::to_owned),
+                ..text(&format!("m{i}"))
+            };
+            (client_id, chat.send_message(&alice(), &room, input).await.unwrap())
+        });
+    }
+    let sent = sends.join_all().await;
+    faults.set_latency(None);
+
+    for client_id in ["x", "y"] {
+        let same: Vec<_> = sent
+            .iter()
+            .filter(|(c, _)| *c == Some(client_id))
+            .map(|(_, s)| s)
+            .collect();
+        assert_eq!(same[0].message.id, same[1].message.id, "{client_id}: one message");
+        assert_eq!(same.iter().filter(|s| s.created).count(), 1, "{client_id}: stored once");
+    }
+    let versions: HashSet<u64> = sent
+        .iter()
+        .filter(|(_, s)| s.created)
+        .map(|(_, s)| s.message.version)
+        .collect();
+    assert_eq!(versions.len(), 5, "each new message has its own version");
+    assert_eq!(
+        chat.counter(&room).await.unwrap().version,
+        before + 5,
+        "no version was skipped"
+    );
+    assert_eq!(all_ids(&chat, &room, Order::NewestFirst).await.len(), 5);
+}
+
+/// Housekeeping expires idempotency records after their window: the client id can be used
+/// again, and the message it protected stays.
+#[tokio::test]
+async fn idempotency_records_expire_after_their_window() {
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let once = NewMessage {
+        client_id: Some("c1".into()),
+        ..text("once")
+    };
+    let first = chat.send_message(&alice(), &room, once.clone()).await.unwrap();
+    let report = chat.housekeeping(chrono::Utc::now()).await.unwrap();
+    assert_eq!(report.idempotency_records_expired, 0, "inside the window");
+    assert!(!chat.send_message(&alice(), &room, once.clone()).await.unwrap().created);
+
+    let later = chrono::Utc::now() + crate::housekeeping::IDEMPOTENCY_WINDOW + chrono::Duration::minutes(1);
+    let report = chat.housekeeping(later).await.unwrap();
+    assert_eq!(report.idempotency_records_expired, 1);
+    let again = chat.send_message(&alice(), &room, once).await.unwrap();
+    assert!(again.created && again.message.id != first.message.id);
+    assert!(chat.get_message(&alice(), &room, &first.message.id).await.is_ok());
+}
