@@ -1,15 +1,17 @@
 //! Housekeeping, what the timer does: purge messages older than their room's retention, raise
 //! the room's retention floor, and expire idempotency records past their window.
 //!
-//! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in
-//! rooms and in expired rows, never in the messages stored. A purge works in small batches and
-//! stops after a bounded amount of work per room per run; the next run goes on.
+//! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
+//! in expired messages and in the idempotency records kept (at most a day's worth), never in
+//! the messages stored. A purge works in small batches and stops after a bounded amount of work
+//! per room per run; the next run goes on.
 //!
 //! Purging a message deletes its index row and companion rows (reactions, votes) first, then,
 //! in one entity group transaction, its message row, its feed row and its thread row together
 //! with the counter's new floor: a reader can never see a purged change vanish without the
 //! floor telling it so (its cursor below the floor answers RESET).
 
+use std::collections::HashSet;
 use std::ops::Bound;
 
 use chrono::{DateTime, Duration, Utc};
@@ -19,9 +21,9 @@ use crate::ids::RoomId;
 use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::messages::Message;
 use crate::messages::reactions::companion_rows;
-use crate::messages::versions::{Counter, feed_key};
+use crate::messages::versions::{Counter, feed_key, feed_version};
 use crate::rooms::is_being_deleted;
-use crate::schema::{COUNTER_ROW, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
+use crate::schema::{COUNTER_ROW, FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
 use crate::service::Chat;
 use crate::storage::conditional::{ConditionalError, update_conditionally_with};
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
@@ -37,6 +39,8 @@ const MAX_BATCHES_PER_ROOM: usize = 20;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Report {
     pub rooms: usize,
+    /// Rooms whose housekeeping failed this time (logged; retried next run).
+    pub rooms_failed: usize,
     pub messages_purged: usize,
     pub idempotency_records_expired: usize,
 }
@@ -64,23 +68,33 @@ impl Chat {
             let Ok(room) = RoomId::parse(&row.row_key) else {
                 continue;
             };
-            let room_row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
-            let retention = match &room_row {
-                None => {
-                    self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
-                        .await?;
-                    continue;
-                }
-                Some(row) if is_being_deleted(row) => continue,
-                Some(row) => row.i64("retentionSeconds").filter(|s| *s > 0),
-            };
-            report.rooms += 1;
-            if let Some(seconds) = retention {
-                report.messages_purged += self.purge_room(&room, now - Duration::seconds(seconds)).await?;
+            // One room's trouble (a busy counter, an unreadable row) never stops the others;
+            // the next run tries it again.
+            if let Err(e) = self.keep_room(&room, now, &mut report).await {
+                report.rooms_failed += 1;
+                tracing::warn!(%room, error = %e, "housekeeping of a room failed");
             }
-            report.idempotency_records_expired += self.expire_idempotency(&room, now - IDEMPOTENCY_WINDOW).await?;
         }
         Ok(report)
+    }
+
+    async fn keep_room(&self, room: &RoomId, now: DateTime<Utc>, report: &mut Report) -> Result<()> {
+        let room_row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
+        let retention = match &room_row {
+            None => {
+                return self
+                    .delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
+                    .await;
+            }
+            Some(row) if is_being_deleted(row) => return Ok(()),
+            Some(row) => row.i64("retentionSeconds").filter(|s| *s > 0),
+        };
+        report.rooms += 1;
+        if let Some(seconds) = retention {
+            report.messages_purged += self.purge_room(room, now - Duration::seconds(seconds)).await?;
+        }
+        report.idempotency_records_expired += self.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
+        Ok(())
     }
 
     /// Purges a room's messages sent before `cutoff`, a bounded number of batches per call.
@@ -122,10 +136,26 @@ impl Chat {
         Ok(purged)
     }
 
-    /// Deletes the messages' rows in the `Messages` partition and raises the floor over their
-    /// versions, in one transaction conditional on the counter.
+    /// Deletes the messages' rows in the `Messages` partition and raises the floor, in one
+    /// transaction conditional on the counter.
+    ///
+    /// The floor is just below the lowest version still in the feed: a reader sent back to the
+    /// floor (RESET) gets every live message, and a cursor below it had not yet seen something
+    /// that is gone. Versions do not follow send times (an edit moves an old message up), so the
+    /// purged versions themselves say nothing about what is left. Feed rows only ever move up
+    /// or go, so a lowest version read before the commit can only be lower than the true one:
+    /// the floor errs low, never high.
     async fn purge_batch(&self, room: &RoomId, messages: &[Message]) -> Result<(), StoreError> {
-        let top = messages.iter().map(|m| m.version).max().unwrap_or(0);
+        let purged: HashSet<u64> = messages.iter().map(|m| m.version).filter(|v| *v > 0).collect();
+        let lowest = RangeQuery::prefix(room.as_str(), FEED_PREFIX, purged.len() + 1);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.messages, &lowest, purged.len() + 1)
+            .await?;
+        let lowest_left = rows
+            .iter()
+            .filter_map(|row| feed_version(&row.row_key))
+            .find(|v| !purged.contains(v));
         let mut deletes = Vec::new();
         let delete = |row_key: String| BatchOp::Delete {
             partition_key: room.to_string(),
@@ -150,7 +180,9 @@ impl Chat {
                 COUNTER_ROW,
                 Some(known),
                 |entity| {
-                    let floor = Counter::from_entity(&entity).floor.max(top);
+                    let counter = Counter::from_entity(&entity);
+                    let below_left = lowest_left.map_or(counter.version, |v| v - 1);
+                    let floor = counter.floor.max(below_left);
                     Ok::<_, std::convert::Infallible>(entity.with("floor", Value::Int64(floor as i64)))
                 },
                 |next, seen| {

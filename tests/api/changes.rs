@@ -95,7 +95,7 @@ async fn write_randomly(
             let text = format!("{user} {seed} #{step}");
             let id = app.post(user, room, &text).await;
             mine.push((id, Some(text)));
-        } else if roll < 80 {
+        } else if roll < 70 {
             let i = live[rng.random_range(0..live.len())];
             let text = format!("{user} {seed} edit {step}");
             let reply = app
@@ -108,6 +108,17 @@ async fn write_randomly(
                 .await;
             assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
             mine[i].1 = Some(text);
+        } else if roll < 85 {
+            // A pin or unpin rewrites the row without a new version (and a pin writes a line).
+            let i = live[rng.random_range(0..live.len())];
+            let method = if rng.random_bool(0.5) {
+                Method::POST
+            } else {
+                Method::DELETE
+            };
+            let path = format!("/api/rooms/{room}/messages/{}/pin", mine[i].0);
+            let reply = app.call(method, &path, Some(user), None).await;
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         } else {
             let i = live[rng.random_range(0..live.len())];
             let path = format!("/api/rooms/{room}/messages/{}", mine[i].0);
@@ -185,6 +196,15 @@ async fn a_reader_following_its_cursor_ends_with_the_rooms_final_state() {
                 seen_live, live,
                 "{backend:?} round {round} (seed {seed}): live messages"
             );
+            // And each live message at the version the server holds now.
+            for message in &everything {
+                let id = message["id"].as_str().unwrap();
+                assert_eq!(
+                    cache.messages[id].version,
+                    message["version"].as_u64().unwrap(),
+                    "{backend:?} round {round} (seed {seed}): {id}'s version"
+                );
+            }
         }
     }
 }
@@ -366,6 +386,18 @@ async fn retention_purges_every_row_of_expired_messages_and_raises_the_floor() {
         let boundary = chrono::Utc::now();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let fresh = fill(&app, "alice", &room, 3).await;
+        // An old message edited now takes a version above the fresh ones: when it expires, the
+        // floor must still stay below every live message.
+        let edit = json!({ "text": "edited late" });
+        let edited = app
+            .act(
+                Method::PATCH,
+                "alice",
+                &format!("/rooms/{room}/messages/{}", old[5]),
+                edit,
+            )
+            .await;
+        assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
         let set = json!({ "retentionSeconds": 3600 });
         assert_eq!(
             app.act(Method::PATCH, "alice", &format!("/rooms/{room}"), set)
@@ -435,6 +467,15 @@ async fn retention_purges_every_row_of_expired_messages_and_raises_the_floor() {
         // A cursor at or past the floor is fine.
         let reply = app.changes("bob", &[(&room, entry["cursor"].as_str())], None).await;
         assert_eq!(reply.body["messageChanges"][0]["status"], "OK");
+        // An initial sync after the purge gets every live message, nothing purged.
+        app.join("carol", &room).await;
+        let mut initial = Cache::default();
+        initial.catch_up(&app, "carol", &room).await;
+        let synced: HashSet<&str> = initial.messages.keys().map(String::as_str).collect();
+        let everything = app.read_all("carol", &room, "asc", 100).await;
+        let live: HashSet<&str> = everything.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(synced, live, "{backend:?}: an initial sync after a purge");
+        assert_eq!(live.len(), fresh.len() + 1, "the fresh messages and carol's join line");
     }
 }
 
@@ -446,7 +487,7 @@ async fn the_local_server_runs_housekeeping_itself() {
     let expiring = app.post("alice", &room, "soon gone").await;
     let set = json!({ "retentionSeconds": 1 });
     app.act(Method::PATCH, "alice", &format!("/rooms/{room}"), set).await;
-    for _ in 0..100 {
+    for _ in 0..300 {
         let reply = app
             .call(
                 Method::GET,

@@ -161,7 +161,10 @@ impl Chat {
                         mode: UpdateMode::Replace,
                         if_match: IfMatch::Etag(seen.clone()),
                     }];
-                    if old > 0 {
+                    // A version at or below the message's own comes from a stale copy of the
+                    // counter: the transaction fails on the counter and is renumbered, but it
+                    // must still be well-formed (one operation per row).
+                    if old > 0 && old < version {
                         ops.push(BatchOp::Delete {
                             partition_key: current.room_id.clone(),
                             row_key: versions::feed_key(old),

@@ -5,6 +5,7 @@
 //! Each conversation is answered on its own — OK, NO_ACCESS (not a member, or no such room:
 //! nothing, cursor echoed) or RESET (the cursor is ahead of the room's counter, or below its
 //! retention floor: read again from the floor) — so one conversation never stalls the others.
+//! A null cursor is an initial sync: OK, from the floor (nothing live is below it).
 //! A conversation costs a membership check, a counter read and one range read of its feed rows
 //! (`versions`), whatever its size.
 //!
@@ -34,6 +35,8 @@ pub const DEFAULT_LIMIT: i64 = 100;
 pub const MAX_LIMIT: i64 = 200;
 /// Changes one request returns at most, over all its conversations.
 pub const MAX_CHANGES_PER_REQUEST: usize = 1000;
+/// Reads of one conversation before a purge running alongside is reported as busy.
+const FLOOR_RACE_ATTEMPTS: usize = 3;
 
 /// The body of a `messageChanges` call: `{ "input": MessageChangesInput }`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -209,39 +212,56 @@ impl Chat {
         after: Option<u64>,
         limit: usize,
     ) -> Result<ConversationChanges> {
-        let answer = |status, cursor: u64, has_more, changes| ConversationChanges {
+        // Nothing to say: the cursor as it was sent ("0" for none).
+        let unchanged = |status| ConversationChanges {
             conversation_id: conversation.conversation_id.clone(),
             status,
-            cursor: cursor.to_string(),
-            has_more,
-            changes,
+            cursor: conversation.after.clone().unwrap_or_else(|| "0".into()),
+            has_more: false,
+            changes: Vec::new(),
         };
-        let after_or_zero = after.unwrap_or(0);
         let Ok(room) = RoomId::parse(&conversation.conversation_id) else {
-            return Ok(answer(ChangeStatus::NoAccess, after_or_zero, false, Vec::new()));
+            return Ok(unchanged(ChangeStatus::NoAccess));
         };
         match self.access(&room, &who.user_id).await {
             Ok(_) => {}
-            Err(Error::NotFound(_)) => return Ok(answer(ChangeStatus::NoAccess, after_or_zero, false, Vec::new())),
+            Err(Error::NotFound(_)) => return Ok(unchanged(ChangeStatus::NoAccess)),
             Err(e) => return Err(e),
         }
-        let counter = self.counter(&room).await?;
-        let (status, from) = if after_or_zero > counter.version || after_or_zero < counter.floor {
-            (ChangeStatus::Reset, counter.floor)
-        } else {
-            (ChangeStatus::Ok, after_or_zero)
-        };
-        let query = RangeQuery::partition(room.as_str(), limit + 1)
-            .from(Bound::Excluded(feed_key(from)))
-            .to(Bound::Excluded(feed_end()));
-        let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
-        let mut cursor = from;
-        let mut changes = Vec::with_capacity(rows.len());
-        for row in &rows {
-            cursor = feed_version(&row.row_key).unwrap_or(cursor);
-            changes.push(MessageChange::of(Message::from_feed_entity(&room, row)?));
+        // A purge that lands between the counter read and the range read would move the floor
+        // past a cursor answered as OK: read the counter again, and start over if it moved.
+        for _ in 0..FLOOR_RACE_ATTEMPTS {
+            let counter = self.counter(&room).await?;
+            let (status, from) = match after {
+                None => (ChangeStatus::Ok, counter.floor),
+                Some(after) if after > counter.version || after < counter.floor => (ChangeStatus::Reset, counter.floor),
+                Some(after) => (ChangeStatus::Ok, after),
+            };
+            let query = RangeQuery::partition(room.as_str(), limit + 1)
+                .from(Bound::Excluded(feed_key(from)))
+                .to(Bound::Excluded(feed_end()));
+            let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+            if self.counter(&room).await?.floor != counter.floor {
+                continue;
+            }
+            if rows.is_empty() && status == ChangeStatus::Ok {
+                return Ok(unchanged(status));
+            }
+            let mut cursor = from;
+            let mut changes = Vec::with_capacity(rows.len());
+            for row in &rows {
+                cursor = feed_version(&row.row_key).unwrap_or(cursor);
+                changes.push(MessageChange::of(Message::from_feed_entity(&room, row)?));
+            }
+            return Ok(ConversationChanges {
+                conversation_id: conversation.conversation_id.clone(),
+                status,
+                cursor: cursor.to_string(),
+                has_more,
+                changes,
+            });
         }
-        Ok(answer(status, cursor, has_more, changes))
+        Err(Error::Unavailable("the room is being purged; try again".into()))
     }
 }
 

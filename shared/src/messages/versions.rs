@@ -33,6 +33,8 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, Upda
 /// also counts the multipart framing).
 const MAX_GROUP_BYTES: usize = 3 * 1024 * 1024;
 
+/// Rooms whose queues are kept in memory before idle ones are forgotten.
+const MAX_IDLE_ROOMS: usize = 1024;
 /// Rounds of the conditional helper a group may lose to other processes before its senders
 /// are told the room is busy.
 const MAX_CONTENDED_ROUNDS: u32 = 8;
@@ -115,6 +117,11 @@ struct RoomLog {
 impl Ledger {
     fn log(&self, room: &RoomId) -> Arc<RoomLog> {
         let mut rooms = self.rooms.lock().expect("ledger lock");
+        // Forget idle rooms (no change queued or committing) once many are known. A room
+        // forgotten while a straggler still holds its log only costs a lost counter race.
+        if rooms.len() >= MAX_IDLE_ROOMS {
+            rooms.retain(|_, log| Arc::strong_count(log) > 1);
+        }
         rooms.entry(room.to_string()).or_default().clone()
     }
 }
@@ -158,7 +165,17 @@ impl Chat {
     /// Commits one change with the next version of its room, possibly together with other
     /// changes queued at the same time. Errors carry the failing operation's index within
     /// this change.
+    ///
+    /// Queueing and committing run as their own task: a request dropped while its change
+    /// waits (a client gone) neither strands the change in the queue nor the group it leads.
     pub(crate) async fn commit_change(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
+        let (chat, room) = (self.clone(), room.clone());
+        tokio::spawn(async move { chat.queue_and_commit(&room, build).await })
+            .await
+            .map_err(|e| StoreError::internal(format!("a commit failed: {e}")))?
+    }
+
+    async fn queue_and_commit(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
         let sample = build(0);
         let (tx, mut rx) = oneshot::channel();
         let log = self.ledger.log(room);
@@ -185,13 +202,7 @@ impl Chat {
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
             let group = log.take_group();
-            // The commit runs as its own task: if this request is dropped meanwhile, the group
-            // (other senders' changes too) still commits and is answered.
-            let (chat, room) = (self.clone(), room.clone());
-            let commit = tokio::spawn(async move { chat.commit_group(&room, &mut counter, group).await });
-            if let Err(e) = commit.await {
-                return Err(StoreError::internal(format!("a group commit failed: {e}")));
-            }
+            self.commit_group(room, &mut counter, group).await;
         }
     }
 
@@ -355,9 +366,111 @@ fn answer_all(group: Vec<Pending>, error: StoreError) {
     }
 }
 
+/// An operation's share of the request: its stored size, tripled, because JSON may escape a
+/// character into six bytes where storage counts two.
 fn op_bytes(op: &BatchOp) -> usize {
     match op {
-        BatchOp::Insert(e) | BatchOp::Update { entity: e, .. } | BatchOp::Upsert { entity: e, .. } => e.stored_size(),
+        BatchOp::Insert(e) | BatchOp::Update { entity: e, .. } | BatchOp::Upsert { entity: e, .. } => {
+            e.stored_size() * 3
+        }
         BatchOp::Delete { .. } => 256,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::service::testing::{chat_on, store};
+    use crate::storage::Tables;
+    use crate::storage::faults::FaultyTables;
+
+    /// A change inserting one row, `key`, stamped with its version.
+    fn insert(room: &RoomId, key: &'static str) -> Build {
+        let room = room.to_string();
+        Box::new(move |version| {
+            vec![BatchOp::Insert(
+                Entity::new(room.clone(), key).with("v", Value::Int64(version as i64)),
+            )]
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_failing_inside_a_group_is_answered_alone_and_the_rest_commit() {
+        let faults = FaultyTables::new(store());
+        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let taken = Entity::new(room.as_str(), "taken");
+        chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
+        let start = chat.counter(&room).await.unwrap().version;
+
+        // A slow first commit holds the turn while three more changes queue up behind it, in
+        // order; they then commit as one group, in which the middle one fails.
+        faults.set_latency(Some(Duration::from_millis(50)));
+        let mut changes = Vec::new();
+        for key in ["lead", "a", "taken", "b"] {
+            let (chat, room) = (chat.clone(), room.clone());
+            changes.push(tokio::spawn(async move {
+                chat.commit_change(&room, insert(&room, key)).await
+            }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut outcomes = Vec::new();
+        for change in changes {
+            outcomes.push(change.await.unwrap());
+        }
+        faults.set_latency(None);
+
+        let versions: Vec<Option<u64>> = outcomes.iter().map(|o| o.as_ref().ok().map(|c| c.version)).collect();
+        assert_eq!(versions, [Some(start + 1), Some(start + 2), None, Some(start + 3)]);
+        let failed = outcomes[2].as_ref().unwrap_err();
+        assert_eq!((failed.kind, failed.batch_index), (ErrorKind::AlreadyExists, Some(0)));
+        assert_eq!(
+            chat.counter(&room).await.unwrap().version,
+            start + 3,
+            "no version skipped"
+        );
+        for (key, version) in [("lead", start + 1), ("a", start + 2), ("b", start + 3)] {
+            let row = chat
+                .tables
+                .get(&chat.schema.messages, room.as_str(), key)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.i64("v"), Some(version as i64), "{key}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_whose_request_is_dropped_still_commits() {
+        let faults = FaultyTables::new(store());
+        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        faults.set_latency(Some(Duration::from_millis(50)));
+        let lead = {
+            let (chat, room) = (chat.clone(), room.clone());
+            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "lead")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let dropped = {
+            let (chat, room) = (chat.clone(), room.clone());
+            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "dropped")).await })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        dropped.abort(); // the client went away while its change waited for the turn
+        lead.await.unwrap().unwrap();
+        faults.set_latency(None);
+        for _ in 0..100 {
+            if chat
+                .tables
+                .get(&chat.schema.messages, room.as_str(), "dropped")
+                .await
+                .unwrap()
+                .is_some()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("a queued change was stranded when its request was dropped");
     }
 }
