@@ -170,6 +170,9 @@ async fn housekeeping(chat: Chat, interval: Duration) {
     loop {
         ticks.tick().await;
         match chat.housekeeping(chrono::Utc::now()).await {
+            Ok(report) if report.messages_purged > 0 || report.rooms_failed > 0 => {
+                tracing::info!(?report, "housekeeping")
+            }
             Ok(report) => tracing::debug!(?report, "housekeeping"),
             Err(e) => tracing::warn!(error = %e, "housekeeping failed; trying again next time"),
         }

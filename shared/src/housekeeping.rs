@@ -30,6 +30,8 @@ use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError
 
 /// How long a client id protects against a repeated send.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
+/// How long a housekeeping row may wait for its room to be created.
+pub const REGISTRATION_GRACE: Duration = Duration::hours(1);
 /// Messages purged per transaction: each takes up to three operations, plus the counter.
 const PURGE_BATCH: usize = 30;
 /// Batches one room gets per run, so that one big room never holds up the others.
@@ -47,9 +49,10 @@ pub struct Report {
 
 impl Chat {
     /// Lists a room for housekeeping. Written before the room exists, so no room is missed; a
-    /// row whose room never appeared is dropped by the next run.
+    /// row whose room has not appeared within [`REGISTRATION_GRACE`] is dropped (sooner, it may
+    /// belong to a room being created right now).
     pub(crate) async fn register_room(&self, room: &RoomId) -> Result<()> {
-        let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str());
+        let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str()).with("registeredAt", Value::datetime(Utc::now()));
         self.tables
             .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
             .await?;
@@ -68,9 +71,10 @@ impl Chat {
             let Ok(room) = RoomId::parse(&row.row_key) else {
                 continue;
             };
+            let registered = row.datetime("registeredAt").unwrap_or(now);
             // One room's trouble (a busy counter, an unreadable row) never stops the others;
             // the next run tries it again.
-            if let Err(e) = self.keep_room(&room, now, &mut report).await {
+            if let Err(e) = self.keep_room(&room, registered, now, &mut report).await {
                 report.rooms_failed += 1;
                 tracing::warn!(%room, error = %e, "housekeeping of a room failed");
             }
@@ -78,9 +82,16 @@ impl Chat {
         Ok(report)
     }
 
-    async fn keep_room(&self, room: &RoomId, now: DateTime<Utc>, report: &mut Report) -> Result<()> {
+    async fn keep_room(
+        &self,
+        room: &RoomId,
+        registered: DateTime<Utc>,
+        now: DateTime<Utc>,
+        report: &mut Report,
+    ) -> Result<()> {
         let room_row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
         let retention = match &room_row {
+            None if now - registered < REGISTRATION_GRACE => return Ok(()),
             None => {
                 return self
                     .delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
@@ -128,8 +139,10 @@ impl Chat {
             }
             match self.purge_batch(room, &messages).await {
                 Ok(()) => purged += messages.len(),
-                // Another run purged some of them meanwhile: read the range again.
-                Err(e) if e.is(ErrorKind::NotFound) => {}
+                // Another run purged some of them meanwhile, or one was edited: read again.
+                Err(e) if e.is(ErrorKind::NotFound) => {
+                    tracing::info!(%room, error = %e, "a purge batch raced another change; reading again");
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -486,7 +486,9 @@ async fn the_local_server_runs_housekeeping_itself() {
     let room = app.create_room("alice").await;
     let expiring = app.post("alice", &room, "soon gone").await;
     let set = json!({ "retentionSeconds": 1 });
-    app.act(Method::PATCH, "alice", &format!("/rooms/{room}"), set).await;
+    let patched = app.act(Method::PATCH, "alice", &format!("/rooms/{room}"), set).await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let mut last = None;
     for _ in 0..300 {
         let reply = app
             .call(
@@ -499,7 +501,23 @@ async fn the_local_server_runs_housekeeping_itself() {
         if reply.status == StatusCode::NOT_FOUND {
             return;
         }
+        last = Some((reply.status, reply.body));
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    panic!("the expired message was never purged");
+    let chat = backend.chat().await;
+    let room_id = tabletalk::ids::RoomId::parse(&room).unwrap();
+    let report = chat.housekeeping(chrono::Utc::now()).await;
+    let listed = chat
+        .tables()
+        .get(&chat.schema().housekeeping, "rooms", &room)
+        .await
+        .unwrap();
+    let room_row = chat.tables().get(&chat.schema().rooms, &room, "room").await.unwrap();
+    let still = chat
+        .get_message(&crate::helpers::principal("alice"), &room_id, &expiring)
+        .await;
+    panic!(
+        "the expired message was never purged: {last:?}; listed {listed:?}; room {room_row:?}; \
+         a purge from here: {report:?}, then the message: {still:?}"
+    );
 }

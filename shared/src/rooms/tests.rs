@@ -93,3 +93,38 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
     let late = chat.react(&alice(), &room, &sent.id, "👍").await;
     assert_eq!(late.unwrap_err().code(), "NOT_FOUND");
 }
+
+/// A room is listed for housekeeping before it exists. A run that comes in between must not
+/// forget it (it did once: the room was then never purged); only a listing whose room never
+/// appeared within the grace period is dropped.
+#[tokio::test]
+async fn housekeeping_keeps_a_room_that_is_still_being_created() {
+    let (chat, _) = chat_on(Tables::new(store())).await;
+    let coming = crate::ids::RoomId::generate();
+    chat.register_room(&coming).await.unwrap();
+    let listed = |chat: &crate::service::Chat, room: &crate::ids::RoomId| {
+        let (chat, room) = (chat.clone(), room.clone());
+        async move {
+            chat.tables()
+                .get(
+                    &chat.schema().housekeeping,
+                    crate::schema::HOUSEKEEPING_PARTITION,
+                    room.as_str(),
+                )
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    chat.housekeeping(chrono::Utc::now()).await.unwrap();
+    assert!(
+        listed(&chat, &coming).await,
+        "kept while the room may still be on its way"
+    );
+    let later = chrono::Utc::now() + crate::housekeeping::REGISTRATION_GRACE + chrono::Duration::minutes(1);
+    chat.housekeeping(later).await.unwrap();
+    assert!(
+        !listed(&chat, &coming).await,
+        "dropped once the room plainly never came"
+    );
+}
