@@ -33,6 +33,13 @@ pub const WORKSPACE_ID: &str = "TABLETALK_WORKSPACE_ID";
 /// local server. Default 60; `0` turns it off. On Azure a timer function runs it instead.
 pub const HOUSEKEEPING_SECONDS: &str = "TABLETALK_HOUSEKEEPING_SECONDS";
 
+/// The VAPID private key for Web Push: 32 bytes of a P-256 key, base64url. Absent: no push.
+pub const VAPID_PRIVATE_KEY: &str = "TABLETALK_VAPID_PRIVATE_KEY";
+/// The contact push services see in VAPID tokens (`mailto:` or `https:`).
+pub const VAPID_SUBJECT: &str = "TABLETALK_VAPID_SUBJECT";
+/// Development only: `true` accepts `http` and loopback/private push endpoints.
+pub const PUSH_ALLOW_PRIVATE_ENDPOINTS: &str = "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS";
+
 /// Where messages and everything else are stored.
 #[derive(Debug, Clone)]
 pub enum StorageSettings {
@@ -57,6 +64,9 @@ pub struct Settings {
     pub workspace_id: String,
     /// `None`: the local server runs no housekeeping of its own.
     pub housekeeping_interval: Option<std::time::Duration>,
+    pub vapid_private_key: Option<String>,
+    pub vapid_subject: String,
+    pub push_allow_private_endpoints: bool,
 }
 
 impl Settings {
@@ -102,6 +112,18 @@ impl Settings {
             auth,
             workspace_id: get(WORKSPACE_ID).unwrap_or_else(|| "default".into()),
             housekeeping_interval,
+            vapid_private_key: get(VAPID_PRIVATE_KEY),
+            vapid_subject: get(VAPID_SUBJECT).unwrap_or_else(|| "mailto:admin@localhost".into()),
+            push_allow_private_endpoints: match get(PUSH_ALLOW_PRIVATE_ENDPOINTS).as_deref() {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(config_error(
+                        PUSH_ALLOW_PRIVATE_ENDPOINTS,
+                        &format!("{other:?} is not true or false"),
+                    ));
+                }
+            },
         })
     }
 

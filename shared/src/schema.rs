@@ -16,6 +16,8 @@
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
 //!   transaction.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
+//! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
+//!   subscriptions.
 //! - `Housekeeping` (one partition, `rooms`): one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables.
 
@@ -48,6 +50,7 @@ pub struct Schema {
     pub rooms: TableName,
     pub user_rooms: TableName,
     pub housekeeping: TableName,
+    pub push_subscriptions: TableName,
 }
 
 impl Schema {
@@ -60,10 +63,11 @@ impl Schema {
             rooms: name("Rooms")?,
             user_rooms: name("UserRooms")?,
             housekeeping: name("Housekeeping")?,
+            push_subscriptions: name("PushSubscriptions")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 6] {
+    pub fn all(&self) -> [&TableName; 7] {
         [
             &self.messages,
             &self.ascending,
@@ -71,6 +75,7 @@ impl Schema {
             &self.rooms,
             &self.user_rooms,
             &self.housekeeping,
+            &self.push_subscriptions,
         ]
     }
 

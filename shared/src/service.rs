@@ -8,6 +8,8 @@ use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
 use crate::keys::Ticks;
 use crate::messages::versions::Ledger;
+use crate::push::PushSettings;
+use crate::push::sender::PushSender;
 use crate::schema::Schema;
 use crate::storage::Tables;
 use crate::storage::azure::AzureTables;
@@ -24,6 +26,8 @@ pub struct Chat {
     pub(crate) ledger: Arc<Ledger>,
     /// The workspace id the change feed answers for.
     pub(crate) workspace_id: Arc<str>,
+    /// Web Push: the sender (when a VAPID key is configured) and what endpoints are accepted.
+    pub(crate) push: Arc<PushSettings>,
 }
 
 impl Chat {
@@ -36,6 +40,7 @@ impl Chat {
             clock: Ticks::now,
             ledger: Arc::default(),
             workspace_id: Arc::from("default"),
+            push: Arc::default(),
         })
     }
 
@@ -45,6 +50,15 @@ impl Chat {
         let schema = Schema::with_prefix(&settings.table_prefix)?;
         let mut chat = Chat::open(tables, schema).await?;
         chat.workspace_id = Arc::from(settings.workspace_id.as_str());
+        let sender = settings
+            .vapid_private_key
+            .as_deref()
+            .map(|key| PushSender::new(key, &settings.vapid_subject))
+            .transpose()?;
+        chat.push = Arc::new(PushSettings {
+            sender,
+            allow_private_endpoints: settings.push_allow_private_endpoints,
+        });
         Ok(chat)
     }
 
@@ -60,6 +74,11 @@ impl Chat {
 
     pub fn schema(&self) -> &Schema {
         &self.schema
+    }
+
+    /// The VAPID public key browsers subscribe with, when push is configured.
+    pub fn vapid_public_key(&self) -> Option<&str> {
+        self.push.sender.as_ref().map(PushSender::public_key)
     }
 }
 

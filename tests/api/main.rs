@@ -8,6 +8,7 @@ mod helpers;
 mod messages;
 mod operations;
 mod permissions;
+mod push;
 mod room_admin;
 mod rooms;
 mod send_checks;

@@ -7,6 +7,7 @@ pub mod extract;
 pub mod members;
 pub mod messages;
 pub mod openapi;
+pub mod push;
 pub mod roles;
 pub mod rooms;
 
@@ -207,6 +208,26 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "messageChanges",
     },
     HttpFunction {
+        name: "subscribePush",
+        method: "put",
+        route: "push/subscriptions",
+    },
+    HttpFunction {
+        name: "unsubscribePush",
+        method: "delete",
+        route: "push/subscriptions",
+    },
+    HttpFunction {
+        name: "listPushSubscriptions",
+        method: "get",
+        route: "push/subscriptions",
+    },
+    HttpFunction {
+        name: "vapidPublicKey",
+        method: "get",
+        route: "push/vapidPublicKey",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
@@ -253,6 +274,11 @@ pub fn router(state: AppState) -> Router {
         .route("/rooms/{roomId}/messages/{messageId}/forward", post(messages::forward))
         .route("/rooms/{roomId}/messages/{messageId}/thread", get(messages::thread))
         .route("/messageChanges", post(messages::changes))
+        .route(
+            "/push/subscriptions",
+            put(push::subscribe).delete(push::unsubscribe).get(push::list),
+        )
+        .route("/push/vapidPublicKey", get(push::vapid_public_key))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api", api)

@@ -18,6 +18,7 @@ use utoipa::{Modify, OpenApi};
         super::messages::delete, super::messages::pin, super::messages::unpin, super::messages::vote,
         super::messages::react, super::messages::unreact, super::messages::forward, super::messages::thread,
         super::messages::changes,
+        super::push::subscribe, super::push::unsubscribe, super::push::list, super::push::vapid_public_key,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

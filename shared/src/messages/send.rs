@@ -353,7 +353,19 @@ impl Chat {
             }
         }
 
-        // Step 5, after the durable write: live signals and the notification event attach here.
+        // Step 5, after the durable write only: side effects, none of which can fail the send.
+        // The notification event is handed to the in-process consumer (Event Grid and the
+        // outbox that makes it lossless are issue 4's next step).
+        if self.push.sender.is_some()
+            && let Some(event) = crate::notifications::MessageEvent::of(&message)
+        {
+            let chat = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = chat.notify(&event).await {
+                    tracing::warn!(event = %event.id, error = %e, "notification failed");
+                }
+            });
+        }
         Ok(Sent { message, created: true })
     }
 

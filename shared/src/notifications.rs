@@ -1,0 +1,235 @@
+//! The notification function: for one message event, push a notification to each member who
+//! should get one, on every device they subscribed.
+//!
+//! Recipients are the room's members minus the sender, by their notification level: `All`
+//! always, `Mentions` when the message mentions them (directly, through one of their roles, or
+//! `@everyone`; `@here` only reaches members who are online, and those are not pushed),
+//! `Never` never; a muted room never. The payload carries ids, the sender's name and a short
+//! preview only. Deliveries run with bounded concurrency, each on its own: 404/410 delete the
+//! subscription, 429 waits for `Retry-After`, 5xx retries with a bounded backoff, and one
+//! failing endpoint never holds up the others.
+//!
+//! The consumer is idempotent per event id: a `<message key>:n` row in `MessagesMetadata`
+//! records a processed event, so a redelivered event pushes nothing again (and the row goes
+//! with the message when it is purged).
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use web_push::Urgency;
+
+use crate::error::{Error, Result};
+use crate::html;
+use crate::ids::{RoomId, UserId};
+use crate::keys::MessageKey;
+use crate::members::{Member, NotificationLevel};
+use crate::messages::mentions::Mentions;
+use crate::messages::{Message, MessageType};
+use crate::push::sender::{Outcome, Push, PushSender};
+use crate::push::subscriptions::PushSubscription;
+use crate::schema::MEMBER_PREFIX;
+use crate::service::Chat;
+use crate::storage::{Entity, ErrorKind, RangeQuery, Value};
+
+/// How long a push service keeps an undelivered notification.
+pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
+/// Characters of the message shown in a notification.
+pub const PREVIEW_CHARS: usize = 100;
+/// Deliveries in flight at once for one event.
+const CONCURRENT_DELIVERIES: usize = 16;
+/// Attempts per subscription (429 and 5xx are retried).
+const DELIVERY_ATTEMPTS: usize = 4;
+/// The longest `Retry-After` honoured within one event; longer, the push is given up.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
+/// What a send publishes for the notification function: one per message, with a stable id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageEvent {
+    /// `<room id>/<message id>`: the same for every delivery of the event.
+    pub id: String,
+    pub room_id: String,
+    pub message_id: String,
+    pub sender_id: String,
+    pub sender_name: String,
+    pub preview: String,
+    #[serde(default)]
+    pub mentions: Mentions,
+}
+
+impl MessageEvent {
+    /// The event of a new message, for the kinds that notify (members' messages, polls and
+    /// webhooks; not the server's own lines).
+    pub fn of(message: &Message) -> Option<MessageEvent> {
+        let preview = match message.kind {
+            MessageType::Message | MessageType::Webhook => html::text_content(&message.text),
+            MessageType::Poll => message.poll.as_ref()?.question.clone(),
+            MessageType::Call | MessageType::EditRoom | MessageType::PinMessage | MessageType::System => {
+                return None;
+            }
+        };
+        Some(MessageEvent {
+            id: format!("{}/{}", message.room_id, message.id),
+            room_id: message.room_id.clone(),
+            message_id: message.id.clone(),
+            sender_id: message.author_id.clone(),
+            sender_name: message.author_name.clone(),
+            preview: preview
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .take(PREVIEW_CHARS)
+                .collect(),
+            mentions: message.mentions.clone(),
+        })
+    }
+}
+
+/// The notification's JSON, as the service worker receives it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Payload<'a> {
+    room_id: &'a str,
+    message_id: &'a str,
+    sender_name: &'a str,
+    preview: &'a str,
+    mentioned: bool,
+}
+
+/// What one event's deliveries came to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub recipients: usize,
+    pub delivered: usize,
+    pub gone: usize,
+    pub failed: usize,
+    /// True when the event had been processed before and nothing was sent.
+    pub repeat: bool,
+}
+
+/// Whether `member` is pushed for a message with `mentions`, and whether it mentions them.
+fn wants(member: &Member, mentions: &Mentions) -> Option<bool> {
+    let mentioned = mentions.everyone
+        || mentions.users.iter().any(|u| u == member.user_id.as_str())
+        || mentions.roles.iter().any(|r| member.roles.contains(r));
+    let pushed = !member.muted
+        && match member.notifications {
+            NotificationLevel::All => true,
+            NotificationLevel::Mentions => mentioned,
+            NotificationLevel::Never => false,
+        };
+    pushed.then_some(mentioned)
+}
+
+/// A room's notifications share one topic, so a device that was offline gets the latest.
+fn topic(room: &str) -> String {
+    let digest = Sha256::digest(room.as_bytes());
+    let mut topic = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+    topic.truncate(32);
+    topic
+}
+
+impl Chat {
+    /// Processes one message event (idempotently per event id).
+    pub async fn notify(&self, event: &MessageEvent) -> Result<Report> {
+        let Some(sender) = &self.push.sender else {
+            return Ok(Report::default());
+        };
+        let room = RoomId::parse(&event.room_id)?;
+        let key =
+            MessageKey::parse(&event.message_id).ok_or_else(|| Error::validation("the event names no message"))?;
+        let marker = format!("{}:n", key.as_str());
+        if self
+            .tables
+            .get(&self.schema.metadata, room.as_str(), &marker)
+            .await?
+            .is_some()
+        {
+            return Ok(Report {
+                repeat: true,
+                ..Report::default()
+            });
+        }
+        let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
+            .await?;
+        let mut deliveries = Vec::new();
+        let mut report = Report::default();
+        for member in rows.iter().filter_map(|row| Member::from_entity(row).ok()) {
+            if member.user_id.as_str() == event.sender_id {
+                continue;
+            }
+            let Some(mentioned) = wants(&member, &event.mentions) else {
+                continue;
+            };
+            report.recipients += 1;
+            let payload = Payload {
+                room_id: &event.room_id,
+                message_id: &event.message_id,
+                sender_name: &event.sender_name,
+                preview: &event.preview,
+                mentioned,
+            };
+            let push = Push {
+                payload: serde_json::to_vec(&payload).map_err(|e| Error::Internal(e.to_string()))?,
+                ttl: PUSH_TTL_SECONDS,
+                urgency: if mentioned { Urgency::High } else { Urgency::Normal },
+                topic: Some(topic(&event.room_id)),
+            };
+            for subscription in self.subscriptions(&member.user_id).await? {
+                deliveries.push((member.user_id.clone(), subscription, push.clone()));
+            }
+        }
+        let outcomes: Vec<Outcome> = futures::stream::iter(deliveries)
+            .map(|(user, subscription, push)| self.deliver(sender, user, subscription, push))
+            .buffer_unordered(CONCURRENT_DELIVERIES)
+            .collect()
+            .await;
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Delivered => report.delivered += 1,
+                Outcome::Gone => report.gone += 1,
+                Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
+            }
+        }
+        let done = Entity::new(room.as_str(), marker).with("notifiedAt", Value::datetime(chrono::Utc::now()));
+        match self.tables.insert(&self.schema.metadata, &done).await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorKind::AlreadyExists) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(report)
+    }
+
+    /// Delivers one push to one subscription, retrying 429 and 5xx a bounded number of times;
+    /// a gone subscription is deleted.
+    async fn deliver(&self, sender: &PushSender, user: UserId, subscription: PushSubscription, push: Push) -> Outcome {
+        let mut outcome = Outcome::Failed("not attempted".into());
+        for attempt in 0..DELIVERY_ATTEMPTS {
+            outcome = sender.send(&subscription, &push).await;
+            match &outcome {
+                Outcome::RetryAfter(wait) if *wait <= MAX_RETRY_WAIT && attempt + 1 < DELIVERY_ATTEMPTS => {
+                    let backoff = Duration::from_millis(100 << attempt);
+                    tokio::time::sleep((*wait).max(backoff)).await;
+                }
+                Outcome::Gone => {
+                    if let Err(e) = self.forget_subscription(&user, &subscription.endpoint).await {
+                        tracing::warn!(error = %e, "could not delete a gone push subscription");
+                    }
+                    break;
+                }
+                _ => break,
+            }
+        }
+        if matches!(outcome, Outcome::Failed(_) | Outcome::RetryAfter(_)) {
+            tracing::info!(%user, ?outcome, "a push was not delivered");
+        }
+        outcome
+    }
+}

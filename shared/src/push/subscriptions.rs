@@ -1,0 +1,268 @@
+//! Push subscriptions: what a browser's `PushManager.subscribe()` returns, registered per user.
+//!
+//! Stored in `PushSubscriptions` with partition = user and row = SHA-256 of the endpoint, so
+//! re-registering an endpoint replaces it and "mine" is one partition read. The server POSTs
+//! to these URLs, so an endpoint must be `https` to a public host; `http`, loopback, private
+//! and link-local addresses are accepted only when development mode allows them
+//! (`TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS`). The keys are checked for the shapes RFC 8291
+//! needs: a 65-byte uncompressed P-256 point and a 16-byte auth secret.
+
+use std::net::IpAddr;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::UserId;
+use crate::service::Chat;
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+
+/// Subscriptions one user may hold (browsers and devices).
+pub const MAX_SUBSCRIPTIONS_PER_USER: usize = 50;
+pub const MAX_ENDPOINT_CHARS: usize = 2048;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushKeys {
+    /// The browser's P-256 public key, base64url (65 bytes, uncompressed).
+    pub p256dh: String,
+    /// The 16-byte auth secret, base64url.
+    pub auth: String,
+}
+
+/// A subscription as the browser's `PushSubscription.toJSON()` gives it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSubscription {
+    pub endpoint: String,
+    pub keys: PushKeys,
+    /// Milliseconds since the epoch, or null.
+    #[serde(default)]
+    pub expiration_time: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSubscription {
+    pub endpoint: String,
+    pub keys: PushKeys,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Unsubscribe {
+    pub endpoint: String,
+}
+
+pub(crate) fn subscription_key(endpoint: &str) -> String {
+    let digest = Sha256::digest(endpoint.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode(text: &str) -> Option<Vec<u8>> {
+    URL_SAFE_NO_PAD
+        .decode(text.trim_end_matches('='))
+        .or_else(|_| URL_SAFE.decode(text))
+        .ok()
+}
+
+/// Checks an endpoint URL: https to a public host, unless private endpoints are allowed.
+pub(crate) fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
+    let invalid = |why: &str| Error::validation(format!("endpoint {why}"));
+    if endpoint.chars().count() > MAX_ENDPOINT_CHARS {
+        return Err(invalid("is too long"));
+    }
+    let url = reqwest::Url::parse(endpoint).map_err(|_| invalid("is not a URL"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid("must not carry credentials"));
+    }
+    let private = match url.host() {
+        None => return Err(invalid("has no host")),
+        Some(url::Host::Domain(domain)) => {
+            let domain = domain.to_ascii_lowercase();
+            domain == "localhost" || domain.ends_with(".localhost") || !domain.contains('.')
+        }
+        Some(url::Host::Ipv4(ip)) => is_private(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => is_private(IpAddr::V6(ip)),
+    };
+    match (url.scheme(), private, allow_private) {
+        ("https", false, _) => Ok(()),
+        ("https" | "http", _, true) => Ok(()),
+        ("http", _, false) => Err(invalid("must use https")),
+        (_, true, false) => Err(invalid("must be a public host")),
+        _ => Err(invalid("must use https")),
+    }
+}
+
+/// Loopback, private, link-local, unspecified or otherwise not a public internet address.
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.octets()[0] == 100 && (64..128).contains(&v4.octets()[1]) // shared address space
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00 // unique local
+                || (first & 0xffc0) == 0xfe80 // link-local
+                || v6.to_ipv4_mapped().is_some_and(|v4| is_private(IpAddr::V4(v4)))
+        }
+    }
+}
+
+fn check_keys(keys: &PushKeys) -> Result<()> {
+    let p256dh = decode(&keys.p256dh).ok_or_else(|| Error::validation("keys.p256dh is not base64url"))?;
+    if p256dh.len() != 65 || p256dh[0] != 0x04 {
+        return Err(Error::validation(
+            "keys.p256dh must be a 65-byte uncompressed P-256 point",
+        ));
+    }
+    let auth = decode(&keys.auth).ok_or_else(|| Error::validation("keys.auth is not base64url"))?;
+    if auth.len() != 16 {
+        return Err(Error::validation("keys.auth must be 16 bytes"));
+    }
+    Ok(())
+}
+
+impl PushSubscription {
+    fn to_entity(&self, user: &UserId) -> Entity {
+        Entity::new(user.key(), subscription_key(&self.endpoint))
+            .with("endpoint", Value::String(self.endpoint.clone()))
+            .with("p256dh", Value::String(self.keys.p256dh.clone()))
+            .with("auth", Value::String(self.keys.auth.clone()))
+            .with("createdAt", Value::datetime(self.created_at))
+    }
+
+    fn from_entity(entity: &Entity) -> Option<PushSubscription> {
+        Some(PushSubscription {
+            endpoint: entity.str("endpoint")?.to_owned(),
+            keys: PushKeys {
+                p256dh: entity.str("p256dh")?.to_owned(),
+                auth: entity.str("auth")?.to_owned(),
+            },
+            created_at: entity.datetime("createdAt")?,
+        })
+    }
+}
+
+impl Chat {
+    /// Registers (or, for a known endpoint, replaces) one of the caller's subscriptions.
+    pub async fn subscribe(&self, who: &Principal, input: NewSubscription) -> Result<PushSubscription> {
+        check_endpoint(&input.endpoint, self.push.allow_private_endpoints)?;
+        check_keys(&input.keys)?;
+        let mine = self.subscriptions(&who.user_id).await?;
+        let known = mine.iter().any(|s| s.endpoint == input.endpoint);
+        if !known && mine.len() >= MAX_SUBSCRIPTIONS_PER_USER {
+            return Err(Error::Conflict(format!(
+                "at most {MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user"
+            )));
+        }
+        let subscription = PushSubscription {
+            endpoint: input.endpoint,
+            keys: input.keys,
+            created_at: crate::storage::entity::truncate_to_micros(Utc::now()),
+        };
+        self.tables
+            .upsert(
+                &self.schema.push_subscriptions,
+                &subscription.to_entity(&who.user_id),
+                UpdateMode::Replace,
+            )
+            .await?;
+        Ok(subscription)
+    }
+
+    pub async fn unsubscribe(&self, who: &Principal, input: Unsubscribe) -> Result<()> {
+        self.forget_subscription(&who.user_id, &input.endpoint).await
+    }
+
+    pub async fn my_subscriptions(&self, who: &Principal) -> Result<Vec<PushSubscription>> {
+        self.subscriptions(&who.user_id).await
+    }
+
+    pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {
+        let query = RangeQuery::partition(user.key(), 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.push_subscriptions, &query, MAX_SUBSCRIPTIONS_PER_USER)
+            .await?;
+        Ok(rows.iter().filter_map(PushSubscription::from_entity).collect())
+    }
+
+    pub(crate) async fn forget_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
+        self.delete_if_present(
+            &self.schema.push_subscriptions,
+            &user.key(),
+            &subscription_key(endpoint),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_must_be_public_https_unless_allowed() {
+        assert!(check_endpoint("https://fcm.googleapis.com/fcm/send/abc", false).is_ok());
+        for bad in [
+            "http://push.example.com/x",
+            "https://127.0.0.1/x",
+            "https://10.1.2.3/x",
+            "https://169.254.169.254/latest",
+            "https://[::1]/x",
+            "https://[fe80::1]/x",
+            "https://localhost/x",
+            "https://user:pw@push.example.com/x",
+            "ftp://push.example.com/x",
+            "not a url",
+        ] {
+            assert!(check_endpoint(bad, false).is_err(), "{bad}");
+        }
+        assert!(check_endpoint("http://127.0.0.1:9000/push", true).is_ok());
+        assert!(check_endpoint("ftp://127.0.0.1/x", true).is_err());
+    }
+
+    #[test]
+    fn keys_have_the_rfc_8291_shapes() {
+        let point = URL_SAFE_NO_PAD.encode([4u8; 65]);
+        let auth = URL_SAFE_NO_PAD.encode([1u8; 16]);
+        assert!(
+            check_keys(&PushKeys {
+                p256dh: point.clone(),
+                auth: auth.clone()
+            })
+            .is_ok()
+        );
+        let short = URL_SAFE_NO_PAD.encode([4u8; 33]);
+        assert!(
+            check_keys(&PushKeys {
+                p256dh: short,
+                auth: auth.clone()
+            })
+            .is_err()
+        );
+        assert!(
+            check_keys(&PushKeys {
+                p256dh: point,
+                auth: "!!".into()
+            })
+            .is_err()
+        );
+    }
+}
