@@ -22,7 +22,8 @@ use tabletalk::{Chat, Error};
 const DEFAULT_PORT: u16 = 7071;
 const USAGE: &str = "usage:
   tabletalk [serve] [--port P] [--data-dir DIR] [--settings FILE]
-  tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]";
+  tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]
+  tabletalk vapid-key";
 
 /// Parsed command line: the command, its positional arguments and its `--flag value` pairs.
 struct Args {
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
     let result = match args.command.as_str() {
         "serve" => runtime.block_on(serve(&args)),
         "token" => token(&args),
+        "vapid-key" => vapid_key(),
         other => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     match result {
@@ -120,6 +122,15 @@ fn token(args: &Args) -> Result<(), String> {
     let name = args.flags.get("name").map(String::as_str);
     let token = mint_dev_token(&secret, user, name, Duration::from_secs(hours * 3600)).map_err(|e| e.to_string())?;
     println!("{token}");
+    Ok(())
+}
+
+/// Prints a new VAPID key pair: the private key for `TABLETALK_VAPID_PRIVATE_KEY` and the
+/// public key browsers subscribe with.
+fn vapid_key() -> Result<(), String> {
+    let (private, public) = tabletalk::push::generate_vapid_key().map_err(|e| e.to_string())?;
+    println!("TABLETALK_VAPID_PRIVATE_KEY={private}");
+    println!("public key: {public}");
     Ok(())
 }
 

@@ -233,3 +233,72 @@ impl Chat {
         outcome
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::messages::send::NewMessage;
+    use crate::push::PushSettings;
+    use crate::service::testing::{alice, chat_on, store, user};
+    use crate::storage::Tables;
+
+    /// A VAPID key made for this test.
+    fn vapid_key() -> String {
+        crate::push::generate_vapid_key().unwrap().0
+    }
+
+    #[tokio::test]
+    async fn a_redelivered_event_pushes_nothing_again() {
+        let (mut chat, room) = chat_on(Tables::new(store())).await;
+        chat.push = Arc::new(PushSettings {
+            sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
+            allow_private_endpoints: true,
+        });
+        chat.join_room(&user("bob"), &room).await.unwrap();
+        let sent = chat
+            .send_message(&alice(), &room, NewMessage::text("hi"))
+            .await
+            .unwrap();
+        let event = MessageEvent::of(&sent.message).unwrap();
+        // The send's own in-process delivery may be first; either way, exactly one run counts.
+        let reports = [chat.notify(&event).await.unwrap(), chat.notify(&event).await.unwrap()];
+        assert!(reports[1].repeat, "{reports:?}");
+        assert_eq!(reports[1].recipients, 0);
+    }
+
+    #[test]
+    fn server_lines_do_not_notify_and_previews_are_short_text() {
+        let now = chrono::Utc::now();
+        let mut message = Message {
+            id: "2516062669865313804".into(),
+            room_id: "r".into(),
+            kind: MessageType::Message,
+            author_id: "a".into(),
+            author_name: "A".into(),
+            text: format!("<p>{}</p>", "word ".repeat(100)),
+            created_at: now,
+            version: 1,
+            client_id: None,
+            edited_at: None,
+            deleted_at: None,
+            deleted_by: None,
+            moderated: false,
+            is_pinned: false,
+            reply_to: None,
+            thread_id: None,
+            pinned_message_id: None,
+            forwarded_from: None,
+            mentions: Mentions::default(),
+            poll: None,
+            reactions: Vec::new(),
+        };
+        let event = MessageEvent::of(&message).unwrap();
+        assert_eq!(event.preview.chars().count(), PREVIEW_CHARS);
+        assert!(!event.preview.contains('<'));
+        assert_eq!(event.id, "r/2516062669865313804");
+        message.kind = MessageType::System;
+        assert!(MessageEvent::of(&message).is_none());
+    }
+}

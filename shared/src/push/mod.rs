@@ -4,6 +4,20 @@
 pub mod sender;
 pub mod subscriptions;
 
+/// A new VAPID key pair, base64url: the 32-byte private key and the 65-byte public key.
+pub fn generate_vapid_key() -> crate::Result<(String, String)> {
+    use base64::Engine as _;
+    let failed = |e: openssl::error::ErrorStack| crate::Error::Internal(format!("key generation: {e}"));
+    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).map_err(failed)?;
+    let key = openssl::ec::EcKey::generate(&group).map_err(failed)?;
+    let private = key.private_key().to_vec_padded(32).map_err(failed)?;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(private);
+    let public = sender::PushSender::new(&encoded, "mailto:unused@localhost")?
+        .public_key()
+        .to_owned();
+    Ok((encoded, public))
+}
+
 /// How push is configured for this deployment.
 #[derive(Debug, Clone, Default)]
 pub struct PushSettings {
