@@ -23,9 +23,9 @@ use crate::messages::Message;
 use crate::messages::reactions::companion_rows;
 use crate::messages::versions::{Counter, feed_key, feed_version};
 use crate::rooms::is_being_deleted;
-use crate::schema::{COUNTER_ROW, FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
+use crate::schema::{FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
 use crate::service::Chat;
-use crate::storage::conditional::{ConditionalError, update_conditionally_with};
+use crate::storage::conditional::ConditionalError;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// How long a client id protects against a repeated send.
@@ -186,40 +186,19 @@ impl Chat {
             }
         }
         self.with_counter(room, |known| async move {
-            let written = update_conditionally_with(
-                &self.tables,
-                &self.schema.messages,
-                room.as_str(),
-                COUNTER_ROW,
-                Some(known),
-                |entity| {
-                    let counter = Counter::from_entity(&entity);
-                    let below_left = lowest_left.map_or(counter.version, |v| v - 1);
-                    let floor = counter.floor.max(below_left);
-                    Ok::<_, std::convert::Infallible>(entity.with("floor", Value::Int64(floor as i64)))
-                },
-                |next, seen| {
-                    let mut ops = vec![BatchOp::Update {
-                        entity: next,
-                        mode: UpdateMode::Replace,
-                        if_match: IfMatch::Etag(seen),
-                    }];
-                    ops.extend(deletes.iter().cloned());
-                    async move {
-                        let etags = self.tables.transact(&self.schema.messages, room.as_str(), &ops).await?;
-                        etags[0]
-                            .clone()
-                            .ok_or_else(|| StoreError::internal("no ETag for the counter"))
-                    }
-                },
-            )
-            .await
-            .map_err(|e| match e {
-                ConditionalError::Store(e) => e,
-                ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
-                ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
-                ConditionalError::Rejected(never) => match never {},
-            })?;
+            let step = |counter: Counter| Counter {
+                floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
+                ..counter
+            };
+            let (written, _) = self
+                .step_counter(room, known, step, |_| deletes.clone())
+                .await
+                .map_err(|e| match e {
+                    ConditionalError::Store(e) => e,
+                    ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
+                    ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
+                    ConditionalError::Rejected(never) => match never {},
+                })?;
             Ok(((), written))
         })
         .await

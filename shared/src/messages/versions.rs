@@ -18,6 +18,7 @@
 //! colliding writers.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -218,48 +219,27 @@ impl Chat {
                     Err(e) => return answer_all(group, e),
                 },
             };
-            let builds: Vec<&Build> = group.iter().map(|p| &p.build).collect();
-            let written = Arc::new(Mutex::new(Vec::new()));
             let n = group.len() as u64;
-            let outcome = update_conditionally_with(
-                &self.tables,
-                &self.schema.messages,
-                room.as_str(),
-                COUNTER_ROW,
-                Some(known),
-                |entity| {
-                    let mut step = Counter::from_entity(&entity);
-                    step.version += n;
-                    Ok::<_, std::convert::Infallible>(step.write(entity))
-                },
-                |next, seen| {
-                    let first = Counter::from_entity(&next).version - n + 1;
-                    let mut ops = vec![BatchOp::Update {
-                        entity: next,
-                        mode: UpdateMode::Replace,
-                        if_match: IfMatch::Etag(seen),
-                    }];
-                    for (i, build) in builds.iter().enumerate() {
-                        ops.extend(build(first + i as u64));
-                    }
-                    let (tables, table, written) = (self.tables.clone(), self.schema.messages.clone(), written.clone());
-                    async move {
-                        let etags = tables.transact(&table, room.as_str(), &ops).await?;
-                        let counter = etags[0]
-                            .clone()
-                            .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
-                        *written.lock().expect("etags lock") = etags;
-                        Ok(counter)
-                    }
-                },
-            )
-            .await;
+            let builds: Vec<&Build> = group.iter().map(|p| &p.build).collect();
+            let outcome = self
+                .step_counter(
+                    room,
+                    known,
+                    |counter| Counter {
+                        version: counter.version + n,
+                        ..counter
+                    },
+                    |after| {
+                        let first = after.version - n + 1;
+                        (0..).zip(&builds).flat_map(|(i, build)| build(first + i)).collect()
+                    },
+                )
+                .await;
             match outcome {
-                Ok(entity) => {
+                Ok((entity, etags)) => {
                     let last = Counter::from_entity(&entity).version;
-                    let etags = std::mem::take(&mut *written.lock().expect("etags lock"));
                     *counter = Some(entity);
-                    let mut at = 1;
+                    let mut at = 0;
                     for (i, pending) in group.into_iter().enumerate() {
                         let mine = etags.get(at..at + pending.ops).unwrap_or_default().to_vec();
                         at += pending.ops;
@@ -306,6 +286,55 @@ impl Chat {
                 Err(ConditionalError::Rejected(never)) => match never {},
             }
         }
+    }
+
+    /// Moves the room's counter conditionally, through the shared helper (starting from
+    /// `known`, the copy believed current), with `ops` committed in the same transaction:
+    /// `apply` gives the new counter from the current one, `ops` the rows that go with that
+    /// new counter. Returns the counter row as written and the ETags of `ops`. A failure keeps
+    /// the failing operation's index in the whole transaction (the counter is operation 0).
+    pub(crate) async fn step_counter(
+        &self,
+        room: &RoomId,
+        known: Entity,
+        apply: impl Fn(Counter) -> Counter,
+        ops: impl Fn(Counter) -> Vec<BatchOp>,
+    ) -> Result<(Entity, Vec<Option<ETag>>), ConditionalError<Infallible>> {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let entity = update_conditionally_with(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            COUNTER_ROW,
+            Some(known),
+            |entity| Ok(apply(Counter::from_entity(&entity)).write(entity)),
+            |next, seen| {
+                let mut batch = ops(Counter::from_entity(&next));
+                batch.insert(
+                    0,
+                    BatchOp::Update {
+                        entity: next,
+                        mode: UpdateMode::Replace,
+                        if_match: IfMatch::Etag(seen),
+                    },
+                );
+                let written = written.clone();
+                async move {
+                    let mut etags = self
+                        .tables
+                        .transact(&self.schema.messages, room.as_str(), &batch)
+                        .await?;
+                    let counter = etags
+                        .remove(0)
+                        .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
+                    *written.lock().expect("etags lock") = etags;
+                    Ok(counter)
+                }
+            },
+        )
+        .await?;
+        let etags = std::mem::take(&mut *written.lock().expect("etags lock"));
+        Ok((entity, etags))
     }
 
     /// The room's counter row, created at zero if the room has none yet.
