@@ -40,6 +40,11 @@ pub const VAPID_SUBJECT: &str = "TABLETALK_VAPID_SUBJECT";
 /// Development only: `true` accepts `http` and loopback/private push endpoints.
 pub const PUSH_ALLOW_PRIVATE_ENDPOINTS: &str = "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS";
 
+/// Azure Web PubSub connection string (`Endpoint=…;AccessKey=…;Version=1.0;`).
+pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
+/// The Web PubSub hub. Default `chat`.
+pub const WEBPUBSUB_HUB: &str = "TABLETALK_WEBPUBSUB_HUB";
+
 /// Where messages and everything else are stored.
 #[derive(Debug, Clone)]
 pub enum StorageSettings {
@@ -67,6 +72,8 @@ pub struct Settings {
     pub vapid_private_key: Option<String>,
     pub vapid_subject: String,
     pub push_allow_private_endpoints: bool,
+    pub web_pubsub_connection: Option<String>,
+    pub web_pubsub_hub: String,
 }
 
 impl Settings {
@@ -112,6 +119,8 @@ impl Settings {
             auth,
             workspace_id: get(WORKSPACE_ID).unwrap_or_else(|| "default".into()),
             housekeeping_interval,
+            web_pubsub_connection: get(WEBPUBSUB_CONNECTION),
+            web_pubsub_hub: get(WEBPUBSUB_HUB).unwrap_or_else(|| "chat".into()),
             vapid_private_key: get(VAPID_PRIVATE_KEY),
             vapid_subject: get(VAPID_SUBJECT).unwrap_or_else(|| "mailto:admin@localhost".into()),
             push_allow_private_endpoints: match get(PUSH_ALLOW_PRIVATE_ENDPOINTS).as_deref() {

@@ -10,6 +10,7 @@ pub mod housekeeping;
 pub mod html;
 pub mod ids;
 pub mod keys;
+pub mod live;
 pub mod members;
 pub mod messages;
 pub mod notifications;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
 use crate::keys::Ticks;
+use crate::live::web_pubsub::WebPubSub;
 use crate::messages::versions::Ledger;
 use crate::push::PushSettings;
 use crate::push::sender::PushSender;
@@ -28,6 +29,8 @@ pub struct Chat {
     pub(crate) workspace_id: Arc<str>,
     /// Web Push: the sender (when a VAPID key is configured) and what endpoints are accepted.
     pub(crate) push: Arc<PushSettings>,
+    /// Azure Web PubSub, when a connection string is configured.
+    pub(crate) web_pubsub: Option<Arc<WebPubSub>>,
 }
 
 impl Chat {
@@ -41,6 +44,7 @@ impl Chat {
             ledger: Arc::default(),
             workspace_id: Arc::from("default"),
             push: Arc::default(),
+            web_pubsub: None,
         })
     }
 
@@ -55,6 +59,12 @@ impl Chat {
             .as_deref()
             .map(|key| PushSender::new(key, &settings.vapid_subject))
             .transpose()?;
+        chat.web_pubsub = settings
+            .web_pubsub_connection
+            .as_deref()
+            .map(|connection| WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub))
+            .transpose()?
+            .map(Arc::new);
         chat.push = Arc::new(PushSettings {
             sender,
             allow_private_endpoints: settings.push_allow_private_endpoints,

@@ -5,6 +5,7 @@ mod bad_input;
 mod bad_input_operations;
 mod changes;
 mod helpers;
+mod live;
 mod messages;
 mod operations;
 mod permissions;

@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod live;
 pub mod members;
 pub mod messages;
 pub mod openapi;
@@ -228,6 +229,11 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "push/vapidPublicKey",
     },
     HttpFunction {
+        name: "negotiate",
+        method: "post",
+        route: "negotiate",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
@@ -279,6 +285,7 @@ pub fn router(state: AppState) -> Router {
             put(push::subscribe).delete(push::unsubscribe).get(push::list),
         )
         .route("/push/vapidPublicKey", get(push::vapid_public_key))
+        .route("/negotiate", post(live::negotiate))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api", api)

@@ -1,0 +1,134 @@
+//! Azure Web PubSub: the connection string, and the client URL `negotiate` hands out.
+//!
+//! The client URL is `wss://<host>/client/hubs/<hub>?access_token=<jwt>`. The JWT is HS256,
+//! signed with the access key's UTF-8 bytes (not base64-decoded), `aud` the https hub URL,
+//! `sub` the user, and roles `webpubsub.joinLeaveGroup.<room>` for exactly the rooms the user
+//! belongs to — so the connection can join those rooms' groups and no other — expiring within
+//! an hour. Facts: reference/azure-platform.md §4.1–4.2.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// How long a client URL is valid.
+pub const CLIENT_TOKEN_TTL: Duration = Duration::hours(1);
+
+/// A parsed Web PubSub connection string.
+#[derive(Clone)]
+pub struct WebPubSub {
+    /// `https://<host>[:port]`, no trailing slash.
+    endpoint: String,
+    access_key: String,
+    hub: String,
+}
+
+impl std::fmt::Debug for WebPubSub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebPubSub")
+            .field("endpoint", &self.endpoint)
+            .field("hub", &self.hub)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize)]
+struct ClientClaims<'a> {
+    aud: String,
+    iat: i64,
+    exp: i64,
+    sub: &'a str,
+    role: Vec<String>,
+}
+
+/// The group of a room's live signals.
+pub fn room_group(room: &str) -> String {
+    format!("room.{room}")
+}
+
+impl WebPubSub {
+    /// Parses `Endpoint=https://<name>.webpubsub.azure.com;AccessKey=<key>;Version=1.0;[Port=…]`
+    /// (keys case-insensitive) for `hub`.
+    pub fn from_connection_string(connection: &str, hub: &str) -> Result<WebPubSub> {
+        let invalid = |why: &str| Error::Internal(format!("the Web PubSub connection string {why}"));
+        let mut endpoint = None;
+        let mut access_key = None;
+        let mut port = None;
+        for part in connection.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| invalid("has a part without '='"))?;
+            match key.to_ascii_lowercase().as_str() {
+                "endpoint" => endpoint = Some(value.trim_end_matches('/').to_owned()),
+                "accesskey" => access_key = Some(value.to_owned()),
+                "port" => port = Some(value.parse::<u16>().map_err(|_| invalid("has a bad Port"))?),
+                _ => {}
+            }
+        }
+        let mut endpoint = endpoint.ok_or_else(|| invalid("has no Endpoint"))?;
+        if !(endpoint.starts_with("https://") || endpoint.starts_with("http://")) {
+            return Err(invalid("Endpoint is not an http(s) URL"));
+        }
+        if let Some(port) = port {
+            endpoint = format!("{endpoint}:{port}");
+        }
+        let valid_hub = hub.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && hub.len() <= 128
+            && hub.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_hub {
+            return Err(Error::Internal(format!("{hub:?} is not a Web PubSub hub name")));
+        }
+        Ok(WebPubSub {
+            endpoint,
+            access_key: access_key.ok_or_else(|| invalid("has no AccessKey"))?,
+            hub: hub.to_owned(),
+        })
+    }
+
+    /// A client URL for `user`, allowed to join the groups of `rooms`.
+    pub fn client_url(&self, user: &str, rooms: &[String], now: DateTime<Utc>) -> Result<(String, DateTime<Utc>)> {
+        let audience = format!("{}/client/hubs/{}", self.endpoint, self.hub);
+        let expires = now + CLIENT_TOKEN_TTL;
+        let claims = ClientClaims {
+            aud: audience.clone(),
+            iat: now.timestamp(),
+            exp: expires.timestamp(),
+            sub: user,
+            role: rooms
+                .iter()
+                .map(|room| format!("webpubsub.joinLeaveGroup.{}", room_group(room)))
+                .collect(),
+        };
+        let key = jsonwebtoken::EncodingKey::from_secret(self.access_key.as_bytes())
+            .map_err(|e| Error::Internal(format!("the Web PubSub access key: {e}")))?;
+        let token = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &claims,
+            &key,
+        )
+        .map_err(|e| Error::Internal(format!("signing a Web PubSub token: {e}")))?;
+        let socket = audience
+            .replacen("https://", "wss://", 1)
+            .replacen("http://", "ws://", 1);
+        Ok((format!("{socket}?access_token={token}"), expires))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_strings_parse_as_azure_writes_them() {
+        let hub = WebPubSub::from_connection_string(
+            "Endpoint=https://chat.webpubsub.azure.com/;AccessKey=k;Version=1.0;",
+            "chat",
+        )
+        .unwrap();
+        assert_eq!(hub.endpoint, "https://chat.webpubsub.azure.com");
+        let local =
+            WebPubSub::from_connection_string("endpoint=http://localhost;accesskey=k;port=8080", "chat").unwrap();
+        assert_eq!(local.endpoint, "http://localhost:8080");
+        assert!(WebPubSub::from_connection_string("Endpoint=https://x;Version=1.0", "chat").is_err());
+        assert!(WebPubSub::from_connection_string("AccessKey=k", "chat").is_err());
+        assert!(WebPubSub::from_connection_string("Endpoint=https://x;AccessKey=k", "1bad").is_err());
+    }
+}
