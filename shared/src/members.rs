@@ -339,6 +339,10 @@ impl Chat {
             Ok(())
         })
         .await?;
+        let signal = crate::live::signals::Signal::Read {
+            user_id: who.user_id.to_string(),
+        };
+        self.signal(room_id, signal);
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
 use crate::keys::Ticks;
+use crate::live::TypingGate;
 use crate::live::web_pubsub::WebPubSub;
 use crate::messages::versions::Ledger;
 use crate::push::PushSettings;
@@ -31,6 +32,8 @@ pub struct Chat {
     pub(crate) push: Arc<PushSettings>,
     /// Azure Web PubSub, when a connection string is configured.
     pub(crate) web_pubsub: Option<Arc<WebPubSub>>,
+    /// Who typed when, to rate-limit typing signals.
+    pub(crate) typing: Arc<TypingGate>,
 }
 
 impl Chat {
@@ -45,6 +48,7 @@ impl Chat {
             workspace_id: Arc::from("default"),
             push: Arc::default(),
             web_pubsub: None,
+            typing: Arc::default(),
         })
     }
 

@@ -1,5 +1,7 @@
-//! `negotiate`: a Web PubSub client URL whose token lets the caller join the live groups of
-//! their rooms and no other, for at most an hour (reference/azure-platform.md §4.2).
+//! Live delivery with Azure Web PubSub: `negotiate` (a client URL whose token lets the caller
+//! join the live groups of their rooms and no other, for at most an hour), and live signals
+//! through the service REST API, checked by a stand-in that verifies each call as Web PubSub
+//! does (reference/azure-platform.md §4.2–4.3).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -71,4 +73,147 @@ async fn without_web_pubsub_negotiate_is_unavailable() {
     app.call(Method::POST, "/api/negotiate", Some("bob"), None)
         .await
         .assert_error(503, "UNAVAILABLE");
+}
+
+/// What the Web PubSub stand-in received: the group and the JSON body of each `:send`.
+#[derive(Clone, Default)]
+struct Hub {
+    sent: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    access_key: String,
+    origin: String,
+}
+
+/// The service REST API's send-to-group, as Web PubSub checks it: a bearer token signed with
+/// the access key whose `aud` is the exact request URL.
+async fn hub_send(
+    axum::extract::State(hub): axum::extract::State<Hub>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::http::StatusCode {
+    let path = uri.path();
+    let Some(group) = path
+        .strip_prefix("/api/hubs/chat/groups/")
+        .and_then(|rest| rest.strip_suffix("/:send"))
+    else {
+        return axum::http::StatusCode::NOT_FOUND;
+    };
+    let token = headers["authorization"]
+        .to_str()
+        .unwrap()
+        .strip_prefix("Bearer ")
+        .unwrap();
+    let claims = verify_hs256(token, &hub.access_key);
+    let url = format!("{}{}", hub.origin, uri);
+    assert_eq!(claims["aud"], url, "aud is the exact request URL");
+    assert!(uri.query().unwrap().contains("api-version="));
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    hub.sent.lock().unwrap().push((group.to_owned(), body));
+    axum::http::StatusCode::ACCEPTED
+}
+
+#[tokio::test]
+async fn changes_reach_the_rooms_group_as_live_signals() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hub = Hub {
+        access_key: B64.encode(rand::random::<[u8; 32]>()),
+        origin: format!("http://127.0.0.1:{port}"),
+        ..Hub::default()
+    };
+    let router = axum::Router::new().fallback(hub_send).with_state(hub.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let connection = format!(
+        "Endpoint=http://127.0.0.1;Port={port};AccessKey={};Version=1.0;",
+        hub.access_key
+    );
+    let app = spawn_app_with(
+        &Backend::embedded(),
+        &[("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str())],
+    );
+
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let id = app.post("alice", &room, "hi").await;
+    let at = |rest: &str| format!("/api/rooms/{room}/messages/{id}{rest}");
+    app.call(
+        Method::PATCH,
+        &at(""),
+        Some("alice"),
+        Some(serde_json::json!({ "text": "hi!" })),
+    )
+    .await;
+    app.call(Method::PUT, &at("/reactions/ok"), Some("bob"), None).await;
+    app.call(Method::POST, &at("/pin"), Some("alice"), None).await;
+    for _ in 0..3 {
+        let typing = app
+            .call(Method::POST, &format!("/api/rooms/{room}/typing"), Some("bob"), None)
+            .await;
+        assert_eq!(typing.status, StatusCode::NO_CONTENT);
+    }
+    app.call(
+        Method::POST,
+        &format!("/api/rooms/{room}/read"),
+        Some("bob"),
+        Some(serde_json::json!({})),
+    )
+    .await;
+    app.call(Method::DELETE, &at(""), Some("alice"), None).await;
+    // A stranger can neither type into the room nor learn it exists.
+    app.call(Method::POST, &format!("/api/rooms/{room}/typing"), Some("eve"), None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    // created: the join line, "hi", the pin line; then the rest once each; typing only once.
+    let expected = 3 + 5 + 1;
+    for _ in 0..100 {
+        if hub.sent.lock().unwrap().len() >= expected {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let sent = hub.sent.lock().unwrap().clone();
+    let mut kinds: Vec<&str> = sent.iter().map(|(_, body)| body["type"].as_str().unwrap()).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "message.created",
+            "message.created",
+            "message.created",
+            "message.deleted",
+            "message.pinned",
+            "message.reacted",
+            "message.updated",
+            "read",
+            "typing"
+        ]
+    );
+    for (group, body) in &sent {
+        assert_eq!(group, &format!("room.{room}"), "the room's group");
+        assert_eq!(body["roomId"], room.as_str());
+    }
+    let updated = sent.iter().find(|(_, b)| b["type"] == "message.updated").unwrap();
+    assert_eq!(updated.1["message"]["text"], "hi!", "a signal carries the change");
+}
+
+#[tokio::test]
+async fn an_unreachable_web_pubsub_never_fails_a_request() {
+    let connection = format!(
+        "Endpoint=http://127.0.0.1:9;AccessKey={};Version=1.0;",
+        B64.encode(rand::random::<[u8; 32]>())
+    );
+    let app = spawn_app_with(
+        &Backend::embedded(),
+        &[("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str())],
+    );
+    let room = app.create_room("alice").await;
+    let sent = app.send("alice", &room, "still stored", None).await;
+    assert_eq!(sent.status, StatusCode::CREATED, "{}", sent.body);
+    let typing = app
+        .call(Method::POST, &format!("/api/rooms/{room}/typing"), Some("alice"), None)
+        .await;
+    assert_eq!(typing.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.read_all("alice", &room, "desc", 10).await.len(), 1);
 }

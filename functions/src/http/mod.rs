@@ -234,6 +234,11 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "negotiate",
     },
     HttpFunction {
+        name: "typing",
+        method: "post",
+        route: "rooms/{roomId}/typing",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
@@ -286,6 +291,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/push/vapidPublicKey", get(push::vapid_public_key))
         .route("/negotiate", post(live::negotiate))
+        .route("/rooms/{roomId}/typing", post(live::typing))
         .route("/openapi.json", get(openapi::document));
     Router::new()
         .nest("/api", api)

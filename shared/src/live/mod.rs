@@ -1,8 +1,13 @@
-//! Live delivery: the URL a browser connects to for its rooms' live signals (`negotiate`).
-//! Signals themselves, typing and the local Web PubSub-compatible server are still to come
-//! (issue 4).
+//! Live delivery: the URL a browser connects to for its rooms' live signals (`negotiate`), the
+//! signals themselves (`signals`) and typing. The local Web PubSub-compatible server is still
+//! to come (issue 4).
 
+pub mod signals;
 pub mod web_pubsub;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -10,7 +15,37 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::messages::checks::refuse_timed_out;
 use crate::service::Chat;
+
+/// One typing signal per user and room at most this often; more are dropped quietly.
+pub const TYPING_INTERVAL: Duration = Duration::from_secs(3);
+
+/// When each (room, user) last sent a typing signal, in this process. A std mutex: held only
+/// to look up and update, never across an await.
+#[derive(Debug, Default)]
+pub(crate) struct TypingGate {
+    last: Mutex<HashMap<(String, String), Instant>>,
+}
+
+impl TypingGate {
+    /// True when a signal may go now (and records it).
+    fn admit(&self, room: &RoomId, user: &str, now: Instant) -> bool {
+        let mut last = self.last.lock().expect("typing lock");
+        if last.len() > 10_000 {
+            last.retain(|_, at| now.duration_since(*at) < TYPING_INTERVAL);
+        }
+        let key = (room.to_string(), user.to_owned());
+        match last.get(&key) {
+            Some(at) if now.duration_since(*at) < TYPING_INTERVAL => false,
+            _ => {
+                last.insert(key, now);
+                true
+            }
+        }
+    }
+}
 
 /// What `negotiate` answers.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -22,6 +57,21 @@ pub struct Negotiated {
 }
 
 impl Chat {
+    /// Tells the room the caller is typing: members only, at most once every 3 seconds per
+    /// user and room (more are accepted and dropped), never stored.
+    pub async fn typing(&self, who: &Principal, room: &RoomId) -> Result<()> {
+        let access = self.access(room, &who.user_id).await?;
+        refuse_timed_out(&access.member, Utc::now())?;
+        if self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
+            let signal = signals::Signal::Typing {
+                user_id: who.user_id.to_string(),
+                user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            };
+            self.signal(room, signal);
+        }
+        Ok(())
+    }
+
     /// A client URL whose token lets the caller join the live groups of their rooms, and only
     /// those.
     pub async fn negotiate(&self, who: &Principal) -> Result<Negotiated> {

@@ -14,14 +14,18 @@ use crate::error::{Error, Result};
 /// How long a client URL is valid.
 pub const CLIENT_TOKEN_TTL: Duration = Duration::hours(1);
 
-/// A parsed Web PubSub connection string.
+/// A parsed Web PubSub connection string, and an HTTP client for its REST API.
 #[derive(Clone)]
 pub struct WebPubSub {
     /// `https://<host>[:port]`, no trailing slash.
     endpoint: String,
     access_key: String,
     hub: String,
+    http: reqwest::Client,
 }
+
+/// The data-plane API version used.
+const API_VERSION: &str = "2024-01-01";
 
 impl std::fmt::Debug for WebPubSub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,6 +34,13 @@ impl std::fmt::Debug for WebPubSub {
             .field("hub", &self.hub)
             .finish_non_exhaustive()
     }
+}
+
+#[derive(Serialize)]
+struct ServiceClaims {
+    aud: String,
+    iat: i64,
+    exp: i64,
 }
 
 #[derive(Serialize)]
@@ -76,11 +87,53 @@ impl WebPubSub {
         if !valid_hub {
             return Err(Error::Internal(format!("{hub:?} is not a Web PubSub hub name")));
         }
+        let http = reqwest::Client::builder()
+            .timeout(super::signals::SIGNAL_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Internal(format!("Web PubSub client: {e}")))?;
         Ok(WebPubSub {
             endpoint,
             access_key: access_key.ok_or_else(|| invalid("has no AccessKey"))?,
             hub: hub.to_owned(),
+            http,
         })
+    }
+
+    fn sign(&self, claims: &impl Serialize) -> Result<String> {
+        let key = jsonwebtoken::EncodingKey::from_secret(self.access_key.as_bytes())
+            .map_err(|e| Error::Internal(format!("the Web PubSub access key: {e}")))?;
+        jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), claims, &key)
+            .map_err(|e| Error::Internal(format!("signing a Web PubSub token: {e}")))
+    }
+
+    /// Sends a JSON message to every connection in `group` (REST, §4.3): the token's `aud` is
+    /// the exact request URL.
+    pub async fn send_to_group(&self, group: &str, body: Vec<u8>) -> Result<()> {
+        let group: String = url::form_urlencoded::byte_serialize(group.as_bytes()).collect();
+        let url = format!(
+            "{}/api/hubs/{}/groups/{group}/:send?api-version={API_VERSION}",
+            self.endpoint, self.hub
+        );
+        let now = Utc::now();
+        let token = self.sign(&ServiceClaims {
+            aud: url.clone(),
+            iat: now.timestamp(),
+            exp: (now + Duration::minutes(5)).timestamp(),
+        })?;
+        let response = self
+            .http
+            .post(&url)
+            .bearer_auth(token)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(Error::Unavailable(format!("Web PubSub answered {}", response.status())))
+        }
     }
 
     /// A client URL for `user`, allowed to join the groups of `rooms`.
@@ -97,14 +150,7 @@ impl WebPubSub {
                 .map(|room| format!("webpubsub.joinLeaveGroup.{}", room_group(room)))
                 .collect(),
         };
-        let key = jsonwebtoken::EncodingKey::from_secret(self.access_key.as_bytes())
-            .map_err(|e| Error::Internal(format!("the Web PubSub access key: {e}")))?;
-        let token = jsonwebtoken::encode(
-            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-            &claims,
-            &key,
-        )
-        .map_err(|e| Error::Internal(format!("signing a Web PubSub token: {e}")))?;
+        let token = self.sign(&claims)?;
         let socket = audience
             .replacen("https://", "wss://", 1)
             .replacen("http://", "ws://", 1);

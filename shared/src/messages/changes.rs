@@ -21,6 +21,7 @@ use crate::error::{Error, Result, settle};
 use crate::html;
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
+use crate::live::signals::Signal;
 use crate::service::Chat;
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, IfMatch, StoreError, UpdateMode};
@@ -59,6 +60,12 @@ impl Chat {
             .await?;
         self.decorate(room, &who.user_id, std::slice::from_mut(&mut edited))
             .await?;
+        self.signal(
+            room,
+            Signal::Updated {
+                message: edited.clone(),
+            },
+        );
         Ok(edited)
     }
 
@@ -76,6 +83,12 @@ impl Chat {
             Ok(())
         })
         .await?;
+        self.signal(
+            room,
+            Signal::Deleted {
+                message_id: message.id.clone(),
+            },
+        );
         let companions = super::reactions::companion_rows(room, &message.key());
         self.tables.delete_range(&self.schema.metadata, &companions).await?;
         Ok(())
@@ -95,6 +108,13 @@ impl Chat {
                 Ok(())
             })
             .await?;
+        self.signal(
+            room,
+            Signal::Pinned {
+                message_id: pinned.id.clone(),
+                is_pinned: true,
+            },
+        );
         if newly {
             let text = format!("{} pinned a message.", access.member.display_name());
             let mut line = Post::line(MessageType::PinMessage, who, text);
@@ -109,11 +129,20 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
-        self.rewrite(room, &message.key(), |m| {
-            m.is_pinned = false;
-            Ok(())
-        })
-        .await
+        let unpinned = self
+            .rewrite(room, &message.key(), |m| {
+                m.is_pinned = false;
+                Ok(())
+            })
+            .await?;
+        self.signal(
+            room,
+            Signal::Pinned {
+                message_id: unpinned.id.clone(),
+                is_pinned: false,
+            },
+        );
+        Ok(unpinned)
     }
 
     /// Rewrites a live message row with the conditional-write helper: `change` runs on the

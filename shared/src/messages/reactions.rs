@@ -20,6 +20,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId, encode_key_part};
 use crate::keys::MessageKey;
+use crate::live::signals::Signal;
 use crate::service::Chat;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
 
@@ -89,6 +90,12 @@ impl Chat {
             .with("emoji", Value::String(emoji.to_owned()))
             .with("userId", Value::String(who.user_id.to_string()));
         self.write_companion(room, &message, &row).await?;
+        self.signal(
+            room,
+            Signal::Reacted {
+                message_id: message.id.clone(),
+            },
+        );
         self.reactions(room, &who.user_id, &message).await
     }
 
@@ -101,6 +108,12 @@ impl Chat {
         let key = reaction_key(&message.key(), emoji, &who.user_id);
         self.delete_if_present(&self.schema.metadata, room.as_str(), &key)
             .await?;
+        self.signal(
+            room,
+            Signal::Reacted {
+                message_id: message.id.clone(),
+            },
+        );
         self.reactions(room, &who.user_id, &message).await
     }
 

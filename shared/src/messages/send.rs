@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{MessageKey, Ticks};
+use crate::live::signals::Signal;
 use crate::permissions::Permission;
 use crate::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 use crate::service::Chat;
@@ -356,6 +357,12 @@ impl Chat {
         // Step 5, after the durable write only: side effects, none of which can fail the send.
         // The notification event is handed to the in-process consumer (Event Grid and the
         // outbox that makes it lossless are issue 4's next step).
+        self.signal(
+            room,
+            Signal::Created {
+                message: message.clone(),
+            },
+        );
         if self.push.sender.is_some()
             && let Some(event) = crate::notifications::MessageEvent::of(&message)
         {
