@@ -1,5 +1,6 @@
-//! Housekeeping, what the timer does: purge messages older than their room's retention, raise
-//! the room's retention floor, and expire idempotency records past their window.
+//! Housekeeping, what the timer does: republish notification events still pending in the
+//! outbox, purge messages older than their room's retention, raise the room's retention floor,
+//! and expire idempotency records past their window.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -43,6 +44,8 @@ pub struct Report {
     pub rooms: usize,
     /// Rooms whose housekeeping failed this time (logged; retried next run).
     pub rooms_failed: usize,
+    /// Pending notification events published again.
+    pub events_republished: usize,
     pub messages_purged: usize,
     pub idempotency_records_expired: usize,
 }
@@ -66,7 +69,10 @@ impl Chat {
             .tables
             .query_up_to(&self.schema.housekeeping, &query, 10_000_000)
             .await?;
-        let mut report = Report::default();
+        let mut report = Report {
+            events_republished: self.republish(now).await?,
+            ..Report::default()
+        };
         for row in rows {
             let Ok(room) = RoomId::parse(&row.row_key) else {
                 continue;

@@ -14,6 +14,7 @@ pub mod live;
 pub mod members;
 pub mod messages;
 pub mod notifications;
+pub mod outbox;
 pub mod permissions;
 pub mod push;
 pub mod roles;

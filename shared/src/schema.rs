@@ -18,13 +18,18 @@
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
 //!   subscriptions.
-//! - `Housekeeping` (one partition, `rooms`): one row per room, so the housekeeping timer finds
-//!   every room without scanning the room-partitioned tables.
+//! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
+//!   every room without scanning the room-partitioned tables; partition `outbox` one row per
+//!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition).
 
 use crate::storage::{Result, TableName, Tables};
 
-/// The one partition of `Housekeeping`.
+/// The `Housekeeping` partition listing every room.
 pub const HOUSEKEEPING_PARTITION: &str = "rooms";
+/// The `Housekeeping` partition marking rooms that may hold pending outbox events.
+pub const OUTBOX_PARTITION: &str = "outbox";
+/// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
+pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
 pub const ROOM_ROW: &str = "room";
 /// Prefix of member rows in a `Rooms` partition.

@@ -10,6 +10,7 @@ use crate::keys::Ticks;
 use crate::live::TypingGate;
 use crate::live::web_pubsub::WebPubSub;
 use crate::messages::versions::Ledger;
+use crate::outbox::Marks;
 use crate::push::PushSettings;
 use crate::push::sender::PushSender;
 use crate::schema::Schema;
@@ -34,6 +35,8 @@ pub struct Chat {
     pub(crate) web_pubsub: Option<Arc<WebPubSub>>,
     /// Who typed when, to rate-limit typing signals.
     pub(crate) typing: Arc<TypingGate>,
+    /// Rooms whose outbox marker this process wrote lately.
+    pub(crate) outbox_marks: Arc<Marks>,
 }
 
 impl Chat {
@@ -49,6 +52,7 @@ impl Chat {
             push: Arc::default(),
             web_pubsub: None,
             typing: Arc::default(),
+            outbox_marks: Arc::default(),
         })
     }
 

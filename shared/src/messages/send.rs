@@ -31,6 +31,7 @@ use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{MessageKey, Ticks};
 use crate::live::signals::Signal;
+use crate::notifications::MessageEvent;
 use crate::permissions::Permission;
 use crate::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 use crate::service::Chat;
@@ -325,6 +326,18 @@ impl Chat {
             let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
             extra.push(BatchOp::Insert(row));
         }
+        // The notification event commits with the message (the outbox), so it cannot be lost.
+        let event = match self.push.sender {
+            Some(_) => MessageEvent::of(&message),
+            None => None,
+        };
+        if let Some(event) = &event {
+            if let Err(e) = self.mark_outbox(room).await {
+                self.release_index_row(room, ticks).await;
+                return Err(e);
+            }
+            extra.push(BatchOp::Insert(Chat::outbox_row(room, event)?));
+        }
         let draft = message.clone();
         let build = move |version| {
             let mut message = draft.clone();
@@ -355,23 +368,15 @@ impl Chat {
         }
 
         // Step 5, after the durable write only: side effects, none of which can fail the send.
-        // The notification event is handed to the in-process consumer (Event Grid and the
-        // outbox that makes it lossless are issue 4's next step).
+        // The notification event goes to its consumer; its outbox row is cleared once accepted.
         self.signal(
             room,
             Signal::Created {
                 message: message.clone(),
             },
         );
-        if self.push.sender.is_some()
-            && let Some(event) = crate::notifications::MessageEvent::of(&message)
-        {
-            let chat = self.clone();
-            tokio::spawn(async move {
-                if let Err(e) = chat.notify(&event).await {
-                    tracing::warn!(event = %event.id, error = %e, "notification failed");
-                }
-            });
+        if let Some(event) = event {
+            self.dispatch(room, event);
         }
         Ok(Sent { message, created: true })
     }

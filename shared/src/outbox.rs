@@ -1,0 +1,243 @@
+//! The outbox: a send records its notification event in the same entity group transaction as
+//! the message (`outbox:<message id>` in the room's `Messages` partition), so no event can be
+//! lost between the durable write and its publication. After the write the event is
+//! dispatched to its consumer (in process here; Event Grid is the next step) and its row is
+//! deleted once accepted. The housekeeping timer republishes rows older than a few seconds; the
+//! consumer is idempotent per event id, so a republished event that had in fact been handled
+//! pushes nothing twice.
+//!
+//! The timer finds pending rows through markers in `Housekeeping`'s `outbox` partition, one
+//! per room that may hold pending events, so a run costs in rooms with pending events, never in
+//! messages stored. A marker is written before a send's transaction (at most every
+//! [`MARK_REFRESH`] per room and process), and removed by the timer only once its room has no
+//! pending row and it is older than [`MARK_EXPIRY`] — longer than any process trusts its own
+//! note of having written it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::notifications::MessageEvent;
+use crate::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
+use crate::service::Chat;
+use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// A pending event older than this is republished by the timer.
+pub const REPUBLISH_AFTER: Duration = Duration::seconds(5);
+/// How long a process trusts its own note that a room's marker exists.
+const MARK_REFRESH: std::time::Duration = std::time::Duration::from_secs(600);
+/// A marker younger than this is never removed.
+const MARK_EXPIRY: Duration = Duration::minutes(15);
+
+/// When this process last wrote each room's outbox marker. A std mutex: never held across an
+/// await.
+#[derive(Debug, Default)]
+pub(crate) struct Marks {
+    written: Mutex<HashMap<String, Instant>>,
+}
+
+pub(crate) fn outbox_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}")
+}
+
+impl Chat {
+    /// The outbox row of `event`, to commit with its message.
+    pub(crate) fn outbox_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
+        let json = serde_json::to_string(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
+        Ok(Entity::new(room.as_str(), outbox_key(&event.message_id))
+            .with("event", Value::String(json))
+            .with("createdAt", Value::datetime(Utc::now())))
+    }
+
+    /// Makes sure the timer will look at `room` (before a send's transaction).
+    pub(crate) async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
+        let fresh = {
+            let written = self.outbox_marks.written.lock().expect("marks lock");
+            written.get(room.as_str()).is_some_and(|at| at.elapsed() < MARK_REFRESH)
+        };
+        if fresh {
+            return Ok(());
+        }
+        let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(Utc::now()));
+        self.tables
+            .upsert(&self.schema.housekeeping, &marker, UpdateMode::Replace)
+            .await?;
+        let mut written = self.outbox_marks.written.lock().expect("marks lock");
+        if written.len() > 10_000 {
+            written.retain(|_, at| at.elapsed() < MARK_REFRESH);
+        }
+        written.insert(room.to_string(), Instant::now());
+        Ok(())
+    }
+
+    /// Hands a committed event to its consumer in the background and clears its outbox row
+    /// once accepted; a failure leaves the row for the timer.
+    pub(crate) fn dispatch(&self, room: &RoomId, event: MessageEvent) {
+        let (chat, room) = (self.clone(), room.clone());
+        tokio::spawn(async move {
+            if let Err(e) = chat.publish(&room, &event).await {
+                tracing::warn!(event = %event.id, error = %e, "an event was not published; the timer will retry");
+            }
+        });
+    }
+
+    /// Publishes one event and deletes its outbox row.
+    async fn publish(&self, room: &RoomId, event: &MessageEvent) -> Result<()> {
+        self.notify(event).await?;
+        self.delete_if_present(&self.schema.messages, room.as_str(), &outbox_key(&event.message_id))
+            .await
+    }
+
+    /// The timer's part: republishes every event pending longer than [`REPUBLISH_AFTER`] and
+    /// drops markers of rooms with nothing pending. Returns the events republished.
+    pub(crate) async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
+        let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.housekeeping, &markers, 10_000_000)
+            .await?;
+        let mut republished = 0;
+        for marker in rows {
+            let Ok(room) = RoomId::parse(&marker.row_key) else {
+                continue;
+            };
+            match self.republish_room(&room, &marker, now).await {
+                Ok(n) => republished += n,
+                Err(e) => tracing::warn!(%room, error = %e, "republishing a room's events failed"),
+            }
+        }
+        Ok(republished)
+    }
+
+    async fn republish_room(&self, room: &RoomId, marker: &Entity, now: DateTime<Utc>) -> Result<usize> {
+        let pending = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.messages, &pending, 100_000)
+            .await?;
+        let mut republished = 0;
+        for row in &rows {
+            if row.datetime("createdAt").is_some_and(|at| now - at < REPUBLISH_AFTER) {
+                continue;
+            }
+            let event: MessageEvent = row
+                .str("event")
+                .and_then(|json| serde_json::from_str(json).ok())
+                .ok_or_else(|| Error::Internal(format!("outbox row {room}/{} is broken", row.row_key)))?;
+            self.publish(room, &event).await?;
+            republished += 1;
+        }
+        let idle = rows.is_empty() && marker.datetime("markedAt").is_none_or(|at| now - at > MARK_EXPIRY);
+        if idle && let Some(etag) = marker.etag.clone() {
+            match self
+                .tables
+                .delete(
+                    &self.schema.housekeeping,
+                    OUTBOX_PARTITION,
+                    room.as_str(),
+                    &IfMatch::Etag(etag),
+                )
+                .await
+            {
+                Ok(()) => {}
+                // Re-marked or removed meanwhile: leave it.
+                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(republished)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::messages::send::NewMessage;
+    use crate::push::PushSettings;
+    use crate::push::sender::PushSender;
+    use crate::service::testing::{alice, chat_on, store, user};
+    use crate::storage::faults::FaultyTables;
+    use crate::storage::{StoreError, Tables};
+
+    async fn pending(chat: &Chat, room: &RoomId) -> usize {
+        let query = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 100);
+        chat.tables()
+            .query_up_to(&chat.schema().messages, &query, 100)
+            .await
+            .unwrap()
+            .0
+            .len()
+    }
+
+    /// The event commits with the message; when its first publication fails, the row stays
+    /// and the timer publishes it, once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_whose_publication_failed_is_republished_by_the_timer() {
+        let faults = FaultyTables::new(store());
+        let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let key = crate::push::generate_vapid_key().unwrap().0;
+        chat.push = Arc::new(PushSettings {
+            sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
+            allow_private_endpoints: true,
+        });
+        chat.join_room(&user("bob"), &room).await.unwrap();
+
+        // The consumer's first read (its idempotency check) fails: the event is not accepted.
+        let metadata = chat.schema().metadata.clone();
+        faults.fail_operation(
+            "get",
+            Some(&metadata),
+            1,
+            StoreError::new(ErrorKind::Unavailable, "injected"),
+        );
+        chat.send_message(&alice(), &room, NewMessage::text("hi"))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(pending(&chat, &room).await, 1, "the event waits in the outbox");
+
+        // Too young to republish yet; then the timer publishes it.
+        assert_eq!(chat.republish(Utc::now()).await.unwrap(), 0);
+        let later = Utc::now() + REPUBLISH_AFTER + Duration::seconds(1);
+        assert_eq!(chat.housekeeping(later).await.unwrap().events_republished, 1);
+        assert_eq!(pending(&chat, &room).await, 0);
+        assert_eq!(chat.republish(later).await.unwrap(), 0, "published once");
+
+        // Nothing pending and the marker old: the room is no longer looked at.
+        let much_later = later + MARK_EXPIRY + Duration::minutes(1);
+        chat.republish(much_later).await.unwrap();
+        let marker = chat
+            .tables()
+            .get(&chat.schema().housekeeping, OUTBOX_PARTITION, room.as_str())
+            .await
+            .unwrap();
+        assert!(marker.is_none());
+    }
+
+    /// A send whose event publishes at once leaves nothing pending.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_published_event_leaves_no_row() {
+        let (mut chat, room) = chat_on(Tables::new(store())).await;
+        let key = crate::push::generate_vapid_key().unwrap().0;
+        chat.push = Arc::new(PushSettings {
+            sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
+            allow_private_endpoints: true,
+        });
+        chat.send_message(&alice(), &room, NewMessage::text("hi"))
+            .await
+            .unwrap();
+        for _ in 0..50 {
+            if pending(&chat, &room).await == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the outbox row was not cleared");
+    }
+}
