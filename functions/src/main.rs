@@ -150,9 +150,13 @@ async fn serve(args: &Args) -> Result<(), String> {
             SocketAddr::from(([0, 0, 0, 0], port))
         }
     };
-    let chat = Chat::from_settings(&settings)
+    let mut chat = Chat::from_settings(&settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?;
+    if !custom_handler {
+        // Self-hosted: live connections come to this process unless Web PubSub is configured.
+        chat = chat.with_local_hub(&settings.web_pubsub_hub);
+    }
     // On Azure the housekeeping timer function does this; the self-hosted server does it itself.
     if let (false, Some(interval)) = (custom_handler, settings.housekeeping_interval) {
         tokio::spawn(housekeeping(chat.clone(), interval));
@@ -168,18 +172,22 @@ async fn serve(args: &Args) -> Result<(), String> {
     tracing::info!(%local, storage = ?storage_kind(&settings), "tabletalk listening");
     // Tests and scripts read this line to learn the port when started with --port 0.
     println!("listening on {local}");
-    axum::serve(listener, http::router(state))
+    axum::serve(listener, http::router(state, custom_handler))
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| e.to_string())
 }
 
-/// Runs housekeeping (retention purge, expired idempotency records) every `interval`.
+/// Runs the timers' work every `interval`: republishing pending events, then housekeeping
+/// (retention purge, expired idempotency records).
 async fn housekeeping(chat: Chat, interval: Duration) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        if let Err(e) = chat.republish(chrono::Utc::now()).await {
+            tracing::warn!(error = %e, "republishing events failed; trying again next time");
+        }
         match chat.housekeeping(chrono::Utc::now()).await {
             Ok(report) if report.messages_purged > 0 || report.rooms_failed > 0 => {
                 tracing::info!(?report, "housekeeping")

@@ -45,6 +45,13 @@ pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
 /// The Web PubSub hub. Default `chat`.
 pub const WEBPUBSUB_HUB: &str = "TABLETALK_WEBPUBSUB_HUB";
 
+/// The Event Grid custom topic endpoint message events are published to
+/// (`https://<topic>.<region>-1.eventgrid.azure.net/api/events`). Absent: events go straight to
+/// the in-process notification consumer.
+pub const EVENTGRID_ENDPOINT: &str = "TABLETALK_EVENTGRID_ENDPOINT";
+/// The topic's access key (sent as `aeg-sas-key`).
+pub const EVENTGRID_KEY: &str = "TABLETALK_EVENTGRID_KEY";
+
 /// Where messages and everything else are stored.
 #[derive(Debug, Clone)]
 pub enum StorageSettings {
@@ -74,6 +81,8 @@ pub struct Settings {
     pub push_allow_private_endpoints: bool,
     pub web_pubsub_connection: Option<String>,
     pub web_pubsub_hub: String,
+    /// The Event Grid topic: endpoint and key.
+    pub event_grid: Option<(String, String)>,
 }
 
 impl Settings {
@@ -113,7 +122,19 @@ impl Settings {
             Some(Ok(seconds)) => Some(std::time::Duration::from_secs(seconds)),
             Some(Err(_)) => return Err(config_error(HOUSEKEEPING_SECONDS, "must be a whole number of seconds")),
         };
+        let event_grid = match (get(EVENTGRID_ENDPOINT), get(EVENTGRID_KEY)) {
+            (Some(endpoint), Some(key)) => Some((endpoint, key)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(config_error(
+                    EVENTGRID_KEY,
+                    "the topic's key must be set with its endpoint",
+                ));
+            }
+            (None, Some(_)) => return Err(config_error(EVENTGRID_ENDPOINT, "must be set with the topic's key")),
+        };
         Ok(Settings {
+            event_grid,
             storage,
             table_prefix,
             auth,

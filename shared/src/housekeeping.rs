@@ -44,8 +44,6 @@ pub struct Report {
     pub rooms: usize,
     /// Rooms whose housekeeping failed this time (logged; retried next run).
     pub rooms_failed: usize,
-    /// Pending notification events published again.
-    pub events_republished: usize,
     pub messages_purged: usize,
     pub idempotency_records_expired: usize,
 }
@@ -69,10 +67,7 @@ impl Chat {
             .tables
             .query_up_to(&self.schema.housekeeping, &query, 10_000_000)
             .await?;
-        let mut report = Report {
-            events_republished: self.republish(now).await?,
-            ..Report::default()
-        };
+        let mut report = Report::default();
         for row in rows {
             let Ok(room) = RoomId::parse(&row.row_key) else {
                 continue;

@@ -6,6 +6,7 @@ pub mod access;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod housekeeping;
 pub mod html;
 pub mod ids;

@@ -4,7 +4,8 @@
 //! Recipients are the room's members minus the sender, by their notification level: `All`
 //! always, `Mentions` when the message mentions them (directly, through one of their roles, or
 //! `@everyone`; `@here` only reaches members who are online, and those are not pushed),
-//! `Never` never; a muted room never. The payload carries ids, the sender's name and a short
+//! `Never` never; a muted room never; and never a member with a live connection open (they
+//! see the message live). The payload carries ids, the sender's name and a short
 //! preview only. Deliveries run with bounded concurrency, each on its own: 404/410 delete the
 //! subscription, 429 waits for `Retry-After`, 5xx retries with a bounded backoff, and one
 //! failing endpoint never holds up the others.
@@ -38,7 +39,7 @@ use crate::storage::{Entity, ErrorKind, RangeQuery, Value};
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
 /// Characters of the message shown in a notification.
 pub const PREVIEW_CHARS: usize = 100;
-/// Deliveries in flight at once for one event.
+/// Recipients served at once for one event.
 const CONCURRENT_DELIVERIES: usize = 16;
 /// Attempts per subscription (429 and 5xx are retried).
 const DELIVERY_ATTEMPTS: usize = 4;
@@ -107,6 +108,8 @@ pub struct Report {
     pub delivered: usize,
     pub gone: usize,
     pub failed: usize,
+    /// Recipients not pushed because they had a live connection open.
+    pub online: usize,
     /// True when the event had been processed before and nothing was sent.
     pub repeat: bool,
 }
@@ -134,7 +137,9 @@ fn topic(room: &str) -> String {
 }
 
 impl Chat {
-    /// Processes one message event (idempotently per event id).
+    /// Processes one message event (idempotently per event id). The event is only a pointer:
+    /// the message is read back from the store, so a forged or stale event can push nothing
+    /// the room does not hold, and a message deleted meanwhile pushes nothing.
     pub async fn notify(&self, event: &MessageEvent) -> Result<Report> {
         let Some(sender) = &self.push.sender else {
             return Ok(Report::default());
@@ -154,48 +159,40 @@ impl Chat {
                 ..Report::default()
             });
         }
+        let stored = self.find_message(&room, &key).await?.filter(|m| m.is_live());
+        let Some(event) = stored.as_ref().and_then(MessageEvent::of) else {
+            return Ok(Report::default());
+        };
         let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self
             .tables
             .query_up_to(&self.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
             .await?;
-        let mut deliveries = Vec::new();
-        let mut report = Report::default();
-        for member in rows.iter().filter_map(|row| Member::from_entity(row).ok()) {
-            if member.user_id.as_str() == event.sender_id {
-                continue;
-            }
-            let Some(mentioned) = wants(&member, &event.mentions) else {
-                continue;
-            };
-            report.recipients += 1;
-            let payload = Payload {
-                room_id: &event.room_id,
-                message_id: &event.message_id,
-                sender_name: &event.sender_name,
-                preview: &event.preview,
-                mentioned,
-            };
-            let push = Push {
-                payload: serde_json::to_vec(&payload).map_err(|e| Error::Internal(e.to_string()))?,
-                ttl: PUSH_TTL_SECONDS,
-                urgency: if mentioned { Urgency::High } else { Urgency::Normal },
-                topic: Some(topic(&event.room_id)),
-            };
-            for subscription in self.subscriptions(&member.user_id).await? {
-                deliveries.push((member.user_id.clone(), subscription, push.clone()));
-            }
-        }
-        let outcomes: Vec<Outcome> = futures::stream::iter(deliveries)
-            .map(|(user, subscription, push)| self.deliver(sender, user, subscription, push))
+        let recipients: Vec<(UserId, bool)> = rows
+            .iter()
+            .filter_map(|row| Member::from_entity(row).ok())
+            .filter(|member| member.user_id.as_str() != event.sender_id)
+            .filter_map(|member| wants(&member, &event.mentions).map(|mentioned| (member.user_id, mentioned)))
+            .collect();
+        let results: Vec<Result<Option<Vec<Outcome>>>> = futures::stream::iter(recipients)
+            .map(|(user, mentioned)| self.notify_one(sender, &event, user, mentioned))
             .buffer_unordered(CONCURRENT_DELIVERIES)
             .collect()
             .await;
-        for outcome in outcomes {
-            match outcome {
-                Outcome::Delivered => report.delivered += 1,
-                Outcome::Gone => report.gone += 1,
-                Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
+        let mut report = Report::default();
+        for result in results {
+            report.recipients += 1;
+            match result? {
+                None => report.online += 1,
+                Some(outcomes) => {
+                    for outcome in outcomes {
+                        match outcome {
+                            Outcome::Delivered => report.delivered += 1,
+                            Outcome::Gone => report.gone += 1,
+                            Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
+                        }
+                    }
+                }
             }
         }
         let done = Entity::new(room.as_str(), marker).with("notifiedAt", Value::datetime(chrono::Utc::now()));
@@ -205,6 +202,38 @@ impl Chat {
             Err(e) => return Err(e.into()),
         }
         Ok(report)
+    }
+
+    /// One recipient: nothing when they are online (they see the message live), else a push
+    /// to each of their devices, one after another.
+    async fn notify_one(
+        &self,
+        sender: &PushSender,
+        event: &MessageEvent,
+        user: UserId,
+        mentioned: bool,
+    ) -> Result<Option<Vec<Outcome>>> {
+        if self.online(user.as_str()).await {
+            return Ok(None);
+        }
+        let payload = Payload {
+            room_id: &event.room_id,
+            message_id: &event.message_id,
+            sender_name: &event.sender_name,
+            preview: &event.preview,
+            mentioned,
+        };
+        let push = Push {
+            payload: serde_json::to_vec(&payload).map_err(|e| Error::Internal(e.to_string()))?,
+            ttl: PUSH_TTL_SECONDS,
+            urgency: if mentioned { Urgency::High } else { Urgency::Normal },
+            topic: Some(topic(&event.room_id)),
+        };
+        let mut outcomes = Vec::new();
+        for subscription in self.subscriptions(&user).await? {
+            outcomes.push(self.deliver(sender, user.clone(), subscription, push.clone()).await);
+        }
+        Ok(Some(outcomes))
     }
 
     /// Delivers one push to one subscription, retrying 429 and 5xx a bounded number of times;

@@ -1,8 +1,9 @@
 //! The outbox: a send records its notification event in the same entity group transaction as
 //! the message (`outbox:<message id>` in the room's `Messages` partition), so no event can be
 //! lost between the durable write and its publication. After the write the event is
-//! dispatched to its consumer (in process here; Event Grid is the next step) and its row is
-//! deleted once accepted. The housekeeping timer republishes rows older than a few seconds; the
+//! published — to the Event Grid topic when one is configured (accepted means the topic took
+//! it), else straight to the in-process notification consumer — and its row is deleted once
+//! accepted. A timer (`republishEvents` on Azure) republishes rows older than a few seconds; the
 //! consumer is idempotent per event id, so a republished event that had in fact been handled
 //! pushes nothing twice.
 //!
@@ -20,6 +21,7 @@ use std::time::Instant;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::error::{Error, Result};
+use crate::events::CloudEvent;
 use crate::ids::RoomId;
 use crate::notifications::MessageEvent;
 use crate::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
@@ -85,16 +87,27 @@ impl Chat {
         });
     }
 
+    /// Whether sends record events: when something consumes them (push here, or whatever
+    /// the Event Grid topic delivers to).
+    pub(crate) fn publishes_events(&self) -> bool {
+        self.push.sender.is_some() || self.event_grid.is_some()
+    }
+
     /// Publishes one event and deletes its outbox row.
     async fn publish(&self, room: &RoomId, event: &MessageEvent) -> Result<()> {
-        self.notify(event).await?;
+        match &self.event_grid {
+            Some(topic) => topic.publish(&CloudEvent::of(event, &self.workspace_id)).await?,
+            None => {
+                self.notify(event).await?;
+            }
+        }
         self.delete_if_present(&self.schema.messages, room.as_str(), &outbox_key(&event.message_id))
             .await
     }
 
     /// The timer's part: republishes every event pending longer than [`REPUBLISH_AFTER`] and
     /// drops markers of rooms with nothing pending. Returns the events republished.
-    pub(crate) async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
+    pub async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
         let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -205,7 +218,7 @@ mod tests {
         // Too young to republish yet; then the timer publishes it.
         assert_eq!(chat.republish(Utc::now()).await.unwrap(), 0);
         let later = Utc::now() + REPUBLISH_AFTER + Duration::seconds(1);
-        assert_eq!(chat.housekeeping(later).await.unwrap().events_republished, 1);
+        assert_eq!(chat.republish(later).await.unwrap(), 1);
         assert_eq!(pending(&chat, &room).await, 0);
         assert_eq!(chat.republish(later).await.unwrap(), 0, "published once");
 

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
+use crate::events::EventGrid;
 use crate::keys::Ticks;
-use crate::live::TypingGate;
+use crate::live::local_hub::LocalHub;
 use crate::live::web_pubsub::WebPubSub;
+use crate::live::{Live, TypingGate};
 use crate::messages::versions::Ledger;
 use crate::outbox::Marks;
 use crate::push::PushSettings;
@@ -31,8 +33,10 @@ pub struct Chat {
     pub(crate) workspace_id: Arc<str>,
     /// Web Push: the sender (when a VAPID key is configured) and what endpoints are accepted.
     pub(crate) push: Arc<PushSettings>,
-    /// Azure Web PubSub, when a connection string is configured.
-    pub(crate) web_pubsub: Option<Arc<WebPubSub>>,
+    /// Where live signals go: Azure Web PubSub, the local hub, or nowhere.
+    pub(crate) live: Live,
+    /// The Event Grid topic message events go to; without one, to `notify` in process.
+    pub(crate) event_grid: Option<Arc<EventGrid>>,
     /// Who typed when, to rate-limit typing signals.
     pub(crate) typing: Arc<TypingGate>,
     /// Rooms whose outbox marker this process wrote lately.
@@ -50,7 +54,8 @@ impl Chat {
             ledger: Arc::default(),
             workspace_id: Arc::from("default"),
             push: Arc::default(),
-            web_pubsub: None,
+            live: Live::Off,
+            event_grid: None,
             typing: Arc::default(),
             outbox_marks: Arc::default(),
         })
@@ -67,17 +72,35 @@ impl Chat {
             .as_deref()
             .map(|key| PushSender::new(key, &settings.vapid_subject))
             .transpose()?;
-        chat.web_pubsub = settings
-            .web_pubsub_connection
-            .as_deref()
-            .map(|connection| WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub))
-            .transpose()?
-            .map(Arc::new);
+        if let Some(connection) = &settings.web_pubsub_connection {
+            let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)?;
+            chat.live = Live::Azure(Arc::new(web_pubsub));
+        }
+        if let Some((endpoint, key)) = &settings.event_grid {
+            chat.event_grid = Some(Arc::new(EventGrid::new(endpoint, key)?));
+        }
         chat.push = Arc::new(PushSettings {
             sender,
             allow_private_endpoints: settings.push_allow_private_endpoints,
         });
         Ok(chat)
+    }
+
+    /// The same service with its own live hub, when no Web PubSub is configured (the
+    /// self-hosted server; a Functions host cannot carry WebSockets).
+    pub fn with_local_hub(mut self, hub: &str) -> Chat {
+        if matches!(self.live, Live::Off) {
+            self.live = Live::Local(Arc::new(LocalHub::new(hub)));
+        }
+        self
+    }
+
+    /// The local live hub, when this process runs one.
+    pub fn local_hub(&self) -> Option<&Arc<LocalHub>> {
+        match &self.live {
+            Live::Local(hub) => Some(hub),
+            _ => None,
+        }
     }
 
     /// The same service with another clock (tests: a frozen clock makes every send collide).

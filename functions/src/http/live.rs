@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use tabletalk::ids::RoomId;
 use tabletalk::live::Negotiated;
 
@@ -10,11 +10,24 @@ use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, PathParams};
 
-/// 503 when no Web PubSub is configured (the local live server is still to come).
+/// The Azure Web PubSub URL when one is configured, else one on the self-hosted server's own
+/// hub (as the caller reached the server: its `Host`, and `wss` behind a TLS proxy that says
+/// `X-Forwarded-Proto: https`); 503 in a Functions app without Web PubSub.
 #[utoipa::path(post, path = "/api/negotiate", tag = "live", operation_id = "negotiate",
     responses((status = 200, body = Negotiated), (status = "4XX", body = ErrorBody)))]
-pub async fn negotiate(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Negotiated>> {
-    Ok(Json(state.chat.negotiate(&who).await?))
+pub async fn negotiate(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    headers: HeaderMap,
+) -> ApiResult<Json<Negotiated>> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let scheme = match header("x-forwarded-proto") {
+        Some("https") => "https",
+        _ => "http",
+    };
+    let host = header("host").unwrap_or("localhost");
+    let endpoint = format!("{scheme}://{host}");
+    Ok(Json(state.chat.negotiate(&who, &endpoint).await?))
 }
 
 /// Members only; at most one signal per user and room every 3 seconds (more are dropped).

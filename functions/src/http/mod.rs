@@ -3,7 +3,9 @@
 //! map errors — and live in one module per resource.
 
 pub mod error;
+pub mod events;
 pub mod extract;
+pub mod hub;
 pub mod live;
 pub mod members;
 pub mod messages;
@@ -11,6 +13,7 @@ pub mod openapi;
 pub mod push;
 pub mod roles;
 pub mod rooms;
+pub mod triggers;
 
 use std::sync::Arc;
 
@@ -239,13 +242,20 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
         route: "rooms/{roomId}/typing",
     },
     HttpFunction {
+        name: "notificationEvents",
+        method: "post,options",
+        route: "events/notifications",
+    },
+    HttpFunction {
         name: "openApi",
         method: "get",
         route: "openapi.json",
     },
 ];
 
-pub fn router(state: AppState) -> Router {
+/// The router for every host; `custom_handler` adds the functions the Functions host invokes
+/// through its payload protocol (`triggers`).
+pub fn router(state: AppState, custom_handler: bool) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let api = Router::new()
         .route("/rooms", post(rooms::create).get(rooms::list))
@@ -292,9 +302,21 @@ pub fn router(state: AppState) -> Router {
         .route("/push/vapidPublicKey", get(push::vapid_public_key))
         .route("/negotiate", post(live::negotiate))
         .route("/rooms/{roomId}/typing", post(live::typing))
+        .route(
+            "/events/notifications",
+            post(events::deliver).options(events::preflight),
+        )
         .route("/openapi.json", get(openapi::document));
-    Router::new()
-        .nest("/api", api)
+    let mut app = Router::new();
+    if custom_handler {
+        app = app
+            .route("/notify", post(triggers::notify))
+            .route("/republishEvents", post(triggers::republish_events))
+            .route("/housekeeping", post(triggers::housekeeping));
+    }
+    app.nest("/api", api)
+        // The local live hub (only when this server runs one; 404 otherwise).
+        .route("/client/hubs/{hub}", get(hub::connect))
         // The Functions host polls `/` until the handler answers anything.
         .route("/", get(|| async { StatusCode::OK }))
         .fallback(|| async { ApiError(Error::not_found("no such route")) })
@@ -322,7 +344,7 @@ pub fn router(state: AppState) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
     use axum::body::Body;
@@ -339,11 +361,13 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
     }
 
-    /// `functions/<name>/function.json` exists for every HTTP function and only for them, with
-    /// the same method and route, in the shape HTTP forwarding needs (one trigger, one output).
+    /// `functions/<name>/function.json` exists for every HTTP function and every trigger
+    /// function, and only for them: HTTP ones with the same methods and route, in the shape
+    /// HTTP forwarding needs (one trigger, one output); trigger ones with exactly their binding.
     #[test]
     fn function_folders_match_the_routes() {
         let mut found = BTreeSet::new();
+        let mut triggers = BTreeMap::new();
         for entry in std::fs::read_dir(functions_dir()).unwrap() {
             let path = entry.unwrap().path().join("function.json");
             if !path.exists() {
@@ -352,6 +376,11 @@ mod tests {
             let name = path.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
             let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let bindings = doc["bindings"].as_array().unwrap();
+            if bindings[0]["type"] != "httpTrigger" {
+                assert_eq!(bindings.len(), 1, "{name}");
+                triggers.insert(name, bindings[0].clone());
+                continue;
+            }
             assert_eq!(bindings.len(), 2, "{name}");
             assert_eq!(bindings[0]["type"], "httpTrigger", "{name}");
             assert_eq!(bindings[1]["type"], "http", "{name}");
@@ -372,6 +401,11 @@ mod tests {
             .map(|f| (f.name.to_owned(), f.method.to_owned(), f.route.to_owned()))
             .collect();
         assert_eq!(found, expected);
+        let expected: BTreeMap<_, serde_json::Value> = triggers::TRIGGER_FUNCTIONS
+            .iter()
+            .map(|f| (f.name.to_owned(), serde_json::from_str(f.binding).unwrap()))
+            .collect();
+        assert_eq!(triggers, expected);
         let host: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(functions_dir().join("host.json")).unwrap()).unwrap();
         assert_eq!(host["customHandler"]["enableForwardingHttpRequest"], true);
@@ -389,7 +423,7 @@ mod tests {
             hs256_secret: Some("s".into()),
             ..Default::default()
         }));
-        let app = router(AppState { chat, auth });
+        let app = router(AppState { chat, auth }, true);
         for function in HTTP_FUNCTIONS {
             let path = format!("/api/{}", function.route)
                 .replace("{roomId}", &uuid::Uuid::new_v4().to_string())
@@ -397,18 +431,30 @@ mod tests {
                 .replace("{userId}", "bob")
                 .replace("{roleId}", &uuid::Uuid::new_v4().to_string())
                 .replace("{emoji}", "%F0%9F%91%8D");
+            let method = function.method.split(',').next().unwrap().to_uppercase();
             let request = Request::builder()
-                .method(function.method.to_uppercase().as_str())
+                .method(method.as_str())
                 .uri(&path)
                 .body(Body::empty())
                 .unwrap();
             let status = app.clone().oneshot(request).await.unwrap().status();
-            let expected = if function.name == "openApi" {
-                StatusCode::OK
-            } else {
-                StatusCode::UNAUTHORIZED
+            let expected = match function.name {
+                "openApi" => StatusCode::OK,
+                // Not a user's function: an empty delivery is refused as unreadable.
+                "notificationEvents" => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNAUTHORIZED,
             };
             assert_eq!(status, expected, "{} {path}", function.name);
+        }
+        for function in triggers::TRIGGER_FUNCTIONS {
+            let request = Request::builder()
+                .method("POST")
+                .uri(format!("/{}", function.name))
+                .header("content-type", "application/json")
+                .body(Body::from(r#"{"Data":{},"Metadata":{}}"#))
+                .unwrap();
+            let status = app.clone().oneshot(request).await.unwrap().status();
+            assert_eq!(status, StatusCode::OK, "{}", function.name);
         }
         let _ = std::fs::remove_dir_all(dir);
     }

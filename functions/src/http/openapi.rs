@@ -19,7 +19,7 @@ use utoipa::{Modify, OpenApi};
         super::messages::react, super::messages::unreact, super::messages::forward, super::messages::thread,
         super::messages::changes,
         super::push::subscribe, super::push::unsubscribe, super::push::list, super::push::vapid_public_key,
-        super::live::negotiate, super::live::typing,
+        super::live::negotiate, super::live::typing, super::events::deliver,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

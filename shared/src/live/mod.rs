@@ -1,12 +1,14 @@
 //! Live delivery: the URL a browser connects to for its rooms' live signals (`negotiate`), the
-//! signals themselves (`signals`) and typing. The local Web PubSub-compatible server is still
-//! to come (issue 4).
+//! signals themselves (`signals`), typing, and who is online (a connected user is not pushed).
+//! Signals go to Azure Web PubSub when it is configured, else to the self-hosted server's own
+//! compatible hub (`local_hub`).
 
+pub mod local_hub;
 pub mod signals;
 pub mod web_pubsub;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -18,6 +20,18 @@ use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::messages::checks::refuse_timed_out;
 use crate::service::Chat;
+
+use self::local_hub::LocalHub;
+use self::web_pubsub::WebPubSub;
+
+/// Where live signals go.
+#[derive(Debug, Clone)]
+pub enum Live {
+    /// Nowhere: a Functions app without Web PubSub.
+    Off,
+    Azure(Arc<WebPubSub>),
+    Local(Arc<LocalHub>),
+}
 
 /// One typing signal per user and room at most this often; more are dropped quietly.
 pub const TYPING_INTERVAL: Duration = Duration::from_secs(3);
@@ -73,18 +87,38 @@ impl Chat {
     }
 
     /// A client URL whose token lets the caller join the live groups of their rooms, and only
-    /// those.
-    pub async fn negotiate(&self, who: &Principal) -> Result<Negotiated> {
-        let Some(web_pubsub) = &self.web_pubsub else {
-            return Err(Error::Unavailable("live delivery is not configured here".into()));
-        };
+    /// those. `local_endpoint` is this server as the caller reached it (`http(s)://host`),
+    /// for the local hub's URL.
+    pub async fn negotiate(&self, who: &Principal, local_endpoint: &str) -> Result<Negotiated> {
+        let unavailable = || Error::Unavailable("live delivery is not configured here".into());
+        if matches!(self.live, Live::Off) {
+            return Err(unavailable());
+        }
         let rooms: Vec<String> = self
             .my_rooms(who)
             .await?
             .into_iter()
             .map(|entry| entry.room.id)
             .collect();
-        let (url, expires_at) = web_pubsub.client_url(who.user_id.as_str(), &rooms, Utc::now())?;
+        let user = who.user_id.as_str();
+        let (url, expires_at) = match &self.live {
+            Live::Off => return Err(unavailable()),
+            Live::Azure(web_pubsub) => web_pubsub.client_url(user, &rooms, Utc::now())?,
+            Live::Local(hub) => hub.client_url(local_endpoint, user, &rooms, Utc::now())?,
+        };
         Ok(Negotiated { url, expires_at })
+    }
+
+    /// Whether `user` has a live connection open; when that cannot be told, false (better a
+    /// push too many than a message missed).
+    pub(crate) async fn online(&self, user: &str) -> bool {
+        match &self.live {
+            Live::Off => false,
+            Live::Local(hub) => hub.user_connected(user),
+            Live::Azure(web_pubsub) => web_pubsub.user_connected(user).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "could not tell whether a user is online");
+                false
+            }),
+        }
     }
 }

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use std::sync::Arc;
+
+use super::Live;
 use super::web_pubsub::room_group;
 use crate::ids::RoomId;
 use crate::messages::Message;
@@ -66,21 +69,28 @@ struct Envelope<'a> {
 impl Chat {
     /// Sends `signal` to the room's group in the background; never fails the caller.
     pub(crate) fn signal(&self, room: &RoomId, signal: Signal) {
-        let Some(web_pubsub) = self.web_pubsub.clone() else {
+        if matches!(self.live, Live::Off) {
             return;
+        }
+        let body = match serde_json::to_vec(&Envelope {
+            room_id: room.as_str(),
+            signal: &signal,
+        }) {
+            Ok(body) => body,
+            Err(e) => return tracing::warn!(error = %e, "a live signal did not serialize"),
         };
-        let room = room.clone();
-        tokio::spawn(async move {
-            let body = match serde_json::to_vec(&Envelope {
-                room_id: room.as_str(),
-                signal: &signal,
-            }) {
-                Ok(body) => body,
-                Err(e) => return tracing::warn!(error = %e, "a live signal did not serialize"),
-            };
-            if let Err(e) = web_pubsub.send_to_group(&room_group(room.as_str()), body).await {
-                tracing::warn!(%room, error = %e, "a live signal was not sent");
+        let group = room_group(room.as_str());
+        match &self.live {
+            Live::Off => {}
+            Live::Local(hub) => hub.send_to_group(&group, &body),
+            Live::Azure(web_pubsub) => {
+                let (web_pubsub, room) = (Arc::clone(web_pubsub), room.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = web_pubsub.send_to_group(&group, body).await {
+                        tracing::warn!(%room, error = %e, "a live signal was not sent");
+                    }
+                });
             }
-        });
+        }
     }
 }

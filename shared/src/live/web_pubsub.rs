@@ -100,10 +100,7 @@ impl WebPubSub {
     }
 
     fn sign(&self, claims: &impl Serialize) -> Result<String> {
-        let key = jsonwebtoken::EncodingKey::from_secret(self.access_key.as_bytes())
-            .map_err(|e| Error::Internal(format!("the Web PubSub access key: {e}")))?;
-        jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), claims, &key)
-            .map_err(|e| Error::Internal(format!("signing a Web PubSub token: {e}")))
+        sign(&self.access_key, claims)
     }
 
     /// Sends a JSON message to every connection in `group` (REST, §4.3): the token's `aud` is
@@ -136,26 +133,75 @@ impl WebPubSub {
         }
     }
 
+    /// Whether `user` has a live connection to the hub (`HEAD …/users/{user}`: 200 yes, 404
+    /// no).
+    pub async fn user_connected(&self, user: &str) -> Result<bool> {
+        let user: String = url::form_urlencoded::byte_serialize(user.as_bytes()).collect();
+        let url = format!(
+            "{}/api/hubs/{}/users/{user}?api-version={API_VERSION}",
+            self.endpoint, self.hub
+        );
+        let now = Utc::now();
+        let token = self.sign(&ServiceClaims {
+            aud: url.clone(),
+            iat: now.timestamp(),
+            exp: (now + Duration::minutes(5)).timestamp(),
+        })?;
+        let response = self
+            .http
+            .head(&url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
+        match response.status() {
+            reqwest::StatusCode::OK => Ok(true),
+            reqwest::StatusCode::NOT_FOUND => Ok(false),
+            other => Err(Error::Unavailable(format!("Web PubSub answered {other}"))),
+        }
+    }
+
     /// A client URL for `user`, allowed to join the groups of `rooms`.
     pub fn client_url(&self, user: &str, rooms: &[String], now: DateTime<Utc>) -> Result<(String, DateTime<Utc>)> {
-        let audience = format!("{}/client/hubs/{}", self.endpoint, self.hub);
-        let expires = now + CLIENT_TOKEN_TTL;
-        let claims = ClientClaims {
-            aud: audience.clone(),
-            iat: now.timestamp(),
-            exp: expires.timestamp(),
-            sub: user,
-            role: rooms
-                .iter()
-                .map(|room| format!("webpubsub.joinLeaveGroup.{}", room_group(room)))
-                .collect(),
-        };
-        let token = self.sign(&claims)?;
-        let socket = audience
-            .replacen("https://", "wss://", 1)
-            .replacen("http://", "ws://", 1);
-        Ok((format!("{socket}?access_token={token}"), expires))
+        client_url(&self.access_key, &self.endpoint, &self.hub, user, rooms, now)
     }
+}
+
+/// HS256 with the key's UTF-8 bytes, as Web PubSub expects.
+fn sign(key: &str, claims: &impl Serialize) -> Result<String> {
+    let key = jsonwebtoken::EncodingKey::from_secret(key.as_bytes())
+        .map_err(|e| Error::Internal(format!("the Web PubSub access key: {e}")))?;
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), claims, &key)
+        .map_err(|e| Error::Internal(format!("signing a Web PubSub token: {e}")))
+}
+
+/// The client URL of the hub at `endpoint` (`http(s)://host[:port]`) for `user`, with a token
+/// signed with `key` that lets the connection join the groups of `rooms` and no other.
+pub(crate) fn client_url(
+    key: &str,
+    endpoint: &str,
+    hub: &str,
+    user: &str,
+    rooms: &[String],
+    now: DateTime<Utc>,
+) -> Result<(String, DateTime<Utc>)> {
+    let audience = format!("{endpoint}/client/hubs/{hub}");
+    let expires = now + CLIENT_TOKEN_TTL;
+    let claims = ClientClaims {
+        aud: audience.clone(),
+        iat: now.timestamp(),
+        exp: expires.timestamp(),
+        sub: user,
+        role: rooms
+            .iter()
+            .map(|room| format!("webpubsub.joinLeaveGroup.{}", room_group(room)))
+            .collect(),
+    };
+    let token = sign(key, &claims)?;
+    let socket = audience
+        .replacen("https://", "wss://", 1)
+        .replacen("http://", "ws://", 1);
+    Ok((format!("{socket}?access_token={token}"), expires))
 }
 
 #[cfg(test)]

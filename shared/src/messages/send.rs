@@ -327,9 +327,9 @@ impl Chat {
             extra.push(BatchOp::Insert(row));
         }
         // The notification event commits with the message (the outbox), so it cannot be lost.
-        let event = match self.push.sender {
-            Some(_) => MessageEvent::of(&message),
-            None => None,
+        let event = match self.publishes_events() {
+            true => MessageEvent::of(&message),
+            false => None,
         };
         if let Some(event) = &event {
             if let Err(e) = self.mark_outbox(room).await {

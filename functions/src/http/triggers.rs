@@ -1,0 +1,92 @@
+//! The functions the Azure Functions host invokes with its payload protocol rather than by
+//! forwarding HTTP (reference/azure-platform.md §1.6–1.7): `POST /<FunctionName>` with
+//! `{"Data": {...}, "Metadata": {...}}`, answered with `{"Outputs", "Logs", "ReturnValue"}`.
+//! A 2xx reply is a successful invocation; anything else fails it, so the platform retries
+//! (Event Grid redelivers, the timer runs again). Served only in custom-handler mode: the
+//! self-hosted server runs the timers itself and has no Event Grid.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tabletalk::events;
+
+use super::AppState;
+
+/// A function the host invokes through the payload protocol, with its trigger binding.
+#[cfg_attr(not(test), allow(dead_code))] // read by the tests now, and by packaging later
+pub struct TriggerFunction {
+    pub name: &'static str,
+    /// The `function.json` binding, as its JSON.
+    pub binding: &'static str,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
+    TriggerFunction {
+        name: "notify",
+        binding: r#"{"type":"eventGridTrigger","direction":"in","name":"eventGridEvent"}"#,
+    },
+    TriggerFunction {
+        name: "republishEvents",
+        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":true}"#,
+    },
+    TriggerFunction {
+        name: "housekeeping",
+        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"0 */5 * * * *","runOnStartup":false,"useMonitor":true}"#,
+    },
+];
+
+/// The invocation response: `Logs` go to the invocation log.
+fn invocation(status: StatusCode, logs: Vec<String>) -> Response {
+    (
+        status,
+        Json(json!({ "Outputs": {}, "Logs": logs, "ReturnValue": null })),
+    )
+        .into_response()
+}
+
+/// The notification function on its Event Grid trigger. An event it cannot read is logged and
+/// dropped (retrying would not help); a failure to process one fails the invocation.
+pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
+    let decoded = serde_json::from_slice::<Value>(&body)
+        .map_err(|_| tabletalk::Error::bad_request("the invocation is not JSON"))
+        .and_then(events::decode);
+    let events = match decoded {
+        Ok(events) => events,
+        Err(e) => {
+            tracing::warn!(error = %e, "an unreadable event was dropped");
+            return invocation(StatusCode::OK, vec![format!("dropped an unreadable event: {e}")]);
+        }
+    };
+    let mut logs = Vec::new();
+    for event in &events {
+        match state.chat.notify(event).await {
+            Ok(report) => logs.push(format!("{}: {report:?}", event.id)),
+            Err(e) => {
+                tracing::warn!(event = %event.id, error = %e, "notifying failed; the invocation fails for a retry");
+                logs.push(format!("{}: failed: {e}", event.id));
+                return invocation(StatusCode::INTERNAL_SERVER_ERROR, logs);
+            }
+        }
+    }
+    invocation(StatusCode::OK, logs)
+}
+
+/// The timer that republishes events still pending in the outbox.
+pub async fn republish_events(State(state): State<AppState>) -> Response {
+    match state.chat.republish(chrono::Utc::now()).await {
+        Ok(count) => invocation(StatusCode::OK, vec![format!("republished {count} events")]),
+        Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
+    }
+}
+
+/// The timer that purges expired messages and idempotency records.
+pub async fn housekeeping(State(state): State<AppState>) -> Response {
+    match state.chat.housekeeping(chrono::Utc::now()).await {
+        Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
+        Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
+    }
+}

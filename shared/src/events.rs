@@ -1,0 +1,255 @@
+//! Message events between a send and the notification function: CloudEvents 1.0 JSON, one
+//! per message with a stable id, published to an Event Grid custom topic (`aeg-sas-key`,
+//! reference/azure-platform.md §3.1) — and decoding whatever carries them back in: the
+//! Functions host's invocation payload for an `eventGridTrigger` (where values are often JSON
+//! strings holding JSON, §1.6), or a webhook delivery in the CloudEvents or Event Grid schema.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::notifications::MessageEvent;
+
+/// The CloudEvents `type` of a new message.
+pub const MESSAGE_CREATED: &str = "tabletalk.message.created";
+/// How long Event Grid may take to accept an event.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Strings holding JSON are unwrapped at most this deep.
+const MAX_NESTING: usize = 4;
+
+/// A CloudEvents 1.0 event (JSON format) carrying a [`MessageEvent`].
+#[derive(Debug, Clone, Serialize)]
+pub struct CloudEvent<'a> {
+    pub specversion: &'static str,
+    pub id: &'a str,
+    pub source: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub subject: String,
+    pub time: DateTime<Utc>,
+    pub datacontenttype: &'static str,
+    pub data: &'a MessageEvent,
+}
+
+impl<'a> CloudEvent<'a> {
+    /// The event of `event`, from the workspace `workspace`.
+    pub fn of(event: &'a MessageEvent, workspace: &str) -> CloudEvent<'a> {
+        CloudEvent {
+            specversion: "1.0",
+            id: &event.id,
+            source: format!("/tabletalk/{workspace}"),
+            kind: MESSAGE_CREATED,
+            subject: format!("rooms/{}/messages/{}", event.room_id, event.message_id),
+            time: Utc::now(),
+            datacontenttype: "application/json",
+            data: event,
+        }
+    }
+}
+
+/// An Event Grid custom topic.
+#[derive(Clone)]
+pub struct EventGrid {
+    endpoint: String,
+    key: String,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for EventGrid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventGrid")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventGrid {
+    /// The topic at `endpoint` (`https://<topic>.<region>-1.eventgrid.azure.net/api/events`)
+    /// with access key `key`.
+    pub fn new(endpoint: &str, key: &str) -> Result<EventGrid> {
+        let parsed = url::Url::parse(endpoint)
+            .map_err(|e| Error::Internal(format!("the Event Grid endpoint {endpoint:?}: {e}")))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(Error::Internal("the Event Grid endpoint is not an http(s) URL".into()));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(PUBLISH_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Internal(format!("Event Grid client: {e}")))?;
+        Ok(EventGrid {
+            endpoint: endpoint.to_owned(),
+            key: key.to_owned(),
+            http,
+        })
+    }
+
+    /// Publishes one event; `Ok` once the topic has accepted it (200).
+    pub async fn publish(&self, event: &CloudEvent<'_>) -> Result<()> {
+        let body = serde_json::to_vec(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
+        let response = self
+            .http
+            .post(&self.endpoint)
+            .header("aeg-sas-key", &self.key)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/cloudevents+json; charset=utf-8",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("Event Grid: {e}")))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(Error::Unavailable(format!("Event Grid answered {}", response.status())))
+        }
+    }
+}
+
+/// Unwraps JSON strings that hold JSON (the host double-encodes), a few levels deep.
+fn unwrap_strings(mut value: Value) -> Result<Value> {
+    for _ in 0..MAX_NESTING {
+        match value {
+            Value::String(text) => {
+                value = serde_json::from_str(&text).map_err(|_| Error::validation("an event is not JSON"))?;
+            }
+            other => return Ok(other),
+        }
+    }
+    Err(Error::validation("an event is nested too deep"))
+}
+
+/// The message events in `value`: an invocation payload (`{"Data":{"<binding>":…}}`), one
+/// event, or an array of them, in the CloudEvents or the Event Grid schema. Events of other
+/// types are skipped; anything unreadable is a validation error.
+pub fn decode(value: Value) -> Result<Vec<MessageEvent>> {
+    decode_at(value, 0)
+}
+
+fn decode_at(value: Value, depth: usize) -> Result<Vec<MessageEvent>> {
+    if depth > MAX_NESTING {
+        return Err(Error::validation("an event is nested too deep"));
+    }
+    match unwrap_strings(value)? {
+        Value::Array(items) => {
+            let mut events = Vec::new();
+            for item in items {
+                events.extend(decode_at(item, depth + 1)?);
+            }
+            Ok(events)
+        }
+        Value::Object(mut object) => {
+            if let Some(Value::Object(data)) = object.remove("Data") {
+                let mut events = Vec::new();
+                for (_binding, value) in data {
+                    events.extend(decode_at(value, depth + 1)?);
+                }
+                return Ok(events);
+            }
+            let kind = object
+                .get("type")
+                .or_else(|| object.get("eventType"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::validation("an event has no type"))?;
+            if kind != MESSAGE_CREATED {
+                return Ok(Vec::new());
+            }
+            let data = match (object.remove("data"), object.remove("data_base64")) {
+                (Some(data), _) => unwrap_strings(data)?,
+                (None, Some(Value::String(encoded))) => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(encoded)
+                        .map_err(|_| Error::validation("an event's data_base64 is not base64"))?;
+                    serde_json::from_slice(&bytes).map_err(|_| Error::validation("an event's data is not JSON"))?
+                }
+                _ => return Err(Error::validation("an event has no data")),
+            };
+            let event: MessageEvent =
+                serde_json::from_value(data).map_err(|e| Error::validation(format!("an event's data: {e}")))?;
+            Ok(vec![event])
+        }
+        _ => Err(Error::validation("an event is not a JSON object")),
+    }
+}
+
+/// The validation code of an Event Grid subscription handshake, if `value` is one (§3.2).
+pub fn validation_code(value: &Value) -> Option<String> {
+    let first = match value {
+        Value::Array(items) => items.first()?,
+        other => other,
+    };
+    (first.get("eventType")?.as_str()? == "Microsoft.EventGrid.SubscriptionValidationEvent")
+        .then(|| first.get("data")?.get("validationCode")?.as_str().map(str::to_owned))
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event() -> MessageEvent {
+        MessageEvent {
+            id: "r/1".into(),
+            room_id: "r".into(),
+            message_id: "1".into(),
+            sender_id: "alice".into(),
+            sender_name: "Alice".into(),
+            preview: "hi".into(),
+            mentions: Default::default(),
+        }
+    }
+
+    /// Every way the event reaches the function decodes to the same event.
+    #[test]
+    fn events_decode_from_every_envelope() {
+        let event = event();
+        let cloud = serde_json::to_value(CloudEvent::of(&event, "default")).unwrap();
+        assert_eq!(cloud["specversion"], "1.0");
+        assert_eq!(cloud["id"], "r/1");
+        let grid = json!({ "id": "r/1", "eventType": MESSAGE_CREATED, "subject": "s", "dataVersion": "1",
+            "eventTime": "2026-01-01T00:00:00Z", "data": cloud["data"] });
+        let encoded = base64::engine::general_purpose::STANDARD.encode(cloud["data"].to_string());
+        let binary = json!({ "specversion": "1.0", "id": "r/1", "source": "s", "type": MESSAGE_CREATED,
+            "data_base64": encoded });
+        let envelopes = [
+            cloud.clone(),
+            json!([cloud.clone()]),
+            grid.clone(),
+            binary,
+            json!({ "Data": { "eventGridEvent": cloud.clone() }, "Metadata": {} }),
+            json!({ "Data": { "eventGridEvent": cloud.to_string() }, "Metadata": {} }),
+            // A string holding a string holding the event, and data itself a string.
+            json!({ "Data": { "eventGridEvent": Value::String(cloud.to_string()).to_string() } }),
+            json!({ "id": "r/1", "type": MESSAGE_CREATED, "source": "s", "specversion": "1.0",
+                "data": cloud["data"].to_string() }),
+        ];
+        for envelope in envelopes {
+            assert_eq!(decode(envelope.clone()).unwrap(), vec![event.clone()], "{envelope}");
+        }
+        let other = json!({ "specversion": "1.0", "id": "x", "source": "s", "type": "something.else", "data": {} });
+        assert!(decode(other).unwrap().is_empty());
+        for bad in [
+            json!("not json {"),
+            json!(42),
+            json!({ "specversion": "1.0" }),
+            json!({ "type": MESSAGE_CREATED }),
+            json!({ "type": MESSAGE_CREATED, "data": { "id": 1 } }),
+        ] {
+            assert!(decode(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_subscription_handshake_is_recognised() {
+        let handshake = json!([{ "id": "1", "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
+            "data": { "validationCode": "abc", "validationUrl": "https://x" } }]);
+        assert_eq!(validation_code(&handshake).as_deref(), Some("abc"));
+        assert_eq!(validation_code(&json!([{ "eventType": MESSAGE_CREATED }])), None);
+    }
+}

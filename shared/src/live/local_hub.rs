@@ -1,0 +1,431 @@
+//! A Web PubSub-compatible hub inside the self-hosted server, used when no Azure Web PubSub is
+//! configured: `negotiate` hands out a URL on the server itself, and the connection speaks
+//! `json.webpubsub.azure.v1` or `json.reliable.webpubsub.azure.v1` (the official client's
+//! default), so a front-end works unchanged against either (reference/azure-platform.md
+//! §4.4, §4.6).
+//!
+//! It verifies the same JWT the service would (HS256 with this process's random key, so a
+//! restart invalidates old URLs and clients negotiate again), answers joinGroup/leaveGroup
+//! with role checks and acks, and delivers group signals as server messages — numbered with
+//! `sequenceId` on the reliable protocol. Connections are never recovered: the `connected`
+//! message carries no reconnection token, so after a drop the official client opens a fresh
+//! connection and rejoins its groups; live signals are nudges and the change feed fills any
+//! gap. A client too slow to take its frames is disconnected rather than buffered without end.
+//!
+//! The transport (the WebSocket itself) belongs to the HTTP layer; this module is the protocol
+//! and the registry of connections and groups.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::error::{Error, Result};
+
+pub const JSON_PROTOCOL: &str = "json.webpubsub.azure.v1";
+pub const RELIABLE_PROTOCOL: &str = "json.reliable.webpubsub.azure.v1";
+/// Frames waiting for one connection before it counts as too slow and is dropped.
+const QUEUE_FRAMES: usize = 256;
+/// Ack ids remembered per connection to answer `Duplicate`.
+const REMEMBERED_ACKS: usize = 10_000;
+
+/// The hub: its signing key and who is connected to which group. A std mutex, never held
+/// across an await.
+pub struct LocalHub {
+    hub: String,
+    key: String,
+    state: Mutex<State>,
+    next_connection: AtomicU64,
+}
+
+impl std::fmt::Debug for LocalHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalHub")
+            .field("hub", &self.hub)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    connections: HashMap<u64, Connection>,
+    groups: HashMap<String, HashSet<u64>>,
+}
+
+struct Connection {
+    user: Option<String>,
+    frames: mpsc::Sender<Arc<str>>,
+    groups: HashSet<String>,
+}
+
+/// The claims a client token carries (reference §4.2).
+#[derive(Deserialize)]
+struct Claims {
+    aud: Option<String>,
+    sub: Option<String>,
+    #[serde(default)]
+    role: Vec<String>,
+    #[serde(default, rename = "webpubsub.group")]
+    groups: Vec<String>,
+}
+
+/// What a client sends (reference §4.4). Anything else is ignored.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+enum Request {
+    JoinGroup { group: String, ack_id: Option<u64> },
+    LeaveGroup { group: String, ack_id: Option<u64> },
+    SendToGroup { ack_id: Option<u64> },
+    Event { ack_id: Option<u64> },
+    SequenceAck {},
+    Ping {},
+    Invoke { invocation_id: String },
+}
+
+impl LocalHub {
+    pub fn new(hub: &str) -> LocalHub {
+        let key: [u8; 32] = rand::random();
+        LocalHub {
+            hub: hub.to_owned(),
+            key: key.iter().map(|b| format!("{b:02x}")).collect(),
+            state: Mutex::default(),
+            next_connection: AtomicU64::new(1),
+        }
+    }
+
+    pub fn hub(&self) -> &str {
+        &self.hub
+    }
+
+    /// A client URL on `endpoint` (`http(s)://host[:port]` of this server) for `user`.
+    pub fn client_url(
+        &self,
+        endpoint: &str,
+        user: &str,
+        rooms: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(String, DateTime<Utc>)> {
+        super::web_pubsub::client_url(&self.key, endpoint, &self.hub, user, rooms, now)
+    }
+
+    /// Opens a connection for a client token: the session that answers its frames, and the
+    /// queue of group messages for it.
+    pub fn connect(self: &Arc<Self>, token: &str, protocol: &str) -> Result<(Session, mpsc::Receiver<Arc<str>>)> {
+        let claims = self.verify(token)?;
+        let number = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let (frames, queue) = mpsc::channel(QUEUE_FRAMES);
+        let mut state = self.state.lock().expect("hub lock");
+        state.connections.insert(
+            number,
+            Connection {
+                user: claims.sub.clone(),
+                frames,
+                groups: HashSet::new(),
+            },
+        );
+        for group in claims.groups.iter().filter(|g| valid_group(g)) {
+            state.join(number, group);
+        }
+        drop(state);
+        let session = Session {
+            hub: Arc::clone(self),
+            number,
+            id: format!("local-{number}"),
+            user: claims.sub,
+            roles: claims.role,
+            reliable: protocol == RELIABLE_PROTOCOL,
+            sequence: 0,
+            acks: HashSet::new(),
+        };
+        Ok((session, queue))
+    }
+
+    fn verify(&self, token: &str) -> Result<Claims> {
+        let unauthorized = || Error::Unauthorized("invalid or expired access token".into());
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["exp"]);
+        let key = jsonwebtoken::DecodingKey::from_secret(self.key.as_bytes()).map_err(|_| unauthorized())?;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|_| unauthorized())?
+            .claims;
+        let suffix = format!("/client/hubs/{}", self.hub);
+        match &claims.aud {
+            Some(aud) if !aud.ends_with(&suffix) => Err(unauthorized()),
+            _ => Ok(claims),
+        }
+    }
+
+    /// Queues `data` (JSON) for every connection in `group`; a connection whose queue is full
+    /// is dropped.
+    pub fn send_to_group(&self, group: &str, data: &[u8]) {
+        let Ok(data) = std::str::from_utf8(data) else {
+            return;
+        };
+        let data: Arc<str> = Arc::from(data);
+        let mut state = self.state.lock().expect("hub lock");
+        let members: Vec<u64> = state.groups.get(group).into_iter().flatten().copied().collect();
+        for number in members {
+            let full = state
+                .connections
+                .get(&number)
+                .is_some_and(|c| c.frames.try_send(Arc::clone(&data)).is_err());
+            if full {
+                tracing::info!(connection = number, "a live connection fell behind and is dropped");
+                state.remove(number);
+            }
+        }
+    }
+
+    /// Whether `user` has a connection open.
+    pub fn user_connected(&self, user: &str) -> bool {
+        let state = self.state.lock().expect("hub lock");
+        state.connections.values().any(|c| c.user.as_deref() == Some(user))
+    }
+}
+
+impl State {
+    fn join(&mut self, number: u64, group: &str) {
+        if let Some(connection) = self.connections.get_mut(&number) {
+            connection.groups.insert(group.to_owned());
+            self.groups.entry(group.to_owned()).or_default().insert(number);
+        }
+    }
+
+    fn leave(&mut self, number: u64, group: &str) {
+        if let Some(connection) = self.connections.get_mut(&number) {
+            connection.groups.remove(group);
+        }
+        if let Some(members) = self.groups.get_mut(group) {
+            members.remove(&number);
+            if members.is_empty() {
+                self.groups.remove(group);
+            }
+        }
+    }
+
+    fn remove(&mut self, number: u64) {
+        if let Some(connection) = self.connections.remove(&number) {
+            for group in &connection.groups {
+                if let Some(members) = self.groups.get_mut(group) {
+                    members.remove(&number);
+                    if members.is_empty() {
+                        self.groups.remove(group);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// 1–1024 characters, not whitespace only (reference §4.1).
+fn valid_group(group: &str) -> bool {
+    !group.trim().is_empty() && group.chars().count() <= 1024
+}
+
+/// One open connection: answers its frames and numbers what it is sent. Leaving the hub when
+/// dropped.
+pub struct Session {
+    hub: Arc<LocalHub>,
+    number: u64,
+    id: String,
+    user: Option<String>,
+    roles: Vec<String>,
+    reliable: bool,
+    sequence: u64,
+    acks: HashSet<u64>,
+}
+
+impl Session {
+    /// The `connected` system message, sent first.
+    pub fn connected(&self) -> String {
+        json!({ "type": "system", "event": "connected", "userId": self.user, "connectionId": self.id }).to_string()
+    }
+
+    /// The frame delivering a group signal (`data`, JSON) to this connection.
+    pub fn server_message(&mut self, data: &str) -> String {
+        let sequence = if self.reliable {
+            self.sequence += 1;
+            format!(r#","sequenceId":{}"#, self.sequence)
+        } else {
+            String::new()
+        };
+        format!(r#"{{"type":"message","from":"server","dataType":"json","data":{data}{sequence}}}"#)
+    }
+
+    /// Answers one text frame from the client (an ack, a pong, or nothing).
+    pub fn handle(&mut self, frame: &str) -> Option<String> {
+        let Ok(request) = serde_json::from_str::<Request>(frame) else {
+            tracing::debug!(connection = %self.id, "an unknown frame was ignored");
+            return None;
+        };
+        match request {
+            Request::JoinGroup { group, ack_id } | Request::LeaveGroup { group, ack_id }
+                if !self.may_join_or_leave(&group) =>
+            {
+                self.ack(
+                    ack_id,
+                    Err(("Forbidden", format!("not allowed to join or leave {group}"))),
+                )
+            }
+            Request::JoinGroup { group, ack_id } => {
+                let duplicate = ack_id.is_some_and(|id| self.acks.contains(&id));
+                if !duplicate {
+                    self.hub.state.lock().expect("hub lock").join(self.number, &group);
+                }
+                self.ack(ack_id, Ok(()))
+            }
+            Request::LeaveGroup { group, ack_id } => {
+                let duplicate = ack_id.is_some_and(|id| self.acks.contains(&id));
+                if !duplicate {
+                    self.hub.state.lock().expect("hub lock").leave(self.number, &group);
+                }
+                self.ack(ack_id, Ok(()))
+            }
+            Request::SendToGroup { ack_id } => {
+                self.ack(ack_id, Err(("Forbidden", "clients may not send to groups here".into())))
+            }
+            Request::Event { ack_id } => self.ack(ack_id, Err(("Forbidden", "this hub takes no events".into()))),
+            Request::SequenceAck {} => None,
+            Request::Ping {} => Some(json!({ "type": "pong" }).to_string()),
+            Request::Invoke { invocation_id } => Some(
+                json!({
+                    "type": "invokeResponse",
+                    "invocationId": invocation_id,
+                    "success": false,
+                    "error": { "name": "Forbidden", "message": "this hub takes no invocations" }
+                })
+                .to_string(),
+            ),
+        }
+    }
+
+    fn may_join_or_leave(&self, group: &str) -> bool {
+        let scoped = format!("webpubsub.joinLeaveGroup.{group}");
+        valid_group(group)
+            && self
+                .roles
+                .iter()
+                .any(|role| role == "webpubsub.joinLeaveGroup" || *role == scoped)
+    }
+
+    /// The ack for `ack_id` (none without one); a repeated id is answered `Duplicate`.
+    fn ack(&mut self, ack_id: Option<u64>, outcome: std::result::Result<(), (&str, String)>) -> Option<String> {
+        let ack_id = ack_id?;
+        if !self.acks.insert(ack_id) {
+            return Some(ack_failure(ack_id, "Duplicate", "the ackId was used before"));
+        }
+        if self.acks.len() > REMEMBERED_ACKS {
+            self.acks.clear();
+        }
+        Some(match outcome {
+            Ok(()) => json!({ "type": "ack", "ackId": ack_id, "success": true }).to_string(),
+            Err((name, message)) => ack_failure(ack_id, name, &message),
+        })
+    }
+}
+
+fn ack_failure(ack_id: u64, name: &str, message: &str) -> String {
+    json!({ "type": "ack", "ackId": ack_id, "success": false, "error": { "name": name, "message": message } })
+        .to_string()
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.hub.state.lock() {
+            state.remove(self.number);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token_for(hub: &LocalHub, user: &str, rooms: &[&str]) -> String {
+        let rooms: Vec<String> = rooms.iter().map(|r| r.to_string()).collect();
+        let (url, _) = hub
+            .client_url("http://localhost:7071", user, &rooms, Utc::now())
+            .unwrap();
+        url.split_once("access_token=").unwrap().1.to_owned()
+    }
+
+    fn ack(frame: Option<String>) -> serde_json::Value {
+        serde_json::from_str(&frame.expect("an ack")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn joins_only_its_rooms_and_receives_their_signals_in_order() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let token = token_for(&hub, "bob", &["r1"]);
+        let (mut session, mut queue) = hub.connect(&token, RELIABLE_PROTOCOL).unwrap();
+        let connected: serde_json::Value = serde_json::from_str(&session.connected()).unwrap();
+        assert_eq!(connected["userId"], "bob");
+        assert!(connected.get("reconnectionToken").is_none());
+
+        let joined = ack(session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":1}"#));
+        assert_eq!(joined["success"], true);
+        let refused = ack(session.handle(r#"{"type":"joinGroup","group":"room.r2","ackId":2}"#));
+        assert_eq!(refused["error"]["name"], "Forbidden");
+        let again = ack(session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":1}"#));
+        assert_eq!(again["error"]["name"], "Duplicate");
+        assert!(hub.user_connected("bob") && !hub.user_connected("carol"));
+
+        hub.send_to_group("room.r1", br#"{"n":1}"#);
+        hub.send_to_group("room.r2", br#"{"n":2}"#);
+        hub.send_to_group("room.r1", br#"{"n":3}"#);
+        let frames: Vec<serde_json::Value> = [queue.recv().await.unwrap(), queue.recv().await.unwrap()]
+            .iter()
+            .map(|data| serde_json::from_str(&session.server_message(data)).unwrap())
+            .collect();
+        assert_eq!(frames[0]["data"]["n"], 1);
+        assert_eq!(frames[0]["from"], "server");
+        assert_eq!(frames[0]["sequenceId"], 1);
+        assert_eq!(frames[1]["data"]["n"], 3);
+        assert_eq!(frames[1]["sequenceId"], 2);
+        assert!(queue.try_recv().is_err(), "nothing from a room it is not in");
+
+        let left = ack(session.handle(r#"{"type":"leaveGroup","group":"room.r1","ackId":3}"#));
+        assert_eq!(left["success"], true);
+        hub.send_to_group("room.r1", br#"{"n":4}"#);
+        assert!(queue.try_recv().is_err());
+        assert_eq!(
+            session.handle(r#"{"type":"ping"}"#).as_deref(),
+            Some(r#"{"type":"pong"}"#)
+        );
+        let sent = ack(session.handle(r#"{"type":"sendToGroup","group":"room.r1","ackId":4,"data":{}}"#));
+        assert_eq!(sent["error"]["name"], "Forbidden");
+
+        drop(session);
+        assert!(!hub.user_connected("bob"));
+    }
+
+    #[test]
+    fn foreign_and_expired_tokens_are_refused() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let other = LocalHub::new("chat");
+        assert!(hub.connect(&token_for(&other, "bob", &[]), JSON_PROTOCOL).is_err());
+        let (url, _) = hub
+            .client_url("http://localhost", "bob", &[], Utc::now() - chrono::Duration::hours(2))
+            .unwrap();
+        let expired = url.split_once("access_token=").unwrap().1;
+        assert!(hub.connect(expired, JSON_PROTOCOL).is_err());
+        assert!(hub.connect("not-a-token", JSON_PROTOCOL).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_falls_behind_is_dropped() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let (mut session, queue) = hub.connect(&token_for(&hub, "bob", &["r1"]), JSON_PROTOCOL).unwrap();
+        session.handle(r#"{"type":"joinGroup","group":"room.r1"}"#);
+        for _ in 0..=QUEUE_FRAMES {
+            hub.send_to_group("room.r1", b"{}");
+        }
+        assert!(!hub.user_connected("bob"));
+        drop(queue);
+    }
+}
