@@ -115,7 +115,6 @@ pub fn spawn_app(backend: &Backend) -> TestApp {
 /// `spawn_app` with extra settings.
 pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
-    command.envs(settings.iter().copied());
     command
         .args(["serve", "--port", "0", "--settings", "none"])
         .env_remove("FUNCTIONS_CUSTOMHANDLER_PORT")
@@ -136,6 +135,8 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
                 .env("TABLETALK_TABLE_PREFIX", prefix);
         }
     }
+    // Last, so a test's settings win (`FUNCTIONS_CUSTOMHANDLER_PORT=0` makes a custom handler).
+    command.envs(settings.iter().copied());
     let mut child = command.spawn().expect("start tabletalk");
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();

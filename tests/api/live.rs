@@ -9,7 +9,7 @@ use hmac::{Hmac, Mac};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{Backend, spawn_app, spawn_app_with};
+use crate::helpers::{Backend, spawn_app_with};
 
 /// Checks an HS256 token against `key` (its UTF-8 bytes, as Web PubSub signs) and returns its
 /// claims.
@@ -67,9 +67,10 @@ async fn negotiate_hands_out_a_token_for_the_callers_rooms_only() {
         .assert_error(401, "UNAUTHORIZED");
 }
 
+/// A Functions app without Web PubSub has no live delivery (the host carries no WebSockets).
 #[tokio::test]
-async fn without_web_pubsub_negotiate_is_unavailable() {
-    let app = spawn_app(&Backend::embedded());
+async fn a_functions_app_without_web_pubsub_has_no_negotiate() {
+    let app = spawn_app_with(&Backend::embedded(), &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")]);
     app.call(Method::POST, "/api/negotiate", Some("bob"), None)
         .await
         .assert_error(503, "UNAVAILABLE");
@@ -216,4 +217,115 @@ async fn an_unreachable_web_pubsub_never_fails_a_request() {
         .await;
     assert_eq!(typing.status, StatusCode::NO_CONTENT);
     assert_eq!(app.read_all("alice", &room, "desc", 10).await.len(), 1);
+}
+
+// ---- The local hub ----------------------------------------------------------------------------
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Connects to a negotiated URL with the plain JSON subprotocol; returns the socket after its
+/// `connected` message.
+async fn connect(url: &str) -> Socket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", "json.webpubsub.azure.v1".parse().unwrap());
+    let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(response.headers()["sec-websocket-protocol"], "json.webpubsub.azure.v1");
+    let connected = next_frame(&mut socket).await;
+    assert_eq!(connected["event"], "connected", "{connected}");
+    socket
+}
+
+async fn next_frame(socket: &mut Socket) -> Value {
+    use futures::StreamExt;
+    loop {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
+            .await
+            .expect("a frame within 5 s")
+            .expect("the socket is open")
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+            return serde_json::from_str(text.as_str()).unwrap();
+        }
+    }
+}
+
+async fn send_frame(socket: &mut Socket, frame: Value) {
+    use futures::SinkExt;
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::text(frame.to_string()))
+        .await
+        .unwrap();
+}
+
+/// Without Web PubSub the server is its own hub: negotiate hands out a URL on it, the token
+/// is checked, the room's group delivers the signals, a foreign room is refused — and a user
+/// with a connection open gets no push, until they disconnect.
+#[tokio::test]
+async fn the_local_hub_carries_signals_and_connected_users_are_not_pushed() {
+    use crate::push::{Device, start_service, subscribe, wait_for};
+    let (service, push_addr) = start_service().await;
+    let vapid = B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
+    let app = spawn_app_with(
+        &Backend::embedded(),
+        &[
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+        ],
+    );
+    let room = app.create_room("alice").await;
+    let elsewhere = app.create_room("alice").await;
+    for user in ["bob", "carol"] {
+        app.join(user, &room).await;
+        subscribe(&app, user, &Device::new(user, push_addr)).await;
+    }
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
+    assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
+    let url = negotiated.body["url"].as_str().unwrap();
+    let host = app.base.strip_prefix("http://").unwrap();
+    assert!(
+        url.starts_with(&format!("ws://{host}/client/hubs/chat?access_token=")),
+        "{url}"
+    );
+
+    // A forged token is refused before the upgrade.
+    let forged = format!("ws://{host}/client/hubs/chat?access_token=x.y.z");
+    assert!(tokio_tungstenite::connect_async(forged.as_str()).await.is_err());
+
+    let mut socket = connect(url).await;
+    send_frame(
+        &mut socket,
+        serde_json::json!({ "type": "joinGroup", "group": format!("room.{room}"), "ackId": 1 }),
+    )
+    .await;
+    let joined = next_frame(&mut socket).await;
+    assert_eq!(joined["success"], true, "{joined}");
+    send_frame(
+        &mut socket,
+        serde_json::json!({ "type": "joinGroup", "group": format!("room.{elsewhere}"), "ackId": 2 }),
+    )
+    .await;
+    let refused = next_frame(&mut socket).await;
+    assert_eq!(refused["error"]["name"], "Forbidden", "{refused}");
+
+    let id = app.post("alice", &room, "<p>hello</p>").await;
+    app.post("alice", &elsewhere, "<p>not for bob</p>").await;
+    let signal = next_frame(&mut socket).await;
+    assert_eq!(signal["from"], "server");
+    assert_eq!(signal["data"]["type"], "message.created");
+    assert_eq!(signal["data"]["message"]["id"], id.as_str());
+    let pushed = wait_for(&service, 1).await;
+    let devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
+    assert_eq!(devices, ["carol"], "bob is connected, so only carol is pushed");
+
+    // Once bob has gone, he is pushed again.
+    drop(socket);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.post("alice", &room, "<p>still there?</p>").await;
+    let pushed = wait_for(&service, 3).await;
+    let mut devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
+    devices.sort();
+    assert_eq!(devices, ["bob", "carol", "carol"]);
 }

@@ -50,7 +50,7 @@ fn uncompressed(key: &PublicKey) -> Vec<u8> {
 }
 
 /// Decrypts an aes128gcm body (one record) for the subscription `ua_secret` / `auth`.
-fn decrypt(ua_secret: &SecretKey, auth: &[u8], body: &[u8]) -> Vec<u8> {
+pub(crate) fn decrypt(ua_secret: &SecretKey, auth: &[u8], body: &[u8]) -> Vec<u8> {
     let (salt, rest) = body.split_at(16);
     let id_len = rest[4] as usize;
     let (as_public, ciphertext) = rest[5..].split_at(id_len);
@@ -90,7 +90,7 @@ fn encrypt_with(as_secret: &SecretKey, salt: &[u8], ua_public: &[u8], auth: &[u8
     body
 }
 
-fn b64(text: &str) -> Vec<u8> {
+pub(crate) fn b64(text: &str) -> Vec<u8> {
     B64.decode(text).unwrap()
 }
 
@@ -122,17 +122,17 @@ fn rfc_8291_appendix_a() {
 
 /// One push as the service received it.
 #[derive(Debug, Clone)]
-struct Received {
-    device: String,
-    headers: HeaderMap,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub device: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
 }
 
 #[derive(Clone, Default)]
-struct Service {
-    received: Arc<Mutex<Vec<Received>>>,
+pub(crate) struct Service {
+    pub received: Arc<Mutex<Vec<Received>>>,
     /// Devices whose subscription is gone: answered 410.
-    gone: Arc<Mutex<Vec<String>>>,
+    pub gone: Arc<Mutex<Vec<String>>>,
 }
 
 async fn receive(
@@ -150,7 +150,7 @@ async fn receive(
     if gone { AxumStatus::GONE } else { AxumStatus::CREATED }
 }
 
-async fn start_service() -> (Service, SocketAddr) {
+pub(crate) async fn start_service() -> (Service, SocketAddr) {
     let service = Service::default();
     let app = axum::Router::new()
         .route("/push/{device}", axum::routing::post(receive))
@@ -162,15 +162,15 @@ async fn start_service() -> (Service, SocketAddr) {
 }
 
 /// A browser's subscription: its keys and endpoint.
-struct Device {
-    name: String,
-    secret: SecretKey,
-    auth: [u8; 16],
-    endpoint: String,
+pub(crate) struct Device {
+    pub name: String,
+    pub secret: SecretKey,
+    pub auth: [u8; 16],
+    pub endpoint: String,
 }
 
 impl Device {
-    fn new(name: &str, addr: SocketAddr) -> Device {
+    pub fn new(name: &str, addr: SocketAddr) -> Device {
         Device {
             name: name.to_owned(),
             secret: SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng),
@@ -189,7 +189,7 @@ impl Device {
 }
 
 /// Checks a push's VAPID authorization against the server's public key; returns its claims.
-fn verify_vapid(headers: &HeaderMap, public_key: &str) -> Value {
+pub(crate) fn verify_vapid(headers: &HeaderMap, public_key: &str) -> Value {
     let authorization = headers["authorization"].to_str().unwrap();
     let rest = authorization.strip_prefix("vapid ").expect("vapid scheme");
     let parts: HashMap<&str, &str> = rest.split(',').filter_map(|part| part.trim().split_once('=')).collect();
@@ -206,7 +206,7 @@ fn verify_vapid(headers: &HeaderMap, public_key: &str) -> Value {
     serde_json::from_slice(&b64(claims)).unwrap()
 }
 
-async fn subscribe(app: &TestApp, user: &str, device: &Device) {
+pub(crate) async fn subscribe(app: &TestApp, user: &str, device: &Device) {
     let reply = app
         .act(Method::PUT, user, "/push/subscriptions", device.subscription())
         .await;
@@ -221,7 +221,7 @@ async fn set_level(app: &TestApp, user: &str, room: &str, change: Value) {
 }
 
 /// Waits until the service has received `count` pushes, then a little longer to catch extras.
-async fn wait_for(service: &Service, count: usize) -> Vec<Received> {
+pub(crate) async fn wait_for(service: &Service, count: usize) -> Vec<Received> {
     for _ in 0..200 {
         if service.received.lock().unwrap().len() >= count {
             break;

@@ -1,0 +1,239 @@
+//! Events that are never lost, end to end: the binary runs as a Functions custom handler
+//! publishing to an Event Grid stand-in (which checks the key and the CloudEvents envelope and
+//! delivers each event back as the Functions host invokes an `eventGridTrigger`), with a push
+//! service that decrypts every push. Also the notification webhook's handshakes.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use p256::SecretKey;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::helpers::{Backend, TestApp, spawn_app_with};
+use crate::push::{Device, Service, decrypt, start_service, subscribe, wait_for};
+
+const TOPIC_KEY: &str = "test-topic-key";
+
+/// The Event Grid stand-in: accepts CloudEvents with the topic key, then delivers each to the
+/// app's `notify` function in the Functions host's invocation payload.
+#[derive(Clone)]
+struct Topic {
+    accepted: Arc<Mutex<Vec<Value>>>,
+    invocations: Arc<Mutex<Vec<u16>>>,
+    app: String,
+}
+
+async fn publish(State(topic): State<Topic>, headers: HeaderMap, body: Bytes) -> AxumStatus {
+    if headers.get("aeg-sas-key").and_then(|v| v.to_str().ok()) != Some(TOPIC_KEY) {
+        return AxumStatus::UNAUTHORIZED;
+    }
+    let content_type = headers["content-type"].to_str().unwrap();
+    assert!(
+        content_type.starts_with("application/cloudevents+json"),
+        "{content_type}"
+    );
+    let event: Value = serde_json::from_slice(&body).unwrap();
+    for field in ["id", "source", "type"] {
+        assert!(event[field].is_string(), "CloudEvents requires {field}: {event}");
+    }
+    assert_eq!(event["specversion"], "1.0");
+    topic.accepted.lock().unwrap().push(event.clone());
+    // Delivered after accepting, as Event Grid does; the host double-encodes the event.
+    tokio::spawn(async move {
+        let status = invoke(&topic.app, "notify", json!({ "eventGridEvent": event.to_string() })).await;
+        topic.invocations.lock().unwrap().push(status.0);
+    });
+    AxumStatus::OK
+}
+
+/// Invokes a function as the Functions host does (`POST /<name>`, reference §1.6); returns the
+/// status and the invocation response.
+async fn invoke(app: &str, function: &str, data: Value) -> (u16, Value) {
+    let payload = json!({
+        "Data": data,
+        "Metadata": { "sys": { "MethodName": function, "UtcNow": chrono::Utc::now(), "RandGuid": "x" } }
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{app}/{function}"))
+        .json(&payload)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+async fn run_timer(app: &TestApp, function: &str) -> String {
+    let timer = json!({ "timer": { "Schedule": { "AdjustForDST": true }, "IsPastDue": false } });
+    let (status, response) = invoke(&app.base, function, timer).await;
+    assert_eq!(status, 200, "{response}");
+    response["Logs"][0].as_str().unwrap().to_owned()
+}
+
+fn vapid_key() -> String {
+    B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
+}
+
+/// The pushes `device` received, decrypted.
+fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
+    service
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|push| push.device == device.name)
+        .map(|push| serde_json::from_slice(&decrypt(&device.secret, &device.auth, &push.body)).unwrap())
+        .collect()
+}
+
+/// Event Grid is down when the message is sent: the send succeeds and the message is stored.
+/// Once the topic is back, the timer republishes the event and exactly one push arrives; the
+/// event delivered again (trigger and webhook) pushes nothing more.
+#[tokio::test]
+async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
+    for backend in Backend::all() {
+        let (service, push_addr) = start_service().await;
+        // A port nothing listens on yet: Event Grid is unreachable.
+        let topic_addr: SocketAddr = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap()
+        };
+        let endpoint = format!("http://{topic_addr}/api/events");
+        let vapid = vapid_key();
+        let app = spawn_app_with(
+            &backend,
+            &[
+                ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
+                ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+                ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+                ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
+                ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
+            ],
+        );
+        let room = app.create_room("alice").await;
+        app.join("bob", &room).await;
+        let bobs = Device::new("bob", push_addr);
+        subscribe(&app, "bob", &bobs).await;
+
+        let sent_at = Instant::now();
+        let id = app.post("alice", &room, "<p>are you there?</p>").await;
+        let stored = app
+            .call(
+                Method::GET,
+                &format!("/api/rooms/{room}/messages/{id}"),
+                Some("bob"),
+                None,
+            )
+            .await;
+        assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
+        assert_eq!(
+            run_timer(&app, "republishEvents").await,
+            "republished 0 events",
+            "{backend:?}: too young to republish"
+        );
+
+        // Event Grid comes back; once the event is old enough the timer publishes it.
+        let topic = Topic {
+            accepted: Arc::default(),
+            invocations: Arc::default(),
+            app: app.base.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind(topic_addr).await.unwrap();
+        let router = axum::Router::new()
+            .route("/api/events", axum::routing::post(publish))
+            .with_state(topic.clone());
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        tokio::time::sleep(Duration::from_secs(6).saturating_sub(sent_at.elapsed())).await;
+        assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
+        let received = wait_for(&service, 1).await;
+        assert_eq!(received.len(), 1, "{backend:?}: exactly one push");
+        let pushes = pushes_to(&service, &bobs);
+        assert_eq!(pushes[0]["messageId"], id.as_str());
+        assert_eq!(pushes[0]["preview"], "are you there?");
+        assert_eq!(*topic.invocations.lock().unwrap(), [200]);
+        let event = topic.accepted.lock().unwrap()[0].clone();
+        assert_eq!(event["id"], format!("{room}/{id}"));
+        assert_eq!(event["type"], "tabletalk.message.created");
+
+        // Nothing is left to republish, and every repeat of the event is absorbed.
+        assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
+        let (status, _) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
+        assert_eq!(status, 200);
+        let webhook = app
+            .http
+            .post(format!("{}/api/events/notifications", app.base))
+            .header("content-type", "application/cloudevents+json; charset=utf-8")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(webhook.status(), StatusCode::OK);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            service.received.lock().unwrap().len(),
+            1,
+            "{backend:?}: a repeated event pushes nothing"
+        );
+        assert_eq!(topic.accepted.lock().unwrap().len(), 1);
+    }
+}
+
+/// The webhook form of the notification function: Event Grid's validation handshake, the
+/// CloudEvents preflight, and clear refusals of what is not an event.
+#[tokio::test]
+async fn the_notification_webhook_answers_event_grid() {
+    let app = spawn_app_with(&Backend::embedded(), &[]);
+    let url = format!("{}/api/events/notifications", app.base);
+    let handshake = json!([{
+        "id": "1", "topic": "t", "subject": "", "eventTime": "2026-11-30T00:00:00Z", "dataVersion": "1",
+        "eventType": "Microsoft.EventGrid.SubscriptionValidationEvent",
+        "data": { "validationCode": "512d38b6-c7b8-40c8-89fe-f46f9e9622b6", "validationUrl": "https://example.invalid" }
+    }]);
+    let reply = app
+        .http
+        .post(&url)
+        .header("aeg-event-type", "SubscriptionValidation")
+        .json(&handshake)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["validationResponse"], "512d38b6-c7b8-40c8-89fe-f46f9e9622b6");
+
+    let preflight = app
+        .http
+        .request(Method::OPTIONS, &url)
+        .header("WebHook-Request-Origin", "eventgrid.azure.net")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), StatusCode::OK);
+    assert_eq!(preflight.headers()["webhook-allowed-origin"], "eventgrid.azure.net");
+    let bare = app.http.request(Method::OPTIONS, &url).send().await.unwrap();
+    assert_eq!(bare.status(), StatusCode::BAD_REQUEST);
+
+    for garbage in ["not json", "42", r#"{"type":"tabletalk.message.created"}"#] {
+        let reply = app.http.post(&url).body(garbage).send().await.unwrap();
+        assert_eq!(reply.status(), StatusCode::BAD_REQUEST, "{garbage}");
+        let body: Value = reply.json().await.unwrap();
+        assert_eq!(body["code"], "BAD_REQUEST", "{garbage}");
+    }
+    let other = json!({ "specversion": "1.0", "id": "x", "source": "s", "type": "other.event", "data": {} });
+    let reply = app.http.post(&url).json(&other).send().await.unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    assert_eq!(reply.json::<Value>().await.unwrap()["processed"], 0);
+    // An event naming a message that does not exist pushes nothing and is not an error.
+    let forged = json!({ "specversion": "1.0", "id": "x", "source": "s", "type": "tabletalk.message.created",
+        "data": { "id": "x", "roomId": uuid::Uuid::new_v4().to_string(), "messageId": "2516062669865313804",
+            "senderId": "mallory", "senderName": "Mallory", "preview": "click here" } });
+    let reply = app.http.post(&url).json(&forged).send().await.unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+}
