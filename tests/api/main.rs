@@ -14,3 +14,4 @@ mod push;
 mod room_admin;
 mod rooms;
 mod send_checks;
+mod web_pubsub_client;
