@@ -7,10 +7,12 @@
 //! subscription is gone (the caller deletes it); 429 wait `Retry-After`; 5xx retry after a
 //! bounded backoff; anything else is a failure of this one subscription.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use web_push::{
-    ContentEncoding, PartialVapidSignatureBuilder, SubscriptionInfo, Urgency, VapidSignatureBuilder,
+    ContentEncoding, PartialVapidSignatureBuilder, SubscriptionInfo, Urgency, VapidSignature, VapidSignatureBuilder,
     WebPushMessageBuilder,
 };
 
@@ -19,6 +21,9 @@ use crate::error::{Error, Result};
 
 /// How long a push service may take to answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one VAPID token is reused for a push service (`web-push` makes them valid for 12
+/// hours).
+const SIGNATURE_REUSE: Duration = Duration::from_secs(3600);
 
 /// A signed, encrypted push ready for one subscription.
 #[derive(Debug, Clone)]
@@ -49,6 +54,10 @@ pub struct PushSender {
     subject: String,
     public_key: String,
     http: reqwest::Client,
+    /// VAPID tokens by push service (the token's audience is the endpoint's origin), so a
+    /// fan-out signs once per push service rather than once per push. A std mutex, never held
+    /// across an await.
+    signatures: Arc<Mutex<HashMap<String, (VapidSignature, Instant)>>>,
 }
 
 impl std::fmt::Debug for PushSender {
@@ -74,6 +83,7 @@ impl PushSender {
             subject: subject.to_owned(),
             public_key,
             http,
+            signatures: Arc::default(),
         })
     }
 
@@ -82,19 +92,15 @@ impl PushSender {
         &self.public_key
     }
 
-    /// One attempt to deliver `push` to `subscription`.
-    pub async fn send(&self, subscription: &PushSubscription, push: &Push) -> Outcome {
+    /// The encrypted, VAPID-signed request for `push` to `subscription` (all of a push's
+    /// crypto, nothing sent).
+    pub fn prepare(&self, subscription: &PushSubscription, push: &Push) -> std::result::Result<Prepared, String> {
         let info = SubscriptionInfo::new(
             subscription.endpoint.as_str(),
             subscription.keys.p256dh.as_str(),
             subscription.keys.auth.as_str(),
         );
-        let mut signature = self.vapid.clone().add_sub_info(&info);
-        signature.add_claim("sub", self.subject.as_str());
-        let signature = match signature.build() {
-            Ok(signature) => signature,
-            Err(e) => return Outcome::Failed(format!("VAPID: {e}")),
-        };
+        let signature = self.signature(&info)?;
         let mut message = WebPushMessageBuilder::new(&info);
         message.set_payload(ContentEncoding::Aes128Gcm, &push.payload);
         message.set_vapid_signature(signature);
@@ -103,16 +109,53 @@ impl PushSender {
         if let Some(topic) = &push.topic {
             message.set_topic(topic.clone());
         }
-        let message = match message.build() {
-            Ok(message) => message,
-            Err(e) => return Outcome::Failed(format!("building the push: {e}")),
-        };
+        let message = message.build().map_err(|e| format!("building the push: {e}"))?;
         let request = web_push::request_builder::build_request::<Vec<u8>>(message);
-        let mut outgoing = self.http.post(request.uri().to_string());
-        for (name, value) in request.headers() {
-            outgoing = outgoing.header(name.as_str(), value.as_bytes());
+        Ok(Prepared {
+            url: request.uri().to_string(),
+            headers: request
+                .headers()
+                .iter()
+                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+                .collect(),
+            body: request.into_body(),
+        })
+    }
+
+    /// The VAPID token for the push service of `info`, signed anew when older than
+    /// [`SIGNATURE_REUSE`].
+    fn signature(&self, info: &SubscriptionInfo) -> std::result::Result<VapidSignature, String> {
+        let service = url::Url::parse(&info.endpoint)
+            .map_err(|e| format!("the endpoint: {e}"))?
+            .origin()
+            .ascii_serialization();
+        if let Some((signature, at)) = self.signatures.lock().expect("signatures lock").get(&service)
+            && at.elapsed() < SIGNATURE_REUSE
+        {
+            return Ok(signature.clone());
         }
-        let response = match outgoing.body(request.into_body()).send().await {
+        let mut builder = self.vapid.clone().add_sub_info(info);
+        builder.add_claim("sub", self.subject.as_str());
+        let signature = builder.build().map_err(|e| format!("VAPID: {e}"))?;
+        let mut signatures = self.signatures.lock().expect("signatures lock");
+        if signatures.len() > 1000 {
+            signatures.retain(|_, (_, at)| at.elapsed() < SIGNATURE_REUSE);
+        }
+        signatures.insert(service, (signature.clone(), Instant::now()));
+        Ok(signature)
+    }
+
+    /// One attempt to deliver `push` to `subscription`.
+    pub async fn send(&self, subscription: &PushSubscription, push: &Push) -> Outcome {
+        let request = match self.prepare(subscription, push) {
+            Ok(request) => request,
+            Err(e) => return Outcome::Failed(e),
+        };
+        let mut outgoing = self.http.post(request.url);
+        for (name, value) in request.headers {
+            outgoing = outgoing.header(name, value);
+        }
+        let response = match outgoing.body(request.body).send().await {
             Ok(response) => response,
             // A timeout or a refused connection is worth another try; anything else is not.
             Err(e) if e.is_timeout() || e.is_connect() => return Outcome::RetryAfter(Duration::from_secs(1)),
@@ -134,6 +177,14 @@ impl PushSender {
     }
 }
 
+/// A push ready to send: where, its headers, its encrypted body.
+#[derive(Debug)]
+pub struct Prepared {
+    pub url: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
 /// `Retry-After` as seconds or an HTTP date.
 fn parse_retry_after(value: &str) -> Option<Duration> {
     if let Ok(seconds) = value.trim().parse::<u64>() {
@@ -146,6 +197,41 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One VAPID token serves every push to a push service; another service gets its own.
+    #[test]
+    fn vapid_tokens_are_signed_once_per_push_service() {
+        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
+        // Any P-256 public key will do for the browser's.
+        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let subscription = |endpoint: &str| PushSubscription {
+            endpoint: endpoint.to_owned(),
+            keys: super::super::subscriptions::PushKeys {
+                p256dh: browser_key.clone(),
+                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+            },
+            created_at: chrono::Utc::now(),
+        };
+        let push = Push {
+            payload: b"{}".to_vec(),
+            ttl: 60,
+            urgency: Urgency::Normal,
+            topic: None,
+        };
+        let authorization = |endpoint: &str| {
+            let prepared = sender.prepare(&subscription(endpoint), &push).unwrap();
+            let (_, value) = prepared
+                .headers
+                .into_iter()
+                .find(|(name, _)| name == "authorization")
+                .unwrap();
+            String::from_utf8(value).unwrap()
+        };
+        let first = authorization("https://push.example.com/a");
+        assert_eq!(first, authorization("https://push.example.com/b"));
+        assert_ne!(first, authorization("https://other.example.net/a"));
+    }
 
     #[test]
     fn retry_after_takes_seconds_or_a_date() {
