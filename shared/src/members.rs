@@ -376,6 +376,7 @@ impl Chat {
     pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
         let member = self.moderated(who, room_id, target).await?;
         self.remove_member(room_id, target).await?;
+        self.revoke_live(room_id, target);
         let line = format!("{} was removed from the room.", member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(())
@@ -452,6 +453,7 @@ impl Chat {
         }
         self.delete_if_present(&self.schema.user_rooms, &target.key(), room_id.as_str())
             .await?;
+        self.revoke_live(room_id, target);
         if let Some(member) = member {
             let line = format!("{} was banned from the room.", member.display_name());
             self.announce(room_id, MessageType::System, who, line).await;

@@ -1,7 +1,8 @@
-//! Live delivery with Azure Web PubSub: `negotiate` (a client URL whose token lets the caller
-//! join the live groups of their rooms and no other, for at most an hour), and live signals
-//! through the service REST API, checked by a stand-in that verifies each call as Web PubSub
-//! does (reference/azure-platform.md §4.2–4.3).
+//! Live delivery end to end. With Azure Web PubSub: `negotiate` (a client URL whose token lets
+//! the caller join the live groups of their rooms and no other, for at most an hour), live
+//! signals, presence and group removal through the service REST API, checked by a stand-in
+//! that verifies each call as Web PubSub does (reference/azure-platform.md §4.2–4.3). Without
+//! it: the self-hosted server's own hub, driven over a real WebSocket.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -76,29 +77,34 @@ async fn a_functions_app_without_web_pubsub_has_no_negotiate() {
         .assert_error(503, "UNAVAILABLE");
 }
 
-/// What the Web PubSub stand-in received: the group and the JSON body of each `:send`.
+/// What the Web PubSub stand-in received: the group and the JSON body of each `:send`, and
+/// the other calls (method and path); `online` users answer 200 to `HEAD …/users/{id}`.
 #[derive(Clone, Default)]
 struct Hub {
     sent: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    calls: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    online: Vec<String>,
     access_key: String,
     origin: String,
 }
 
-/// The service REST API's send-to-group, as Web PubSub checks it: a bearer token signed with
-/// the access key whose `aud` is the exact request URL.
+/// The service REST API (send to group, user exists, remove user from group), as Web PubSub
+/// checks it: a bearer token signed with the access key whose `aud` is the exact request URL.
 async fn hub_send(
     axum::extract::State(hub): axum::extract::State<Hub>,
+    method: axum::http::Method,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> axum::http::StatusCode {
     let path = uri.path();
-    let Some(group) = path
+    let group = path
         .strip_prefix("/api/hubs/chat/groups/")
-        .and_then(|rest| rest.strip_suffix("/:send"))
-    else {
+        .and_then(|rest| rest.strip_suffix("/:send"));
+    let user = path.strip_prefix("/api/hubs/chat/users/");
+    if group.is_none() && user.is_none() {
         return axum::http::StatusCode::NOT_FOUND;
-    };
+    }
     let token = headers["authorization"]
         .to_str()
         .unwrap()
@@ -108,6 +114,16 @@ async fn hub_send(
     let url = format!("{}{}", hub.origin, uri);
     assert_eq!(claims["aud"], url, "aud is the exact request URL");
     assert!(uri.query().unwrap().contains("api-version="));
+    if let Some(user) = user {
+        hub.calls.lock().unwrap().push(format!("{method} {path}"));
+        return match method {
+            axum::http::Method::HEAD if hub.online.iter().any(|u| u == user) => axum::http::StatusCode::OK,
+            axum::http::Method::HEAD => axum::http::StatusCode::NOT_FOUND,
+            axum::http::Method::DELETE => axum::http::StatusCode::NO_CONTENT,
+            _ => axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        };
+    }
+    let group = group.unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap();
     hub.sent.lock().unwrap().push((group.to_owned(), body));
     axum::http::StatusCode::ACCEPTED
@@ -328,4 +344,103 @@ async fn the_local_hub_carries_signals_and_connected_users_are_not_pushed() {
     let mut devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
     devices.sort();
     assert_eq!(devices, ["bob", "carol", "carol"]);
+}
+
+/// A member who is removed stops receiving the room's signals at once, and their token can no
+/// longer join its group.
+#[tokio::test]
+async fn a_removed_member_stops_receiving_signals() {
+    let app = spawn_app_with(&Backend::embedded(), &[]);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
+    let mut socket = connect(negotiated.body["url"].as_str().unwrap()).await;
+    let group = format!("room.{room}");
+    send_frame(
+        &mut socket,
+        serde_json::json!({ "type": "joinGroup", "group": group, "ackId": 1 }),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["success"], true);
+    app.post("alice", &room, "<p>one</p>").await;
+    assert_eq!(next_frame(&mut socket).await["data"]["type"], "message.created");
+
+    let kicked = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/bob/kick"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert!(kicked.status.is_success(), "{}", kicked.body);
+    app.post("alice", &room, "<p>not for bob</p>").await;
+    send_frame(
+        &mut socket,
+        serde_json::json!({ "type": "joinGroup", "group": group, "ackId": 2 }),
+    )
+    .await;
+    let rejoin = next_frame(&mut socket).await;
+    assert_eq!(rejoin["type"], "ack", "no signal reached bob after the kick: {rejoin}");
+    assert_eq!(rejoin["error"]["name"], "Forbidden");
+}
+
+/// With Azure Web PubSub: a user the service reports connected is not pushed, and a removed
+/// member is taken out of the room's group through the REST API.
+#[tokio::test]
+async fn with_web_pubsub_connected_users_are_not_pushed_and_removed_members_leave_the_group() {
+    use crate::push::{Device, start_service, subscribe, wait_for};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hub = Hub {
+        access_key: B64.encode(rand::random::<[u8; 32]>()),
+        origin: format!("http://127.0.0.1:{port}"),
+        online: vec!["bob".into()],
+        ..Hub::default()
+    };
+    let router = axum::Router::new().fallback(hub_send).with_state(hub.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let connection = format!(
+        "Endpoint=http://127.0.0.1;Port={port};AccessKey={};Version=1.0;",
+        hub.access_key
+    );
+    let (service, push_addr) = start_service().await;
+    let vapid = B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
+    let app = spawn_app_with(
+        &Backend::embedded(),
+        &[
+            ("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str()),
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+        ],
+    );
+    let room = app.create_room("alice").await;
+    for user in ["bob", "carol"] {
+        app.join(user, &room).await;
+        subscribe(&app, user, &Device::new(user, push_addr)).await;
+    }
+    app.post("alice", &room, "<p>hello</p>").await;
+    let pushed = wait_for(&service, 1).await;
+    let devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
+    assert_eq!(devices, ["carol"], "bob is connected to Web PubSub");
+    let calls = hub.calls.lock().unwrap().clone();
+    assert!(calls.contains(&"HEAD /api/hubs/chat/users/bob".to_owned()), "{calls:?}");
+
+    let kicked = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/carol/kick"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert!(kicked.status.is_success(), "{}", kicked.body);
+    let removal = format!("DELETE /api/hubs/chat/users/carol/groups/room.{room}");
+    for _ in 0..50 {
+        if hub.calls.lock().unwrap().contains(&removal) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("carol was not taken out of the group: {:?}", hub.calls.lock().unwrap());
 }

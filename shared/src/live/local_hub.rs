@@ -54,6 +54,9 @@ impl std::fmt::Debug for LocalHub {
 struct State {
     connections: HashMap<u64, Connection>,
     groups: HashMap<String, HashSet<u64>>,
+    /// When each (user, group) was revoked (unix seconds): a token issued before then may no
+    /// longer join that group.
+    revoked: HashMap<(String, String), i64>,
 }
 
 struct Connection {
@@ -66,6 +69,8 @@ struct Connection {
 #[derive(Deserialize)]
 struct Claims {
     aud: Option<String>,
+    #[serde(default)]
+    iat: i64,
     sub: Option<String>,
     #[serde(default)]
     role: Vec<String>,
@@ -136,6 +141,7 @@ impl LocalHub {
             number,
             id: format!("local-{number}"),
             user: claims.sub,
+            issued_at: claims.iat,
             roles: claims.role,
             reliable: protocol == RELIABLE_PROTOCOL,
             sequence: 0,
@@ -178,6 +184,27 @@ impl LocalHub {
                 tracing::info!(connection = number, "a live connection fell behind and is dropped");
                 state.remove(number);
             }
+        }
+    }
+
+    /// Takes `user`'s connections out of `group` and keeps tokens issued until now from joining
+    /// it again (a member who left or was removed).
+    pub fn revoke(&self, user: &str, group: &str) {
+        let mut state = self.state.lock().expect("hub lock");
+        let now = Utc::now().timestamp();
+        if state.revoked.len() > 10_000 {
+            let horizon = now - super::web_pubsub::CLIENT_TOKEN_TTL.num_seconds();
+            state.revoked.retain(|_, at| *at > horizon);
+        }
+        state.revoked.insert((user.to_owned(), group.to_owned()), now);
+        let theirs: Vec<u64> = state
+            .connections
+            .iter()
+            .filter(|(_, c)| c.user.as_deref() == Some(user))
+            .map(|(number, _)| *number)
+            .collect();
+        for number in theirs {
+            state.leave(number, group);
         }
     }
 
@@ -234,6 +261,8 @@ pub struct Session {
     number: u64,
     id: String,
     user: Option<String>,
+    /// When the token was issued (unix seconds), against revocations.
+    issued_at: i64,
     roles: Vec<String>,
     reliable: bool,
     sequence: u64,
@@ -306,11 +335,23 @@ impl Session {
 
     fn may_join_or_leave(&self, group: &str) -> bool {
         let scoped = format!("webpubsub.joinLeaveGroup.{group}");
-        valid_group(group)
+        let granted = valid_group(group)
             && self
                 .roles
                 .iter()
-                .any(|role| role == "webpubsub.joinLeaveGroup" || *role == scoped)
+                .any(|role| role == "webpubsub.joinLeaveGroup" || *role == scoped);
+        granted && !self.revoked(group)
+    }
+
+    fn revoked(&self, group: &str) -> bool {
+        let Some(user) = &self.user else {
+            return false;
+        };
+        let state = self.hub.state.lock().expect("hub lock");
+        state
+            .revoked
+            .get(&(user.clone(), group.to_owned()))
+            .is_some_and(|at| *at >= self.issued_at)
     }
 
     /// The ack for `ack_id` (none without one); a repeated id is answered `Duplicate`.
@@ -402,6 +443,19 @@ mod tests {
 
         drop(session);
         assert!(!hub.user_connected("bob"));
+    }
+
+    /// A member who left is taken out of the group, and their old token cannot rejoin it.
+    #[tokio::test]
+    async fn a_revoked_member_leaves_the_group_and_cannot_rejoin() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let (mut session, mut queue) = hub.connect(&token_for(&hub, "bob", &["r1"]), JSON_PROTOCOL).unwrap();
+        session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":1}"#);
+        hub.revoke("bob", "room.r1");
+        hub.send_to_group("room.r1", b"{}");
+        assert!(queue.try_recv().is_err(), "no longer in the group");
+        let again = ack(session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":2}"#));
+        assert_eq!(again["error"]["name"], "Forbidden");
     }
 
     #[test]

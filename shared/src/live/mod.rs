@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::RoomId;
+use crate::ids::{RoomId, UserId};
 use crate::messages::checks::refuse_timed_out;
 use crate::service::Chat;
 
@@ -107,6 +107,25 @@ impl Chat {
             Live::Local(hub) => hub.client_url(local_endpoint, user, &rooms, Utc::now())?,
         };
         Ok(Negotiated { url, expires_at })
+    }
+
+    /// Takes `user` out of the room's live group after they left or were removed, so the
+    /// room's signals stop reaching them; best effort. (On Azure the token they hold could
+    /// still rejoin the group until it expires — at most an hour; the local hub refuses it.)
+    pub(crate) fn revoke_live(&self, room: &RoomId, user: &UserId) {
+        let group = web_pubsub::room_group(room.as_str());
+        match &self.live {
+            Live::Off => {}
+            Live::Local(hub) => hub.revoke(user.as_str(), &group),
+            Live::Azure(web_pubsub) => {
+                let (web_pubsub, user) = (Arc::clone(web_pubsub), user.to_string());
+                tokio::spawn(async move {
+                    if let Err(e) = web_pubsub.remove_user_from_group(&user, &group).await {
+                        tracing::warn!(%user, %group, error = %e, "could not take a user out of a live group");
+                    }
+                });
+            }
+        }
     }
 
     /// Whether `user` has a live connection open; when that cannot be told, false (better a

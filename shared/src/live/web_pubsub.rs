@@ -111,12 +111,7 @@ impl WebPubSub {
             "{}/api/hubs/{}/groups/{group}/:send?api-version={API_VERSION}",
             self.endpoint, self.hub
         );
-        let now = Utc::now();
-        let token = self.sign(&ServiceClaims {
-            aud: url.clone(),
-            iat: now.timestamp(),
-            exp: (now + Duration::minutes(5)).timestamp(),
-        })?;
+        let token = self.service_token(&url)?;
         let response = self
             .http
             .post(&url)
@@ -133,6 +128,40 @@ impl WebPubSub {
         }
     }
 
+    /// Takes every connection of `user` out of `group` (`DELETE …/users/{user}/groups/{group}`).
+    pub async fn remove_user_from_group(&self, user: &str, group: &str) -> Result<()> {
+        let encode = |s: &str| -> String { url::form_urlencoded::byte_serialize(s.as_bytes()).collect() };
+        let url = format!(
+            "{}/api/hubs/{}/users/{}/groups/{}?api-version={API_VERSION}",
+            self.endpoint,
+            self.hub,
+            encode(user),
+            encode(group)
+        );
+        let response = self
+            .http
+            .delete(&url)
+            .bearer_auth(self.service_token(&url)?)
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(Error::Unavailable(format!("Web PubSub answered {}", response.status())))
+        }
+    }
+
+    /// A service REST token for `url` (its exact request URL).
+    fn service_token(&self, url: &str) -> Result<String> {
+        let now = Utc::now();
+        self.sign(&ServiceClaims {
+            aud: url.to_owned(),
+            iat: now.timestamp(),
+            exp: (now + Duration::minutes(5)).timestamp(),
+        })
+    }
+
     /// Whether `user` has a live connection to the hub (`HEAD …/users/{user}`: 200 yes, 404
     /// no).
     pub async fn user_connected(&self, user: &str) -> Result<bool> {
@@ -141,12 +170,7 @@ impl WebPubSub {
             "{}/api/hubs/{}/users/{user}?api-version={API_VERSION}",
             self.endpoint, self.hub
         );
-        let now = Utc::now();
-        let token = self.sign(&ServiceClaims {
-            aud: url.clone(),
-            iat: now.timestamp(),
-            exp: (now + Duration::minutes(5)).timestamp(),
-        })?;
+        let token = self.service_token(&url)?;
         let response = self
             .http
             .head(&url)

@@ -213,6 +213,7 @@ impl Chat {
             return Err(Error::Conflict("the owner cannot leave the room".into()));
         }
         self.remove_member(room_id, &who.user_id).await?;
+        self.revoke_live(room_id, &who.user_id);
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(())
