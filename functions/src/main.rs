@@ -5,8 +5,12 @@
 //!   handler listening on that port on loopback; otherwise the self-hosted server on port 7071.
 //! - `tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]`: prints a development
 //!   token signed with the configured HS256 secret.
+//! - `tabletalk vapid-key`: prints a new VAPID key pair for Web Push.
+//! - `tabletalk package [--out FILE] [--app-dir DIR]`: writes the deployable Functions app zip
+//!   of this very binary (`cargo package-app` builds the release binary and runs this).
 
 mod http;
+mod package;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,7 +27,8 @@ const DEFAULT_PORT: u16 = 7071;
 const USAGE: &str = "usage:
   tabletalk [serve] [--port P] [--data-dir DIR] [--settings FILE]
   tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]
-  tabletalk vapid-key";
+  tabletalk vapid-key
+  tabletalk package [--out FILE] [--app-dir DIR]";
 
 /// Parsed command line: the command, its positional arguments and its `--flag value` pairs.
 struct Args {
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
         "serve" => runtime.block_on(serve(&args)),
         "token" => token(&args),
         "vapid-key" => vapid_key(),
+        "package" => package(&args),
         other => Err(format!("unknown command {other:?}\n{USAGE}")),
     };
     match result {
@@ -131,6 +137,20 @@ fn vapid_key() -> Result<(), String> {
     let (private, public) = tabletalk::push::generate_vapid_key().map_err(|e| e.to_string())?;
     println!("TABLETALK_VAPID_PRIVATE_KEY={private}");
     println!("public key: {public}");
+    Ok(())
+}
+
+/// Writes the Functions app zip of the running binary.
+fn package(args: &Args) -> Result<(), String> {
+    let binary = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let app_dir = PathBuf::from(args.flags.get("app-dir").map_or("functions", String::as_str));
+    let out = PathBuf::from(
+        args.flags
+            .get("out")
+            .map_or("target/tabletalk-functions.zip", String::as_str),
+    );
+    package::package(&binary, &app_dir, &out)?;
+    println!("wrote {}", out.display());
     Ok(())
 }
 

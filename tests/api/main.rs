@@ -4,6 +4,7 @@
 mod bad_input;
 mod bad_input_operations;
 mod changes;
+mod deploy;
 mod events;
 mod helpers;
 mod live;

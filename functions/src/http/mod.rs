@@ -42,14 +42,12 @@ pub struct AppState {
 
 /// An HTTP function as the Functions host knows it: its folder name, method and route (under
 /// the `api` prefix). `functions/<name>/function.json` must exist for each, and only for these.
-#[cfg_attr(not(test), allow(dead_code))] // read by the tests now, and by packaging later
 pub struct HttpFunction {
     pub name: &'static str,
     pub method: &'static str,
     pub route: &'static str,
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
 pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
     HttpFunction {
         name: "createRoom",
@@ -344,7 +342,7 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeSet;
     use std::path::Path;
 
     use axum::body::Body;
@@ -362,50 +360,46 @@ mod tests {
     }
 
     /// `functions/<name>/function.json` exists for every HTTP function and every trigger
-    /// function, and only for them: HTTP ones with the same methods and route, in the shape
-    /// HTTP forwarding needs (one trigger, one output); trigger ones with exactly their binding.
+    /// function, and only for them, each agreeing with the router (`check_definition`).
     #[test]
     fn function_folders_match_the_routes() {
         let mut found = BTreeSet::new();
-        let mut triggers = BTreeMap::new();
         for entry in std::fs::read_dir(functions_dir()).unwrap() {
             let path = entry.unwrap().path().join("function.json");
             if !path.exists() {
                 continue;
             }
             let name = path.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
-            let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            let bindings = doc["bindings"].as_array().unwrap();
-            if bindings[0]["type"] != "httpTrigger" {
-                assert_eq!(bindings.len(), 1, "{name}");
-                triggers.insert(name, bindings[0].clone());
-                continue;
-            }
-            assert_eq!(bindings.len(), 2, "{name}");
-            assert_eq!(bindings[0]["type"], "httpTrigger", "{name}");
-            assert_eq!(bindings[1]["type"], "http", "{name}");
-            let methods: Vec<&str> = bindings[0]["methods"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_str().unwrap())
-                .collect();
-            found.insert((
-                name,
-                methods.join(","),
-                bindings[0]["route"].as_str().unwrap().to_owned(),
-            ));
+            crate::package::check_definition(&name, &std::fs::read(&path).unwrap()).unwrap();
+            found.insert(name);
         }
-        let expected: BTreeSet<_> = HTTP_FUNCTIONS
-            .iter()
-            .map(|f| (f.name.to_owned(), f.method.to_owned(), f.route.to_owned()))
+        let expected: BTreeSet<String> = crate::package::function_names()
+            .into_iter()
+            .map(str::to_owned)
             .collect();
         assert_eq!(found, expected);
-        let expected: BTreeMap<_, serde_json::Value> = triggers::TRIGGER_FUNCTIONS
-            .iter()
-            .map(|f| (f.name.to_owned(), serde_json::from_str(f.binding).unwrap()))
-            .collect();
-        assert_eq!(triggers, expected);
+        // And the check can fail: another route, another method, another schedule.
+        let drifted = [
+            (
+                "createRoom",
+                r#"{"bindings":[{"type":"httpTrigger","methods":["post"],"route":"room"},{"type":"http"}]}"#,
+            ),
+            (
+                "createRoom",
+                r#"{"bindings":[{"type":"httpTrigger","methods":["get"],"route":"rooms"},{"type":"http"}]}"#,
+            ),
+            (
+                "housekeeping",
+                r#"{"bindings":[{"type":"timerTrigger","direction":"in","name":"timer","schedule":"0 0 * * * *"}]}"#,
+            ),
+            ("unknownFunction", r#"{"bindings":[]}"#),
+        ];
+        for (name, definition) in drifted {
+            assert!(
+                crate::package::check_definition(name, definition.as_bytes()).is_err(),
+                "{name}: {definition}"
+            );
+        }
         let host: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(functions_dir().join("host.json")).unwrap()).unwrap();
         assert_eq!(host["customHandler"]["enableForwardingHttpRequest"], true);

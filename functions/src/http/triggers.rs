@@ -16,14 +16,12 @@ use tabletalk::events;
 use super::AppState;
 
 /// A function the host invokes through the payload protocol, with its trigger binding.
-#[cfg_attr(not(test), allow(dead_code))] // read by the tests now, and by packaging later
 pub struct TriggerFunction {
     pub name: &'static str,
     /// The `function.json` binding, as its JSON.
     pub binding: &'static str,
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
 pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
     TriggerFunction {
         name: "notify",

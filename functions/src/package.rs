@@ -1,0 +1,133 @@
+//! `tabletalk package`: the deployable Functions app zip — the binary (with its run bit, named
+//! as `host.json` starts it), `host.json`, and one `<FunctionName>/function.json` for every
+//! function the router serves (HTTP and trigger), nothing else. Run through the `cargo
+//! package-app` alias, which builds the Linux release binary first and packages that binary
+//! itself.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use zip::ZipWriter;
+use zip::write::SimpleFileOptions;
+
+use crate::http::HTTP_FUNCTIONS;
+use crate::http::triggers::TRIGGER_FUNCTIONS;
+
+/// The executable's name inside the package (`host.json`'s `defaultExecutablePath`).
+pub const EXECUTABLE: &str = "tabletalk";
+
+/// Every function folder the package holds.
+pub fn function_names() -> Vec<&'static str> {
+    HTTP_FUNCTIONS
+        .iter()
+        .map(|f| f.name)
+        .chain(TRIGGER_FUNCTIONS.iter().map(|f| f.name))
+        .collect()
+}
+
+/// Checks a `function.json` against what the router serves under `name`: an HTTP function's
+/// methods and route (one trigger, one output, as HTTP forwarding needs), or a trigger
+/// function's exact binding. A package never ships a definition that drifted from the code.
+pub fn check_definition(name: &str, definition: &[u8]) -> Result<(), String> {
+    let drifted = |why: &str| format!("{name}/function.json {why}");
+    let doc: serde_json::Value = serde_json::from_slice(definition).map_err(|_| drifted("is not JSON"))?;
+    let bindings = doc["bindings"].as_array().ok_or_else(|| drifted("has no bindings"))?;
+    if let Some(function) = HTTP_FUNCTIONS.iter().find(|f| f.name == name) {
+        let methods: Vec<&str> = function.method.split(',').collect();
+        let declared: Vec<&str> = bindings
+            .first()
+            .and_then(|b| b["methods"].as_array())
+            .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+            .unwrap_or_default();
+        let shaped = bindings.len() == 2 && bindings[0]["type"] == "httpTrigger" && bindings[1]["type"] == "http";
+        return match (shaped, declared == methods, bindings[0]["route"] == function.route) {
+            (false, _, _) => Err(drifted("is not one httpTrigger and one http output")),
+            (_, false, _) => Err(drifted(&format!(
+                "declares methods {declared:?}, the router {methods:?}"
+            ))),
+            (_, _, false) => Err(drifted(&format!("does not declare route {}", function.route))),
+            _ => Ok(()),
+        };
+    }
+    let function = TRIGGER_FUNCTIONS
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| drifted("belongs to no function the router serves"))?;
+    let binding: serde_json::Value = serde_json::from_str(function.binding).map_err(|e| e.to_string())?;
+    match bindings.as_slice() {
+        [only] if *only == binding => Ok(()),
+        _ => Err(drifted(&format!("is not exactly the binding {binding}"))),
+    }
+}
+
+/// Writes the zip of `binary` and the app in `app_dir` (the `functions/` folder) to `out`.
+pub fn package(binary: &Path, app_dir: &Path, out: &Path) -> Result<(), String> {
+    let read = |path: PathBuf| std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let file = File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut zip = ZipWriter::new(file);
+    let mut add = |name: &str, bytes: Vec<u8>, mode: u32| -> Result<(), String> {
+        let options = SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            .unix_permissions(mode);
+        zip.start_file(name, options)
+            .and_then(|()| zip.write_all(&bytes).map_err(Into::into))
+            .map_err(|e| format!("writing {name} into the zip: {e}"))
+    };
+    add(EXECUTABLE, read(binary.to_path_buf())?, 0o755)?;
+    add("host.json", read(app_dir.join("host.json"))?, 0o644)?;
+    for name in function_names() {
+        let definition = read(app_dir.join(name).join("function.json"))?;
+        check_definition(name, &definition)?;
+        add(&format!("{name}/function.json"), definition, 0o644)?;
+    }
+    zip.finish().map_err(|e| format!("finishing the zip: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::io::Read;
+
+    use super::*;
+
+    /// The zip holds the binary with its run bit, host.json and exactly one function.json per
+    /// routed function, each the same as the repository's.
+    #[test]
+    fn the_package_holds_exactly_the_app() {
+        let app_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = std::env::temp_dir().join(format!("tt-package-{}", uuid::Uuid::new_v4()));
+        let binary = dir.join("binary");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&binary, b"\x7fELF not really").unwrap();
+        let out = dir.join("app.zip");
+        package(&binary, app_dir, &out).unwrap();
+
+        let mut zip = zip::ZipArchive::new(File::open(&out).unwrap()).unwrap();
+        let names: BTreeSet<String> = zip.file_names().map(|name| name.unwrap().into_owned()).collect();
+        let mut expected: BTreeSet<String> = function_names()
+            .iter()
+            .map(|name| format!("{name}/function.json"))
+            .collect();
+        expected.insert(EXECUTABLE.into());
+        expected.insert("host.json".into());
+        assert_eq!(names, expected);
+        let executable = zip.by_name(EXECUTABLE).unwrap();
+        assert_eq!(executable.unix_mode().unwrap() & 0o777, 0o755);
+        drop(executable);
+        let mut notify = String::new();
+        zip.by_name("notify/function.json")
+            .unwrap()
+            .read_to_string(&mut notify)
+            .unwrap();
+        assert_eq!(
+            notify,
+            std::fs::read_to_string(app_dir.join("notify/function.json")).unwrap()
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
