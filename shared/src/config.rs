@@ -46,7 +46,8 @@ pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
 pub const WEBPUBSUB_HUB: &str = "TABLETALK_WEBPUBSUB_HUB";
 
 /// The Event Grid custom topic endpoint message events are published to
-/// (`https://<topic>.<region>-1.eventgrid.azure.net/api/events`). Absent: events go straight to
+/// (`https://<topic>.<region>-1.eventgrid.azure.net/api/events`; `?api-version=2018-01-01` is
+/// added when absent). Absent: events go straight to
 /// the in-process notification consumer.
 pub const EVENTGRID_ENDPOINT: &str = "TABLETALK_EVENTGRID_ENDPOINT";
 /// The topic's access key (sent as `aeg-sas-key`).

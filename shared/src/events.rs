@@ -16,6 +16,8 @@ use crate::notifications::MessageEvent;
 
 /// The CloudEvents `type` of a new message.
 pub const MESSAGE_CREATED: &str = "tabletalk.message.created";
+/// The publishing API's version (reference §3.1).
+const API_VERSION: &str = "2018-01-01";
 /// How long Event Grid may take to accept an event.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Strings holding JSON are unwrapped at most this deep.
@@ -76,12 +78,16 @@ impl EventGrid {
         if !matches!(parsed.scheme(), "https" | "http") {
             return Err(Error::Internal("the Event Grid endpoint is not an http(s) URL".into()));
         }
+        let mut parsed = parsed;
+        if !parsed.query_pairs().any(|(name, _)| name == "api-version") {
+            parsed.query_pairs_mut().append_pair("api-version", API_VERSION);
+        }
         let http = reqwest::Client::builder()
             .timeout(PUBLISH_TIMEOUT)
             .build()
             .map_err(|e| Error::Internal(format!("Event Grid client: {e}")))?;
         Ok(EventGrid {
-            endpoint: endpoint.to_owned(),
+            endpoint: parsed.to_string(),
             key: key.to_owned(),
             http,
         })

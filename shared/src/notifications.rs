@@ -11,8 +11,9 @@
 //! failing endpoint never holds up the others.
 //!
 //! The consumer is idempotent per event id: a `<message key>:n` row in `MessagesMetadata`
-//! records a processed event, so a redelivered event pushes nothing again (and the row goes
-//! with the message when it is purged).
+//! claims the event (with a lease) and then records it processed, so a redelivered event —
+//! even one delivered while the first run is still pushing — pushes nothing again (and the row
+//! goes with the message when it is purged).
 
 use std::time::Duration;
 
@@ -33,13 +34,16 @@ use crate::push::sender::{Outcome, Push, PushSender};
 use crate::push::subscriptions::PushSubscription;
 use crate::schema::MEMBER_PREFIX;
 use crate::service::Chat;
-use crate::storage::{Entity, ErrorKind, RangeQuery, Value};
+use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
 /// Characters of the message shown in a notification.
 pub const PREVIEW_CHARS: usize = 100;
-/// Recipients served at once for one event.
+/// How long a run's claim on an event holds off other runs: longer than any fan-out takes
+/// (each delivery gives up within about a minute); a run that died is taken over after it.
+const CLAIM_LEASE: chrono::Duration = chrono::Duration::minutes(3);
+/// Recipients, and deliveries, in flight at once for one event.
 const CONCURRENT_DELIVERIES: usize = 16;
 /// Attempts per subscription (429 and 5xx are retried).
 const DELIVERY_ATTEMPTS: usize = 4;
@@ -101,6 +105,14 @@ struct Payload<'a> {
     mentioned: bool,
 }
 
+/// The pushes one event will make.
+#[derive(Default)]
+struct Plan {
+    recipients: usize,
+    online: usize,
+    pushes: Vec<(UserId, PushSubscription, Push)>,
+}
+
 /// What one event's deliveries came to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Report {
@@ -136,10 +148,26 @@ fn topic(room: &str) -> String {
     topic
 }
 
+/// How an event's claim stands.
+enum Claim {
+    /// This run holds it (with the marker's ETag).
+    Ours(ETag),
+    /// Processed before: nothing to do.
+    Done,
+    /// Another run holds it right now.
+    Busy,
+}
+
 impl Chat {
-    /// Processes one message event (idempotently per event id). The event is only a pointer:
-    /// the message is read back from the store, so a forged or stale event can push nothing
-    /// the room does not hold, and a message deleted meanwhile pushes nothing.
+    /// Processes one message event, once per event id however often and however concurrently
+    /// it is delivered. The event is only a pointer: the message is read back from the store,
+    /// so a forged or stale event can push nothing the room does not hold, and a message
+    /// deleted meanwhile pushes nothing.
+    ///
+    /// A run first claims the event (its marker row, with a lease), reads every recipient's
+    /// subscriptions, and only then pushes; a failure before the first push releases the
+    /// claim, so a retry starts clean. An event whose claim another run holds answers
+    /// `Unavailable`, so its delivery is retried later and finds it done.
     pub async fn notify(&self, event: &MessageEvent) -> Result<Report> {
         let Some(sender) = &self.push.sender else {
             return Ok(Report::default());
@@ -148,20 +176,107 @@ impl Chat {
         let key =
             MessageKey::parse(&event.message_id).ok_or_else(|| Error::validation("the event names no message"))?;
         let marker = format!("{}:n", key.as_str());
-        if self
-            .tables
-            .get(&self.schema.metadata, room.as_str(), &marker)
-            .await?
-            .is_some()
-        {
-            return Ok(Report {
-                repeat: true,
-                ..Report::default()
-            });
+        let etag = match self.claim(&room, &marker).await? {
+            Claim::Ours(etag) => etag,
+            Claim::Done => {
+                return Ok(Report {
+                    repeat: true,
+                    ..Report::default()
+                });
+            }
+            Claim::Busy => return Err(Error::Unavailable("the event is being processed".into())),
+        };
+        let deliveries = match self.plan(&room, &key).await {
+            Ok(deliveries) => deliveries,
+            Err(e) => {
+                let release = self
+                    .tables
+                    .delete(&self.schema.metadata, room.as_str(), &marker, &IfMatch::Etag(etag))
+                    .await;
+                if let Err(release) = release {
+                    tracing::warn!(error = %release, "an event's claim was not released; its lease will expire");
+                }
+                return Err(e);
+            }
+        };
+        let mut report = Report {
+            recipients: deliveries.recipients,
+            online: deliveries.online,
+            ..Report::default()
+        };
+        let outcomes: Vec<Outcome> = futures::stream::iter(deliveries.pushes)
+            .map(|(user, subscription, push)| self.deliver(sender, user, subscription, push))
+            .buffer_unordered(CONCURRENT_DELIVERIES)
+            .collect()
+            .await;
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Delivered => report.delivered += 1,
+                Outcome::Gone => report.gone += 1,
+                Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
+            }
         }
-        let stored = self.find_message(&room, &key).await?.filter(|m| m.is_live());
+        let done = Entity::new(room.as_str(), marker)
+            .with("state", Value::String("done".into()))
+            .with("notifiedAt", Value::datetime(chrono::Utc::now()));
+        let recorded = self
+            .tables
+            .update(&self.schema.metadata, &done, UpdateMode::Replace, &IfMatch::Etag(etag))
+            .await;
+        match recorded {
+            Ok(_) => {}
+            // Our lease ran out and another run took over: it records the event itself.
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(report)
+    }
+
+    /// Claims the event whose marker is `marker`: a new marker, or a claim whose lease ran
+    /// out, is ours.
+    async fn claim(&self, room: &RoomId, marker: &str) -> Result<Claim> {
+        let now = chrono::Utc::now();
+        let claimed = Entity::new(room.as_str(), marker)
+            .with("state", Value::String("claimed".into()))
+            .with("claimedAt", Value::datetime(now));
+        let Some(existing) = self.tables.get(&self.schema.metadata, room.as_str(), marker).await? else {
+            return match self.tables.insert(&self.schema.metadata, &claimed).await {
+                Ok(etag) => Ok(Claim::Ours(etag)),
+                Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Claim::Busy),
+                Err(e) => Err(e.into()),
+            };
+        };
+        // Markers from before claims existed have no state: they are done.
+        if existing.str("state") != Some("claimed") {
+            return Ok(Claim::Done);
+        }
+        let held = existing.datetime("claimedAt").is_some_and(|at| now - at < CLAIM_LEASE);
+        let Some(etag) = existing.etag.clone().filter(|_| !held) else {
+            return Ok(Claim::Busy);
+        };
+        match self
+            .tables
+            .update(
+                &self.schema.metadata,
+                &claimed,
+                UpdateMode::Replace,
+                &IfMatch::Etag(etag),
+            )
+            .await
+        {
+            Ok(etag) => Ok(Claim::Ours(etag)),
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(Claim::Busy),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Everything a run will push, read before the first push: the recipients (members −
+    /// sender, by their levels, not online) and each one's subscriptions.
+    async fn plan(&self, room: &RoomId, key: &MessageKey) -> Result<Plan> {
+        let mut plan = Plan::default();
+        let stored = self.find_message(room, key).await?.filter(|m| m.is_live());
         let Some(event) = stored.as_ref().and_then(MessageEvent::of) else {
-            return Ok(Report::default());
+            return Ok(plan);
         };
         let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self
@@ -174,66 +289,41 @@ impl Chat {
             .filter(|member| member.user_id.as_str() != event.sender_id)
             .filter_map(|member| wants(&member, &event.mentions).map(|mentioned| (member.user_id, mentioned)))
             .collect();
-        let results: Vec<Result<Option<Vec<Outcome>>>> = futures::stream::iter(recipients)
-            .map(|(user, mentioned)| self.notify_one(sender, &event, user, mentioned))
+        plan.recipients = recipients.len();
+        let reached: Vec<Result<Option<(UserId, bool, Vec<PushSubscription>)>>> = futures::stream::iter(recipients)
+            .map(|(user, mentioned)| async move {
+                if self.online(user.as_str()).await {
+                    return Ok(None);
+                }
+                let subscriptions = self.subscriptions(&user).await?;
+                Ok(Some((user, mentioned, subscriptions)))
+            })
             .buffer_unordered(CONCURRENT_DELIVERIES)
             .collect()
             .await;
-        let mut report = Report::default();
-        for result in results {
-            report.recipients += 1;
-            match result? {
-                None => report.online += 1,
-                Some(outcomes) => {
-                    for outcome in outcomes {
-                        match outcome {
-                            Outcome::Delivered => report.delivered += 1,
-                            Outcome::Gone => report.gone += 1,
-                            Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
-                        }
-                    }
-                }
+        for recipient in reached {
+            let Some((user, mentioned, subscriptions)) = recipient? else {
+                plan.online += 1;
+                continue;
+            };
+            let payload = Payload {
+                room_id: &event.room_id,
+                message_id: &event.message_id,
+                sender_name: &event.sender_name,
+                preview: &event.preview,
+                mentioned,
+            };
+            let push = Push {
+                payload: serde_json::to_vec(&payload).map_err(|e| Error::Internal(e.to_string()))?,
+                ttl: PUSH_TTL_SECONDS,
+                urgency: if mentioned { Urgency::High } else { Urgency::Normal },
+                topic: Some(topic(&event.room_id)),
+            };
+            for subscription in subscriptions {
+                plan.pushes.push((user.clone(), subscription, push.clone()));
             }
         }
-        let done = Entity::new(room.as_str(), marker).with("notifiedAt", Value::datetime(chrono::Utc::now()));
-        match self.tables.insert(&self.schema.metadata, &done).await {
-            Ok(_) => {}
-            Err(e) if e.is(ErrorKind::AlreadyExists) => {}
-            Err(e) => return Err(e.into()),
-        }
-        Ok(report)
-    }
-
-    /// One recipient: nothing when they are online (they see the message live), else a push
-    /// to each of their devices, one after another.
-    async fn notify_one(
-        &self,
-        sender: &PushSender,
-        event: &MessageEvent,
-        user: UserId,
-        mentioned: bool,
-    ) -> Result<Option<Vec<Outcome>>> {
-        if self.online(user.as_str()).await {
-            return Ok(None);
-        }
-        let payload = Payload {
-            room_id: &event.room_id,
-            message_id: &event.message_id,
-            sender_name: &event.sender_name,
-            preview: &event.preview,
-            mentioned,
-        };
-        let push = Push {
-            payload: serde_json::to_vec(&payload).map_err(|e| Error::Internal(e.to_string()))?,
-            ttl: PUSH_TTL_SECONDS,
-            urgency: if mentioned { Urgency::High } else { Urgency::Normal },
-            topic: Some(topic(&event.room_id)),
-        };
-        let mut outcomes = Vec::new();
-        for subscription in self.subscriptions(&user).await? {
-            outcomes.push(self.deliver(sender, user.clone(), subscription, push.clone()).await);
-        }
-        Ok(Some(outcomes))
+        Ok(plan)
     }
 
     /// Delivers one push to one subscription, retrying 429 and 5xx a bounded number of times;

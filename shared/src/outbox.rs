@@ -133,16 +133,24 @@ impl Chat {
             .query_up_to(&self.schema.messages, &pending, 100_000)
             .await?;
         let mut republished = 0;
+        // One event that keeps failing never holds up the room's others.
         for row in &rows {
             if row.datetime("createdAt").is_some_and(|at| now - at < REPUBLISH_AFTER) {
                 continue;
             }
-            let event: MessageEvent = row
+            let Some(event) = row
                 .str("event")
-                .and_then(|json| serde_json::from_str(json).ok())
-                .ok_or_else(|| Error::Internal(format!("outbox row {room}/{} is broken", row.row_key)))?;
-            self.publish(room, &event).await?;
-            republished += 1;
+                .and_then(|json| serde_json::from_str::<MessageEvent>(json).ok())
+            else {
+                tracing::error!(%room, row = %row.row_key, "an unreadable outbox row was dropped");
+                self.delete_if_present(&self.schema.messages, room.as_str(), &row.row_key)
+                    .await?;
+                continue;
+            };
+            match self.publish(room, &event).await {
+                Ok(()) => republished += 1,
+                Err(e) => tracing::warn!(event = %event.id, error = %e, "republishing an event failed; next run"),
+            }
         }
         let idle = rows.is_empty() && marker.datetime("markedAt").is_none_or(|at| now - at > MARK_EXPIRY);
         if idle && let Some(etag) = marker.etag.clone() {
@@ -215,8 +223,16 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert_eq!(pending(&chat, &room).await, 1, "the event waits in the outbox");
 
+        // An unreadable row is dropped without holding up the room's others.
+        let broken = Entity::new(room.as_str(), outbox_key("1"))
+            .with("event", Value::String("not json".into()))
+            .with("createdAt", Value::datetime(Utc::now() - Duration::minutes(1)));
+        chat.tables().insert(&chat.schema().messages, &broken).await.unwrap();
+        assert_eq!(pending(&chat, &room).await, 2);
+
         // Too young to republish yet; then the timer publishes it.
         assert_eq!(chat.republish(Utc::now()).await.unwrap(), 0);
+        assert_eq!(pending(&chat, &room).await, 1, "the broken row is gone");
         let later = Utc::now() + REPUBLISH_AFTER + Duration::seconds(1);
         assert_eq!(chat.republish(later).await.unwrap(), 1);
         assert_eq!(pending(&chat, &room).await, 0);

@@ -189,7 +189,7 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
 /// CloudEvents preflight, and clear refusals of what is not an event.
 #[tokio::test]
 async fn the_notification_webhook_answers_event_grid() {
-    let app = spawn_app_with(&Backend::embedded(), &[]);
+    let app = spawn_app_with(&Backend::embedded(), &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")]);
     let url = format!("{}/api/events/notifications", app.base);
     let handshake = json!([{
         "id": "1", "topic": "t", "subject": "", "eventTime": "2026-11-30T00:00:00Z", "dataVersion": "1",
@@ -230,10 +230,73 @@ async fn the_notification_webhook_answers_event_grid() {
     let reply = app.http.post(&url).json(&other).send().await.unwrap();
     assert_eq!(reply.status(), StatusCode::OK);
     assert_eq!(reply.json::<Value>().await.unwrap()["processed"], 0);
-    // An event naming a message that does not exist pushes nothing and is not an error.
-    let forged = json!({ "specversion": "1.0", "id": "x", "source": "s", "type": "tabletalk.message.created",
-        "data": { "id": "x", "roomId": uuid::Uuid::new_v4().to_string(), "messageId": "2516062669865313804",
-            "senderId": "mallory", "senderName": "Mallory", "preview": "click here" } });
-    let reply = app.http.post(&url).json(&forged).send().await.unwrap();
-    assert_eq!(reply.status(), StatusCode::OK);
+}
+
+/// An event is only a pointer: a forged one pushes the stored message (its sender and text),
+/// one naming no message pushes nothing, and the same event delivered three times at once —
+/// while the first run is still pushing — pushes once.
+#[tokio::test]
+async fn forged_and_concurrent_deliveries_push_the_stored_message_once() {
+    let backend = Backend::embedded();
+    let (service, push_addr) = start_service().await;
+    let bobs = Device::new("bob", push_addr);
+    // Sent while push was not configured, so no event was processed for it.
+    let (room, id) = {
+        let app = spawn_app_with(&backend, &[]);
+        let room = app.create_room("alice").await;
+        app.join("bob", &room).await;
+        (room.clone(), app.post("alice", &room, "<p>the real text</p>").await)
+    };
+    let vapid = vapid_key();
+    let app = spawn_app_with(
+        &backend,
+        &[
+            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+        ],
+    );
+    subscribe(&app, "bob", &bobs).await;
+    let forged = |message: &str| {
+        json!({ "specversion": "1.0", "id": format!("{room}/{message}"), "source": "/x",
+            "type": "tabletalk.message.created",
+            "data": { "id": format!("{room}/{message}"), "roomId": room, "messageId": message,
+                "senderId": "mallory", "senderName": "Mallory", "preview": "click here" } })
+    };
+    let (status, _) = invoke(
+        &app.base,
+        "notify",
+        json!({ "eventGridEvent": forged("2516062669865313804") }),
+    )
+    .await;
+    assert_eq!(status, 200, "an event naming no message is dropped, not retried");
+
+    *service.delay.lock().unwrap() = Duration::from_millis(700);
+    let event = forged(&id).to_string();
+    let runs = futures::future::join_all(
+        (0..3).map(|_| invoke(&app.base, "notify", json!({ "eventGridEvent": event.clone() }))),
+    )
+    .await;
+    let statuses: Vec<u16> = runs.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 500),
+        "the busy ones fail, to be retried: {statuses:?}"
+    );
+    // Event Grid retries the failed deliveries later: they find the event done.
+    let (status, response) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(
+        response["Logs"][0].as_str().unwrap().contains("repeat: true"),
+        "{response}"
+    );
+
+    let pushes = pushes_to(&service, &bobs);
+    assert_eq!(pushes.len(), 1, "{pushes:?}");
+    assert_eq!(pushes[0]["messageId"], id.as_str());
+    assert_eq!(
+        pushes[0]["preview"], "the real text",
+        "the stored text, not the event's"
+    );
+    assert_eq!(pushes[0]["senderName"], "alice (test)");
 }

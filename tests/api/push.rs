@@ -133,6 +133,8 @@ pub(crate) struct Service {
     pub received: Arc<Mutex<Vec<Received>>>,
     /// Devices whose subscription is gone: answered 410.
     pub gone: Arc<Mutex<Vec<String>>>,
+    /// How long the service takes to answer each push.
+    pub delay: Arc<Mutex<Duration>>,
 }
 
 async fn receive(
@@ -141,6 +143,8 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> AxumStatus {
+    let delay = *service.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
     let gone = service.gone.lock().unwrap().contains(&device);
     service.received.lock().unwrap().push(Received {
         device,

@@ -35,11 +35,12 @@ pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: By
     }
     let events = events::decode(value).map_err(|e| Error::bad_request(e.to_string()))?;
     for event in &events {
-        state
-            .chat
-            .notify(event)
-            .await
-            .map_err(|e| ApiError(Error::Unavailable(format!("an event was not processed: {e}"))))?;
+        match state.chat.notify(event).await {
+            Ok(_) => {}
+            // Names no room or message that could ever exist: dead-letter it, no retries.
+            Err(e) if e.status() < 500 => return Err(Error::bad_request(e.to_string()).into()),
+            Err(e) => return Err(Error::Unavailable(format!("an event was not processed: {e}")).into()),
+        }
     }
     Ok(Json(json!({ "processed": events.len() })))
 }

@@ -3,6 +3,7 @@
 //! the protocol, tokens and groups are `tabletalk::live::local_hub`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{Path, Query, State};
@@ -14,6 +15,14 @@ use tokio::sync::mpsc;
 
 use super::AppState;
 use super::error::ApiError;
+
+/// How often the server pings a quiet connection.
+const PING_EVERY: Duration = Duration::from_secs(20);
+/// A connection silent this long (no frame, no pong) is dead: dropped, so its user counts as
+/// offline again and gets pushes.
+const SILENCE_LIMIT: Duration = Duration::from_secs(60);
+/// The largest frame a client may send (its frames are small JSON requests).
+const MAX_FRAME_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
 pub struct ConnectQuery {
@@ -35,7 +44,10 @@ pub async fn connect(
         return ApiError(Error::not_found("no such hub")).into_response();
     };
     let upgrade = match upgrade {
-        Ok(upgrade) => upgrade.protocols([RELIABLE_PROTOCOL, JSON_PROTOCOL]),
+        Ok(upgrade) => upgrade
+            .protocols([RELIABLE_PROTOCOL, JSON_PROTOCOL])
+            .max_message_size(MAX_FRAME_BYTES)
+            .max_frame_size(MAX_FRAME_BYTES),
         Err(_) => return ApiError(Error::bad_request("a WebSocket upgrade is expected")).into_response(),
     };
     if query.awps_connection_id.is_some() {
@@ -59,15 +71,24 @@ pub async fn connect(
 }
 
 /// Pumps one connection: the client's frames through the session, group signals out to it,
-/// until either side ends.
+/// and a ping when it is quiet, until either side ends or it falls silent.
 async fn run(mut socket: WebSocket, mut session: Session, mut queue: mpsc::Receiver<Arc<str>>) {
     if socket.send(Message::text(session.connected())).await.is_err() {
         return;
     }
+    let mut heard = Instant::now();
+    let mut pings = tokio::time::interval(PING_EVERY);
+    pings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = pings.tick() => {
+                if heard.elapsed() > SILENCE_LIMIT || socket.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(frame))) => {
+                    heard = Instant::now();
                     if let Some(answer) = session.handle(frame.as_str())
                         && socket.send(Message::text(answer)).await.is_err()
                     {
@@ -75,7 +96,7 @@ async fn run(mut socket: WebSocket, mut session: Session, mut queue: mpsc::Recei
                     }
                 }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
-                Some(Ok(_)) => {}
+                Some(Ok(_)) => heard = Instant::now(),
             },
             signal = queue.recv() => match signal {
                 Some(data) => {

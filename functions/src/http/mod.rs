@@ -300,13 +300,16 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
         .route("/push/vapidPublicKey", get(push::vapid_public_key))
         .route("/negotiate", post(live::negotiate))
         .route("/rooms/{roomId}/typing", post(live::typing))
-        .route(
-            "/events/notifications",
-            post(events::deliver).options(events::preflight),
-        )
         .route("/openapi.json", get(openapi::document));
     let mut app = Router::new();
+    let mut api = api;
     if custom_handler {
+        // Event Grid's webhook delivery, guarded by the function key on Azure; the self-hosted
+        // server consumes its events in process and exposes no such door.
+        api = api.route(
+            "/events/notifications",
+            post(events::deliver).options(events::preflight),
+        );
         app = app
             .route("/notify", post(triggers::notify))
             .route("/republishEvents", post(triggers::republish_events))

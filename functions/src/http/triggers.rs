@@ -63,6 +63,11 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
     for event in &events {
         match state.chat.notify(event).await {
             Ok(report) => logs.push(format!("{}: {report:?}", event.id)),
+            // Names no room or message that could ever exist: a retry would not help.
+            Err(e) if e.status() < 500 => {
+                tracing::warn!(event = %event.id, error = %e, "an event naming nothing was dropped");
+                logs.push(format!("{}: dropped: {e}", event.id));
+            }
             Err(e) => {
                 tracing::warn!(event = %event.id, error = %e, "notifying failed; the invocation fails for a retry");
                 logs.push(format!("{}: failed: {e}", event.id));

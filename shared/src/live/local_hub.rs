@@ -57,6 +57,8 @@ struct State {
     /// When each (user, group) was revoked (unix seconds): a token issued before then may no
     /// longer join that group.
     revoked: HashMap<(String, String), i64>,
+    /// Open connections per user, for presence.
+    users: HashMap<String, usize>,
 }
 
 struct Connection {
@@ -124,6 +126,9 @@ impl LocalHub {
         let number = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let (frames, queue) = mpsc::channel(QUEUE_FRAMES);
         let mut state = self.state.lock().expect("hub lock");
+        if let Some(user) = &claims.sub {
+            *state.users.entry(user.clone()).or_default() += 1;
+        }
         state.connections.insert(
             number,
             Connection {
@@ -211,7 +216,7 @@ impl LocalHub {
     /// Whether `user` has a connection open.
     pub fn user_connected(&self, user: &str) -> bool {
         let state = self.state.lock().expect("hub lock");
-        state.connections.values().any(|c| c.user.as_deref() == Some(user))
+        state.users.contains_key(user)
     }
 }
 
@@ -237,6 +242,14 @@ impl State {
 
     fn remove(&mut self, number: u64) {
         if let Some(connection) = self.connections.remove(&number) {
+            if let Some(user) = &connection.user
+                && let Some(count) = self.users.get_mut(user)
+            {
+                *count -= 1;
+                if *count == 0 {
+                    self.users.remove(user);
+                }
+            }
             for group in &connection.groups {
                 if let Some(members) = self.groups.get_mut(group) {
                     members.remove(&number);
@@ -293,9 +306,7 @@ impl Session {
             return None;
         };
         match request {
-            Request::JoinGroup { group, ack_id } | Request::LeaveGroup { group, ack_id }
-                if !self.may_join_or_leave(&group) =>
-            {
+            Request::JoinGroup { group, ack_id } | Request::LeaveGroup { group, ack_id } if !self.granted(&group) => {
                 self.ack(
                     ack_id,
                     Err(("Forbidden", format!("not allowed to join or leave {group}"))),
@@ -303,10 +314,25 @@ impl Session {
             }
             Request::JoinGroup { group, ack_id } => {
                 let duplicate = ack_id.is_some_and(|id| self.acks.contains(&id));
-                if !duplicate {
-                    self.hub.state.lock().expect("hub lock").join(self.number, &group);
+                let joined = duplicate || {
+                    // The revocation check and the join under one lock, so a revoke cannot
+                    // land between them.
+                    let mut state = self.hub.state.lock().expect("hub lock");
+                    let revoked = self.user.as_ref().is_some_and(|user| {
+                        state
+                            .revoked
+                            .get(&(user.clone(), group.clone()))
+                            .is_some_and(|at| *at >= self.issued_at)
+                    });
+                    if !revoked {
+                        state.join(self.number, &group);
+                    }
+                    !revoked
+                };
+                match joined {
+                    true => self.ack(ack_id, Ok(())),
+                    false => self.ack(ack_id, Err(("Forbidden", format!("no longer allowed to join {group}")))),
                 }
-                self.ack(ack_id, Ok(()))
             }
             Request::LeaveGroup { group, ack_id } => {
                 let duplicate = ack_id.is_some_and(|id| self.acks.contains(&id));
@@ -333,25 +359,14 @@ impl Session {
         }
     }
 
-    fn may_join_or_leave(&self, group: &str) -> bool {
+    /// Whether the token's roles allow joining and leaving `group`.
+    fn granted(&self, group: &str) -> bool {
         let scoped = format!("webpubsub.joinLeaveGroup.{group}");
-        let granted = valid_group(group)
+        valid_group(group)
             && self
                 .roles
                 .iter()
-                .any(|role| role == "webpubsub.joinLeaveGroup" || *role == scoped);
-        granted && !self.revoked(group)
-    }
-
-    fn revoked(&self, group: &str) -> bool {
-        let Some(user) = &self.user else {
-            return false;
-        };
-        let state = self.hub.state.lock().expect("hub lock");
-        state
-            .revoked
-            .get(&(user.clone(), group.to_owned()))
-            .is_some_and(|at| *at >= self.issued_at)
+                .any(|role| role == "webpubsub.joinLeaveGroup" || *role == scoped)
     }
 
     /// The ack for `ack_id` (none without one); a repeated id is answered `Duplicate`.

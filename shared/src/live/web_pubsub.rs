@@ -106,7 +106,7 @@ impl WebPubSub {
     /// Sends a JSON message to every connection in `group` (REST, §4.3): the token's `aud` is
     /// the exact request URL.
     pub async fn send_to_group(&self, group: &str, body: Vec<u8>) -> Result<()> {
-        let group: String = url::form_urlencoded::byte_serialize(group.as_bytes()).collect();
+        let group = segment(group);
         let url = format!(
             "{}/api/hubs/{}/groups/{group}/:send?api-version={API_VERSION}",
             self.endpoint, self.hub
@@ -130,13 +130,12 @@ impl WebPubSub {
 
     /// Takes every connection of `user` out of `group` (`DELETE …/users/{user}/groups/{group}`).
     pub async fn remove_user_from_group(&self, user: &str, group: &str) -> Result<()> {
-        let encode = |s: &str| -> String { url::form_urlencoded::byte_serialize(s.as_bytes()).collect() };
         let url = format!(
             "{}/api/hubs/{}/users/{}/groups/{}?api-version={API_VERSION}",
             self.endpoint,
             self.hub,
-            encode(user),
-            encode(group)
+            segment(user),
+            segment(group)
         );
         let response = self
             .http
@@ -165,7 +164,7 @@ impl WebPubSub {
     /// Whether `user` has a live connection to the hub (`HEAD …/users/{user}`: 200 yes, 404
     /// no).
     pub async fn user_connected(&self, user: &str) -> Result<bool> {
-        let user: String = url::form_urlencoded::byte_serialize(user.as_bytes()).collect();
+        let user = segment(user);
         let url = format!(
             "{}/api/hubs/{}/users/{user}?api-version={API_VERSION}",
             self.endpoint, self.hub
@@ -189,6 +188,24 @@ impl WebPubSub {
     pub fn client_url(&self, user: &str, rooms: &[String], now: DateTime<Utc>) -> Result<(String, DateTime<Utc>)> {
         client_url(&self.access_key, &self.endpoint, &self.hub, user, rooms, now)
     }
+}
+
+/// `value` as one URL path segment (a space is `%20`, never `+`).
+fn segment(value: &str) -> String {
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+        .add(b' ')
+        .add(b'"')
+        .add(b'#')
+        .add(b'%')
+        .add(b'+')
+        .add(b'/')
+        .add(b'<')
+        .add(b'>')
+        .add(b'?')
+        .add(b'`')
+        .add(b'{')
+        .add(b'}');
+    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
 }
 
 /// HS256 with the key's UTF-8 bytes, as Web PubSub expects.
