@@ -2,7 +2,9 @@
 //!
 //! - `tabletalk serve [--port P] [--data-dir DIR] [--settings FILE|none]`: the HTTP server (the
 //!   default command). With `FUNCTIONS_CUSTOMHANDLER_PORT` set it is an Azure Functions custom
-//!   handler listening on that port on loopback; otherwise the self-hosted server on port 7071.
+//!   handler listening on that port on loopback; with `AWS_LAMBDA_RUNTIME_API` set, an AWS
+//!   Lambda function (the same router through `lambda_http`); otherwise the self-hosted server
+//!   on port 7071.
 //! - `tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]`: prints a development
 //!   token signed with the configured HS256 secret.
 //! - `tabletalk vapid-key`: prints a new VAPID key pair for Web Push.
@@ -156,6 +158,9 @@ fn package(args: &Args) -> Result<(), String> {
 
 async fn serve(args: &Args) -> Result<(), String> {
     let settings = settings(args).map_err(|e| e.to_string())?;
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        return serve_lambda(&settings).await;
+    }
     let custom_handler = std::env::var_os("FUNCTIONS_CUSTOMHANDLER_PORT").is_some();
     let addr = match std::env::var("FUNCTIONS_CUSTOMHANDLER_PORT") {
         Ok(port) => {
@@ -194,6 +199,22 @@ async fn serve(args: &Args) -> Result<(), String> {
     println!("listening on {local}");
     axum::serve(listener, http::router(state, custom_handler))
         .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// AWS Lambda: the same router behind the Lambda Runtime API (API Gateway HTTP API events).
+/// No timers run here and there is no live hub (no WebSockets through an HTTP API).
+async fn serve_lambda(settings: &Settings) -> Result<(), String> {
+    let chat = Chat::from_settings(settings)
+        .await
+        .map_err(|e| format!("cannot open storage: {e}"))?;
+    let state = http::AppState {
+        chat,
+        auth: Arc::new(Authenticator::new(settings.auth.clone())),
+    };
+    tracing::info!(storage = ?storage_kind(settings), "tabletalk on AWS Lambda");
+    lambda_http::run(http::router(state, false))
         .await
         .map_err(|e| e.to_string())
 }
