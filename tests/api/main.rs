@@ -7,6 +7,7 @@ mod changes;
 mod deploy;
 mod events;
 mod helpers;
+mod infra;
 mod lambda;
 mod live;
 mod messages;
