@@ -100,11 +100,12 @@ fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
 async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
     for backend in Backend::all() {
         let (service, push_addr) = start_service().await;
-        // A port nothing listens on yet: Event Grid is unreachable.
-        let topic_addr: SocketAddr = {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap()
-        };
+        // Event Grid is unreachable: every connection to it is dropped before a byte of answer
+        // (counted, so the test knows the send's own attempt has failed).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let topic_addr: SocketAddr = listener.local_addr().unwrap();
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let reachable = Arc::new(tokio::sync::Notify::new());
         let endpoint = format!("http://{topic_addr}/api/events");
         let vapid = vapid_key();
         let app = spawn_app_with(
@@ -121,6 +122,28 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
         app.join("bob", &room).await;
         let bobs = Device::new("bob", push_addr);
         subscribe(&app, "bob", &bobs).await;
+
+        let topic = Topic {
+            accepted: Arc::default(),
+            invocations: Arc::default(),
+            app: app.base.clone(),
+        };
+        let router = axum::Router::new()
+            .route("/api/events", axum::routing::post(publish))
+            .with_state(topic.clone());
+        let (counter, switch) = (Arc::clone(&dropped), Arc::clone(&reachable));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        drop(accepted);
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    _ = switch.notified() => break,
+                }
+            }
+            axum::serve(listener, router).await.unwrap()
+        });
 
         let sent_at = Instant::now();
         let id = app.post("alice", &room, "<p>are you there?</p>").await;
@@ -139,17 +162,19 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
             "{backend:?}: too young to republish"
         );
 
-        // Event Grid comes back; once the event is old enough the timer publishes it.
-        let topic = Topic {
-            accepted: Arc::default(),
-            invocations: Arc::default(),
-            app: app.base.clone(),
-        };
-        let listener = tokio::net::TcpListener::bind(topic_addr).await.unwrap();
-        let router = axum::Router::new()
-            .route("/api/events", axum::routing::post(publish))
-            .with_state(topic.clone());
-        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        // The send's own attempt failed; Event Grid comes back, and once the event is old
+        // enough the timer publishes it.
+        for _ in 0..200 {
+            if dropped.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(
+            dropped.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            "the send tried Event Grid"
+        );
+        reachable.notify_one();
         tokio::time::sleep(Duration::from_secs(6).saturating_sub(sent_at.elapsed())).await;
         assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
         let received = wait_for(&service, 1).await;
