@@ -3,7 +3,7 @@
 // Storage (the chat tables, the deployment package, dead letters), a Linux Function App on the
 // Flex Consumption plan running the custom-handler binary, Key Vault for every secret the app
 // reads (app settings are Key Vault references), a system-assigned identity with exactly the
-// roles it needs, the Event Grid topic message events go to and its subscription to the
+// roles it needs (it reaches storage with Entra ID tokens, never an account key), the Event Grid topic message events go to and its subscription to the
 // notification function, Web PubSub with the `chat` hub, and Application Insights.
 //
 // Deploy twice: first with createEventSubscription=false, then publish the code (the zip from
@@ -234,15 +234,6 @@ resource vapidSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   }
 }
 
-resource storageSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
-  parent: vault
-  name: 'storage-connection'
-  properties: {
-    value: 'DefaultEndpointsProtocol=https;AccountName=${storage.name};AccountKey=${storage.listKeys().keys[0].value};EndpointSuffix=${environment().suffixes.storage}'
-    contentType: 'text/plain'
-  }
-}
-
 resource webPubSubSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   parent: vault
   name: 'webpubsub-connection'
@@ -319,8 +310,9 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
           value: insights.properties.ConnectionString
         }
         {
+          // No key: the app reaches its tables with its managed identity (Entra ID).
           name: 'TABLETALK_STORAGE_CONNECTION'
-          value: '@Microsoft.KeyVault(SecretUri=${storageSecret.properties.secretUri})'
+          value: 'TableEndpoint=${storage.properties.primaryEndpoints.table}'
         }
         {
           name: 'TABLETALK_TABLE_PREFIX'

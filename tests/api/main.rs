@@ -5,6 +5,7 @@ mod bad_input;
 mod bad_input_operations;
 mod changes;
 mod deploy;
+mod entra;
 mod events;
 mod helpers;
 mod infra;

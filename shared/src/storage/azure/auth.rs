@@ -7,6 +7,8 @@
 //! emulator URL the path already starts with the account, so it appears twice
 //! (`/devstoreaccount1/devstoreaccount1/Tables`); that is what the service expects.
 //!
+//! With Entra ID the header is a bearer token instead ([`super::identity`]).
+//!
 //! We use full Shared Key rather than Shared Key Lite because it also covers the verb and the
 //! content type. Written by hand (on `hmac`/`sha2`) because no maintained crate signs Table
 //! requests outside the abandoned `azure_data_tables` line.
@@ -17,6 +19,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::connection::Credential;
+use crate::storage::Result;
 
 /// What of a request the signature covers.
 #[derive(Debug, Clone, Copy)]
@@ -34,12 +37,13 @@ pub struct SignedParts<'a> {
 }
 
 /// The `Authorization` header value for a request.
-pub fn authorization(credential: &Credential, parts: &SignedParts<'_>) -> String {
+pub async fn authorization(credential: &Credential, parts: &SignedParts<'_>) -> Result<String> {
     match credential {
         Credential::SharedKey { account, key } => {
             let signature = sign(key, &string_to_sign(account, parts));
-            format!("SharedKey {account}:{signature}")
+            Ok(format!("SharedKey {account}:{signature}"))
         }
+        Credential::EntraId(token) => super::identity::bearer(token.as_ref()).await,
     }
 }
 
@@ -95,8 +99,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn signature_is_hmac_sha256_of_the_string_to_sign() {
+    #[tokio::test]
+    async fn signature_is_hmac_sha256_of_the_string_to_sign() {
         let credential = Credential::SharedKey {
             account: "acct".into(),
             key: b"key".to_vec(),
@@ -109,7 +113,7 @@ mod tests {
             comp: None,
         };
         assert_eq!(
-            authorization(&credential, &parts),
+            authorization(&credential, &parts).await.unwrap(),
             format!("SharedKey acct:{KNOWN_SIGNATURE}")
         );
     }

@@ -15,6 +15,11 @@
 //!   emulator URLs such as `http://127.0.0.1:10002/devstoreaccount1` work: the signature then
 //!   covers the account name twice (see [`super::auth`]).
 //!
+//! - Any of the above without `AccountKey` (`TableEndpoint=https://acct.table.core.windows.net`,
+//!   or just `AccountName=acct`) — no key at all: requests carry an Entra ID bearer token from
+//!   the app's managed identity ([`super::identity`]); the identity needs the Storage Table
+//!   Data Contributor role on the account.
+//!
 //! Settings for other services (`BlobEndpoint`, `QueueEndpoint`, ...) are ignored, so one
 //! connection string can serve every client of an account. Shared access signatures are refused
 //! for now: nothing in tabletalk issues them.
@@ -33,10 +38,11 @@ const EMULATOR_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2U
 /// Azurite's table service, path-style (the account is the first path segment).
 const EMULATOR_TABLE_ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
 
-/// How requests are authorized. An enum because more than one scheme is expected: Shared Key
-/// is all that exists today; an Entra ID bearer token is planned as a second variant.
+/// How requests are authorized.
 #[derive(Clone)]
 pub enum Credential {
+    /// An Entra ID token (the app's managed identity); no key.
+    EntraId(std::sync::Arc<dyn azure_core::credentials::TokenCredential>),
     /// The account's access key; every request carries an HMAC-SHA256 signature made with it.
     SharedKey {
         /// The storage account name (signed, not taken from the URL).
@@ -50,6 +56,7 @@ impl std::fmt::Debug for Credential {
     /// Never prints the key: credentials end up in logs through `Debug` of the backend.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Credential::EntraId(_) => f.write_str("EntraId"),
             Credential::SharedKey { account, .. } => f
                 .debug_struct("SharedKey")
                 .field("account", account)
@@ -79,18 +86,17 @@ impl StorageAccount {
         {
             return emulator(&settings);
         }
-        let account = settings
-            .get("accountname")
-            .ok_or_else(|| invalid("AccountName is missing"))?;
-        if settings.get("sharedaccesssignature").is_some() && settings.get("accountkey").is_none() {
-            return Err(invalid("SharedAccessSignature is not supported; use AccountKey"));
+        let account = settings.get("accountname");
+        let key = settings.get("accountkey");
+        if settings.get("sharedaccesssignature").is_some() && key.is_none() {
+            return Err(invalid(
+                "SharedAccessSignature is not supported; use AccountKey or a managed identity",
+            ));
         }
-        let key = settings
-            .get("accountkey")
-            .ok_or_else(|| invalid("AccountKey is missing"))?;
         let table_endpoint = match settings.get("tableendpoint") {
             Some(endpoint) => endpoint.to_owned(),
             None => {
+                let account = account.ok_or_else(|| invalid("AccountName or TableEndpoint is missing"))?;
                 let protocol = settings.get("defaultendpointsprotocol").unwrap_or("https");
                 if !matches!(protocol, "http" | "https") {
                     return Err(invalid("DefaultEndpointsProtocol must be http or https"));
@@ -99,12 +105,16 @@ impl StorageAccount {
                 format!("{protocol}://{account}.table.{suffix}")
             }
         };
-        Ok(StorageAccount {
-            table_endpoint: check_endpoint(&table_endpoint)?,
-            credential: Credential::SharedKey {
-                account: account.to_owned(),
+        let credential = match key {
+            Some(key) => Credential::SharedKey {
+                account: account.ok_or_else(|| invalid("AccountName is missing"))?.to_owned(),
                 key: decode_key(key)?,
             },
+            None => Credential::EntraId(super::identity::managed_identity(reqwest::Client::new())?),
+        };
+        Ok(StorageAccount {
+            table_endpoint: check_endpoint(&table_endpoint)?,
+            credential,
         })
     }
 }
@@ -200,6 +210,7 @@ mod tests {
     fn shared_key(account: &StorageAccount) -> (&str, &[u8]) {
         match &account.credential {
             Credential::SharedKey { account, key } => (account, key),
+            Credential::EntraId(_) => panic!("a shared key was expected"),
         }
     }
 
@@ -250,12 +261,32 @@ mod tests {
         assert_eq!(shared_key(&account).1, &[0u8, 1][..]);
     }
 
+    /// No key: the managed identity, at the named or the account's endpoint.
+    #[test]
+    fn without_a_key_the_managed_identity_is_used() {
+        for (text, endpoint) in [
+            ("AccountName=acct", "https://acct.table.core.windows.net"),
+            (
+                "TableEndpoint=https://acct.table.core.windows.net/;",
+                "https://acct.table.core.windows.net",
+            ),
+        ] {
+            let account = StorageAccount::parse(text).unwrap();
+            assert_eq!(account.table_endpoint, endpoint);
+            assert!(matches!(account.credential, Credential::EntraId(_)), "{text}");
+            assert_eq!(format!("{:?}", account.credential), "EntraId");
+        }
+    }
+
     #[test]
     fn bad_strings_are_invalid_input() {
         for (text, needle) in [
             ("", "empty"),
-            ("AccountName=a", "AccountKey is missing"),
-            ("AccountKey=a2V5", "AccountName is missing"),
+            ("AccountKey=a2V5", "AccountName or TableEndpoint is missing"),
+            (
+                "AccountKey=a2V5;TableEndpoint=https://a.table.core.windows.net",
+                "AccountName is missing",
+            ),
             ("AccountName=a;AccountKey=not base64!", "not base64"),
             ("AccountName=a;AccountKey=a2V5;garbage", "without '='"),
             ("AccountName=a;AccountName=b;AccountKey=a2V5", "twice"),

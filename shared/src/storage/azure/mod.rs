@@ -20,6 +20,7 @@
 pub mod auth;
 pub mod batch;
 pub mod connection;
+pub mod identity;
 pub mod json;
 pub mod service_error;
 pub mod transport;
@@ -286,6 +287,7 @@ mod tests {
             credential: connection::Credential::SharedKey {
                 account: match &account.credential {
                     connection::Credential::SharedKey { account, .. } => account.clone(),
+                    connection::Credential::EntraId(_) => return,
                 },
                 key: b"not the key".to_vec(),
             },

@@ -16,8 +16,8 @@ use super::auth::{SignedParts, authorization};
 use super::connection::StorageAccount;
 use crate::storage::{Result, StoreError};
 
-/// The REST API version we speak. 2020-12-06 or later is also what bearer-token (Entra ID)
-/// authorization will need, so adding it changes no request.
+/// The REST API version we speak; bearer-token (Entra ID) authorization needs 2020-12-06 or
+/// later.
 const API_VERSION: &str = "2020-12-06";
 /// The OData protocol version of the JSON payloads.
 const DATA_SERVICE_VERSION: &str = "3.0;NetFx";
@@ -105,7 +105,8 @@ impl Transport {
                 path: url.path(),
                 comp: comp.as_deref(),
             },
-        );
+        )
+        .await?;
 
         let mut headers = HeaderMap::new();
         let mut put = |name: &'static str, value: &str| -> Result<()> {
