@@ -2,7 +2,7 @@
 //
 // Storage (the chat tables, the deployment package, dead letters), a Linux Function App on the
 // Flex Consumption plan running the custom-handler binary, Key Vault for every secret the app
-// reads (app settings are Key Vault references), a system-assigned identity with exactly the
+// reads (app settings are Key Vault references), a user-assigned identity with exactly the
 // roles it needs (it reaches storage with Entra ID tokens, never an account key), the Event Grid topic message events go to and its subscription to the
 // notification function, Web PubSub with the `chat` hub, and Application Insights.
 //
@@ -35,9 +35,9 @@ param jwtIssuer string = ''
 @description('Required aud of bearer tokens (empty: not checked).')
 param jwtAudience string = ''
 
-@description('The VAPID private key for Web Push (base64url, 32 bytes): `tabletalk vapid-key` makes one.')
+@description('The VAPID private key for Web Push (base64url, 32 bytes): `tabletalk vapid-key` makes one. Written to Key Vault when given; leave it empty on later deployments so a key rotated in the vault is not overwritten.')
 @secure()
-param vapidPrivateKey string
+param vapidPrivateKey string = ''
 
 @description('The contact push services see in VAPID tokens (mailto: or https:).')
 param vapidSubject string
@@ -50,7 +50,7 @@ param vapidSubject string
 param webPubSubSku string = 'Standard_S1'
 
 @description('Most instances the app scales out to.')
-@minValue(40)
+@minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
@@ -77,6 +77,8 @@ var tables = [
 var hubName = 'chat'
 var notifyFunction = 'notify'
 var messageEventType = 'tabletalk.message.created'
+// Names that are DNS names worldwide carry a suffix unique to the resource group.
+var suffix = take(uniqueString(resourceGroup().id), 6)
 var storageName = take(toLower(replace('${baseName}${uniqueString(resourceGroup().id)}', '-', '')), 24)
 var vaultName = take('${baseName}-${uniqueString(resourceGroup().id)}', 24)
 var deploymentContainer = 'deployment'
@@ -85,9 +87,19 @@ var deadLetterContainer = 'deadletter'
 // Built-in role definition ids.
 var roles = {
   storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+  storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
   keyVaultSecretsUser: '4633458b-17de-408a-b874-0445c86b69e6'
+}
+
+// ---- The app's identity --------------------------------------------------------------------
+// User-assigned, so its role assignments exist before the app starts: the app's Key Vault
+// references and its first storage calls then succeed from the first start.
+
+resource appIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: '${baseName}-app'
+  location: location
 }
 
 // ---- Monitoring ---------------------------------------------------------------------------
@@ -169,7 +181,7 @@ resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2
 // ---- Live delivery: Web PubSub and its hub -----------------------------------------------
 
 resource webPubSub 'Microsoft.SignalRService/webPubSub@2024-03-01' = {
-  name: '${baseName}-live'
+  name: '${baseName}-live-${suffix}'
   location: location
   identity: {
     type: 'SystemAssigned'
@@ -225,7 +237,7 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   }
 }
 
-resource vapidSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
+resource vapidSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty(vapidPrivateKey)) {
   parent: vault
   name: 'vapid-private-key'
   properties: {
@@ -268,22 +280,32 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 }
 
 resource site 'Microsoft.Web/sites@2024-04-01' = {
-  name: '${baseName}-func'
+  name: '${baseName}-func-${suffix}'
   location: location
   kind: 'functionapp,linux'
   identity: {
-    type: 'SystemAssigned'
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${appIdentity.id}': {}
+    }
   }
+  dependsOn: [
+    storageRoles
+    vaultRole
+    containers
+  ]
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    keyVaultReferenceIdentity: appIdentity.id
     functionAppConfig: {
       deployment: {
         storage: {
           type: 'blobContainer'
           value: '${storage.properties.primaryEndpoints.blob}${deploymentContainer}'
           authentication: {
-            type: 'SystemAssignedIdentity'
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: appIdentity.id
           }
         }
       }
@@ -304,6 +326,19 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'AzureWebJobsStorage__accountName'
           value: storage.name
+        }
+        {
+          name: 'AzureWebJobsStorage__credential'
+          value: 'managedidentity'
+        }
+        {
+          name: 'AzureWebJobsStorage__clientId'
+          value: appIdentity.properties.clientId
+        }
+        {
+          // The identity the app's own storage client (Entra ID) uses.
+          name: 'AZURE_CLIENT_ID'
+          value: appIdentity.properties.clientId
         }
         {
           name: 'APPLICATIONINSIGHTS_CONNECTION_STRING'
@@ -336,7 +371,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         }
         {
           name: 'TABLETALK_VAPID_PRIVATE_KEY'
-          value: '@Microsoft.KeyVault(SecretUri=${vapidSecret.properties.secretUri})'
+          value: '@Microsoft.KeyVault(VaultName=${vault.name};SecretName=vapid-private-key)'
         }
         {
           name: 'TABLETALK_VAPID_SUBJECT'
@@ -351,12 +386,14 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
           value: hub.name
         }
         {
+          // Only once the topic delivers somewhere: a topic without a subscription accepts
+          // events and drops them. Until then the app notifies in process.
           name: 'TABLETALK_EVENTGRID_ENDPOINT'
-          value: topic.properties.endpoint
+          value: createEventSubscription ? topic.properties.endpoint : ''
         }
         {
           name: 'TABLETALK_EVENTGRID_KEY'
-          value: '@Microsoft.KeyVault(SecretUri=${topicSecret.properties.secretUri})'
+          value: createEventSubscription ? '@Microsoft.KeyVault(SecretUri=${topicSecret.properties.secretUri})' : ''
         }
       ]
     }
@@ -371,10 +408,10 @@ resource storageRoles 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
     roles.storageTableDataContributor
     roles.storageQueueDataContributor
   ]: {
-    name: guid(storage.id, site.id, role)
+    name: guid(storage.id, appIdentity.id, role)
     scope: storage
     properties: {
-      principalId: site.identity.principalId
+      principalId: appIdentity.properties.principalId
       principalType: 'ServicePrincipal'
       roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
     }
@@ -382,12 +419,23 @@ resource storageRoles 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
 ]
 
 resource vaultRole 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(vault.id, site.id, roles.keyVaultSecretsUser)
+  name: guid(vault.id, appIdentity.id, roles.keyVaultSecretsUser)
   scope: vault
   properties: {
-    principalId: site.identity.principalId
+    principalId: appIdentity.properties.principalId
     principalType: 'ServicePrincipal'
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.keyVaultSecretsUser)
+  }
+}
+
+// The topic writes undeliverable events into the dead-letter container with its own identity.
+resource topicDeadLetterRole 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, topic.id, roles.storageBlobDataContributor)
+  scope: storage
+  properties: {
+    principalId: topic.identity.principalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataContributor)
   }
 }
 
@@ -415,16 +463,22 @@ resource notifySubscription 'Microsoft.EventGrid/topics/eventSubscriptions@2022-
       maxDeliveryAttempts: 30
       eventTimeToLiveInMinutes: 1440
     }
-    deadLetterDestination: {
-      endpointType: 'StorageBlob'
-      properties: {
-        resourceId: storage.id
-        blobContainerName: deadLetterContainer
+    deadLetterWithResourceIdentity: {
+      identity: {
+        type: 'SystemAssigned'
+      }
+      deadLetterDestination: {
+        endpointType: 'StorageBlob'
+        properties: {
+          resourceId: storage.id
+          blobContainerName: deadLetterContainer
+        }
       }
     }
   }
   dependsOn: [
     containers
+    topicDeadLetterRole
   ]
 }
 

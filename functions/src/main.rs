@@ -204,11 +204,13 @@ async fn serve(args: &Args) -> Result<(), String> {
 }
 
 /// AWS Lambda: the same router behind the Lambda Runtime API (API Gateway HTTP API events).
-/// No timers run here and there is no live hub (no WebSockets through an HTTP API).
+/// No timers run here and there is no live hub (no WebSockets through an HTTP API); events are
+/// published before a send answers, since Lambda freezes the process after each response.
 async fn serve_lambda(settings: &Settings) -> Result<(), String> {
     let chat = Chat::from_settings(settings)
         .await
-        .map_err(|e| format!("cannot open storage: {e}"))?;
+        .map_err(|e| format!("cannot open storage: {e}"))?
+        .with_inline_events();
     let state = http::AppState {
         chat,
         auth: Arc::new(Authenticator::new(settings.auth.clone())),

@@ -16,6 +16,9 @@ use crate::http::triggers::TRIGGER_FUNCTIONS;
 
 /// The executable's name inside the package (`host.json`'s `defaultExecutablePath`).
 pub const EXECUTABLE: &str = "tabletalk";
+/// HTTP functions the host guards with a function key; every other one is `anonymous` (the
+/// API checks its callers' bearer tokens itself).
+const KEYED_FUNCTIONS: &[&str] = &["notificationEvents"];
 
 /// Every function folder the package holds.
 pub fn function_names() -> Vec<&'static str> {
@@ -41,12 +44,18 @@ pub fn check_definition(name: &str, definition: &[u8]) -> Result<(), String> {
             .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
             .unwrap_or_default();
         let shaped = bindings.len() == 2 && bindings[0]["type"] == "httpTrigger" && bindings[1]["type"] == "http";
+        let auth_level = if KEYED_FUNCTIONS.contains(&name) {
+            "function"
+        } else {
+            "anonymous"
+        };
         return match (shaped, declared == methods, bindings[0]["route"] == function.route) {
             (false, _, _) => Err(drifted("is not one httpTrigger and one http output")),
             (_, false, _) => Err(drifted(&format!(
                 "declares methods {declared:?}, the router {methods:?}"
             ))),
             (_, _, false) => Err(drifted(&format!("does not declare route {}", function.route))),
+            _ if bindings[0]["authLevel"] != auth_level => Err(drifted(&format!("must have authLevel {auth_level}"))),
             _ => Ok(()),
         };
     }
@@ -61,9 +70,35 @@ pub fn check_definition(name: &str, definition: &[u8]) -> Result<(), String> {
     }
 }
 
+/// Refuses anything the Functions host (x86-64 Linux) cannot run: an ELF executable for
+/// x86-64 only.
+pub fn check_executable(binary: &[u8]) -> Result<(), String> {
+    const ELF: &[u8] = b"\x7fELF";
+    const X86_64: u16 = 0x3e;
+    let machine = binary.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]]));
+    match (binary.starts_with(ELF), machine) {
+        (true, Some(X86_64)) => Ok(()),
+        _ => Err("the binary is not an x86-64 Linux executable; build the package on x86-64 Linux".into()),
+    }
+}
+
+/// `host.json` must start the executable the package holds, through a custom handler.
+fn check_host(host: &[u8]) -> Result<(), String> {
+    let host: serde_json::Value = serde_json::from_slice(host).map_err(|_| "host.json is not JSON".to_owned())?;
+    let path = &host["customHandler"]["description"]["defaultExecutablePath"];
+    if path != EXECUTABLE {
+        return Err(format!("host.json starts {path}, the package holds {EXECUTABLE:?}"));
+    }
+    Ok(())
+}
+
 /// Writes the zip of `binary` and the app in `app_dir` (the `functions/` folder) to `out`.
 pub fn package(binary: &Path, app_dir: &Path, out: &Path) -> Result<(), String> {
     let read = |path: PathBuf| std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+    let executable = read(binary.to_path_buf())?;
+    check_executable(&executable)?;
+    let host = read(app_dir.join("host.json"))?;
+    check_host(&host)?;
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
@@ -77,8 +112,8 @@ pub fn package(binary: &Path, app_dir: &Path, out: &Path) -> Result<(), String> 
             .and_then(|()| zip.write_all(&bytes).map_err(Into::into))
             .map_err(|e| format!("writing {name} into the zip: {e}"))
     };
-    add(EXECUTABLE, read(binary.to_path_buf())?, 0o755)?;
-    add("host.json", read(app_dir.join("host.json"))?, 0o644)?;
+    add(EXECUTABLE, executable, 0o755)?;
+    add("host.json", host, 0o644)?;
     for name in function_names() {
         let definition = read(app_dir.join(name).join("function.json"))?;
         check_definition(name, &definition)?;
@@ -103,7 +138,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tt-package-{}", uuid::Uuid::new_v4()));
         let binary = dir.join("binary");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(&binary, b"\x7fELF not really").unwrap();
+        // An ELF header for x86-64 is all the package looks at.
+        let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+        elf.resize(18, 0);
+        elf.extend_from_slice(&0x3e_u16.to_le_bytes());
+        std::fs::write(&binary, &elf).unwrap();
         let out = dir.join("app.zip");
         package(&binary, app_dir, &out).unwrap();
 
@@ -129,5 +168,17 @@ mod tests {
             std::fs::read_to_string(app_dir.join("notify/function.json")).unwrap()
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn only_an_x86_64_linux_executable_is_packaged() {
+        assert!(check_executable(&std::fs::read(std::env::current_exe().unwrap()).unwrap()).is_ok());
+        let mut arm = b"\x7fELF\x02\x01\x01".to_vec();
+        arm.resize(18, 0);
+        arm.extend_from_slice(&0xb7_u16.to_le_bytes());
+        for other in [&b"\xcf\xfa\xed\xfe mach-o"[..], b"MZ windows", &arm, b""] {
+            assert!(check_executable(other).is_err());
+        }
+        assert!(check_host(br#"{"customHandler":{"description":{"defaultExecutablePath":"other"}}}"#).is_err());
     }
 }

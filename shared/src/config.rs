@@ -89,6 +89,16 @@ pub struct Settings {
 impl Settings {
     /// Reads settings from `values` (later sources already merged over earlier ones).
     pub fn from_values(values: &HashMap<String, String>) -> Result<Settings> {
+        // App Service hands an unresolved Key Vault reference over as its own text: say so
+        // rather than failing later on a "malformed" value.
+        if let Some((name, _)) = values.iter().find(|(name, value)| {
+            name.starts_with("TABLETALK_") && value.trim_start().starts_with("@Microsoft.KeyVault(")
+        }) {
+            return Err(config_error(
+                name,
+                "is an unresolved Key Vault reference: the app's identity cannot read the secret (yet); check its Key Vault Secrets User role and the secret's name",
+            ));
+        }
         let get = |name: &str| values.get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let storage = match get(STORAGE_CONNECTION) {
             Some(connection_string) => StorageSettings::Azure { connection_string },
@@ -190,4 +200,44 @@ pub fn read_local_settings(path: &Path) -> Result<HashMap<String, String>> {
         })
         .unwrap_or_default();
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// App Service passes an unresolved Key Vault reference on as text: it is named as such.
+    #[test]
+    fn an_unresolved_key_vault_reference_is_named() {
+        let reference = "@Microsoft.KeyVault(VaultName=v;SecretName=vapid-private-key)";
+        let error = Settings::from_values(&values(&[(JWT_SECRET, "s"), (VAPID_PRIVATE_KEY, reference)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(VAPID_PRIVATE_KEY) && error.contains("unresolved Key Vault reference"),
+            "{error}"
+        );
+        assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
+    }
+
+    #[test]
+    fn event_grid_needs_its_endpoint_and_key_together() {
+        let endpoint = (
+            EVENTGRID_ENDPOINT,
+            "https://t.westeurope-1.eventgrid.azure.net/api/events",
+        );
+        assert!(Settings::from_values(&values(&[(JWT_SECRET, "s"), endpoint])).is_err());
+        let both = Settings::from_values(&values(&[(JWT_SECRET, "s"), endpoint, (EVENTGRID_KEY, "k")])).unwrap();
+        assert!(both.event_grid.is_some());
+        let empty = Settings::from_values(&values(&[
+            (JWT_SECRET, "s"),
+            (EVENTGRID_ENDPOINT, ""),
+            (EVENTGRID_KEY, ""),
+        ]));
+        assert!(empty.unwrap().event_grid.is_none(), "empty settings are unset");
+    }
 }

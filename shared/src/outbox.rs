@@ -76,9 +76,16 @@ impl Chat {
         Ok(())
     }
 
-    /// Hands a committed event to its consumer in the background and clears its outbox row
-    /// once accepted; a failure leaves the row for the timer.
-    pub(crate) fn dispatch(&self, room: &RoomId, event: MessageEvent) {
+    /// Hands a committed event to its consumer — in the background, or before returning where
+    /// the process may be frozen once it answers (Lambda) — and clears its outbox row once
+    /// accepted; a failure leaves the row for the timer.
+    pub(crate) async fn dispatch(&self, room: &RoomId, event: MessageEvent) {
+        if self.inline_events {
+            if let Err(e) = self.publish(room, &event).await {
+                tracing::warn!(event = %event.id, error = %e, "an event was not published; it waits in the outbox");
+            }
+            return;
+        }
         let (chat, room) = (self.clone(), room.clone());
         tokio::spawn(async move {
             if let Err(e) = chat.publish(&room, &event).await {

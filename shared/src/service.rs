@@ -41,6 +41,8 @@ pub struct Chat {
     pub(crate) typing: Arc<TypingGate>,
     /// Rooms whose outbox marker this process wrote lately.
     pub(crate) outbox_marks: Arc<Marks>,
+    /// Publish each event before the send answers instead of in the background.
+    pub(crate) inline_events: bool,
 }
 
 impl Chat {
@@ -58,6 +60,7 @@ impl Chat {
             event_grid: None,
             typing: Arc::default(),
             outbox_marks: Arc::default(),
+            inline_events: false,
         })
     }
 
@@ -101,6 +104,13 @@ impl Chat {
             Live::Local(hub) => Some(hub),
             _ => None,
         }
+    }
+
+    /// The same service publishing each event before the send answers: for hosts that freeze
+    /// the process once it has answered (AWS Lambda), where background work would not run.
+    pub fn with_inline_events(mut self) -> Chat {
+        self.inline_events = true;
+        self
     }
 
     /// The same service with another clock (tests: a frozen clock makes every send collide).

@@ -44,7 +44,8 @@ fn settings_in_code(dir: &Path, found: &mut BTreeSet<String>) {
                     .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
                     .unwrap_or(rest.len());
                 let name = &rest[..end];
-                if !name.starts_with("TABLETALK_TEST_") {
+                // A prefix alone ("TABLETALK_") names no setting.
+                if name.len() > "TABLETALK_".len() && !name.starts_with("TABLETALK_TEST_") {
                     found.insert(name.to_owned());
                 }
             }
@@ -160,6 +161,20 @@ impl Sources {
                 "infra/main.bicep creates table {table}, which the code never uses"
             ));
         }
+        let event_type = quoted_after(&self.bicep, "var messageEventType = ");
+        if event_type != BTreeSet::from([tabletalk::events::MESSAGE_CREATED.to_owned()]) {
+            problems.push(format!(
+                "infra/main.bicep filters events of type {event_type:?}; the app publishes {:?}",
+                tabletalk::events::MESSAGE_CREATED
+            ));
+        }
+        let delivers_to_the_function = self.bicep.contains("endpointType: 'AzureFunction'")
+            && self
+                .bicep
+                .contains("resourceId: '${site.id}/functions/${notifyFunction}'");
+        if !delivers_to_the_function {
+            problems.push("infra/main.bicep's subscription does not deliver to the notifyFunction".into());
+        }
         let subscribed = quoted_after(&self.bicep, "var notifyFunction = ");
         if subscribed != self.event_grid_functions {
             problems.push(format!(
@@ -212,6 +227,20 @@ fn the_consistency_check_catches_drift() {
             "infra/main.bicep creates table Forgotten, which the code never uses"
         ]
     );
+
+    let mut wrong_type = Sources::read();
+    wrong_type.bicep = wrong_type.bicep.replace(
+        "var messageEventType = 'tabletalk.message.created'",
+        "var messageEventType = 'tabletalk.message.sent'",
+    );
+    assert_eq!(wrong_type.problems().len(), 1, "{:?}", wrong_type.problems());
+
+    let mut elsewhere = Sources::read();
+    elsewhere.bicep = elsewhere.bicep.replace(
+        "'${site.id}/functions/${notifyFunction}'",
+        "'${site.id}/functions/other'",
+    );
+    assert_eq!(elsewhere.problems().len(), 1, "{:?}", elsewhere.problems());
 
     let mut wrong_function = Sources::read();
     wrong_function.bicep = wrong_function

@@ -396,6 +396,11 @@ mod tests {
                 r#"{"bindings":[{"type":"timerTrigger","direction":"in","name":"timer","schedule":"0 0 * * * *"}]}"#,
             ),
             ("unknownFunction", r#"{"bindings":[]}"#),
+            // The webhook must stay behind the function key.
+            (
+                "notificationEvents",
+                r#"{"bindings":[{"type":"httpTrigger","authLevel":"anonymous","methods":["post","options"],"route":"events/notifications"},{"type":"http"}]}"#,
+            ),
         ];
         for (name, definition) in drifted {
             assert!(

@@ -29,7 +29,7 @@ pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
     },
     TriggerFunction {
         name: "republishEvents",
-        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":true}"#,
+        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":false}"#,
     },
     TriggerFunction {
         name: "housekeeping",

@@ -103,90 +103,65 @@ impl WebPubSub {
         sign(&self.access_key, claims)
     }
 
-    /// Sends a JSON message to every connection in `group` (REST, §4.3): the token's `aud` is
-    /// the exact request URL.
+    /// Sends a JSON message to every connection in `group`.
     pub async fn send_to_group(&self, group: &str, body: Vec<u8>) -> Result<()> {
-        let group = segment(group);
-        let url = format!(
-            "{}/api/hubs/{}/groups/{group}/:send?api-version={API_VERSION}",
-            self.endpoint, self.hub
-        );
-        let token = self.service_token(&url)?;
-        let response = self
-            .http
-            .post(&url)
-            .bearer_auth(token)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Error::Unavailable(format!("Web PubSub answered {}", response.status())))
-        }
+        let path = format!("groups/{}/:send", segment(group));
+        expect_success(self.rest(reqwest::Method::POST, &path, Some(body)).await?)
     }
 
-    /// Takes every connection of `user` out of `group` (`DELETE …/users/{user}/groups/{group}`).
+    /// Takes every connection of `user` out of `group`.
     pub async fn remove_user_from_group(&self, user: &str, group: &str) -> Result<()> {
-        let url = format!(
-            "{}/api/hubs/{}/users/{}/groups/{}?api-version={API_VERSION}",
-            self.endpoint,
-            self.hub,
-            segment(user),
-            segment(group)
-        );
-        let response = self
-            .http
-            .delete(&url)
-            .bearer_auth(self.service_token(&url)?)
-            .send()
-            .await
-            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Error::Unavailable(format!("Web PubSub answered {}", response.status())))
-        }
+        let path = format!("users/{}/groups/{}", segment(user), segment(group));
+        expect_success(self.rest(reqwest::Method::DELETE, &path, None).await?)
     }
 
-    /// A service REST token for `url` (its exact request URL).
-    fn service_token(&self, url: &str) -> Result<String> {
-        let now = Utc::now();
-        self.sign(&ServiceClaims {
-            aud: url.to_owned(),
-            iat: now.timestamp(),
-            exp: (now + Duration::minutes(5)).timestamp(),
-        })
-    }
-
-    /// Whether `user` has a live connection to the hub (`HEAD …/users/{user}`: 200 yes, 404
-    /// no).
+    /// Whether `user` has a live connection to the hub (200 yes, 404 no).
     pub async fn user_connected(&self, user: &str) -> Result<bool> {
-        let user = segment(user);
-        let url = format!(
-            "{}/api/hubs/{}/users/{user}?api-version={API_VERSION}",
-            self.endpoint, self.hub
-        );
-        let token = self.service_token(&url)?;
-        let response = self
-            .http
-            .head(&url)
-            .bearer_auth(token)
-            .send()
-            .await
-            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
-        match response.status() {
+        let path = format!("users/{}", segment(user));
+        match self.rest(reqwest::Method::HEAD, &path, None).await? {
             reqwest::StatusCode::OK => Ok(true),
             reqwest::StatusCode::NOT_FOUND => Ok(false),
             other => Err(Error::Unavailable(format!("Web PubSub answered {other}"))),
         }
     }
 
+    /// One call to the hub's REST API (§4.3) at `path` under `/api/hubs/{hub}/`, with a bearer
+    /// token whose `aud` is the exact request URL; JSON `body` if any. Returns the status.
+    async fn rest(&self, method: reqwest::Method, path: &str, body: Option<Vec<u8>>) -> Result<reqwest::StatusCode> {
+        let url = format!(
+            "{}/api/hubs/{}/{path}?api-version={API_VERSION}",
+            self.endpoint, self.hub
+        );
+        let now = Utc::now();
+        let token = self.sign(&ServiceClaims {
+            aud: url.clone(),
+            iat: now.timestamp(),
+            exp: (now + Duration::minutes(5)).timestamp(),
+        })?;
+        let mut request = self.http.request(method, &url).bearer_auth(token);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("Web PubSub: {e}")))?;
+        Ok(response.status())
+    }
+
     /// A client URL for `user`, allowed to join the groups of `rooms`.
     pub fn client_url(&self, user: &str, rooms: &[String], now: DateTime<Utc>) -> Result<(String, DateTime<Utc>)> {
         client_url(&self.access_key, &self.endpoint, &self.hub, user, rooms, now)
+    }
+}
+
+/// A REST call's status as success or `Unavailable`.
+fn expect_success(status: reqwest::StatusCode) -> Result<()> {
+    match status.is_success() {
+        true => Ok(()),
+        false => Err(Error::Unavailable(format!("Web PubSub answered {status}"))),
     }
 }
 

@@ -376,7 +376,7 @@ impl Chat {
             },
         );
         if let Some(event) = event {
-            self.dispatch(room, event);
+            self.dispatch(room, event).await;
         }
         Ok(Sent { message, created: true })
     }

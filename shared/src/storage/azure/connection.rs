@@ -110,7 +110,7 @@ impl StorageAccount {
                 account: account.ok_or_else(|| invalid("AccountName is missing"))?.to_owned(),
                 key: decode_key(key)?,
             },
-            None => Credential::EntraId(super::identity::managed_identity(reqwest::Client::new())?),
+            None => Credential::EntraId(super::identity::managed_identity()?),
         };
         Ok(StorageAccount {
             table_endpoint: check_endpoint(&table_endpoint)?,

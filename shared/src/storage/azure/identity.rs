@@ -50,8 +50,15 @@ impl HttpClient for Reqwest {
     }
 }
 
+/// How long the identity endpoint may take to hand out a token.
+const TOKEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The app's managed identity (user-assigned when `AZURE_CLIENT_ID` is set).
-pub fn managed_identity(http: reqwest::Client) -> Result<Arc<dyn TokenCredential>> {
+pub fn managed_identity() -> Result<Arc<dyn TokenCredential>> {
+    let http = reqwest::Client::builder()
+        .timeout(TOKEN_TIMEOUT)
+        .build()
+        .map_err(|e| StoreError::internal(format!("cannot build the HTTP client: {e}")))?;
     let user_assigned_id = std::env::var("AZURE_CLIENT_ID")
         .ok()
         .filter(|id| !id.trim().is_empty())
@@ -66,6 +73,7 @@ pub fn managed_identity(http: reqwest::Client) -> Result<Arc<dyn TokenCredential
     };
     let credential = ManagedIdentityCredential::new(Some(options))
         .map_err(|e| StoreError::new(ErrorKind::InvalidInput, format!("no managed identity: {e}")))?;
+    tracing::info!("table storage: Entra ID tokens from the managed identity (no account key)");
     Ok(credential)
 }
 
