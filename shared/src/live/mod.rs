@@ -110,8 +110,9 @@ impl Chat {
     }
 
     /// Takes `user` out of the room's live group after they left or were removed, so the
-    /// room's signals stop reaching them; best effort. (On Azure the token they hold could
-    /// still rejoin the group until it expires — at most an hour; the local hub refuses it.)
+    /// room's signals stop reaching them; best effort. (On Azure a client whose token is still
+    /// valid — tokens live an hour — could rejoin the group and stay in it while that
+    /// connection lasts; the local hub refuses the rejoin.)
     pub(crate) fn revoke_live(&self, room: &RoomId, user: &UserId) {
         let group = web_pubsub::room_group(room.as_str());
         match &self.live {
