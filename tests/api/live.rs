@@ -293,9 +293,10 @@ async fn the_local_hub_carries_signals_and_connected_users_are_not_pushed() {
     );
     let room = app.create_room("alice").await;
     let elsewhere = app.create_room("alice").await;
-    for user in ["bob", "carol"] {
-        app.join(user, &room).await;
-        subscribe(&app, user, &Device::new(user, push_addr)).await;
+    let devices = [Device::new("bob", push_addr), Device::new("carol", push_addr)];
+    for device in &devices {
+        app.join(&device.name, &room).await;
+        subscribe(&app, &device.name, device).await;
     }
     let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
     assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
@@ -333,17 +334,32 @@ async fn the_local_hub_carries_signals_and_connected_users_are_not_pushed() {
     assert_eq!(signal["data"]["type"], "message.created");
     assert_eq!(signal["data"]["message"]["id"], id.as_str());
     let pushed = wait_for(&service, 1).await;
-    let devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
-    assert_eq!(devices, ["carol"], "bob is connected, so only carol is pushed");
+    let names: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
+    assert_eq!(names, ["carol"], "bob is connected, so only carol is pushed");
 
     // Once bob has gone, he is pushed again.
     drop(socket);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     app.post("alice", &room, "<p>still there?</p>").await;
     let pushed = wait_for(&service, 3).await;
-    let mut devices: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
-    devices.sort();
-    assert_eq!(devices, ["bob", "carol", "carol"]);
+    let mut names: Vec<&str> = pushed.iter().map(|p| p.device.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["bob", "carol", "carol"]);
+    // Each one a real push: signed with the server's VAPID key, readable only by its device.
+    let public_key = app
+        .call(Method::GET, "/api/push/vapidPublicKey", Some("bob"), None)
+        .await
+        .body["publicKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for push in &pushed {
+        crate::push::verify_vapid(&push.headers, &public_key);
+        let device = devices.iter().find(|d| d.name == push.device).unwrap();
+        let payload: Value =
+            serde_json::from_slice(&crate::push::decrypt(&device.secret, &device.auth, &push.body)).unwrap();
+        assert_eq!(payload["roomId"], room.as_str());
+    }
 }
 
 /// A member who is removed stops receiving the room's signals at once, and their token can no
