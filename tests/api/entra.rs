@@ -63,22 +63,10 @@ async fn token(
     .into_response()
 }
 
-/// The OAuth Azurite and its certificate, or `None` outside CI when `tests/run` did not start
-/// one.
+/// The OAuth Azurite and its certificate (`tests/run` starts it).
 fn oauth_azurite() -> Option<(String, String)> {
-    match (
-        std::env::var("TABLETALK_TEST_AZURITE_OAUTH"),
-        std::env::var("TABLETALK_TEST_AZURITE_CERT"),
-    ) {
-        (Ok(endpoint), Ok(cert)) => Some((endpoint, cert)),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("TABLETALK_TEST_AZURITE_OAUTH is not set: run the tests through tests/run")
-        }
-        _ => {
-            eprintln!("skipping: no OAuth Azurite (tests/run starts one)");
-            None
-        }
-    }
+    let endpoint = crate::helpers::provided("TABLETALK_TEST_AZURITE_OAUTH")?;
+    Some((endpoint, crate::helpers::provided("TABLETALK_TEST_AZURITE_CERT")?))
 }
 
 /// The identity stand-in, and the settings that point the binary at it and at the OAuth Azurite.

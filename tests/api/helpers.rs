@@ -93,6 +93,20 @@ pub fn principal(user: &str) -> tabletalk::auth::Principal {
     }
 }
 
+/// A value `tests/run` provides through the environment (a tool it installed, a service it
+/// started): `None`, with a note, outside CI when it is missing; under CI a missing one fails
+/// the test, which never skips there.
+pub fn provided(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(value) if !value.is_empty() => Some(value),
+        _ if std::env::var_os("CI").is_some() => panic!("{name} is not set: run the tests through tests/run"),
+        _ => {
+            eprintln!("skipping: {name} is not set (tests/run sets it)");
+            None
+        }
+    }
+}
+
 /// A running server process; killed on drop.
 pub struct TestApp {
     pub base: String,

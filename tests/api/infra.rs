@@ -249,20 +249,6 @@ fn the_consistency_check_catches_drift() {
     assert_eq!(wrong_function.problems().len(), 1);
 }
 
-/// The Python with the infra checks, or `None` outside CI when it is not installed.
-fn infra_python() -> Option<String> {
-    match std::env::var("TABLETALK_INFRA_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("TABLETALK_INFRA_PYTHON is not set: run the tests through tests/run")
-        }
-        _ => {
-            eprintln!("skipping: TABLETALK_INFRA_PYTHON is not set (tests/run sets it)");
-            None
-        }
-    }
-}
-
 fn validate(python: &str, folder: &Path) -> (bool, String) {
     let output = Command::new(python)
         .arg(root().join("infra/validate.py"))
@@ -275,7 +261,7 @@ fn validate(python: &str, folder: &Path) -> (bool, String) {
 
 #[test]
 fn the_templates_pass_the_syntax_gate_and_checkov_and_broken_ones_do_not() {
-    let Some(python) = infra_python() else {
+    let Some(python) = crate::helpers::provided("TABLETALK_INFRA_PYTHON") else {
         return;
     };
     let (passed, report) = validate(&python, &root().join("infra"));

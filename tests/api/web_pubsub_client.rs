@@ -14,20 +14,6 @@ use tokio::process::ChildStdout;
 
 use crate::helpers::{Backend, spawn_app};
 
-/// The client package's `node_modules`, or `None` outside CI when it is not installed.
-fn client_package() -> Option<String> {
-    match std::env::var("TABLETALK_TEST_WPS_CLIENT") {
-        Ok(path) if !path.is_empty() => Some(path),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("TABLETALK_TEST_WPS_CLIENT is not set: run the tests through tests/run")
-        }
-        _ => {
-            eprintln!("skipping: TABLETALK_TEST_WPS_CLIENT is not set (tests/run sets it)");
-            None
-        }
-    }
-}
-
 async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
     let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
@@ -39,7 +25,7 @@ async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
 
 #[tokio::test]
 async fn the_official_client_joins_its_room_and_receives_messages() {
-    let Some(node_modules) = client_package() else {
+    let Some(node_modules) = crate::helpers::provided("TABLETALK_TEST_WPS_CLIENT") else {
         return;
     };
     let app = spawn_app(&Backend::embedded());
