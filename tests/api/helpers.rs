@@ -226,6 +226,13 @@ impl TestApp {
         reply.body["id"].as_str().unwrap().to_owned()
     }
 
+    /// `owner` kicks `user` out of `room`; the kick must succeed.
+    pub async fn kick(&self, owner: &str, room: &str, user: &str) {
+        let path = format!("/rooms/{room}/members/{user}/kick");
+        let kicked = self.act(Method::POST, owner, &path, json!({})).await;
+        assert!(kicked.status.is_success(), "{}", kicked.body);
+    }
+
     pub async fn join(&self, user: &str, room: &str) {
         let reply = self
             .call(Method::POST, &format!("/api/rooms/{room}/join"), Some(user), None)

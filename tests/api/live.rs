@@ -381,15 +381,7 @@ async fn a_removed_member_stops_receiving_signals() {
     app.post("alice", &room, "<p>one</p>").await;
     assert_eq!(next_frame(&mut socket).await["data"]["type"], "message.created");
 
-    let kicked = app
-        .act(
-            Method::POST,
-            "alice",
-            &format!("/rooms/{room}/members/bob/kick"),
-            serde_json::json!({}),
-        )
-        .await;
-    assert!(kicked.status.is_success(), "{}", kicked.body);
+    app.kick("alice", &room, "bob").await;
     app.post("alice", &room, "<p>not for bob</p>").await;
     send_frame(
         &mut socket,
@@ -442,15 +434,7 @@ async fn with_web_pubsub_connected_users_are_not_pushed_and_removed_members_leav
     let calls = hub.calls.lock().unwrap().clone();
     assert!(calls.contains(&"HEAD /api/hubs/chat/users/bob".to_owned()), "{calls:?}");
 
-    let kicked = app
-        .act(
-            Method::POST,
-            "alice",
-            &format!("/rooms/{room}/members/carol/kick"),
-            serde_json::json!({}),
-        )
-        .await;
-    assert!(kicked.status.is_success(), "{}", kicked.body);
+    app.kick("alice", &room, "carol").await;
     let removal = format!("DELETE /api/hubs/chat/users/carol/groups/room.{room}");
     for _ in 0..50 {
         if hub.calls.lock().unwrap().contains(&removal) {
