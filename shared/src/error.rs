@@ -121,6 +121,10 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Error {
         match e.kind {
             ErrorKind::Unavailable => Error::Unavailable("storage is unavailable; try again".into()),
+            ErrorKind::Indeterminate => Error::Unavailable(
+                "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)"
+                    .into(),
+            ),
             _ => Error::Internal(e.to_string()),
         }
     }

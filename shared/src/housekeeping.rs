@@ -191,7 +191,7 @@ impl Chat {
                 floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
                 ..counter
             };
-            let (written, _) = self
+            let written = self
                 .step_counter(room, known, step, |_| deletes.clone())
                 .await
                 .map_err(|e| match e {
@@ -199,7 +199,8 @@ impl Chat {
                     ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
                     ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
                     ConditionalError::Rejected(never) => match never {},
-                })?;
+                })?
+                .row;
             Ok(((), written))
         })
         .await

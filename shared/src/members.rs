@@ -451,8 +451,15 @@ impl Chat {
             }
             Err(e) => return Err(e.into()),
         }
-        self.delete_if_present(&self.schema.user_rooms, &target.key(), room_id.as_str())
-            .await?;
+        // A join that read no ban before this one committed may have added a membership the
+        // transaction did not remove (a join checks again after its insert; this is the ban's
+        // side of that, so whichever of the two writes second sees the other).
+        if self.member(room_id, target).await?.is_some() {
+            self.remove_member(room_id, target).await?;
+        } else {
+            self.delete_if_present(&self.schema.user_rooms, &target.key(), room_id.as_str())
+                .await?;
+        }
         self.revoke_live(room_id, target);
         if let Some(member) = member {
             let line = format!("{} was banned from the room.", member.display_name());

@@ -24,7 +24,7 @@ use crate::keys::MessageKey;
 use crate::live::signals::Signal;
 use crate::service::Chat;
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
-use crate::storage::{BatchOp, ETag, Entity, IfMatch, StoreError, UpdateMode};
+use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode};
 
 /// A new text for a message.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -205,9 +205,16 @@ impl Chat {
                 };
                 let committed = self.commit_change(room, Box::new(build)).await?;
                 given.store(committed.version, Ordering::Relaxed);
-                committed.etags[0]
-                    .clone()
-                    .ok_or_else(|| StoreError::internal("no ETag for the message"))
+                match committed.etags[0].clone() {
+                    Some(etag) => Ok(etag),
+                    // A commit confirmed after an ambiguous answer tells no ETags: the row does.
+                    None => self
+                        .tables
+                        .get(&self.schema.messages, room.as_str(), key.as_str())
+                        .await?
+                        .and_then(|row| row.etag)
+                        .ok_or_else(|| StoreError::new(ErrorKind::Indeterminate, "the edited message is gone")),
+                }
             }
         };
         let entity = update_conditionally_with(

@@ -177,9 +177,12 @@ impl Post {
 }
 
 /// Row key of a send's idempotency record: scoped to the sender, so client ids of different
-/// users never meet.
+/// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
+/// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
+/// keys.
 fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
-    format!("{IDEMPOTENCY_PREFIX}{}:{}", user.key(), client_id.as_str())
+    let user = user.key().replace(':', "%3A");
+    format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
 }
 
 impl Chat {
@@ -193,6 +196,9 @@ impl Chat {
             )));
         }
         let client_id = input.client_id.as_deref().map(ClientId::parse).transpose()?;
+        // Membership before the idempotency lookup: only a member is answered with a message
+        // of the room, even a repeat of their own.
+        let access = self.sender_access(room, &who.user_id).await?;
         if let Some(client_id) = &client_id
             && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
         {
@@ -205,7 +211,7 @@ impl Chat {
             reply_to: input.reply_to,
             forwarded_from: None,
         };
-        self.send_as_member(who, room, draft, client_id).await
+        self.admit_and_post(who, room, access, draft, client_id).await
     }
 
     /// Steps 2 to 5 for a member's message.
@@ -217,6 +223,18 @@ impl Chat {
         client_id: Option<ClientId>,
     ) -> Result<Sent> {
         let access = self.sender_access(room, &who.user_id).await?;
+        self.admit_and_post(who, room, access, draft, client_id).await
+    }
+
+    /// Steps 2 to 5 for a member's message, given the sender's access.
+    async fn admit_and_post(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        access: Access,
+        draft: Draft,
+        client_id: Option<ClientId>,
+    ) -> Result<Sent> {
         let now = Utc::now();
         if let Admission::Filtered { timeout } = checks::admit(&access, now, &draft.filter_text())? {
             return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
@@ -353,7 +371,11 @@ impl Chat {
         match self.commit_change(room, Box::new(build)).await {
             Ok(committed) => message.version = committed.version,
             Err(write_error) => {
-                self.release_index_row(room, ticks).await;
+                // A message that may be stored keeps its index row: deleting it would hide a
+                // stored message from oldest-first reads for good.
+                if !write_error.is(ErrorKind::Indeterminate) {
+                    self.release_index_row(room, ticks).await;
+                }
                 // A concurrent retry with the same client id stored its message first: answer
                 // with that one, as for any repeat.
                 if write_error.is(ErrorKind::AlreadyExists)

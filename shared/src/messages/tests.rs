@@ -228,3 +228,161 @@ async fn idempotency_records_expire_after_their_window() {
     assert!(again.created && again.message.id != first.message.id);
     assert!(chat.get_message(&alice(), &room, &first.message.id).await.is_ok());
 }
+
+/// A delete writes three rows (its message, its old feed row's removal, its new feed row):
+/// groups are sized by what their changes really build, so many concurrent deletes in one room
+/// never make a transaction of more than 100 operations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_concurrent_deletes_in_one_room_all_succeed() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let sent = chat
+            .send_message(&alice(), &room, text(&format!("m{i}")))
+            .await
+            .unwrap();
+        ids.push(sent.message.id);
+    }
+    let before = chat.counter(&room).await.unwrap().version;
+
+    faults.set_latency(Some(std::time::Duration::from_millis(30)));
+    let mut deletes = tokio::task::JoinSet::new();
+    for id in ids.clone() {
+        let (chat, room) = (chat.clone(), room.clone());
+        deletes.spawn(async move { chat.delete_message(&alice(), &room, &id).await });
+    }
+    let outcomes = deletes.join_all().await;
+    faults.set_latency(None);
+
+    let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert!(failed.is_empty(), "every delete succeeds: {failed:?}");
+    assert_eq!(chat.counter(&room).await.unwrap().version, before + 40);
+    for id in &ids {
+        let gone = chat.get_message(&alice(), &room, id).await.unwrap_err();
+        assert_eq!(gone.code(), "NOT_FOUND", "{id} is a tombstone");
+    }
+}
+
+/// A store that commits a send and then reports a timeout (it may have committed, and did):
+/// the send is answered as stored, the message is readable in both orders exactly once, and
+/// a retry of its client id is a repeat.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let before = chat.counter(&room).await.unwrap().version;
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.schema.messages),
+        1,
+        StoreError::unavailable("operation timed out"),
+    );
+    let input = NewMessage {
+        client_id: Some("c1".into()),
+        ..text("kept")
+    };
+    let sent = chat.send_message(&alice(), &room, input.clone()).await.unwrap();
+    assert!(sent.created);
+    assert_eq!(sent.message.version, before + 1);
+    assert_eq!(chat.counter(&room).await.unwrap().version, before + 1, "committed once");
+    let id = sent.message.id.clone();
+    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
+    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    assert_eq!(newest_first.iter().filter(|m| **m == id).count(), 1);
+    assert_eq!(
+        oldest_first.iter().filter(|m| **m == id).count(),
+        1,
+        "its index row was kept"
+    );
+    let again = chat.send_message(&alice(), &room, input).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(again.message.id, id);
+}
+
+/// The same for an edit: answered as edited, with one version step, not re-applied as if the
+/// message row's new ETag were someone else's write.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let sent = chat.send_message(&alice(), &room, text("first")).await.unwrap();
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.schema.messages),
+        1,
+        StoreError::unavailable("connection reset"),
+    );
+    let edit = crate::messages::changes::Edit { text: "second".into() };
+    let edited = chat
+        .edit_message(&alice(), &room, &sent.message.id, edit)
+        .await
+        .unwrap();
+    assert_eq!(
+        (edited.text.as_str(), edited.version),
+        ("second", sent.message.version + 1)
+    );
+    assert_eq!(chat.counter(&room).await.unwrap().version, sent.message.version + 1);
+}
+
+/// When the store cannot tell whether a send committed (it reports a timeout, and the counter
+/// cannot be read afterwards), the sender is told to retry, and a message that was stored
+/// stays readable in both orders: its index row is never deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_of_unknown_outcome_keeps_its_index_row() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let lines = all_ids(&chat, &room, Order::NewestFirst).await.len();
+    chat.send_message(&alice(), &room, text("warm")).await.unwrap();
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.schema.messages),
+        1,
+        StoreError::unavailable("operation timed out"),
+    );
+    // The send reads nothing else from Messages before its commit (the counter is known from
+    // the last one), so this fails the read that looks for the commit.
+    faults.fail_operation(
+        "get",
+        Some(&chat.schema.messages),
+        1,
+        StoreError::unavailable("still down"),
+    );
+    let err = chat.send_message(&alice(), &room, text("maybe")).await.unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE");
+    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
+    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    assert_eq!(newest_first.len(), lines + 2, "warm and maybe are stored");
+    assert_eq!(oldest_first.len(), newest_first.len(), "no index row was deleted");
+}
+
+/// Idempotency keys cannot collide across users whose ids contain `:`, and the lookup comes
+/// after the membership check: a non-member is never answered with a message of the room.
+#[tokio::test(flavor = "multi_thread")]
+async fn idempotency_keys_of_different_users_never_collide() {
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let (ab, a) = (crate::service::testing::user("a:b"), crate::service::testing::user("a"));
+    chat.join_room(&ab, &room).await.unwrap();
+    let first = chat
+        .send_message(
+            &ab,
+            &room,
+            NewMessage {
+                client_id: Some("c".into()),
+                ..text("from a:b")
+            },
+        )
+        .await
+        .unwrap();
+    let colliding = NewMessage {
+        client_id: Some("b:c".into()),
+        ..text("from a")
+    };
+    let outsider = chat.send_message(&a, &room, colliding.clone()).await.unwrap_err();
+    assert_eq!(outsider.code(), "NOT_FOUND", "a non-member learns nothing of the room");
+    chat.join_room(&a, &room).await.unwrap();
+    let own = chat.send_message(&a, &room, colliding).await.unwrap();
+    assert!(own.created, "a's client id is a's own");
+    assert_ne!(own.message.id, first.message.id);
+    assert_eq!(own.message.text, "from a");
+}

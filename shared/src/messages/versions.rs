@@ -74,18 +74,40 @@ impl Counter {
     }
 }
 
-/// A change waiting for its version: the operations it commits, given that version.
+/// A change waiting for its version: the operations it commits, given that version. It may
+/// need fewer operations at some versions than at others (an edit deletes its old feed row
+/// only when it had one), but never more than at [`SIZING_VERSION`].
 pub(crate) type Build = Box<dyn Fn(u64) -> Vec<BatchOp> + Send + Sync>;
 
-/// A committed change: its version and the ETags of its operations, in order.
+/// The version a change is sized at before it has one: above any real version, so every
+/// operation a change can need is in it (an edit's `Delete v:<old>` among them).
+const SIZING_VERSION: u64 = u64::MAX;
+
+/// Commits the counter row remembers, newest last: enough to tell, after an ambiguous answer,
+/// whether a commit landed even when others committed after it.
+const RECENT_COMMITS: usize = 32;
+/// The counter row's property holding those commits' ids, space-separated.
+const RECENT_COMMITS_PROPERTY: &str = "commits";
+
+/// A committed change: its version and the ETags of its operations, in order (`None` where
+/// the commit was confirmed by looking after an ambiguous answer, which tells no ETags).
 #[derive(Debug, Clone)]
 pub(crate) struct Committed {
     pub version: u64,
     pub etags: Vec<Option<ETag>>,
 }
 
+/// A counter step that committed: the counter row as now known (a stale copy only costs the
+/// next writer a lost race), the counter the step wrote, and the ETags of its operations.
+pub(crate) struct Stepped {
+    pub row: Entity,
+    pub counter: Counter,
+    pub etags: Vec<Option<ETag>>,
+}
+
 struct Pending {
     build: Build,
+    /// Operations at most (at [`SIZING_VERSION`]), for fitting a group into one transaction.
     ops: usize,
     bytes: usize,
     /// The rows it writes (its feed row aside, which is unique by version): a transaction may
@@ -177,10 +199,10 @@ impl Chat {
     }
 
     async fn queue_and_commit(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
-        let sample = build(0);
+        let sample = build(SIZING_VERSION);
         let (tx, mut rx) = oneshot::channel();
         let log = self.ledger.log(room);
-        let unnumbered = feed_key(0);
+        let unnumbered = feed_key(SIZING_VERSION);
         log.queue.lock().expect("queue lock").push_back(Pending {
             ops: sample.len(),
             bytes: sample.iter().map(op_bytes).sum(),
@@ -208,7 +230,9 @@ impl Chat {
     }
 
     /// Commits a group: one counter step for all of it. A change whose own operation fails
-    /// is answered with that failure and the rest are committed without it.
+    /// is answered with that failure and the rest are committed without it. Sizes and blame
+    /// come from the operations as built for the versions assigned, not from the estimate
+    /// the group was formed with.
     async fn commit_group(&self, room: &RoomId, counter: &mut Option<Entity>, mut group: Vec<Pending>) {
         let mut contended_rounds = 0;
         while !group.is_empty() {
@@ -221,6 +245,8 @@ impl Chat {
             };
             let n = group.len() as u64;
             let builds: Vec<&Build> = group.iter().map(|p| &p.build).collect();
+            // Each change's operation count in the transaction last built.
+            let sizes = Mutex::new(Vec::new());
             let outcome = self
                 .step_counter(
                     room,
@@ -231,18 +257,24 @@ impl Chat {
                     },
                     |after| {
                         let first = after.version - n + 1;
-                        (0..).zip(&builds).flat_map(|(i, build)| build(first + i)).collect()
+                        let built: Vec<Vec<BatchOp>> = (0..).zip(&builds).map(|(i, build)| build(first + i)).collect();
+                        *sizes.lock().expect("sizes lock") = built.iter().map(Vec::len).collect();
+                        built.into_iter().flatten().collect()
                     },
                 )
                 .await;
+            let sizes = sizes.into_inner().expect("sizes lock");
             match outcome {
-                Ok((entity, etags)) => {
-                    let last = Counter::from_entity(&entity).version;
-                    *counter = Some(entity);
+                Ok(stepped) => {
+                    let last = stepped.counter.version;
+                    *counter = Some(stepped.row);
                     let mut at = 0;
-                    for (i, pending) in group.into_iter().enumerate() {
-                        let mine = etags.get(at..at + pending.ops).unwrap_or_default().to_vec();
-                        at += pending.ops;
+                    for (i, (pending, size)) in group.into_iter().zip(&sizes).enumerate() {
+                        let mine = match stepped.etags.get(at..at + size) {
+                            Some(etags) => etags.to_vec(),
+                            None => vec![None; *size],
+                        };
+                        at += size;
                         let version = last - n + 1 + i as u64;
                         let _ = pending.reply.send(Ok(Committed { version, etags: mine }));
                     }
@@ -251,12 +283,12 @@ impl Chat {
                 // One change's own operation failed: answer it, commit the others.
                 Err(ConditionalError::Store(e)) if e.batch_index.is_some_and(|i| i > 0) => {
                     let mut index = e.batch_index.unwrap_or(0) - 1;
-                    let culprit = group
+                    let culprit = sizes
                         .iter()
-                        .position(|p| {
-                            let inside = index < p.ops;
+                        .position(|size| {
+                            let inside = index < *size;
                             if !inside {
-                                index -= p.ops;
+                                index -= size;
                             }
                             inside
                         })
@@ -291,23 +323,41 @@ impl Chat {
     /// Moves the room's counter conditionally, through the shared helper (starting from
     /// `known`, the copy believed current), with `ops` committed in the same transaction:
     /// `apply` gives the new counter from the current one, `ops` the rows that go with that
-    /// new counter. Returns the counter row as written and the ETags of `ops`. A failure keeps
-    /// the failing operation's index in the whole transaction (the counter is operation 0).
+    /// new counter. A failure keeps the failing operation's index in the whole transaction
+    /// (the counter is operation 0).
+    ///
+    /// Every step stamps the counter row with a fresh commit id (the row keeps the last
+    /// [`RECENT_COMMITS`]). A transaction answered ambiguously — a timeout or a 500 after the
+    /// request went out — may have committed; the row then tells whether it did. A commit
+    /// that landed is answered as one; one that did not is an ordinary failure (retried if the
+    /// counter moved meanwhile); one that cannot be told is [`ErrorKind::Indeterminate`], and
+    /// never retried, since a retry could commit it twice.
     pub(crate) async fn step_counter(
         &self,
         room: &RoomId,
         known: Entity,
         apply: impl Fn(Counter) -> Counter,
         ops: impl Fn(Counter) -> Vec<BatchOp>,
-    ) -> Result<(Entity, Vec<Option<ETag>>), ConditionalError<Infallible>> {
-        let written = Arc::new(Mutex::new(Vec::new()));
+    ) -> Result<Stepped, ConditionalError<Infallible>> {
+        // What the attempt being written carries: its commit id, the newest commit of the row
+        // it was computed from, the counter it writes; after it lands, the rows' ETags and, if
+        // confirmed by looking, the counter row as read.
+        let attempt = Mutex::new(Attempt::default());
         let entity = update_conditionally_with(
             &self.tables,
             &self.schema.messages,
             room.as_str(),
             COUNTER_ROW,
             Some(known),
-            |entity| Ok(apply(Counter::from_entity(&entity)).write(entity)),
+            |entity| {
+                let counter = apply(Counter::from_entity(&entity));
+                let mut attempt = attempt.lock().expect("attempt lock");
+                attempt.id = format!("{:016x}", rand::random::<u64>());
+                attempt.seen_newest = recent_commits(&entity).last().map(|id| id.to_string());
+                attempt.counter = counter;
+                let stamped = stamp_commit(counter.write(entity), &attempt.id);
+                Ok(stamped)
+            },
             |next, seen| {
                 let mut batch = ops(Counter::from_entity(&next));
                 batch.insert(
@@ -318,23 +368,84 @@ impl Chat {
                         if_match: IfMatch::Etag(seen),
                     },
                 );
-                let written = written.clone();
+                let attempt = &attempt;
                 async move {
-                    let mut etags = self
-                        .tables
-                        .transact(&self.schema.messages, room.as_str(), &batch)
-                        .await?;
-                    let counter = etags
-                        .remove(0)
-                        .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
-                    *written.lock().expect("etags lock") = etags;
-                    Ok(counter)
+                    match self.tables.transact(&self.schema.messages, room.as_str(), &batch).await {
+                        Ok(mut etags) => {
+                            let counter = etags
+                                .remove(0)
+                                .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
+                            attempt.lock().expect("attempt lock").etags = etags;
+                            Ok(counter)
+                        }
+                        Err(e) if e.may_have_applied() => {
+                            let (id, seen_newest) = {
+                                let attempt = attempt.lock().expect("attempt lock");
+                                (attempt.id.clone(), attempt.seen_newest.clone())
+                            };
+                            let row = self.confirm_commit(room, &id, seen_newest.as_deref(), e).await?;
+                            let etag = row
+                                .etag
+                                .clone()
+                                .ok_or_else(|| StoreError::internal("no ETag for the counter"))?;
+                            let mut attempt = attempt.lock().expect("attempt lock");
+                            attempt.etags = vec![None; batch.len() - 1];
+                            attempt.confirmed = Some(row);
+                            Ok(etag)
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
             },
         )
         .await?;
-        let etags = std::mem::take(&mut *written.lock().expect("etags lock"));
-        Ok((entity, etags))
+        let attempt = attempt.into_inner().expect("attempt lock");
+        Ok(Stepped {
+            row: attempt.confirmed.unwrap_or(entity),
+            counter: attempt.counter,
+            etags: attempt.etags,
+        })
+    }
+
+    /// After an ambiguous answer to the commit stamped `id`: the counter row as it is now if
+    /// the commit landed, `failure` if it did not, and an [`ErrorKind::Indeterminate`] error
+    /// if the row cannot tell (it could not be read, or so many commits followed that `id`
+    /// would have been forgotten).
+    async fn confirm_commit(
+        &self,
+        room: &RoomId,
+        id: &str,
+        seen_newest: Option<&str>,
+        failure: StoreError,
+    ) -> Result<Entity, StoreError> {
+        let unknown = |why: &str| {
+            tracing::warn!(%room, %failure, why, "a commit's outcome is unknown");
+            StoreError::new(
+                ErrorKind::Indeterminate,
+                format!("the store did not confirm a commit ({failure}), and {why}"),
+            )
+        };
+        let row = match self.tables.get(&self.schema.messages, room.as_str(), COUNTER_ROW).await {
+            Ok(Some(row)) => row,
+            Ok(None) => return Err(failure),
+            Err(_) => return Err(unknown("the counter could not be read")),
+        };
+        let recent = recent_commits(&row);
+        if recent.contains(&id) {
+            tracing::info!(%room, %failure, "a commit answered with an error had landed");
+            return Ok(row);
+        }
+        // The row remembers every commit since the one this attempt was computed from when
+        // that one is still in its list (or, for a row that had none, while the list is
+        // not full): then this attempt, missing from it, never landed.
+        let covered = match seen_newest {
+            Some(newest) => recent.contains(&newest),
+            None => recent.len() < RECENT_COMMITS,
+        };
+        match covered {
+            true => Err(failure),
+            false => Err(unknown("too many commits followed it to tell")),
+        }
     }
 
     /// The room's counter row, created at zero if the room has none yet.
@@ -387,6 +498,34 @@ impl Chat {
         *counter = Some(written);
         Ok(result)
     }
+}
+
+/// One write attempt of [`Chat::step_counter`].
+#[derive(Default)]
+struct Attempt {
+    id: String,
+    seen_newest: Option<String>,
+    counter: Counter,
+    etags: Vec<Option<ETag>>,
+    confirmed: Option<Entity>,
+}
+
+/// The ids of the commits a counter row remembers, oldest first.
+fn recent_commits(row: &Entity) -> Vec<&str> {
+    row.str(RECENT_COMMITS_PROPERTY)
+        .map(|ids| ids.split(' ').filter(|id| !id.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// The counter row with `id` as its newest commit, forgetting the oldest beyond
+/// [`RECENT_COMMITS`].
+fn stamp_commit(mut row: Entity, id: &str) -> Entity {
+    let mut recent: Vec<String> = recent_commits(&row).into_iter().map(str::to_owned).collect();
+    recent.push(id.to_owned());
+    let excess = recent.len().saturating_sub(RECENT_COMMITS);
+    let kept = recent[excess..].join(" ");
+    row.set(RECENT_COMMITS_PROPERTY, Value::String(kept));
+    row
 }
 
 fn answer_all(group: Vec<Pending>, error: StoreError) {
@@ -467,6 +606,50 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(row.i64("v"), Some(version as i64), "{key}");
+        }
+    }
+
+    /// A change that writes more rows once it has a version than before (as an edit deletes
+    /// its old feed row): the change after it in the group that fails is the one blamed, with
+    /// its own operation's index, and the bigger change commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failure_is_blamed_on_its_own_change_behind_a_change_that_grew() {
+        let faults = FaultyTables::new(store());
+        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let taken = Entity::new(room.as_str(), "taken");
+        chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
+        let grows: Build = {
+            let room = room.to_string();
+            Box::new(move |version| {
+                let mut ops = vec![BatchOp::Insert(Entity::new(room.clone(), "grown"))];
+                if version > 0 {
+                    ops.push(BatchOp::Insert(Entity::new(room.clone(), "grown-extra")));
+                }
+                ops
+            })
+        };
+        faults.set_latency(Some(Duration::from_millis(50)));
+        let mut changes = Vec::new();
+        for build in [insert(&room, "lead"), grows, insert(&room, "taken")] {
+            let (chat, room) = (chat.clone(), room.clone());
+            changes.push(tokio::spawn(async move { chat.commit_change(&room, build).await }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut outcomes = Vec::new();
+        for change in changes {
+            outcomes.push(change.await.unwrap());
+        }
+        faults.set_latency(None);
+        assert!(outcomes[0].is_ok() && outcomes[1].is_ok(), "{outcomes:?}");
+        let failed = outcomes[2].as_ref().unwrap_err();
+        assert_eq!((failed.kind, failed.batch_index), (ErrorKind::AlreadyExists, Some(0)));
+        for key in ["grown", "grown-extra"] {
+            let row = chat
+                .tables
+                .get(&chat.schema.messages, room.as_str(), key)
+                .await
+                .unwrap();
+            assert!(row.is_some(), "{key} committed");
         }
     }
 

@@ -128,3 +128,35 @@ async fn housekeeping_keeps_a_room_that_is_still_being_created() {
         "dropped once the room plainly never came"
     );
 }
+
+/// A ban racing a join: the ban reads no membership, the join inserts one and finds no ban
+/// yet, then the ban commits. The ban still wins: no membership is left, nor a listing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ban_racing_a_join_leaves_no_membership() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let bob = user("bob");
+    // Hold the ban's commit open until the join is done.
+    faults.delay_operation(
+        "transact",
+        Some(&chat.schema().rooms),
+        1,
+        std::time::Duration::from_millis(400),
+    );
+    let ban = {
+        let (chat, room, bob) = (chat.clone(), room.clone(), bob.clone());
+        tokio::spawn(async move { chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    chat.join_room(&bob, &room).await.expect("the join sees no ban yet");
+    ban.await.unwrap().unwrap();
+
+    assert!(
+        chat.member(&room, &bob.user_id).await.unwrap().is_none(),
+        "bob is no member"
+    );
+    let refused = chat.send_message(&bob, &room, NewMessage::text("in?")).await;
+    assert_eq!(refused.unwrap_err().code(), "FORBIDDEN");
+    let listed = chat.my_rooms(&bob).await.unwrap();
+    assert!(listed.is_empty(), "the room is not in bob's rooms");
+}

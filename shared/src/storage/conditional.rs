@@ -5,8 +5,9 @@
 //!
 //! After a failed write the entity is re-read to tell a lost race from a real failure:
 //! - the ETag changed → someone else wrote; re-apply the intent to the new state and retry;
-//! - the ETag is unchanged, or a transaction failed on one of its other operations → it was no
-//!   race; the write's own error propagates as itself;
+//! - the ETag is unchanged, or a transaction failed on one of its other operations, or the
+//!   write's outcome is unknown ([`ErrorKind::Indeterminate`]: re-applying could apply it
+//!   twice) → it was no race; the write's own error propagates as itself;
 //! - the entity is gone → `NotFound`;
 //! - the re-read itself fails → `Conflict` (the caller may try again);
 //! - [`MAX_ATTEMPTS`] writes all lost → `Conflict`.
@@ -85,8 +86,11 @@ where
                 next.etag = Some(etag);
                 return Ok(next);
             }
-            // A transaction that failed on another of its operations lost no race on this one.
-            Err(e) if e.batch_index.is_some_and(|i| i > 0) => return Err(ConditionalError::Store(e)),
+            // A transaction that failed on another of its operations lost no race on this one;
+            // a write that may have landed must not be applied again.
+            Err(e) if e.batch_index.is_some_and(|i| i > 0) || e.is(ErrorKind::Indeterminate) => {
+                return Err(ConditionalError::Store(e));
+            }
             Err(e) => e,
         };
         match tables.get(table, partition_key, row_key).await {

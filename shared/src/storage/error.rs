@@ -18,6 +18,10 @@ pub enum ErrorKind {
     Unavailable,
     /// Anything else: a bug, a malformed answer, an authentication failure.
     Internal,
+    /// A write that may or may not have been applied: the store did not answer in a way that
+    /// tells (a timeout after the request went out), and looking afterwards could not tell
+    /// either. Never retried blindly, since a retry could apply the write twice.
+    Indeterminate,
 }
 
 impl fmt::Display for ErrorKind {
@@ -29,6 +33,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::InvalidInput => "invalid input",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
+            ErrorKind::Indeterminate => "outcome unknown",
         })
     }
 }
@@ -76,6 +81,13 @@ impl StoreError {
 
     pub fn is(&self, kind: ErrorKind) -> bool {
         self.kind == kind
+    }
+
+    /// True when a write that failed this way may still have been applied: the store was not
+    /// heard to refuse it (a timeout, a reset connection, a 500 `OperationTimedOut`, an answer
+    /// that could not be read). A transaction whose failing operation is named was refused.
+    pub fn may_have_applied(&self) -> bool {
+        self.batch_index.is_none() && matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Internal)
     }
 }
 

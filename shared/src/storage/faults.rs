@@ -1,5 +1,6 @@
 //! A backend wrapper that injects faults, for tests of failure paths: fail the Nth call, fail
-//! a named operation, or add latency. It adds this one behaviour to any backend (in the style of
+//! a named operation (before it reaches the store, or after the store applied it — the
+//! ambiguous answer of a timeout), or add latency (to every call, or to one operation). It adds this one behaviour to any backend (in the style of
 //! object_store's `throttle.rs`) and is never used to make a test pass — only to make a real
 //! store fail where and when a test needs it.
 
@@ -34,12 +35,23 @@ enum Trigger {
     Operation { name: &'static str, table: Option<String> },
 }
 
+/// What a rule does to a matching call.
+#[derive(Debug, Clone)]
+enum Effect {
+    /// The call fails without reaching the backend.
+    Fail(StoreError),
+    /// The backend applies the call, and then the caller is told it failed.
+    FailAfter(StoreError),
+    /// The call waits this long before it reaches the backend.
+    Delay(Duration),
+}
+
 #[derive(Debug)]
 struct Rule {
     trigger: Trigger,
-    /// How many more matching calls fail.
+    /// How many more matching calls it applies to.
     remaining: usize,
-    error: StoreError,
+    effect: Effect,
 }
 
 #[derive(Debug, Default)]
@@ -68,18 +80,31 @@ impl FaultyTables {
     /// Fails the `n`th call from now (1 = the next call) with `error`.
     pub fn fail_nth_call(&self, n: usize, error: StoreError) {
         let call = self.calls() + n;
-        self.push(Trigger::Call(call), 1, error);
+        self.push(Trigger::Call(call), 1, Effect::Fail(error));
     }
 
     /// Fails the next `times` calls of `operation` (a [`TableBackend`] method name), on `table`
     /// only when one is given.
     pub fn fail_operation(&self, operation: &str, table: Option<&TableName>, times: usize, error: StoreError) {
-        let name = OPERATIONS
-            .into_iter()
-            .find(|op| *op == operation)
-            .unwrap_or_else(|| panic!("unknown operation {operation}"));
-        let table = table.map(|t| t.as_str().to_ascii_lowercase());
-        self.push(Trigger::Operation { name, table }, times, error);
+        self.push(operation_trigger(operation, table), times, Effect::Fail(error));
+    }
+
+    /// Lets the next `times` calls of `operation` reach the backend and be applied, then
+    /// answers each with `error`: a store that commits and then reports a timeout.
+    pub fn fail_operation_after_applying(
+        &self,
+        operation: &str,
+        table: Option<&TableName>,
+        times: usize,
+        error: StoreError,
+    ) {
+        self.push(operation_trigger(operation, table), times, Effect::FailAfter(error));
+    }
+
+    /// Delays the next `times` calls of `operation` by `delay`, to hold one step of an
+    /// operation open while a test runs another against it.
+    pub fn delay_operation(&self, operation: &str, table: Option<&TableName>, times: usize, delay: Duration) {
+        self.push(operation_trigger(operation, table), times, Effect::Delay(delay));
     }
 
     /// Delays every call by `latency` before it reaches the backend.
@@ -97,92 +122,126 @@ impl FaultyTables {
         self.state.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    fn push(&self, trigger: Trigger, remaining: usize, error: StoreError) {
+    fn push(&self, trigger: Trigger, remaining: usize, effect: Effect) {
         self.state.rules.lock().unwrap_or_else(|p| p.into_inner()).push(Rule {
             trigger,
             remaining,
-            error,
+            effect,
         });
     }
 
-    /// Counts the call, sleeps, and returns the error a rule prescribes for it, if any.
-    async fn enter(&self, operation: &'static str, table: Option<&TableName>) -> Result<()> {
+    /// Counts the call, sleeps, and returns the effect a rule prescribes for it, if any.
+    async fn enter(&self, operation: &'static str, table: Option<&TableName>) -> Option<Effect> {
         let call = self.state.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let latency = *self.state.latency.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(latency) = latency {
             tokio::time::sleep(latency).await;
         }
         let table = table.map(|t| t.as_str().to_ascii_lowercase());
-        let mut rules = self.state.rules.lock().unwrap_or_else(|p| p.into_inner());
-        let hit = rules.iter_mut().position(|rule| {
-            rule.remaining > 0
-                && match &rule.trigger {
-                    Trigger::Call(n) => *n == call,
-                    Trigger::Operation { name, table: only } => {
-                        *name == operation && (only.is_none() || *only == table)
+        let effect = {
+            let mut rules = self.state.rules.lock().unwrap_or_else(|p| p.into_inner());
+            let hit = rules.iter_mut().position(|rule| {
+                rule.remaining > 0
+                    && match &rule.trigger {
+                        Trigger::Call(n) => *n == call,
+                        Trigger::Operation { name, table: only } => {
+                            *name == operation && (only.is_none() || *only == table)
+                        }
                     }
-                }
-        });
-        match hit {
-            Some(index) => {
+            });
+            hit.map(|index| {
                 let rule = &mut rules[index];
                 rule.remaining -= 1;
-                let error = rule.error.clone();
+                let effect = rule.effect.clone();
                 if rule.remaining == 0 {
                     rules.remove(index);
                 }
-                tracing::debug!(operation, call, %error, "injected fault");
-                Err(error)
+                effect
+            })
+        };
+        tracing::debug!(operation, call, ?effect, "injected fault");
+        match effect {
+            Some(Effect::Delay(delay)) => {
+                tokio::time::sleep(delay).await;
+                None
             }
-            None => Ok(()),
+            other => other,
         }
     }
+
+    /// Runs `call` against the backend under the rules for `operation`.
+    async fn run<T>(
+        &self,
+        operation: &'static str,
+        table: Option<&TableName>,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match self.enter(operation, table).await {
+            Some(Effect::Fail(error)) => Err(error),
+            Some(Effect::FailAfter(error)) => {
+                let _applied = call.await;
+                Err(error)
+            }
+            Some(Effect::Delay(_)) | None => call.await,
+        }
+    }
+}
+
+fn operation_trigger(operation: &str, table: Option<&TableName>) -> Trigger {
+    let name = OPERATIONS
+        .into_iter()
+        .find(|op| *op == operation)
+        .unwrap_or_else(|| panic!("unknown operation {operation}"));
+    let table = table.map(|t| t.as_str().to_ascii_lowercase());
+    Trigger::Operation { name, table }
 }
 
 #[async_trait]
 impl TableBackend for FaultyTables {
     async fn create_table(&self, table: &TableName) -> Result<()> {
-        self.enter("create_table", Some(table)).await?;
-        self.inner.create_table(table).await
+        self.run("create_table", Some(table), self.inner.create_table(table))
+            .await
     }
 
     async fn delete_table(&self, table: &TableName) -> Result<()> {
-        self.enter("delete_table", Some(table)).await?;
-        self.inner.delete_table(table).await
+        self.run("delete_table", Some(table), self.inner.delete_table(table))
+            .await
     }
 
     async fn get(&self, table: &TableName, partition_key: &str, row_key: &str) -> Result<Entity> {
-        self.enter("get", Some(table)).await?;
-        self.inner.get(table, partition_key, row_key).await
+        self.run("get", Some(table), self.inner.get(table, partition_key, row_key))
+            .await
     }
 
     async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
-        self.enter("insert", Some(table)).await?;
-        self.inner.insert(table, entity).await
+        self.run("insert", Some(table), self.inner.insert(table, entity)).await
     }
 
     async fn update(&self, table: &TableName, entity: &Entity, mode: UpdateMode, if_match: &IfMatch) -> Result<ETag> {
-        self.enter("update", Some(table)).await?;
-        self.inner.update(table, entity, mode, if_match).await
+        self.run("update", Some(table), self.inner.update(table, entity, mode, if_match))
+            .await
     }
 
     async fn upsert(&self, table: &TableName, entity: &Entity, mode: UpdateMode) -> Result<ETag> {
-        self.enter("upsert", Some(table)).await?;
-        self.inner.upsert(table, entity, mode).await
+        self.run("upsert", Some(table), self.inner.upsert(table, entity, mode))
+            .await
     }
 
     async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()> {
-        self.enter("delete", Some(table)).await?;
-        self.inner.delete(table, partition_key, row_key, if_match).await
+        self.run(
+            "delete",
+            Some(table),
+            self.inner.delete(table, partition_key, row_key, if_match),
+        )
+        .await
     }
 
     async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {
-        self.enter("query", Some(table)).await?;
-        self.inner.query(table, query).await
+        self.run("query", Some(table), self.inner.query(table, query)).await
     }
 
     async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
-        self.enter("transact", Some(table)).await?;
-        self.inner.transact(table, partition_key, ops).await
+        self.run("transact", Some(table), self.inner.transact(table, partition_key, ops))
+            .await
     }
 }
