@@ -1,5 +1,5 @@
-//! tabletalk's library: the domain, table storage, and the message service (the one door every
-//! message goes through). No HTTP framework types live here; `functions/` adapts HTTP and
+//! tabletalk's library: the domain and the message service (the one door every message goes
+//! through), over table storage (the `tabletalk-tables` crate, re-exported as `storage`). No HTTP framework types live here; `functions/` adapts HTTP and
 //! triggers to what this crate offers.
 
 pub mod access;
@@ -22,9 +22,10 @@ pub mod roles;
 pub mod rooms;
 pub mod schema;
 pub mod service;
-pub mod storage;
 pub(crate) mod text;
 pub mod word_filter;
+
+pub use tabletalk_tables as storage;
 
 pub use error::{Error, Result};
 pub use service::Chat;

@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use crate::storage::{RangeQuery, TableName};
+use crate::{RangeQuery, TableName};
 
 /// Everything except RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`).
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -85,7 +85,7 @@ pub fn range_filter(query: &RangeQuery) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::Continuation;
+    use crate::Continuation;
 
     fn table() -> TableName {
         TableName::parse("rooms").unwrap()

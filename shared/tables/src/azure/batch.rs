@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::json::entity_body;
 use super::service_error::{ServiceError, error_for};
 use super::urls;
-use crate::storage::{BatchOp, ETag, IfMatch, Result, StoreError, TableName, UpdateMode};
+use crate::{BatchOp, ETag, IfMatch, Result, StoreError, TableName, UpdateMode};
 
 /// Sent to the service; the accept header inside each part.
 const PART_ACCEPT: &str = "application/json;odata=minimalmetadata";
@@ -286,7 +286,7 @@ fn malformed(message: impl Into<String>) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{Entity, ErrorKind, Value};
+    use crate::{Entity, ErrorKind, Value};
 
     const ENDPOINT: &str = "http://127.0.0.1:10002/devstoreaccount1";
 

@@ -436,8 +436,8 @@ impl TableBackend for SqliteTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::Tables;
-    use crate::storage::conformance::Fixture;
+    use crate::Tables;
+    use crate::conformance::Fixture;
 
     /// A fresh store in its own temporary directory. The directory is left for the OS to clean:
     /// tests run in parallel and each needs its file until the end.

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode, Url};
 
 use super::auth::{SignedParts, authorization};
 use super::connection::StorageAccount;
-use crate::storage::{Result, StoreError};
+use crate::{Result, StoreError};
 
 /// The REST API version we speak; bearer-token (Entra ID) authorization needs 2020-12-06 or
 /// later.

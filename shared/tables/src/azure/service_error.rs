@@ -8,7 +8,7 @@
 use reqwest::StatusCode;
 use serde_json::Value as Json;
 
-use crate::storage::{ErrorKind, StoreError};
+use crate::{ErrorKind, StoreError};
 
 /// The kind for a non-success status.
 pub fn kind_for_status(status: StatusCode) -> ErrorKind {

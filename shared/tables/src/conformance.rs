@@ -47,7 +47,7 @@ macro_rules! conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 if let Some(fixture) = $fixture {
-                    $crate::storage::conformance::$name(&fixture).await;
+                    $crate::conformance::$name(&fixture).await;
                 }
             }
         )*

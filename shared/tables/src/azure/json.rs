@@ -20,8 +20,8 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value as Json};
 
-use crate::storage::entity::{decode_binary, encode_binary};
-use crate::storage::{ETag, Entity, Result, StoreError, Value};
+use crate::entity::{decode_binary, encode_binary};
+use crate::{ETag, Entity, Result, StoreError, Value};
 
 const TYPE_SUFFIX: &str = "@odata.type";
 
@@ -280,7 +280,7 @@ mod tests {
             b"not json",
         ] {
             let err = parse_entity(body).unwrap_err();
-            assert_eq!(err.kind, crate::storage::ErrorKind::Internal, "{err}");
+            assert_eq!(err.kind, crate::ErrorKind::Internal, "{err}");
         }
     }
 

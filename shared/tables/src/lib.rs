@@ -9,7 +9,7 @@
 
 pub mod azure;
 pub mod conditional;
-#[cfg(test)]
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod entity;
 pub mod error;

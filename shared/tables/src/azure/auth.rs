@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::connection::Credential;
-use crate::storage::Result;
+use crate::Result;
 
 /// What of a request the signature covers.
 #[derive(Debug, Clone, Copy)]

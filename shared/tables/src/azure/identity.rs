@@ -15,7 +15,7 @@ use azure_core::http::request::{Body, Request};
 use azure_core::http::{AsyncRawResponse, ClientOptions, HttpClient, StatusCode, Transport};
 use azure_identity::{ManagedIdentityCredential, ManagedIdentityCredentialOptions, UserAssignedId};
 
-use crate::storage::{ErrorKind, Result, StoreError};
+use crate::{ErrorKind, Result, StoreError};
 
 /// The scope of a token the table service accepts.
 pub const STORAGE_SCOPE: &str = "https://storage.azure.com/.default";

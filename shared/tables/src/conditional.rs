@@ -132,9 +132,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::storage::faults::FaultyTables;
-    use crate::storage::sqlite::{Durability, SqliteTables};
-    use crate::storage::{TableName, Value};
+    use crate::faults::FaultyTables;
+    use crate::sqlite::{Durability, SqliteTables};
+    use crate::{TableName, Value};
 
     struct Setup {
         tables: Tables,

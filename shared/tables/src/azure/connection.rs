@@ -28,7 +28,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use reqwest::Url;
 
-use crate::storage::{Result, StoreError};
+use crate::{Result, StoreError};
 
 /// Azurite's account name.
 const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
@@ -205,7 +205,7 @@ fn invalid(message: impl Into<String>) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::ErrorKind;
+    use crate::ErrorKind;
 
     fn shared_key(account: &StorageAccount) -> (&str, &[u8]) {
         match &account.credential {

@@ -225,8 +225,8 @@ mod tests {
     //! plus what only this backend has: table lifecycle, authentication and transport errors.
 
     use super::*;
-    use crate::storage::conformance::Fixture;
-    use crate::storage::{ErrorKind, Tables};
+    use crate::conformance::Fixture;
+    use crate::{ErrorKind, Tables};
 
     /// The account under test: `TABLETALK_TEST_AZURITE`, default the local emulator.
     fn connection_string() -> String {
