@@ -3,6 +3,7 @@
 //! exists: edits, tombstone deletes and pins (`changes`), polls, reactions, threads, forwards,
 //! mentions, and reads with their opaque cursors.
 
+pub mod change_cursor;
 pub mod changes;
 pub mod checks;
 pub mod cursor;
