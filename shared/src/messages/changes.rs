@@ -101,13 +101,15 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         let mut newly = false;
-        let pinned = self
+        let mut pinned = self
             .rewrite(room, &message.key(), |m| {
                 newly = !m.is_pinned;
                 m.is_pinned = true;
                 Ok(())
             })
             .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
+            .await;
         self.signal(
             room,
             Signal::Pinned {
@@ -129,12 +131,14 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
-        let unpinned = self
+        let mut unpinned = self
             .rewrite(room, &message.key(), |m| {
                 m.is_pinned = false;
                 Ok(())
             })
             .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
+            .await;
         self.signal(
             room,
             Signal::Pinned {
