@@ -30,7 +30,9 @@ use crate::storage::{BatchOp, ETag, Entity, IfMatch, StoreError, UpdateMode};
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Edit {
-    /// HTML, sanitized like a send.
+    /// HTML, sanitized like a send; something must be left visible, at most 10000 characters
+    /// after sanitizing.
+    #[schema(min_length = 1)]
     pub text: String,
 }
 

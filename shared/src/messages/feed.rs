@@ -55,6 +55,7 @@ pub struct MessageChangesInput {
     /// The deployment's workspace id (`TABLETALK_WORKSPACE_ID`, default `default`).
     pub server_id: String,
     /// At most 100.
+    #[schema(max_items = 100)]
     pub conversations: Vec<MessageChangeCursorInput>,
     /// Per conversation; clamped to 1..=200, default 100, lowered so one request returns at
     /// most 1000 changes (never below 1).

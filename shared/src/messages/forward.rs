@@ -28,6 +28,7 @@ pub const MAX_FORWARD_ROOMS: usize = 10;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Forward {
     /// 1..=10 distinct room ids.
+    #[schema(min_items = 1, max_items = 10)]
     pub room_ids: Vec<String>,
 }
 
