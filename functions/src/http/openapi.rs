@@ -38,7 +38,7 @@ impl Modify for BearerAuth {
     }
 }
 
-/// This host's document, as `http::router` built it with the routes.
+/// This document: every route this host serves.
 #[utoipa::path(get, path = "/api/openapi.json", tag = "meta", operation_id = "openApi", security(()),
     responses((status = 200, description = "This OpenAPI document.", content_type = "application/json")))]
 pub async fn document(Extension(document): Extension<Arc<utoipa::openapi::OpenApi>>) -> Json<utoipa::openapi::OpenApi> {

@@ -108,6 +108,9 @@ pub enum ChangeKind {
 #[serde(rename_all = "camelCase")]
 pub struct ConversationChanges {
     pub conversation_id: String,
+    /// OK, NO_ACCESS, RESET (seed 004), or UNAVAILABLE: this conversation could not be read
+    /// this time (no changes, the cursor echoed, no `hasMore`); the others are answered as
+    /// usual. Keep the cached copy and the cursor, and ask again for it later.
     pub status: ChangeStatus,
     /// Store this; pass it back as `after`.
     pub cursor: String,

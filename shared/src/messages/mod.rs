@@ -84,6 +84,7 @@ pub struct ForwardSource {
     /// enough to join the room. Never in live signals, which every member of the copy's room
     /// gets (read the message to see it). Always stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub room_id: Option<String>,
     pub message_id: String,
 }
