@@ -113,7 +113,8 @@ pub struct MemberSummary {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MembershipChange {
-    /// Empty clears it.
+    /// At most 32 characters, trimmed, on one line; empty clears it.
+    #[schema(max_length = 32)]
     pub nickname: Option<String>,
     pub notifications: Option<NotificationLevel>,
     pub muted: Option<bool>,
@@ -131,14 +132,14 @@ pub struct MarkRead {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Timeout {
-    /// When the timeout ends (at most 28 days ahead); null lifts it.
+    /// When the timeout ends: in the future, at most 28 days ahead; null (or absent) lifts it.
     pub until: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Ban {
-    /// When the ban ends; absent means never.
+    /// When the ban ends: in the future, before the year 10000; null or absent means never.
     pub until: Option<DateTime<Utc>>,
 }
 

@@ -37,17 +37,25 @@ pub struct Role {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewRole {
+    /// 1..=32 characters, trimmed, on one line.
+    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
     pub name: String,
     #[serde(default)]
     pub permissions: Permissions,
+    /// 1..=1000, below the caller's own rank.
+    #[schema(minimum = 1, maximum = 1000)]
     pub position: u32,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoleChange {
+    /// 1..=32 characters, trimmed, on one line.
+    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
     pub name: Option<String>,
     pub permissions: Option<Permissions>,
+    /// 1..=1000, below the caller's own rank.
+    #[schema(minimum = 1, maximum = 1000)]
     pub position: Option<u32>,
 }
 

@@ -36,7 +36,7 @@ impl Cache {
             assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
             let entry = &reply.body["messageChanges"][0];
             assert_eq!(entry["status"], "OK", "{entry}");
-            let mut last = self.cursor.as_deref().map_or(0, version_of);
+            let mut last = self.cursor.as_deref().map_or(0, |c| cursor_version(c, room));
             for change in entry["changes"].as_array().unwrap() {
                 let version = version_of(change["version"].as_str().unwrap());
                 assert!(version > last, "versions go forward: {version} after {last}");
@@ -63,7 +63,11 @@ impl Cache {
                 self.messages.insert(id, cached);
             }
             let cursor = entry["cursor"].as_str().unwrap().to_owned();
-            assert_eq!(version_of(&cursor), last, "the cursor is the last version returned");
+            assert_eq!(
+                cursor_version(&cursor, room),
+                last,
+                "the cursor is the last version returned"
+            );
             self.cursor = Some(cursor);
             if entry["hasMore"] != true {
                 return;
@@ -75,6 +79,13 @@ impl Cache {
 
 fn version_of(text: &str) -> u64 {
     text.parse().unwrap()
+}
+
+/// The version an (opaque) cursor resumes after, read as the server reads it.
+fn cursor_version(text: &str, room: &str) -> u64 {
+    tabletalk::messages::change_cursor::ChangeCursor::parse(text, room)
+        .unwrap()
+        .version
 }
 
 /// One writer's random work in a room: create, edit or delete its own messages. Returns the

@@ -237,11 +237,11 @@ async fn an_unreachable_web_pubsub_never_fails_a_request() {
 
 // ---- The local hub ----------------------------------------------------------------------------
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub(crate) type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Connects to a negotiated URL with the plain JSON subprotocol; returns the socket after its
 /// `connected` message.
-async fn connect(url: &str) -> Socket {
+pub(crate) async fn connect(url: &str) -> Socket {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut request = url.into_client_request().unwrap();
     request
@@ -254,7 +254,7 @@ async fn connect(url: &str) -> Socket {
     socket
 }
 
-async fn next_frame(socket: &mut Socket) -> Value {
+pub(crate) async fn next_frame(socket: &mut Socket) -> Value {
     use futures::StreamExt;
     loop {
         let frame = tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
@@ -268,7 +268,7 @@ async fn next_frame(socket: &mut Socket) -> Value {
     }
 }
 
-async fn send_frame(socket: &mut Socket, frame: Value) {
+pub(crate) async fn send_frame(socket: &mut Socket, frame: Value) {
     use futures::SinkExt;
     socket
         .send(tokio_tungstenite::tungstenite::Message::text(frame.to_string()))

@@ -7,6 +7,7 @@ mod changes;
 mod deploy;
 mod entra;
 mod events;
+mod forwards;
 mod helpers;
 mod infra;
 mod lambda;

@@ -20,7 +20,10 @@ use super::error::{ApiError, ApiResult};
 
 /// Delivers message events to the notification function.
 #[utoipa::path(post, path = "/api/events/notifications", tag = "events", operation_id = "notificationEvents",
-    request_body(content = Object, content_type = "application/cloudevents+json"),
+    security(()),
+    request_body(description = "An Event Grid or CloudEvents delivery: one event or a batch, as JSON of any of these types.",
+        content((Object = "application/json"), (Object = "application/cloudevents+json"),
+            (Object = "application/cloudevents-batch+json"))),
     responses((status = 200), (status = "4XX", body = super::error::ErrorBody)))]
 pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> ApiResult<Json<Value>> {
     let value: Value = serde_json::from_slice(&body).map_err(|_| Error::bad_request("the body is not JSON"))?;
@@ -47,6 +50,10 @@ pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: By
 
 /// The CloudEvents webhook preflight: the sender names itself in `WebHook-Request-Origin` and
 /// is allowed.
+#[utoipa::path(options, path = "/api/events/notifications", tag = "events", operation_id = "notificationEventsPreflight",
+    security(()),
+    params(("WebHook-Request-Origin" = String, Header, description = "The sender's host name.")),
+    responses((status = 200, description = "Allowed: `WebHook-Allowed-Origin` echoes the origin."), (status = 400, body = super::error::ErrorBody)))]
 pub async fn preflight(headers: HeaderMap) -> Response {
     let Some(origin) = headers.get("webhook-request-origin").cloned() else {
         return ApiError(Error::bad_request("WebHook-Request-Origin is missing")).into_response();

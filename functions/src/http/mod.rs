@@ -17,16 +17,19 @@ pub mod triggers;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post, put};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
 use tabletalk::{Chat, Error};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use self::error::ApiError;
 
@@ -251,71 +254,61 @@ pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
     },
 ];
 
-/// The router for every host; `custom_handler` adds the functions the Functions host invokes
-/// through its payload protocol (`triggers`).
-pub fn router(state: AppState, custom_handler: bool) -> Router {
-    let request_id = HeaderName::from_static("x-request-id");
-    let api = Router::new()
-        .route("/rooms", post(rooms::create).get(rooms::list))
-        .route(
-            "/rooms/{roomId}",
-            get(rooms::get).patch(rooms::update).delete(rooms::delete),
-        )
-        .route("/rooms/{roomId}/join", post(rooms::join))
-        .route("/rooms/{roomId}/leave", post(rooms::leave))
-        .route("/rooms/{roomId}/read", post(members::mark_read))
-        .route("/rooms/{roomId}/members", get(members::list))
-        .route("/rooms/{roomId}/members/me", axum::routing::patch(members::update_mine))
-        .route("/rooms/{roomId}/members/{userId}/kick", post(members::kick))
-        .route("/rooms/{roomId}/members/{userId}/timeout", post(members::timeout))
-        .route("/rooms/{roomId}/members/{userId}/ban", post(members::ban))
-        .route("/rooms/{roomId}/members/{userId}/roles", put(members::set_roles))
-        .route("/rooms/{roomId}/bans/{userId}", axum::routing::delete(members::unban))
-        .route("/rooms/{roomId}/roles", get(roles::list).post(roles::create))
-        .route(
-            "/rooms/{roomId}/roles/{roleId}",
-            axum::routing::patch(roles::update).delete(roles::delete),
-        )
-        .route("/rooms/{roomId}/messages", post(messages::create).get(messages::read))
-        .route(
-            "/rooms/{roomId}/messages/{messageId}",
-            get(messages::get).patch(messages::edit).delete(messages::delete),
-        )
-        .route(
-            "/rooms/{roomId}/messages/{messageId}/pin",
-            post(messages::pin).delete(messages::unpin),
-        )
-        .route("/rooms/{roomId}/messages/{messageId}/vote", put(messages::vote))
-        .route(
-            "/rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
-            put(messages::react).delete(messages::unreact),
-        )
-        .route("/rooms/{roomId}/messages/{messageId}/forward", post(messages::forward))
-        .route("/rooms/{roomId}/messages/{messageId}/thread", get(messages::thread))
-        .route("/messageChanges", post(messages::changes))
-        .route(
-            "/push/subscriptions",
-            put(push::subscribe).delete(push::unsubscribe).get(push::list),
-        )
-        .route("/push/vapidPublicKey", get(push::vapid_public_key))
-        .route("/negotiate", post(live::negotiate))
-        .route("/rooms/{roomId}/typing", post(live::typing))
-        .route("/openapi.json", get(openapi::document));
-    let mut app = Router::new();
-    let mut api = api;
-    if custom_handler {
+/// Every `/api` route of a host and the OpenAPI document that describes them, from one
+/// declaration: `routes!` registers each handler at the method and path of its
+/// `#[utoipa::path]` and records that operation in the document. Routes under `/api` are added
+/// here and only this way, so the served document lists exactly what the host routes.
+pub fn api(custom_handler: bool) -> OpenApiRouter<AppState> {
+    let api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(rooms::create, rooms::list))
+        .routes(routes!(rooms::get, rooms::update, rooms::delete))
+        .routes(routes!(rooms::join))
+        .routes(routes!(rooms::leave))
+        .routes(routes!(members::mark_read))
+        .routes(routes!(members::list))
+        .routes(routes!(members::update_mine))
+        .routes(routes!(members::kick))
+        .routes(routes!(members::timeout))
+        .routes(routes!(members::ban))
+        .routes(routes!(members::set_roles))
+        .routes(routes!(members::unban))
+        .routes(routes!(roles::list, roles::create))
+        .routes(routes!(roles::update, roles::delete))
+        .routes(routes!(messages::create, messages::read))
+        .routes(routes!(messages::get, messages::edit, messages::delete))
+        .routes(routes!(messages::pin, messages::unpin))
+        .routes(routes!(messages::vote))
+        .routes(routes!(messages::react, messages::unreact))
+        .routes(routes!(messages::forward))
+        .routes(routes!(messages::thread))
+        .routes(routes!(messages::changes))
+        .routes(routes!(push::subscribe, push::unsubscribe, push::list))
+        .routes(routes!(push::vapid_public_key))
+        .routes(routes!(live::negotiate))
+        .routes(routes!(live::typing))
+        .routes(routes!(openapi::document));
+    match custom_handler {
         // Event Grid's webhook delivery, guarded by the function key on Azure; the self-hosted
         // server consumes its events in process and exposes no such door.
-        api = api.route(
-            "/events/notifications",
-            post(events::deliver).options(events::preflight),
-        );
+        true => api.routes(routes!(events::deliver, events::preflight)),
+        false => api,
+    }
+}
+
+/// The router for every host; `custom_handler` adds the functions the Functions host invokes
+/// through its payload protocol (`triggers`), and the notification webhook.
+pub fn router(state: AppState, custom_handler: bool) -> Router {
+    let request_id = HeaderName::from_static("x-request-id");
+    let (api, document) = api(custom_handler).split_for_parts();
+    let api = api.layer(Extension(Arc::new(document)));
+    let mut app = Router::new();
+    if custom_handler {
         app = app
             .route("/notify", post(triggers::notify))
             .route("/republishEvents", post(triggers::republish_events))
             .route("/housekeeping", post(triggers::housekeeping));
     }
-    app.nest("/api", api)
+    app.merge(api)
         // The local live hub (only when this server runs one; 404 otherwise).
         .route("/client/hubs/{hub}", get(hub::connect))
         // The Functions host polls `/` until the handler answers anything.

@@ -3,6 +3,10 @@
 //! `aud` is the exact request URL). They carry the change or a nudge; the store stays the
 //! truth, and clients catch up through reads and the change feed. Best effort: sent in the
 //! background with a short timeout, and a failure is logged, never returned.
+//!
+//! A signal reaches every member of the room alike, so it carries nothing that depends on the
+//! reader: a forwarded copy's source room is left out (only its members may see it; they read
+//! the message to get it).
 
 use std::time::Duration;
 
@@ -58,6 +62,16 @@ pub enum Signal {
     },
 }
 
+impl Signal {
+    /// The signal as every member of the room may see it.
+    fn for_everyone(mut self) -> Signal {
+        if let Signal::Created { message } | Signal::Updated { message } = &mut self {
+            message.hide_source_room();
+        }
+        self
+    }
+}
+
 #[derive(Serialize)]
 struct Envelope<'a> {
     #[serde(rename = "roomId")]
@@ -72,6 +86,7 @@ impl Chat {
         if matches!(self.live, Live::Off) {
             return;
         }
+        let signal = signal.for_everyone();
         let body = match serde_json::to_vec(&Envelope {
             room_id: room.as_str(),
             signal: &signal,

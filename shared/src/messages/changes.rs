@@ -30,7 +30,9 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, Upda
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Edit {
-    /// HTML, sanitized like a send.
+    /// HTML, sanitized like a send; something must be left visible, at most 10000 characters
+    /// after sanitizing.
+    #[schema(min_length = 1)]
     pub text: String,
 }
 
@@ -101,13 +103,15 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         let mut newly = false;
-        let pinned = self
+        let mut pinned = self
             .rewrite(room, &message.key(), |m| {
                 newly = !m.is_pinned;
                 m.is_pinned = true;
                 Ok(())
             })
             .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
+            .await;
         self.signal(
             room,
             Signal::Pinned {
@@ -129,12 +133,14 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
-        let unpinned = self
+        let mut unpinned = self
             .rewrite(room, &message.key(), |m| {
                 m.is_pinned = false;
                 Ok(())
             })
             .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
+            .await;
         self.signal(
             room,
             Signal::Pinned {

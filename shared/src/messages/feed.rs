@@ -3,9 +3,12 @@
 //! message at its newest version.
 //!
 //! Each conversation is answered on its own — OK, NO_ACCESS (not a member, or no such room:
-//! nothing, cursor echoed) or RESET (the cursor is ahead of the room's counter, or below its
-//! retention floor: read again from the floor) — so one conversation never stalls the others.
-//! A null cursor is an initial sync: OK, from the floor (nothing live is below it).
+//! nothing, cursor echoed), RESET (the cursor is ahead of the room's counter, or below its
+//! retention floor: read again from the floor) or UNAVAILABLE (reading it failed: nothing,
+//! cursor echoed, ask again later) — so one conversation never stalls the others.
+//! A null cursor is an initial sync: OK, from the floor (nothing live is below it); so is a
+//! cursor at version 0, which has seen no change and so cannot have missed a purged one.
+//! Cursors are bound to their conversation (`change_cursor`).
 //! A conversation costs a membership check, a counter read and one range read of its feed rows
 //! (`versions`), whatever its size.
 //!
@@ -17,10 +20,11 @@
 use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
-use futures::future::try_join_all;
+use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::change_cursor::ChangeCursor;
 use super::versions::{feed_key, feed_version};
 use super::{Message, MessageType};
 use crate::auth::Principal;
@@ -51,6 +55,7 @@ pub struct MessageChangesInput {
     /// The deployment's workspace id (`TABLETALK_WORKSPACE_ID`, default `default`).
     pub server_id: String,
     /// At most 100.
+    #[schema(max_items = 100)]
     pub conversations: Vec<MessageChangeCursorInput>,
     /// Per conversation; clamped to 1..=200, default 100, lowered so one request returns at
     /// most 1000 changes (never below 1).
@@ -63,7 +68,8 @@ pub struct MessageChangesInput {
 pub struct MessageChangeCursorInput {
     /// A room id.
     pub conversation_id: String,
-    /// A cursor from a previous call; null reads from the beginning.
+    /// A cursor from a previous call for this conversation; null reads from the beginning.
+    /// A cursor issued for another conversation is refused (VALIDATION).
     #[serde(default)]
     pub after: Option<String>,
 }
@@ -78,9 +84,16 @@ pub struct MessageChangesResult {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ChangeStatus {
+    /// The changes after `after`.
     Ok,
+    /// The caller cannot read the conversation: nothing, the cursor echoed. Stop syncing it.
     NoAccess,
+    /// The cursor is ahead of the room's counter or below its retention floor: the changes
+    /// are read from the floor. Drop the cached copy first.
     Reset,
+    /// The conversation could not be read this time (a store error): nothing, the cursor
+    /// echoed, no `hasMore`. Keep the cached copy and the cursor, and ask again later.
+    Unavailable,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -95,6 +108,9 @@ pub enum ChangeKind {
 #[serde(rename_all = "camelCase")]
 pub struct ConversationChanges {
     pub conversation_id: String,
+    /// OK, NO_ACCESS, RESET (seed 004), or UNAVAILABLE: this conversation could not be read
+    /// this time (no changes, the cursor echoed, no `hasMore`); the others are answered as
+    /// usual. Keep the cached copy and the cursor, and ask again for it later.
     pub status: ChangeStatus,
     /// Store this; pass it back as `after`.
     pub cursor: String,
@@ -163,15 +179,6 @@ impl MessageChange {
     }
 }
 
-/// A cursor this API issues: a version, in decimal.
-fn parse_cursor(text: &str) -> Result<u64> {
-    let valid = !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit());
-    valid
-        .then(|| text.parse::<u64>().ok())
-        .flatten()
-        .ok_or_else(|| Error::validation(format!("{text:?} is not a cursor this API issued")))
-}
-
 /// The per-conversation limit for a request: clamped, then shared so that the request
 /// returns at most [`MAX_CHANGES_PER_REQUEST`], never below one per conversation.
 pub fn per_conversation_limit(limit: Option<i64>, conversations: usize) -> usize {
@@ -192,16 +199,32 @@ impl Chat {
         let afters = input
             .conversations
             .iter()
-            .map(|c| c.after.as_deref().map(parse_cursor).transpose())
+            .map(|c| {
+                c.after
+                    .as_deref()
+                    .map(|text| ChangeCursor::parse(text, &c.conversation_id).map(|cursor| cursor.version))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
         let limit = per_conversation_limit(input.limit, input.conversations.len());
         let answers = input
             .conversations
             .iter()
             .zip(afters)
-            .map(|(conversation, after)| self.conversation_changes(who, conversation, after, limit));
+            .map(|(conversation, after)| async move {
+                match self.conversation_changes(who, conversation, after, limit).await {
+                    Ok(entry) => entry,
+                    // Reported on its own entry: the others are answered, and the client asks
+                    // again for this one later.
+                    Err(e) => {
+                        tracing::warn!(conversation = %conversation.conversation_id, error = %e,
+                        "a conversation of messageChanges could not be read");
+                        unchanged(conversation, ChangeStatus::Unavailable)
+                    }
+                }
+            });
         Ok(MessageChangesResult {
-            message_changes: try_join_all(answers).await?,
+            message_changes: join_all(answers).await,
         })
     }
 
@@ -212,20 +235,12 @@ impl Chat {
         after: Option<u64>,
         limit: usize,
     ) -> Result<ConversationChanges> {
-        // Nothing to say: the cursor as it was sent ("0" for none).
-        let unchanged = |status| ConversationChanges {
-            conversation_id: conversation.conversation_id.clone(),
-            status,
-            cursor: conversation.after.clone().unwrap_or_else(|| "0".into()),
-            has_more: false,
-            changes: Vec::new(),
-        };
         let Ok(room) = RoomId::parse(&conversation.conversation_id) else {
-            return Ok(unchanged(ChangeStatus::NoAccess));
+            return Ok(unchanged(conversation, ChangeStatus::NoAccess));
         };
         match self.access(&room, &who.user_id).await {
             Ok(_) => {}
-            Err(Error::NotFound(_)) => return Ok(unchanged(ChangeStatus::NoAccess)),
+            Err(Error::NotFound(_)) => return Ok(unchanged(conversation, ChangeStatus::NoAccess)),
             Err(e) => return Err(e),
         }
         // A purge that lands between the counter read and the range read would move the floor
@@ -233,7 +248,8 @@ impl Chat {
         for _ in 0..FLOOR_RACE_ATTEMPTS {
             let counter = self.counter(&room).await?;
             let (status, from) = match after {
-                None => (ChangeStatus::Ok, counter.floor),
+                // Version 0 has seen nothing, so nothing purged can be missing from it.
+                None | Some(0) => (ChangeStatus::Ok, counter.floor),
                 Some(after) if after > counter.version || after < counter.floor => (ChangeStatus::Reset, counter.floor),
                 Some(after) => (ChangeStatus::Ok, after),
             };
@@ -244,9 +260,8 @@ impl Chat {
             if self.counter(&room).await?.floor != counter.floor {
                 continue;
             }
-            if rows.is_empty() && status == ChangeStatus::Ok {
-                return Ok(unchanged(status));
-            }
+            // Nothing new still answers with a cursor issued for this room, at `from`: a null
+            // cursor's "0" would fall below a raised floor and come back as RESET.
             let mut cursor = from;
             let mut changes = Vec::with_capacity(rows.len());
             for row in &rows {
@@ -256,12 +271,24 @@ impl Chat {
             return Ok(ConversationChanges {
                 conversation_id: conversation.conversation_id.clone(),
                 status,
-                cursor: cursor.to_string(),
+                cursor: ChangeCursor::encode(&room, cursor),
                 has_more,
                 changes,
             });
         }
         Err(Error::Unavailable("the room is being purged; try again".into()))
+    }
+}
+
+/// An entry with nothing to say: the cursor as it was sent ("0" for none, which every room
+/// takes as an initial sync).
+fn unchanged(conversation: &MessageChangeCursorInput, status: ChangeStatus) -> ConversationChanges {
+    ConversationChanges {
+        conversation_id: conversation.conversation_id.clone(),
+        status,
+        cursor: conversation.after.clone().unwrap_or_else(|| "0".into()),
+        has_more: false,
+        changes: Vec::new(),
     }
 }
 
@@ -295,12 +322,132 @@ mod tests {
     }
 
     #[test]
-    fn cursors_are_versions() {
-        assert_eq!(parse_cursor("0").unwrap(), 0);
-        assert_eq!(parse_cursor("42").unwrap(), 42);
-        for forged in ["", "-1", "4.2", "abc", "99999999999999999999999", " 1"] {
-            assert!(matches!(parse_cursor(forged), Err(Error::Validation(_))), "{forged:?}");
-        }
+    fn every_feed_key_is_below_the_end() {
         assert!(feed_key(7) < feed_end() && feed_key(u64::MAX) < feed_end());
+    }
+
+    use crate::messages::send::NewMessage;
+    use crate::rooms::NewRoom;
+    use crate::service::testing::{alice, chat_on, store};
+    use crate::storage::faults::FaultyTables;
+    use crate::storage::{StoreError, Tables};
+
+    fn ask(conversations: &[(&RoomId, Option<&str>)]) -> MessageChangesInput {
+        MessageChangesInput {
+            server_id: "default".into(),
+            conversations: conversations
+                .iter()
+                .map(|(room, after)| MessageChangeCursorInput {
+                    conversation_id: room.to_string(),
+                    after: after.map(str::to_owned),
+                })
+                .collect(),
+            limit: None,
+        }
+    }
+
+    /// A second room alice owns, next to the one `chat_on` made.
+    async fn another_room(chat: &Chat) -> RoomId {
+        let room = NewRoom {
+            name: "other".into(),
+            description: None,
+        };
+        RoomId::parse(&chat.create_room(&alice(), room).await.unwrap().id).unwrap()
+    }
+
+    async fn post(chat: &Chat, room: &RoomId, text: &str) {
+        chat.send_message(&alice(), room, NewMessage::text(text)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_cursor_from_another_conversation_is_refused() {
+        let (chat, first) = chat_on(Tables::new(store())).await;
+        let second = another_room(&chat).await;
+        post(&chat, &first, "one").await;
+        post(&chat, &second, "two").await;
+        let answer = chat.message_changes(&alice(), ask(&[(&first, None)])).await.unwrap();
+        let cursor = answer.message_changes[0].cursor.clone();
+
+        let refused = chat
+            .message_changes(&alice(), ask(&[(&second, Some(&cursor))]))
+            .await
+            .map(|a| a.message_changes[0].status);
+        assert!(matches!(refused, Err(Error::Validation(_))), "{refused:?}");
+        // The cursor still works where it was issued, and a plain version from before this
+        // binding is still taken for whatever conversation it is sent with.
+        let own = chat
+            .message_changes(&alice(), ask(&[(&first, Some(&cursor))]))
+            .await
+            .unwrap();
+        assert_eq!(own.message_changes[0].status, ChangeStatus::Ok);
+        let legacy = chat
+            .message_changes(&alice(), ask(&[(&second, Some("1"))]))
+            .await
+            .unwrap();
+        assert_eq!(legacy.message_changes[0].status, ChangeStatus::Ok);
+    }
+
+    #[tokio::test]
+    async fn a_store_error_in_one_conversation_leaves_the_others_answered() {
+        let faults = FaultyTables::new(store());
+        let (chat, first) = chat_on(Tables::new(faults.clone())).await;
+        let second = another_room(&chat).await;
+        post(&chat, &first, "one").await;
+        post(&chat, &second, "two").await;
+        // One of the two range reads of the feed fails.
+        faults.fail_operation(
+            "query",
+            Some(&chat.schema.messages),
+            1,
+            StoreError::unavailable("injected"),
+        );
+        let answer = chat
+            .message_changes(&alice(), ask(&[(&first, Some("0")), (&second, None)]))
+            .await
+            .expect("one conversation's failure does not fail the request");
+        let entries = &answer.message_changes;
+        let statuses: Vec<String> = entries
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap()["status"].as_str().unwrap().to_owned())
+            .collect();
+        let failed = statuses.iter().position(|s| s == "UNAVAILABLE").expect("{statuses:?}");
+        let answered = 1 - failed;
+        assert_eq!(statuses[answered], "OK", "{statuses:?}");
+        assert!(!entries[answered].changes.is_empty());
+        // The failed one: nothing, its cursor as sent, and no hasMore to spin on.
+        assert!(entries[failed].changes.is_empty() && !entries[failed].has_more);
+        assert_eq!(entries[failed].cursor, "0");
+        // Asked again, it is answered.
+        let again = chat
+            .message_changes(&alice(), ask(&[(&[&first, &second][failed], Some("0"))]))
+            .await
+            .unwrap();
+        assert_eq!(again.message_changes[0].status, ChangeStatus::Ok);
+    }
+
+    #[tokio::test]
+    async fn the_cursor_of_an_initial_sync_of_a_purged_room_is_accepted_by_it() {
+        let (chat, room) = chat_on(Tables::new(store())).await;
+        post(&chat, &room, "soon gone").await;
+        let purged = chat
+            .purge_room(&room, Utc::now() + chrono::Duration::hours(1))
+            .await
+            .unwrap();
+        assert!(purged > 0);
+        assert!(chat.counter(&room).await.unwrap().floor > 0, "the floor moved up");
+
+        let initial = chat.message_changes(&alice(), ask(&[(&room, None)])).await.unwrap();
+        let entry = &initial.message_changes[0];
+        assert_eq!((entry.status, entry.changes.len()), (ChangeStatus::Ok, 0));
+        let next = chat
+            .message_changes(&alice(), ask(&[(&room, Some(&entry.cursor))]))
+            .await
+            .unwrap();
+        assert_eq!(
+            next.message_changes[0].status,
+            ChangeStatus::Ok,
+            "the cursor {:?} was issued by this room",
+            entry.cursor
+        );
     }
 }

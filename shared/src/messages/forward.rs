@@ -2,6 +2,12 @@
 //! forwarder's own send, so every target room applies its own checks (membership, timeout,
 //! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
 //! Each room succeeds or fails on its own, and the answer lists which.
+//!
+//! A copy remembers its source room, but a room id is enough to join that room, so it is shown
+//! only to readers who are members of the source (`hide_foreign_sources`, run wherever messages
+//! are returned to a reader) and never in live signals (`signals`).
+
+use std::collections::HashSet;
 
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -12,7 +18,7 @@ use super::send::Draft;
 use super::{ForwardSource, Message, MessageType};
 use crate::auth::Principal;
 use crate::error::{Error, ErrorBody, Result};
-use crate::ids::RoomId;
+use crate::ids::{RoomId, UserId};
 use crate::service::Chat;
 
 /// Rooms one forward may reach.
@@ -22,6 +28,7 @@ pub const MAX_FORWARD_ROOMS: usize = 10;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Forward {
     /// 1..=10 distinct room ids.
+    #[schema(min_items = 1, max_items = 10)]
     pub room_ids: Vec<String>,
 }
 
@@ -65,7 +72,7 @@ impl Chat {
             poll: None,
             reply_to: None,
             forwarded_from: Some(ForwardSource {
-                room_id: room.to_string(),
+                room_id: Some(room.to_string()),
                 message_id: source.id.clone(),
             }),
         };
@@ -93,5 +100,45 @@ impl Chat {
             }
         });
         Ok(join_all(copies).await)
+    }
+
+    /// Hides the source room of every forwarded copy in `messages` (read in `room`) from a
+    /// `reader` who is not a member of it: one access check per distinct source room. A check
+    /// that fails hides the room too (and is logged): the read still answers, and nothing is
+    /// shown that should not be.
+    pub(crate) async fn hide_foreign_sources(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) {
+        let mut sources: Vec<&str> = messages
+            .iter()
+            .filter_map(|m| m.forwarded_from.as_ref()?.room_id.as_deref())
+            .filter(|source| *source != room.as_str())
+            .collect();
+        sources.sort_unstable();
+        sources.dedup();
+        if sources.is_empty() {
+            return;
+        }
+        let checks = sources.into_iter().map(|source| async move {
+            let Ok(source_room) = RoomId::parse(source) else {
+                return None;
+            };
+            match self.access(&source_room, reader).await {
+                Ok(_) => Some(source.to_owned()),
+                Err(Error::NotFound(_)) => None,
+                Err(e) => {
+                    tracing::warn!(%source_room, error = %e, "could not check a forward's source room; hidden");
+                    None
+                }
+            }
+        });
+        let visible: HashSet<String> = join_all(checks).await.into_iter().flatten().collect();
+        for message in messages {
+            let shown = match message.forwarded_from.as_ref().and_then(|s| s.room_id.as_deref()) {
+                Some(source) => source == room.as_str() || visible.contains(source),
+                None => true,
+            };
+            if !shown {
+                message.hide_source_room();
+            }
+        }
     }
 }

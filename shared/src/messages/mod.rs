@@ -3,6 +3,7 @@
 //! exists: edits, tombstone deletes and pins (`changes`), polls, reactions, threads, forwards,
 //! mentions, and reads with their opaque cursors.
 
+pub mod change_cursor;
 pub mod changes;
 pub mod checks;
 pub mod cursor;
@@ -79,7 +80,12 @@ impl MessageType {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForwardSource {
-    pub room_id: String,
+    /// The source room: shown only to a reader who is a member of it, since a room id is
+    /// enough to join the room. Never in live signals, which every member of the copy's room
+    /// gets (read the message to see it). Always stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub room_id: Option<String>,
     pub message_id: String,
 }
 
@@ -140,6 +146,13 @@ impl Message {
     /// The message's key; its id was parsed from (or built as) one.
     pub fn key(&self) -> MessageKey {
         MessageKey::parse(&self.id).expect("a message id is a message key")
+    }
+
+    /// Drops the source room of a forwarded copy from what is shown (see [`ForwardSource`]).
+    pub(crate) fn hide_source_room(&mut self) {
+        if let Some(source) = &mut self.forwarded_from {
+            source.room_id = None;
+        }
     }
 
     /// False for a tombstone.

@@ -29,8 +29,12 @@ pub const MAX_OPTIONS: usize = 10;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewPoll {
+    /// 1..=300 characters, trimmed, on one line.
+    #[schema(min_length = 1, max_length = 300, pattern = r"\S")]
     pub question: String,
-    /// 2..=10 distinct options; they get the ids "1", "2", … in this order.
+    /// 2..=10 distinct options of 1..=100 characters; they get the ids "1", "2", … in this
+    /// order.
+    #[schema(min_items = 2, max_items = 10)]
     pub options: Vec<String>,
 }
 

@@ -134,22 +134,31 @@ impl Chat {
 
     async fn reactions(&self, room: &RoomId, reader: &UserId, message: &Message) -> Result<Vec<ReactionCount>> {
         let mut one = [message.clone()];
-        self.decorate(room, reader, &mut one).await?;
+        self.tally(room, reader, &mut one).await?;
         let [message] = one;
         Ok(message.reactions)
     }
 
     /// `decorate` for messages scattered over the room: one companion-row read per message.
     pub(crate) async fn decorate_each(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
-        let reads = messages.chunks_mut(1).map(|one| self.decorate(room, reader, one));
+        let reads = messages.chunks_mut(1).map(|one| self.tally(room, reader, one));
         try_join_all(reads).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
+        Ok(())
+    }
+
+    /// Makes `messages` what `reader` is shown: reactions and poll tallies filled in (`tally`),
+    /// and the source room of a forwarded copy hidden unless the reader is a member of it.
+    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        self.tally(room, reader, messages).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
         Ok(())
     }
 
     /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
     /// range read over the companion rows of the span of keys they cover (a page of adjacent
     /// messages; see `decorate_each` for scattered ones).
-    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+    async fn tally(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
         let (Some(low), Some(high)) = (
             messages.iter().map(|m| m.id.as_str()).min(),
             messages.iter().map(|m| m.id.as_str()).max(),

@@ -36,8 +36,10 @@ pub const PAGE_BYTE_BUDGET: usize = 1024 * 1024;
 #[into_params(parameter_in = Query)]
 pub struct ReadMessages {
     /// `desc` (newest first, the default) or `asc` (oldest first).
+    #[param(inline)]
     pub order: Option<Order>,
     /// Messages per page, 1..=100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<usize>,
     /// The `nextCursor` of the previous page in the same order.
     pub cursor: Option<String>,

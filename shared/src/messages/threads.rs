@@ -29,6 +29,7 @@ use crate::storage::RangeQuery;
 #[into_params(parameter_in = Query)]
 pub struct ReadThread {
     /// Replies per page, 1..=100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<usize>,
     /// The `nextCursor` of the previous page.
     pub cursor: Option<String>,

@@ -64,8 +64,12 @@ pub struct Room {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewRoom {
+    /// 1..=100 characters, trimmed, on one line.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: String,
+    /// At most 500 characters, trimmed; line breaks allowed.
     #[serde(default)]
+    #[schema(max_length = 500)]
     pub description: Option<String>,
 }
 

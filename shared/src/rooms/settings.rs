@@ -40,12 +40,15 @@ pub enum FilterAction {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WordFilterSettings {
-    /// Words or phrases, matched as whole words after normalisation.
+    /// Words or phrases (at most 1000, each 1..=100 characters), matched as whole words after
+    /// normalisation.
+    #[schema(max_items = 1000)]
     pub words: Vec<String>,
     #[serde(default)]
     pub action: FilterAction,
     /// For `BlockAndTimeout`: 1..=604800.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 604800)]
     pub timeout_seconds: Option<u32>,
 }
 
@@ -83,17 +86,22 @@ impl WordFilterSettings {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoomChange {
+    /// 1..=100 characters, trimmed, on one line.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     pub name: Option<String>,
+    /// At most 500 characters, trimmed; line breaks allowed.
+    #[schema(max_length = 500)]
     pub description: Option<String>,
     pub read_only: Option<bool>,
     /// 0 turns slowmode off; at most 21600.
+    #[schema(maximum = 21600)]
     pub slowmode_seconds: Option<u32>,
     pub word_filter: Option<WordFilterSettings>,
     /// Needs ManageRoles.
     pub everyone_permissions: Option<Permissions>,
     /// Seconds messages are kept (1..=315360000); null keeps them forever.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<u32>)]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 315360000)]
     pub retention_seconds: Option<Option<u32>>,
 }
 
