@@ -124,6 +124,11 @@ impl PushSender {
 
     /// The VAPID token for the push service of `info`, signed anew when older than
     /// [`SIGNATURE_REUSE`].
+    ///
+    /// Its `aud` is set here, not left to `web-push`: RFC 8292 §2 makes it the origin of the
+    /// push resource, port included, and `web-push` 0.11 writes only `scheme://host`, which a
+    /// push service on a non-default port refuses. `Origin::ascii_serialization` is exactly
+    /// the RFC 6454 origin: the port only when it is not the scheme's default.
     fn signature(&self, info: &SubscriptionInfo) -> std::result::Result<VapidSignature, String> {
         let service = url::Url::parse(&info.endpoint)
             .map_err(|e| format!("the endpoint: {e}"))?
@@ -136,6 +141,7 @@ impl PushSender {
         }
         let mut builder = self.vapid.clone().add_sub_info(info);
         builder.add_claim("sub", self.subject.as_str());
+        builder.add_claim("aud", service.as_str());
         let signature = builder.build().map_err(|e| format!("VAPID: {e}"))?;
         let mut signatures = self.signatures.lock().expect("signatures lock");
         if signatures.len() > 1000 {
@@ -231,6 +237,51 @@ mod tests {
         let first = authorization("https://push.example.com/a");
         assert_eq!(first, authorization("https://push.example.com/b"));
         assert_ne!(first, authorization("https://other.example.net/a"));
+    }
+
+    /// RFC 8292 §2: `aud` is the endpoint's origin, with the port when it is not the default.
+    #[test]
+    fn the_vapid_audience_is_the_endpoints_origin_with_its_port() {
+        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
+        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let audience = |endpoint: &str| {
+            let subscription = PushSubscription {
+                endpoint: endpoint.to_owned(),
+                keys: super::super::subscriptions::PushKeys {
+                    p256dh: browser_key.clone(),
+                    auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+                },
+                created_at: chrono::Utc::now(),
+            };
+            let push = Push {
+                payload: b"{}".to_vec(),
+                ttl: 60,
+                urgency: Urgency::Normal,
+                topic: None,
+            };
+            let prepared = sender.prepare(&subscription, &push).unwrap();
+            let (_, value) = prepared
+                .headers
+                .into_iter()
+                .find(|(name, _)| name == "authorization")
+                .unwrap();
+            let value = String::from_utf8(value).unwrap();
+            let token = value.split("t=").nth(1).unwrap().split(',').next().unwrap();
+            use base64::Engine as _;
+            let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(token.split('.').nth(1).unwrap())
+                .unwrap();
+            let claims: serde_json::Value = serde_json::from_slice(&claims).unwrap();
+            claims["aud"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(
+            audience("https://push.example.com:8443/a"),
+            "https://push.example.com:8443"
+        );
+        assert_eq!(audience("https://push.example.com:443/a"), "https://push.example.com");
+        assert_eq!(audience("https://push.example.com/a"), "https://push.example.com");
+        assert_eq!(audience("http://127.0.0.1:9000/push/x"), "http://127.0.0.1:9000");
     }
 
     #[test]
