@@ -90,6 +90,8 @@ impl Chat {
         chat.push = Arc::new(PushSettings {
             sender,
             allow_private_endpoints: settings.push_allow_private_endpoints,
+            claim_lease: settings.push_claim_lease,
+            ..PushSettings::default()
         });
         Ok(chat)
     }

@@ -58,8 +58,10 @@ async fn wait_until_notified(backend: &Backend, room: &str) {
 
 /// A subscription whose endpoint's name now resolves to loopback — it resolved to a public
 /// address when it was registered, or it was registered before the check existed (stored
-/// here as the server stores one) — is refused when the push connects: nothing reaches the
-/// address.
+/// here as the server stores one) — is refused when the push is sent: nothing reaches the
+/// address. (`localhost` is refused by its name; a name refused only by what it resolves to
+/// at connect time is the resolver's case, in `outbound` and `push::sender`'s tests, which
+/// give it a DNS answer of their own.)
 #[tokio::test]
 async fn a_dns_name_resolving_to_a_private_address_is_refused() {
     let backend = Backend::embedded();
