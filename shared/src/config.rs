@@ -39,6 +39,9 @@ pub const VAPID_PRIVATE_KEY: &str = "TABLETALK_VAPID_PRIVATE_KEY";
 pub const VAPID_SUBJECT: &str = "TABLETALK_VAPID_SUBJECT";
 /// Development only: `true` accepts `http` and loopback/private push endpoints.
 pub const PUSH_ALLOW_PRIVATE_ENDPOINTS: &str = "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS";
+/// Seconds a notification run's claim on an event holds off other deliveries of it between
+/// renewals (the run renews it while it pushes). Default 180; tests shorten it.
+pub const PUSH_CLAIM_LEASE_SECONDS: &str = "TABLETALK_PUSH_CLAIM_LEASE_SECONDS";
 
 /// Azure Web PubSub connection string (`Endpoint=…;AccessKey=…;Version=1.0;`).
 pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
@@ -80,6 +83,7 @@ pub struct Settings {
     pub vapid_private_key: Option<String>,
     pub vapid_subject: String,
     pub push_allow_private_endpoints: bool,
+    pub push_claim_lease: std::time::Duration,
     pub web_pubsub_connection: Option<String>,
     pub web_pubsub_hub: String,
     /// The Event Grid topic: endpoint and key.
@@ -133,6 +137,16 @@ impl Settings {
             Some(Ok(seconds)) => Some(std::time::Duration::from_secs(seconds)),
             Some(Err(_)) => return Err(config_error(HOUSEKEEPING_SECONDS, "must be a whole number of seconds")),
         };
+        let push_claim_lease = match get(PUSH_CLAIM_LEASE_SECONDS).map(|s| s.parse::<u64>()) {
+            None => crate::push::CLAIM_LEASE,
+            Some(Ok(seconds)) if seconds > 0 => std::time::Duration::from_secs(seconds),
+            Some(_) => {
+                return Err(config_error(
+                    PUSH_CLAIM_LEASE_SECONDS,
+                    "must be a positive whole number of seconds",
+                ));
+            }
+        };
         let event_grid = match (get(EVENTGRID_ENDPOINT), get(EVENTGRID_KEY)) {
             (Some(endpoint), Some(key)) => Some((endpoint, key)),
             (None, None) => None,
@@ -154,6 +168,7 @@ impl Settings {
             web_pubsub_connection: get(WEBPUBSUB_CONNECTION),
             web_pubsub_hub: get(WEBPUBSUB_HUB).unwrap_or_else(|| "chat".into()),
             vapid_private_key: get(VAPID_PRIVATE_KEY),
+            push_claim_lease,
             vapid_subject: get(VAPID_SUBJECT).unwrap_or_else(|| "mailto:admin@localhost".into()),
             push_allow_private_endpoints: match get(PUSH_ALLOW_PRIVATE_ENDPOINTS).as_deref() {
                 None | Some("false") => false,

@@ -15,6 +15,7 @@ pub mod live;
 pub mod members;
 pub mod messages;
 pub mod notifications;
+pub mod outbound;
 pub mod outbox;
 pub mod permissions;
 pub mod push;

@@ -11,9 +11,12 @@
 //! failing endpoint never holds up the others.
 //!
 //! The consumer is idempotent per event id: a `<message key>:n` row in `MessagesMetadata`
-//! claims the event (with a lease) and then records it processed, so a redelivered event —
-//! even one delivered while the first run is still pushing — pushes nothing again (and the row
-//! goes with the message when it is purged).
+//! claims the event (with a lease the run renews while it pushes) and then records it
+//! processed, so a redelivered event — even one delivered while the first run is still
+//! pushing, however long that takes — pushes nothing again (and the row goes with the message
+//! when it is purged). Deliveries that must be answered quickly (Event Grid's webhook waits
+//! 30 s) are answered once the event is claimed and recorded pending, and pushed in the
+//! background (`accept_notification`).
 
 use std::time::Duration;
 
@@ -40,15 +43,16 @@ use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, V
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
 /// Characters of the message shown in a notification.
 pub const PREVIEW_CHARS: usize = 100;
-/// How long a run's claim on an event holds off other runs: longer than any fan-out takes
-/// (each delivery gives up within about a minute); a run that died is taken over after it.
-const CLAIM_LEASE: chrono::Duration = chrono::Duration::minutes(3);
 /// Recipients, and deliveries, in flight at once for one event.
 const CONCURRENT_DELIVERIES: usize = 16;
 /// Attempts per subscription (429 and 5xx are retried).
 const DELIVERY_ATTEMPTS: usize = 4;
 /// The longest `Retry-After` honoured within one event; longer, the push is given up.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+/// The longest one subscription's delivery may take, all its attempts and waits included
+/// (the default of `PushSettings::delivery_deadline`): one slow or silent endpoint holds up
+/// neither the others nor the event past this.
+pub const DELIVERY_DEADLINE: Duration = Duration::from_secs(60);
 
 /// What a send publishes for the notification function: one per message, with a stable id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,6 +152,17 @@ fn topic(room: &str) -> String {
     topic
 }
 
+/// How an event's notification stands, as the outbox timer sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotificationState {
+    /// No run holds it (none began, or one died and its lease lapsed).
+    Unclaimed,
+    /// A run holds it and is alive (its lease is fresh).
+    Claimed,
+    /// Processed.
+    Done,
+}
+
 /// How an event's claim stands.
 enum Claim {
     /// This run holds it (with the marker's ETag).
@@ -158,57 +173,189 @@ enum Claim {
     Busy,
 }
 
+/// A run that holds an event's claim and has read everything it will push.
+struct Run {
+    room: RoomId,
+    marker: String,
+    /// The claim's ETag, renewed as the run goes.
+    etag: ETag,
+    plan: Plan,
+}
+
+/// How a run began.
+enum Start {
+    /// Processed before: nothing to do.
+    Repeat,
+    Run(Run),
+}
+
+/// How a delivery of an event stood when [`Chat::accept_notification`] answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Nothing was left to push, or it had been processed before.
+    Finished(Report),
+    /// Claimed and recorded; this many pushes to this many recipients go on in the background.
+    Pushing { recipients: usize, pushes: usize },
+}
+
 impl Chat {
     /// Processes one message event, once per event id however often and however concurrently
-    /// it is delivered. The event is only a pointer: the message is read back from the store,
-    /// so a forged or stale event can push nothing the room does not hold, and a message
-    /// deleted meanwhile pushes nothing.
+    /// it is delivered, and returns when every push has been tried. The event is only a
+    /// pointer: the message is read back from the store, so a forged or stale event can push
+    /// nothing the room does not hold, and a message deleted meanwhile pushes nothing.
     ///
     /// A run first claims the event (its marker row, with a lease), reads every recipient's
     /// subscriptions, and only then pushes; a failure before the first push releases the
-    /// claim, so a retry starts clean. An event whose claim another run holds answers
+    /// claim, so a retry starts clean. While it pushes it renews the lease, so however long
+    /// the fan-out takes no other delivery of the event takes it over; each push is bounded
+    /// by the delivery deadline. An event whose claim another run holds answers
     /// `Unavailable`, so its delivery is retried later and finds it done.
     pub async fn notify(&self, event: &MessageEvent) -> Result<Report> {
-        let Some(sender) = &self.push.sender else {
+        let Some(sender) = self.push.sender.clone() else {
             return Ok(Report::default());
         };
+        match self.start(event).await? {
+            Start::Repeat => Ok(Report {
+                repeat: true,
+                ..Report::default()
+            }),
+            Start::Run(run) => self.fan_out(&sender, run).await,
+        }
+    }
+
+    /// [`Chat::notify`] for a delivery that must be answered before a slow fan-out ends —
+    /// Event Grid waits 30 s for its webhook, then redelivers. It answers once the event is
+    /// claimed, every recipient's subscriptions are read, and the event is recorded pending
+    /// in the outbox (`outbox:<message id>:fanout`, [`crate::outbox`]); the pushes go on in
+    /// the background, renewing the claim, and clear that row when they are done.
+    ///
+    /// Why the outbox, and not just the claim: once this answers, Event Grid holds the event
+    /// delivered, so a background run that dies (the process recycled mid-fan-out) would lose
+    /// it, and releasing the claim would invite no retry. The pending row is what the outbox
+    /// timer already republishes; it leaves one whose claim is still held alone, so a live
+    /// run is never raced, and republishes it once a dead run's lease has lapsed — then the
+    /// redelivery takes the claim over. Until the answer, a failure is reported as usual
+    /// (the claim released), and the delivery is retried.
+    pub async fn accept_notification(&self, event: &MessageEvent) -> Result<Accepted> {
+        let Some(sender) = self.push.sender.clone() else {
+            return Ok(Accepted::Finished(Report::default()));
+        };
+        let run = match self.start(event).await? {
+            Start::Repeat => {
+                return Ok(Accepted::Finished(Report {
+                    repeat: true,
+                    ..Report::default()
+                }));
+            }
+            Start::Run(run) if run.plan.pushes.is_empty() => {
+                return self.fan_out(&sender, run).await.map(Accepted::Finished);
+            }
+            Start::Run(run) => run,
+        };
+        let pending = match self.record_pending(&run.room, event).await {
+            Ok(etag) => (crate::outbox::fan_out_key(&event.message_id), etag),
+            Err(e) => {
+                self.release(&run).await;
+                return Err(e);
+            }
+        };
+        let accepted = Accepted::Pushing {
+            recipients: run.plan.recipients,
+            pushes: run.plan.pushes.len(),
+        };
+        let (chat, id) = (self.clone(), event.id.clone());
+        tokio::spawn(async move {
+            let room = run.room.clone();
+            match chat.fan_out(&sender, run).await {
+                Ok(report) => {
+                    tracing::info!(event = %id, ?report, "an event's pushes are done");
+                    chat.clear_pending(&room, pending).await;
+                }
+                // The pending row stays: the outbox timer republishes the event once no run
+                // holds its claim.
+                Err(e) => tracing::warn!(event = %id, error = %e, "an event's fan-out failed; it waits in the outbox"),
+            }
+        });
+        Ok(accepted)
+    }
+
+    /// Claims the event and reads what it will push; a failure to read releases the claim.
+    async fn start(&self, event: &MessageEvent) -> Result<Start> {
         let room = RoomId::parse(&event.room_id)?;
         let key =
             MessageKey::parse(&event.message_id).ok_or_else(|| Error::validation("the event names no message"))?;
         let marker = format!("{}:n", key.as_str());
         let etag = match self.claim(&room, &marker).await? {
             Claim::Ours(etag) => etag,
-            Claim::Done => {
-                return Ok(Report {
-                    repeat: true,
-                    ..Report::default()
-                });
-            }
+            Claim::Done => return Ok(Start::Repeat),
             Claim::Busy => return Err(Error::Unavailable("the event is being processed".into())),
         };
-        let deliveries = match self.plan(&room, &key).await {
-            Ok(deliveries) => deliveries,
+        let mut run = Run {
+            room,
+            marker,
+            etag,
+            plan: Plan::default(),
+        };
+        match self.plan(&run.room, &key).await {
+            Ok(plan) => run.plan = plan,
             Err(e) => {
-                let release = self
-                    .tables
-                    .delete(&self.schema.metadata, room.as_str(), &marker, &IfMatch::Etag(etag))
-                    .await;
-                if let Err(release) = release {
-                    tracing::warn!(error = %release, "an event's claim was not released; its lease will expire");
-                }
+                self.release(&run).await;
                 return Err(e);
             }
-        };
+        }
+        Ok(Start::Run(run))
+    }
+
+    /// Gives a run's claim up, so that a retry starts clean.
+    async fn release(&self, run: &Run) {
+        let release = self
+            .tables
+            .delete(
+                &self.schema.metadata,
+                run.room.as_str(),
+                &run.marker,
+                &IfMatch::Etag(run.etag.clone()),
+            )
+            .await;
+        if let Err(release) = release {
+            tracing::warn!(error = %release, "an event's claim was not released; its lease will expire");
+        }
+    }
+
+    /// Pushes everything `run` planned, each push bounded by the delivery deadline, renewing
+    /// the claim every third of its lease, then records the event done. A renewal that finds
+    /// the claim taken over (it could not be renewed in time) stops the pushes not yet made.
+    async fn fan_out(&self, sender: &PushSender, run: Run) -> Result<Report> {
+        let Run {
+            room,
+            marker,
+            mut etag,
+            plan,
+        } = run;
         let mut report = Report {
-            recipients: deliveries.recipients,
-            online: deliveries.online,
+            recipients: plan.recipients,
+            online: plan.online,
             ..Report::default()
         };
-        let outcomes: Vec<Outcome> = futures::stream::iter(deliveries.pushes)
-            .map(|(user, subscription, push)| self.deliver(sender, user, subscription, push))
+        let deliveries = futures::stream::iter(plan.pushes)
+            .map(|(user, subscription, push)| self.deliver_in_time(sender, user, subscription, push))
             .buffer_unordered(CONCURRENT_DELIVERIES)
-            .collect()
-            .await;
+            .collect::<Vec<Outcome>>();
+        tokio::pin!(deliveries);
+        let renew_every = self.push.claim_lease / 3;
+        let outcomes = loop {
+            tokio::select! {
+                outcomes = &mut deliveries => break outcomes,
+                () = tokio::time::sleep(renew_every) => match self.renew(&room, &marker, &etag).await {
+                    Ok(renewed) => etag = renewed,
+                    Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {
+                        return Err(Error::Unavailable("the event's claim was taken over; its pushes stopped".into()));
+                    }
+                    // The lease still holds for a while: try again next time.
+                    Err(e) => tracing::warn!(error = %e, "an event's claim was not renewed"),
+                },
+            }
+        };
         for outcome in outcomes {
             match outcome {
                 Outcome::Delivered => report.delivered += 1,
@@ -232,6 +379,45 @@ impl Chat {
         Ok(report)
     }
 
+    /// Renews a run's claim: a new `claimedAt`, on the condition that it is still ours.
+    async fn renew(&self, room: &RoomId, marker: &str, etag: &ETag) -> crate::storage::Result<ETag> {
+        let claimed = Entity::new(room.as_str(), marker)
+            .with("state", Value::String("claimed".into()))
+            .with("claimedAt", Value::datetime(chrono::Utc::now()));
+        self.tables
+            .update(
+                &self.schema.metadata,
+                &claimed,
+                UpdateMode::Replace,
+                &IfMatch::Etag(etag.clone()),
+            )
+            .await
+    }
+
+    /// How the notification of the message `message_id` in `room` stands, for the outbox
+    /// timer: it leaves an event alone while a run holds its claim.
+    pub(crate) async fn notification_state(&self, room: &RoomId, message_id: &str) -> Result<NotificationState> {
+        let Some(key) = MessageKey::parse(message_id) else {
+            return Ok(NotificationState::Unclaimed);
+        };
+        let marker = format!("{}:n", key.as_str());
+        let Some(existing) = self.tables.get(&self.schema.metadata, room.as_str(), &marker).await? else {
+            return Ok(NotificationState::Unclaimed);
+        };
+        if existing.str("state") != Some("claimed") {
+            return Ok(NotificationState::Done);
+        }
+        let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
+        let held = existing
+            .datetime("claimedAt")
+            .is_some_and(|at| chrono::Utc::now() - at < lease);
+        Ok(if held {
+            NotificationState::Claimed
+        } else {
+            NotificationState::Unclaimed
+        })
+    }
+
     /// Claims the event whose marker is `marker`: a new marker, or a claim whose lease ran
     /// out, is ours.
     async fn claim(&self, room: &RoomId, marker: &str) -> Result<Claim> {
@@ -250,7 +436,8 @@ impl Chat {
         if existing.str("state") != Some("claimed") {
             return Ok(Claim::Done);
         }
-        let held = existing.datetime("claimedAt").is_some_and(|at| now - at < CLAIM_LEASE);
+        let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
+        let held = existing.datetime("claimedAt").is_some_and(|at| now - at < lease);
         let Some(etag) = existing.etag.clone().filter(|_| !held) else {
             return Ok(Claim::Busy);
         };
@@ -326,6 +513,24 @@ impl Chat {
         Ok(plan)
     }
 
+    /// [`Chat::deliver`] within the delivery deadline; past it, the push is given up.
+    async fn deliver_in_time(
+        &self,
+        sender: &PushSender,
+        user: UserId,
+        subscription: PushSubscription,
+        push: Push,
+    ) -> Outcome {
+        let deadline = self.push.delivery_deadline;
+        match tokio::time::timeout(deadline, self.deliver(sender, user.clone(), subscription, push)).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                tracing::info!(%user, ?deadline, "a push was given up at the delivery deadline");
+                Outcome::Failed(format!("not delivered within {deadline:?}"))
+            }
+        }
+    }
+
     /// Delivers one push to one subscription, retrying 429 and 5xx a bounded number of times;
     /// a gone subscription is deleted.
     async fn deliver(&self, sender: &PushSender, user: UserId, subscription: PushSubscription, push: Push) -> Outcome {
@@ -374,6 +579,7 @@ mod tests {
         chat.push = Arc::new(PushSettings {
             sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
+            ..PushSettings::default()
         });
         chat.join_room(&user("bob"), &room).await.unwrap();
         let sent = chat
@@ -394,6 +600,54 @@ mod tests {
         let reports = [notify().await, notify().await];
         assert!(reports[1].repeat, "{reports:?}");
         assert_eq!(reports[1].recipients, 0);
+    }
+
+    /// A push service that takes the connection and never answers holds a delivery only until
+    /// the delivery deadline, however many attempts and waits remain.
+    #[tokio::test]
+    async fn a_silent_endpoint_is_given_up_at_the_delivery_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = listener.accept().await {
+                held.push(connection);
+            }
+        });
+        let (mut chat, _) = chat_on(Tables::new(store())).await;
+        let client = crate::outbound::OutboundClient::new(
+            crate::outbound::Reach::Anywhere,
+            crate::push::sender::REQUEST_TIMEOUT,
+        )
+        .unwrap();
+        let sender = PushSender::new(&vapid_key(), "mailto:test@example.com")
+            .unwrap()
+            .with_client(client);
+        chat.push = Arc::new(PushSettings {
+            sender: Some(sender.clone()),
+            allow_private_endpoints: true,
+            delivery_deadline: Duration::from_millis(300),
+            ..PushSettings::default()
+        });
+        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let subscription = PushSubscription {
+            endpoint: format!("http://{addr}/push/silent"),
+            keys: crate::push::subscriptions::PushKeys {
+                p256dh: browser_key,
+                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+            },
+            created_at: chrono::Utc::now(),
+        };
+        let push = Push {
+            payload: b"{}".to_vec(),
+            ttl: 60,
+            urgency: Urgency::Normal,
+            topic: None,
+        };
+        let outcome = chat
+            .deliver_in_time(&sender, user("bob").user_id, subscription, push)
+            .await;
+        assert_eq!(outcome, Outcome::Failed("not delivered within 300ms".into()));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! it), else straight to the in-process notification consumer — and its row is deleted once
 //! accepted. A timer (`republishEvents` on Azure) republishes rows older than a few seconds; the
 //! consumer is idempotent per event id, so a republished event that had in fact been handled
-//! pushes nothing twice.
+//! pushes nothing twice. A delivery the consumer answered before its fan-out ended records the
+//! event here again (`outbox:<message id>:fanout`) until the pushes are done, so a run that
+//! dies still gets its event republished; the timer skips an event whose claim a live run
+//! holds, and drops the row of one already done.
 //!
 //! The timer finds pending rows through markers in `Housekeeping`'s `outbox` partition, one
 //! per room that may hold pending events, so a run costs in rooms with pending events, never in
@@ -23,10 +26,10 @@ use chrono::{DateTime, Duration, Utc};
 use crate::error::{Error, Result};
 use crate::events::CloudEvent;
 use crate::ids::RoomId;
-use crate::notifications::MessageEvent;
+use crate::notifications::{MessageEvent, NotificationState};
 use crate::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
 use crate::service::Chat;
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// A pending event older than this is republished by the timer.
 pub const REPUBLISH_AFTER: Duration = Duration::seconds(5);
@@ -46,13 +49,47 @@ pub(crate) fn outbox_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}")
 }
 
+/// The row of an event whose delivery was answered before its fan-out ended
+/// (`Chat::accept_notification`): apart from the send's own row, which the send deletes once
+/// the event is published, whatever becomes of the fan-out.
+pub(crate) fn fan_out_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}:fanout")
+}
+
 impl Chat {
     /// The outbox row of `event`, to commit with its message.
     pub(crate) fn outbox_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
+        Chat::pending_row(room, outbox_key(&event.message_id), event)
+    }
+
+    fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<Entity> {
         let json = serde_json::to_string(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
-        Ok(Entity::new(room.as_str(), outbox_key(&event.message_id))
+        Ok(Entity::new(room.as_str(), row_key)
             .with("event", Value::String(json))
             .with("createdAt", Value::datetime(Utc::now())))
+    }
+
+    /// Records `event` pending while its fan-out runs in the background; the ETag clears it.
+    pub(crate) async fn record_pending(&self, room: &RoomId, event: &MessageEvent) -> Result<ETag> {
+        self.mark_outbox(room).await?;
+        let row = Chat::pending_row(room, fan_out_key(&event.message_id), event)?;
+        Ok(self
+            .tables
+            .upsert(&self.schema.messages, &row, UpdateMode::Replace)
+            .await?)
+    }
+
+    /// Clears the row [`Chat::record_pending`] wrote, unless another run has written it since.
+    pub(crate) async fn clear_pending(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
+        match self
+            .tables
+            .delete(&self.schema.messages, room.as_str(), &row_key, &IfMatch::Etag(etag))
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+            Err(e) => tracing::warn!(%room, error = %e, "a done event's outbox row stays; the timer clears it"),
+        }
     }
 
     /// Makes sure the timer will look at `room` (before a send's transaction).
@@ -81,14 +118,14 @@ impl Chat {
     /// accepted; a failure leaves the row for the timer.
     pub(crate) async fn dispatch(&self, room: &RoomId, event: MessageEvent) {
         if self.inline_events {
-            if let Err(e) = self.publish(room, &event).await {
+            if let Err(e) = self.publish(room, &event, &outbox_key(&event.message_id)).await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; it waits in the outbox");
             }
             return;
         }
         let (chat, room) = (self.clone(), room.clone());
         tokio::spawn(async move {
-            if let Err(e) = chat.publish(&room, &event).await {
+            if let Err(e) = chat.publish(&room, &event, &outbox_key(&event.message_id)).await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; the timer will retry");
             }
         });
@@ -100,15 +137,15 @@ impl Chat {
         self.push.sender.is_some() || self.event_grid.is_some()
     }
 
-    /// Publishes one event and deletes its outbox row.
-    async fn publish(&self, room: &RoomId, event: &MessageEvent) -> Result<()> {
+    /// Publishes one event and deletes its outbox row (`row_key`).
+    async fn publish(&self, room: &RoomId, event: &MessageEvent, row_key: &str) -> Result<()> {
         match &self.event_grid {
             Some(topic) => topic.publish(&CloudEvent::of(event, &self.workspace_id)).await?,
             None => {
                 self.notify(event).await?;
             }
         }
-        self.delete_if_present(&self.schema.messages, room.as_str(), &outbox_key(&event.message_id))
+        self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
             .await
     }
 
@@ -154,7 +191,19 @@ impl Chat {
                     .await?;
                 continue;
             };
-            match self.publish(room, &event).await {
+            // A run pushing it right now is left alone; one that is done needs no republishing.
+            if self.push.sender.is_some() {
+                match self.notification_state(room, &event.message_id).await? {
+                    NotificationState::Claimed => continue,
+                    NotificationState::Done => {
+                        self.delete_if_present(&self.schema.messages, room.as_str(), &row.row_key)
+                            .await?;
+                        continue;
+                    }
+                    NotificationState::Unclaimed => {}
+                }
+            }
+            match self.publish(room, &event, &row.row_key).await {
                 Ok(()) => republished += 1,
                 Err(e) => tracing::warn!(event = %event.id, error = %e, "republishing an event failed; next run"),
             }
@@ -213,6 +262,7 @@ mod tests {
         chat.push = Arc::new(PushSettings {
             sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
+            ..PushSettings::default()
         });
         chat.join_room(&user("bob"), &room).await.unwrap();
 
@@ -256,6 +306,65 @@ mod tests {
         assert!(marker.is_none());
     }
 
+    /// An event recorded pending by a delivery answered before its fan-out ended is left alone
+    /// while its run holds the claim, dropped once it is done, and republished once the claim
+    /// has lapsed (the run died).
+    #[tokio::test]
+    async fn the_timer_republishes_a_pending_fan_out_only_once_its_run_is_gone() {
+        let (mut chat, room) = chat_on(Tables::new(store())).await;
+        let key = crate::push::generate_vapid_key().unwrap().0;
+        chat.push = Arc::new(PushSettings {
+            sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
+            ..PushSettings::default()
+        });
+        let later = Utc::now() + REPUBLISH_AFTER + Duration::seconds(1);
+        let record = |message_id: &str, claimed: Option<(&str, DateTime<Utc>)>| {
+            let (chat, room, message_id) = (chat.clone(), room.clone(), message_id.to_owned());
+            let claimed = claimed.map(|(state, at)| (state.to_owned(), at));
+            async move {
+                let event = MessageEvent {
+                    id: format!("{room}/{message_id}"),
+                    room_id: room.to_string(),
+                    message_id: message_id.clone(),
+                    sender_id: "alice".into(),
+                    sender_name: "alice".into(),
+                    preview: "hi".into(),
+                    mentions: Default::default(),
+                };
+                chat.record_pending(&room, &event).await.unwrap();
+                if let Some((state, at)) = claimed {
+                    let marker = Entity::new(room.as_str(), format!("{message_id}:n"))
+                        .with("state", Value::String(state))
+                        .with("claimedAt", Value::datetime(at));
+                    chat.tables()
+                        .upsert(&chat.schema().metadata, &marker, UpdateMode::Replace)
+                        .await
+                        .unwrap();
+                }
+            }
+        };
+        record("2516062669865313801", Some(("claimed", Utc::now()))).await;
+        assert_eq!(chat.republish(later).await.unwrap(), 0, "a live run is left alone");
+        assert_eq!(pending(&chat, &room).await, 1);
+
+        record("2516062669865313801", Some(("done", Utc::now()))).await;
+        assert_eq!(
+            chat.republish(later).await.unwrap(),
+            0,
+            "a done event is not republished"
+        );
+        assert_eq!(pending(&chat, &room).await, 0, "and its row is dropped");
+
+        let lapsed = Utc::now() - Duration::minutes(4);
+        record("2516062669865313802", Some(("claimed", lapsed))).await;
+        assert_eq!(
+            chat.republish(later).await.unwrap(),
+            1,
+            "a dead run's event is republished"
+        );
+        assert_eq!(pending(&chat, &room).await, 0);
+    }
+
     /// A send whose event publishes at once leaves nothing pending.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_published_event_leaves_no_row() {
@@ -264,6 +373,7 @@ mod tests {
         chat.push = Arc::new(PushSettings {
             sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
+            ..PushSettings::default()
         });
         chat.send_message(&alice(), &room, NewMessage::text("hi"))
             .await

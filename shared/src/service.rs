@@ -12,6 +12,7 @@ use crate::live::local_hub::LocalHub;
 use crate::live::web_pubsub::WebPubSub;
 use crate::live::{Live, TypingGate};
 use crate::messages::versions::Ledger;
+use crate::outbound::{OutboundClient, Reach};
 use crate::outbox::Marks;
 use crate::push::PushSettings;
 use crate::push::sender::PushSender;
@@ -73,7 +74,11 @@ impl Chat {
         let sender = settings
             .vapid_private_key
             .as_deref()
-            .map(|key| PushSender::new(key, &settings.vapid_subject))
+            .map(|key| -> Result<PushSender> {
+                let reach = Reach::allowing_private(settings.push_allow_private_endpoints);
+                let client = OutboundClient::new(reach, crate::push::sender::REQUEST_TIMEOUT)?;
+                Ok(PushSender::new(key, &settings.vapid_subject)?.with_client(client))
+            })
             .transpose()?;
         if let Some(connection) = &settings.web_pubsub_connection {
             let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)?;
@@ -85,6 +90,8 @@ impl Chat {
         chat.push = Arc::new(PushSettings {
             sender,
             allow_private_endpoints: settings.push_allow_private_endpoints,
+            claim_lease: settings.push_claim_lease,
+            ..PushSettings::default()
         });
         Ok(chat)
     }

@@ -315,8 +315,17 @@ async fn forged_and_concurrent_deliveries_push_the_stored_message_once() {
         statuses.iter().all(|s| *s == 200 || *s == 500),
         "the busy ones fail, to be retried: {statuses:?}"
     );
-    // Event Grid retries the failed deliveries later: they find the event done.
-    let (status, response) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
+    // Event Grid retries the failed deliveries later (refused while the first run still
+    // pushes): they find the event done.
+    let mut retried = invoke(&app.base, "notify", json!({ "eventGridEvent": event.clone() })).await;
+    for _ in 0..100 {
+        if retried.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        retried = invoke(&app.base, "notify", json!({ "eventGridEvent": event.clone() })).await;
+    }
+    let (status, response) = retried;
     assert_eq!(status, 200, "{response}");
     assert!(
         response["Logs"][0].as_str().unwrap().contains("repeat: true"),
@@ -331,4 +340,170 @@ async fn forged_and_concurrent_deliveries_push_the_stored_message_once() {
         "the stored text, not the event's"
     );
     assert_eq!(pushes[0]["senderName"], "alice (test)");
+}
+
+/// Delivers `event` to the notification webhook as Event Grid does; returns the status.
+async fn deliver_to_webhook(app: &TestApp, event: &Value) -> u16 {
+    app.http
+        .post(format!("{}/api/events/notifications", app.base))
+        .header("content-type", "application/cloudevents+json; charset=utf-8")
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A message sent while push was off, and an app with push on, a claim lease of one second
+/// and `devices` of bob's subscribed to `service`: the CloudEvent of the message.
+async fn slow_fan_out(backend: &Backend, service: &Service, devices: &[Device]) -> (TestApp, Value) {
+    let (room, id) = {
+        let app = spawn_app_with(backend, &[]);
+        let room = app.create_room("alice").await;
+        app.join("bob", &room).await;
+        (room.clone(), app.post("alice", &room, "<p>slow</p>").await)
+    };
+    let vapid = vapid_key();
+    let app = spawn_app_with(
+        backend,
+        &[
+            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
+        ],
+    );
+    for device in devices {
+        subscribe(&app, "bob", device).await;
+    }
+    // Each push takes the push service five seconds: far longer than the lease.
+    *service.delay.lock().unwrap() = Duration::from_secs(5);
+    let event = json!({ "specversion": "1.0", "id": format!("{room}/{id}"), "source": "/x",
+        "type": "tabletalk.message.created",
+        "data": { "id": format!("{room}/{id}"), "roomId": room, "messageId": id,
+            "senderId": "alice", "senderName": "alice", "preview": "slow" } });
+    (app, event)
+}
+
+/// Redelivers `event` as Event Grid retries a failed delivery, until one succeeds.
+async fn redeliver_until_accepted(app: &TestApp, event: &Value) {
+    for _ in 0..100 {
+        if deliver_to_webhook(app, event).await == 200 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the event was never accepted");
+}
+
+/// Event Grid waits 30 s for the webhook's answer: a fan-out to slow endpoints is answered as
+/// soon as the event is claimed and recorded, and the pushes still arrive.
+#[tokio::test]
+async fn the_webhook_answers_before_a_slow_fan_out() {
+    let backend = Backend::embedded();
+    let (service, push_addr) = start_service().await;
+    let devices = [
+        Device::new("bob-phone", push_addr),
+        Device::new("bob-laptop", push_addr),
+    ];
+    let (app, event) = slow_fan_out(&backend, &service, &devices).await;
+    assert_eq!(deliver_to_webhook(&app, &event).await, 200);
+    assert_eq!(
+        *service.answered.lock().unwrap(),
+        0,
+        "the webhook waited for the push service's answers"
+    );
+    redeliver_until_accepted(&app, &event).await;
+    let received = service.received.lock().unwrap().clone();
+    let mut devices: Vec<&str> = received.iter().map(|push| push.device.as_str()).collect();
+    devices.sort();
+    assert_eq!(devices, ["bob-laptop", "bob-phone"], "each device pushed once");
+    assert_eq!(*service.answered.lock().unwrap(), 2);
+}
+
+/// A delivery still pushing when its claim's first lease runs out keeps the event: a
+/// redelivery arriving then (Event Grid gave up waiting) is refused as busy, not run again.
+#[tokio::test]
+async fn a_redelivery_after_the_lease_would_have_expired_pushes_nothing_again() {
+    let backend = Backend::embedded();
+    let (service, push_addr) = start_service().await;
+    let devices = [
+        Device::new("bob-phone", push_addr),
+        Device::new("bob-laptop", push_addr),
+    ];
+    let (app, event) = slow_fan_out(&backend, &service, &devices).await;
+    // The first delivery, whose answer Event Grid does not wait for.
+    let first = {
+        let (base, event) = (app.base.clone(), event.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/api/events/notifications"))
+                .header("content-type", "application/cloudevents+json; charset=utf-8")
+                .body(event.to_string())
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    for _ in 0..200 {
+        if service.received.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(service.received.lock().unwrap().len(), 2, "both pushes are in flight");
+    // Past the one-second lease the claim was first taken with; the pushes are still running.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(*service.answered.lock().unwrap(), 0, "the pushes are still in flight");
+    assert_ne!(
+        deliver_to_webhook(&app, &event).await,
+        200,
+        "a redelivery while the first run pushes is refused, to be retried"
+    );
+    redeliver_until_accepted(&app, &event).await;
+    assert_eq!(first.await.unwrap().unwrap(), 200);
+    let received = service.received.lock().unwrap().len();
+    assert_eq!(received, 2, "the redelivery pushed again");
+}
+
+/// Once the webhook has answered, Event Grid will not deliver the event again: if the process
+/// dies mid-fan-out (recycled, scaled in), the event waits in the outbox, and once the dead
+/// run's claim has lapsed the timer republishes it and it is pushed.
+#[tokio::test]
+async fn a_fan_out_cut_short_after_the_answer_is_republished() {
+    let backend = Backend::embedded();
+    let (service, push_addr) = start_service().await;
+    let devices = [Device::new("bob-phone", push_addr)];
+    let started = Instant::now();
+    let (app, event) = slow_fan_out(&backend, &service, &devices).await;
+    assert_eq!(deliver_to_webhook(&app, &event).await, 200);
+    for _ in 0..200 {
+        if !service.received.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(service.received.lock().unwrap().len(), 1, "the push is in flight");
+    drop(app); // the process dies before the push service answers
+    *service.delay.lock().unwrap() = Duration::ZERO;
+
+    let vapid = vapid_key();
+    let app = spawn_app_with(
+        &backend,
+        &[
+            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
+        ],
+    );
+    // Older than the outbox's five seconds, and past the dead run's one-second lease.
+    tokio::time::sleep(Duration::from_secs(7).saturating_sub(started.elapsed())).await;
+    assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
+    let received = service.received.lock().unwrap().len();
+    assert_eq!(received, 2, "the event was pushed again after the restart");
+    assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
+    redeliver_until_accepted(&app, &event).await;
+    assert_eq!(service.received.lock().unwrap().len(), 2, "and then it was done");
 }

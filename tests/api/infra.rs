@@ -24,6 +24,7 @@ const LOCAL_ONLY: &[&str] = &[
     "TABLETALK_JWT_SECRET",                   // HS256 development tokens; Azure uses the JWKS
     "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", // development push services on loopback
     "TABLETALK_HOUSEKEEPING_SECONDS",         // the local timer loop; Azure has timer functions
+    "TABLETALK_PUSH_CLAIM_LEASE_SECONDS",     // the default serves Azure; tests shorten it
 ];
 
 fn root() -> PathBuf {

@@ -16,6 +16,7 @@ mod messages;
 mod operations;
 mod permissions;
 mod push;
+mod push_endpoints;
 mod room_admin;
 mod rooms;
 mod send_checks;

@@ -128,13 +128,23 @@ pub(crate) struct Received {
     pub body: Vec<u8>,
 }
 
+/// A push service listening on a port of its own (never 443), as the e2e tests' are: it checks
+/// every push's VAPID token as a real push service does (RFC 8292 §4: the signature against the
+/// key in `k`, `exp` within 24 hours, and `aud` exactly the origin of the endpoint it was sent
+/// to — port included) and refuses a push that fails with 403, recorded in `refused`.
 #[derive(Clone, Default)]
 pub(crate) struct Service {
+    /// `http://127.0.0.1:<port>`: what every token's `aud` must be.
+    pub origin: String,
     pub received: Arc<Mutex<Vec<Received>>>,
+    /// Pushes refused for their VAPID token, with why.
+    pub refused: Arc<Mutex<Vec<String>>>,
     /// Devices whose subscription is gone: answered 410.
     pub gone: Arc<Mutex<Vec<String>>>,
     /// How long the service takes to answer each push.
     pub delay: Arc<Mutex<Duration>>,
+    /// Pushes whose answer has been sent (after `delay`); `received` counts arrivals.
+    pub answered: Arc<Mutex<usize>>,
 }
 
 async fn receive(
@@ -143,24 +153,32 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> AxumStatus {
-    let delay = *service.delay.lock().unwrap();
-    tokio::time::sleep(delay).await;
+    if let Err(why) = check_vapid(&headers, &service.origin) {
+        service.refused.lock().unwrap().push(why);
+        return AxumStatus::FORBIDDEN;
+    }
     let gone = service.gone.lock().unwrap().contains(&device);
     service.received.lock().unwrap().push(Received {
         device,
         headers,
         body: body.to_vec(),
     });
+    let delay = *service.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
+    *service.answered.lock().unwrap() += 1;
     if gone { AxumStatus::GONE } else { AxumStatus::CREATED }
 }
 
 pub(crate) async fn start_service() -> (Service, SocketAddr) {
-    let service = Service::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = Service {
+        origin: format!("http://{addr}"),
+        ..Service::default()
+    };
     let app = axum::Router::new()
         .route("/push/{device}", axum::routing::post(receive))
         .with_state(service.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (service, addr)
 }
@@ -190,6 +208,46 @@ impl Device {
             "expirationTime": null
         })
     }
+}
+
+/// The push service's check of a VAPID authorization (RFC 8292): the token signed by the key in
+/// `k`, `exp` in the next 24 hours, `aud` exactly `origin`. Returns the claims.
+fn check_vapid(headers: &HeaderMap, origin: &str) -> Result<Value, String> {
+    let authorization = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .ok_or("no authorization")?;
+    let rest = authorization.strip_prefix("vapid ").ok_or("not the vapid scheme")?;
+    let parts: HashMap<&str, &str> = rest.split(',').filter_map(|part| part.trim().split_once('=')).collect();
+    let (token, k) = (parts.get("t").ok_or("no t")?, parts.get("k").ok_or("no k")?);
+    let (signed, signature) = token.rsplit_once('.').ok_or("not a JWT")?;
+    let key = B64
+        .decode(k)
+        .ok()
+        .and_then(|k| VerifyingKey::from_sec1_bytes(&k).ok())
+        .ok_or("k is not a P-256 key")?;
+    let signature = B64
+        .decode(signature)
+        .ok()
+        .and_then(|s| Signature::from_slice(&s).ok())
+        .ok_or("not a raw r||s signature")?;
+    key.verify(signed.as_bytes(), &signature)
+        .map_err(|_| "the signature does not verify")?;
+    let (_, claims) = signed.split_once('.').ok_or("not a JWT")?;
+    let claims: Value = B64
+        .decode(claims)
+        .ok()
+        .and_then(|c| serde_json::from_slice(&c).ok())
+        .ok_or("the claims are not JSON")?;
+    let now = chrono::Utc::now().timestamp();
+    let exp = claims["exp"].as_i64().ok_or("no exp")?;
+    if exp <= now || exp > now + 24 * 3600 {
+        return Err(format!("exp {exp} is not within 24 hours"));
+    }
+    if claims["aud"] != origin {
+        return Err(format!("aud {} is not the endpoint's origin {origin}", claims["aud"]));
+    }
+    Ok(claims)
 }
 
 /// Checks a push's VAPID authorization against the server's public key; returns its claims.
@@ -284,10 +342,7 @@ async fn each_member_gets_the_pushes_their_settings_ask_for() {
         for push in &all {
             let claims = verify_vapid(&push.headers, &public_key);
             assert_eq!(claims["sub"], "mailto:ops@example.com");
-            assert!(
-                claims["aud"].as_str().unwrap().starts_with("http://127.0.0.1"),
-                "{claims}"
-            );
+            assert_eq!(claims["aud"], service.origin, "the endpoint's origin, port included");
             let exp = claims["exp"].as_i64().unwrap();
             assert!(exp > chrono::Utc::now().timestamp() && exp <= chrono::Utc::now().timestamp() + 24 * 3600);
             assert_eq!(push.headers["content-encoding"], "aes128gcm");
@@ -417,4 +472,37 @@ async fn subscriptions_are_validated_replaced_and_removed() {
     app.call(Method::GET, "/api/push/vapidPublicKey", Some("alice"), None)
         .await
         .assert_error(404, "NOT_FOUND");
+}
+
+/// RFC 8292 §2: a token's `aud` is the origin of the push resource, so a push service on a port
+/// other than the scheme's default (as every push service in these tests is) is named with its
+/// port; one that checks `aud` refuses a token naming only the host.
+#[tokio::test]
+async fn a_push_service_on_a_non_default_port_accepts_the_vapid_audience() {
+    let (service, addr) = start_service().await;
+    assert_ne!(addr.port(), 80);
+    let vapid = B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
+    let app = spawn_app_with(
+        &Backend::embedded(),
+        &[
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+        ],
+    );
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    subscribe(&app, "bob", &Device::new("bob", addr)).await;
+    app.post("alice", &room, "<p>hello</p>").await;
+    for _ in 0..200 {
+        if !service.received.lock().unwrap().is_empty() || !service.refused.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let refused = service.refused.lock().unwrap().clone();
+    assert!(refused.is_empty(), "the push service refused: {refused:?}");
+    let received = service.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1, "the push arrived");
+    let claims = check_vapid(&received[0].headers, &service.origin).unwrap();
+    assert_eq!(claims["aud"], format!("http://127.0.0.1:{}", addr.port()));
 }

@@ -2,7 +2,10 @@
 //! URL instead of the Functions trigger (reference §3.2): the Event Grid schema's validation
 //! handshake, the CloudEvents abuse-protection preflight (`OPTIONS`), and deliveries of one
 //! event or a batch in either schema. Success is 200; an unreadable delivery is 400 (Event
-//! Grid dead-letters it at once); a failure to process is 503 (Event Grid retries). The
+//! Grid dead-letters it at once); a failure to process is 503 (Event Grid retries), and so is
+//! an event another delivery is still pushing. Event Grid waits only 30 s for the answer, so
+//! it comes once the event is claimed and recorded, before the pushes end
+//! (`Chat::accept_notification`). The
 //! events are only pointers — `notify` reads each message back from the store — so nothing
 //! a caller posts here can push text the room does not hold; on Azure the function key guards
 //! it as well.
@@ -38,7 +41,8 @@ pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: By
     }
     let events = events::decode(value).map_err(|e| Error::bad_request(e.to_string()))?;
     for event in &events {
-        match state.chat.notify(event).await {
+        // Answered once the event is claimed and recorded; a slow fan-out goes on after.
+        match state.chat.accept_notification(event).await {
             Ok(_) => {}
             // Names no room or message that could ever exist: dead-letter it, no retries.
             Err(e) if e.status() < 500 => return Err(Error::bad_request(e.to_string()).into()),

@@ -47,7 +47,9 @@ fn invocation(status: StatusCode, logs: Vec<String>) -> Response {
 }
 
 /// The notification function on its Event Grid trigger. An event it cannot read is logged and
-/// dropped (retrying would not help); a failure to process one fails the invocation.
+/// dropped (retrying would not help); a failure to process one fails the invocation. As with
+/// the webhook, Event Grid waits for the invocation only so long, so it succeeds once the event
+/// is claimed and recorded, and the pushes go on in this process.
 pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
     let decoded = serde_json::from_slice::<Value>(&body)
         .map_err(|_| tabletalk::Error::bad_request("the invocation is not JSON"))
@@ -61,8 +63,8 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
     };
     let mut logs = Vec::new();
     for event in &events {
-        match state.chat.notify(event).await {
-            Ok(report) => logs.push(format!("{}: {report:?}", event.id)),
+        match state.chat.accept_notification(event).await {
+            Ok(accepted) => logs.push(format!("{}: {accepted:?}", event.id)),
             // Names no room or message that could ever exist: a retry would not help.
             Err(e) if e.status() < 500 => {
                 tracing::warn!(event = %event.id, error = %e, "an event naming nothing was dropped");

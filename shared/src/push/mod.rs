@@ -19,10 +19,29 @@ pub fn generate_vapid_key() -> crate::Result<(String, String)> {
 }
 
 /// How push is configured for this deployment.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PushSettings {
     /// The sender, when a VAPID key is configured; without one no push is sent.
     pub sender: Option<sender::PushSender>,
     /// Development only: accept `http` and loopback/private endpoints.
     pub allow_private_endpoints: bool,
+    /// How long a notification run's claim on an event holds off other runs unless renewed
+    /// (`notifications`).
+    pub claim_lease: std::time::Duration,
+    /// The longest one subscription's delivery may take, all its attempts and waits included.
+    pub delivery_deadline: std::time::Duration,
+}
+
+/// The default [`PushSettings::claim_lease`].
+pub const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(180);
+
+impl Default for PushSettings {
+    fn default() -> PushSettings {
+        PushSettings {
+            sender: None,
+            allow_private_endpoints: false,
+            claim_lease: CLAIM_LEASE,
+            delivery_deadline: crate::notifications::DELIVERY_DEADLINE,
+        }
+    }
 }

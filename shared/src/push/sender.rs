@@ -1,7 +1,8 @@
 //! Sending one Web Push message (RFC 8030) through the `web-push` crate: the payload encrypted
 //! with aes128gcm (RFC 8291) for the subscription's keys, a VAPID ES256 token (RFC 8292) from
 //! the configured key, and TTL, Urgency and Topic headers. `web-push` builds the request
-//! (an `http` 0.2 request) and reqwest sends it.
+//! (an `http` 0.2 request) and the [`OutboundClient`] sends it: endpoints are URLs users gave
+//! us, so only to public addresses (checked at connect time), and never through a redirect.
 //!
 //! What the push service answers decides what happens next: 2xx delivered; 404/410 the
 //! subscription is gone (the caller deletes it); 429 wait `Retry-After`; 5xx retry after a
@@ -18,9 +19,10 @@ use web_push::{
 
 use super::subscriptions::PushSubscription;
 use crate::error::{Error, Result};
+use crate::outbound::{self, OutboundClient, Reach};
 
-/// How long a push service may take to answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a push service may take to answer one request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one VAPID token is reused for a push service (`web-push` makes them valid for 12
 /// hours).
 const SIGNATURE_REUSE: Duration = Duration::from_secs(3600);
@@ -47,13 +49,13 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// The VAPID key and an HTTP client. Cloning is cheap.
+/// The VAPID key and the outbound HTTP client. Cloning is cheap.
 #[derive(Clone)]
 pub struct PushSender {
     vapid: PartialVapidSignatureBuilder,
     subject: String,
     public_key: String,
-    http: reqwest::Client,
+    http: OutboundClient,
     /// VAPID tokens by push service (the token's audience is the endpoint's origin), so a
     /// fan-out signs once per push service rather than once per push. A std mutex, never held
     /// across an await.
@@ -68,16 +70,14 @@ impl std::fmt::Debug for PushSender {
 
 impl PushSender {
     /// `private_key`: the 32-byte P-256 VAPID key, base64url; `subject`: a `mailto:` or
-    /// `https:` contact for push services.
+    /// `https:` contact for push services. It reaches public endpoints only; see
+    /// [`PushSender::with_client`].
     pub fn new(private_key: &str, subject: &str) -> Result<PushSender> {
         let vapid = VapidSignatureBuilder::from_base64_no_sub(private_key.trim())
             .map_err(|e| Error::Internal(format!("the VAPID private key is not usable: {e}")))?;
         use base64::Engine as _;
         let public_key = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(vapid.get_public_key());
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| Error::Internal(format!("push client: {e}")))?;
+        let http = OutboundClient::new(Reach::Public, REQUEST_TIMEOUT)?;
         Ok(PushSender {
             vapid,
             subject: subject.to_owned(),
@@ -85,6 +85,13 @@ impl PushSender {
             http,
             signatures: Arc::default(),
         })
+    }
+
+    /// The same sender sending through `client` (development: one that reaches loopback;
+    /// tests: one with their own resolver).
+    pub fn with_client(mut self, client: OutboundClient) -> PushSender {
+        self.http = client;
+        self
     }
 
     /// The VAPID public key browsers subscribe with (`applicationServerKey`), base64url.
@@ -124,6 +131,11 @@ impl PushSender {
 
     /// The VAPID token for the push service of `info`, signed anew when older than
     /// [`SIGNATURE_REUSE`].
+    ///
+    /// Its `aud` is set here, not left to `web-push`: RFC 8292 §2 makes it the origin of the
+    /// push resource, port included, and `web-push` 0.11 writes only `scheme://host`, which a
+    /// push service on a non-default port refuses. `Origin::ascii_serialization` is exactly
+    /// the RFC 6454 origin: the port only when it is not the scheme's default.
     fn signature(&self, info: &SubscriptionInfo) -> std::result::Result<VapidSignature, String> {
         let service = url::Url::parse(&info.endpoint)
             .map_err(|e| format!("the endpoint: {e}"))?
@@ -136,6 +148,7 @@ impl PushSender {
         }
         let mut builder = self.vapid.clone().add_sub_info(info);
         builder.add_claim("sub", self.subject.as_str());
+        builder.add_claim("aud", service.as_str());
         let signature = builder.build().map_err(|e| format!("VAPID: {e}"))?;
         let mut signatures = self.signatures.lock().expect("signatures lock");
         if signatures.len() > 1000 {
@@ -151,15 +164,24 @@ impl PushSender {
             Ok(request) => request,
             Err(e) => return Outcome::Failed(e),
         };
-        let mut outgoing = self.http.post(request.url);
+        let mut outgoing = match self.http.post(&request.url) {
+            Ok(outgoing) => outgoing,
+            Err(refused) => return Outcome::Failed(format!("the endpoint {refused}")),
+        };
         for (name, value) in request.headers {
             outgoing = outgoing.header(name, value);
         }
         let response = match outgoing.body(request.body).send().await {
             Ok(response) => response,
-            // A timeout or a refused connection is worth another try; anything else is not.
-            Err(e) if e.is_timeout() || e.is_connect() => return Outcome::RetryAfter(Duration::from_secs(1)),
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => {
+                return match outbound::refusal(&e) {
+                    // The endpoint's name resolved to no address it may reach: not worth a retry.
+                    Some(refused) => Outcome::Failed(format!("the endpoint was refused: {refused}")),
+                    // A timeout or a refused connection is worth another try; anything else is not.
+                    None if e.is_timeout() || e.is_connect() => Outcome::RetryAfter(Duration::from_secs(1)),
+                    None => Outcome::Failed(e.to_string()),
+                };
+            }
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -172,6 +194,7 @@ impl PushSender {
             404 | 410 => Outcome::Gone,
             429 => Outcome::RetryAfter(retry_after.unwrap_or(Duration::from_secs(1))),
             500..=599 => Outcome::RetryAfter(retry_after.unwrap_or(Duration::from_millis(200))),
+            // A redirect is not followed (it could point anywhere): a failure like any other.
             other => Outcome::Failed(format!("the push service answered {other}")),
         }
     }
@@ -231,6 +254,180 @@ mod tests {
         let first = authorization("https://push.example.com/a");
         assert_eq!(first, authorization("https://push.example.com/b"));
         assert_ne!(first, authorization("https://other.example.net/a"));
+    }
+
+    /// RFC 8292 §2: `aud` is the endpoint's origin, with the port when it is not the default.
+    #[test]
+    fn the_vapid_audience_is_the_endpoints_origin_with_its_port() {
+        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
+        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let audience = |endpoint: &str| {
+            let subscription = PushSubscription {
+                endpoint: endpoint.to_owned(),
+                keys: super::super::subscriptions::PushKeys {
+                    p256dh: browser_key.clone(),
+                    auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+                },
+                created_at: chrono::Utc::now(),
+            };
+            let push = Push {
+                payload: b"{}".to_vec(),
+                ttl: 60,
+                urgency: Urgency::Normal,
+                topic: None,
+            };
+            let prepared = sender.prepare(&subscription, &push).unwrap();
+            let (_, value) = prepared
+                .headers
+                .into_iter()
+                .find(|(name, _)| name == "authorization")
+                .unwrap();
+            let value = String::from_utf8(value).unwrap();
+            let token = value.split("t=").nth(1).unwrap().split(',').next().unwrap();
+            use base64::Engine as _;
+            let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(token.split('.').nth(1).unwrap())
+                .unwrap();
+            let claims: serde_json::Value = serde_json::from_slice(&claims).unwrap();
+            claims["aud"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(
+            audience("https://push.example.com:8443/a"),
+            "https://push.example.com:8443"
+        );
+        assert_eq!(audience("https://push.example.com:443/a"), "https://push.example.com");
+        assert_eq!(audience("https://push.example.com/a"), "https://push.example.com");
+        assert_eq!(audience("http://127.0.0.1:9000/push/x"), "http://127.0.0.1:9000");
+    }
+
+    /// A DNS server's answers: every name resolves to `0`.
+    struct Answers(std::net::IpAddr);
+
+    impl reqwest::dns::Resolve for Answers {
+        fn resolve(&self, _: reqwest::dns::Name) -> reqwest::dns::Resolving {
+            let addr = std::net::SocketAddr::new(self.0, 0);
+            Box::pin(async move { Ok(Box::new(std::iter::once(addr)) as reqwest::dns::Addrs) })
+        }
+    }
+
+    /// A loopback listener answering every request `201 Created`; counts connections.
+    async fn push_service() -> (Arc<std::sync::atomic::AtomicUsize>, u16) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&connections);
+        tokio::spawn(async move {
+            while let Ok((mut connection, _)) = listener.accept().await {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    // One request: the head, then as many body bytes as it announces.
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    loop {
+                        let Ok(read) = connection.read(&mut buffer).await else {
+                            return;
+                        };
+                        if read == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buffer[..read]);
+                        let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text
+                                .lines()
+                                .find_map(|line| line.strip_prefix("content-length:"))
+                                .and_then(|n| n.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if request.len() >= end + 4 + length {
+                                break;
+                            }
+                        }
+                    }
+                    let answer = b"HTTP/1.1 201 Created\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    let _ = connection.write_all(answer).await;
+                });
+            }
+        });
+        (connections, port)
+    }
+
+    fn a_push() -> Push {
+        Push {
+            payload: b"{}".to_vec(),
+            ttl: 60,
+            urgency: Urgency::Normal,
+            topic: None,
+        }
+    }
+
+    fn subscription_at(endpoint: String) -> PushSubscription {
+        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        PushSubscription {
+            endpoint,
+            keys: super::super::subscriptions::PushKeys {
+                p256dh: browser_key,
+                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+            },
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    /// A public-looking name whose DNS answer is 127.0.0.1 is refused when the push connects:
+    /// the push service on that address sees no connection. The same name in development mode
+    /// reaches it, so it is the answer that was refused.
+    #[tokio::test]
+    async fn a_name_resolving_to_loopback_is_refused_when_the_push_connects() {
+        let (connections, port) = push_service().await;
+        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let loopback = Arc::new(Answers([127, 0, 0, 1].into()));
+        let client = OutboundClient::with_resolver(Reach::Public, REQUEST_TIMEOUT, loopback.clone()).unwrap();
+        let sender = PushSender::new(&key, "mailto:test@example.com")
+            .unwrap()
+            .with_client(client);
+        let subscription = subscription_at(format!("https://push.example.com:{port}/push/x"));
+        let outcome = sender.send(&subscription, &a_push()).await;
+        let Outcome::Failed(why) = &outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(why.contains("push.example.com resolves to no public address"), "{why}");
+        assert!(why.contains("127.0.0.1"), "{why}");
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+        let client = OutboundClient::with_resolver(Reach::Anywhere, REQUEST_TIMEOUT, loopback).unwrap();
+        let sender = sender.with_client(client);
+        let subscription = subscription_at(format!("http://push.example.com:{port}/push/x"));
+        assert_eq!(sender.send(&subscription, &a_push()).await, Outcome::Delivered);
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// Outside development, `http` is refused before anything is resolved or connected to.
+    #[tokio::test]
+    async fn production_pushes_use_https_only() {
+        let (connections, port) = push_service().await;
+        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        // Loopback answers, so that nothing this test does could reach another host.
+        let loopback = Arc::new(Answers([127, 0, 0, 1].into()));
+        let client = OutboundClient::with_resolver(Reach::Public, REQUEST_TIMEOUT, loopback).unwrap();
+        let sender = PushSender::new(&key, "mailto:test@example.com")
+            .unwrap()
+            .with_client(client);
+        for endpoint in [
+            format!("http://push.example.com:{port}/push/x"),
+            format!("http://127.0.0.1:{port}/push/x"),
+            format!("https://127.0.0.1:{port}/push/x"),
+        ] {
+            let outcome = sender.send(&subscription_at(endpoint.clone()), &a_push()).await;
+            let Outcome::Failed(why) = &outcome else {
+                panic!("{endpoint}: {outcome:?}")
+            };
+            assert!(
+                why.contains("https") || why.contains("not a public address"),
+                "{endpoint}: {why}"
+            );
+        }
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -4,10 +4,9 @@
 //! re-registering an endpoint replaces it and "mine" is one partition read. The server POSTs
 //! to these URLs, so an endpoint must be `https` to a public host; `http`, loopback, private
 //! and link-local addresses are accepted only when development mode allows them
-//! (`TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS`). The keys are checked for the shapes RFC 8291
+//! (`TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS`). The same rule is applied again to the addresses
+//! a push connects to (`outbound`). The keys are checked for the shapes RFC 8291
 //! needs: a 65-byte uncompressed P-256 point and a 16-byte auth secret.
-
-use std::net::IpAddr;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
@@ -19,6 +18,7 @@ use utoipa::ToSchema;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
+use crate::outbound::{self, Reach};
 use crate::service::Chat;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
 
@@ -72,56 +72,16 @@ fn decode(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
-/// Checks an endpoint URL: https to a public host, unless private endpoints are allowed.
+/// Checks an endpoint URL when it is registered: https to a public host, unless private
+/// endpoints are allowed ([`outbound::check_url`], the rule every push is sent under). What a
+/// name resolves to is judged when a push connects, not here: it can change in between.
 pub(crate) fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
     let invalid = |why: &str| Error::validation(format!("endpoint {why}"));
     if endpoint.chars().count() > MAX_ENDPOINT_CHARS {
         return Err(invalid("is too long"));
     }
     let url = reqwest::Url::parse(endpoint).map_err(|_| invalid("is not a URL"))?;
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid("must not carry credentials"));
-    }
-    let private = match url.host() {
-        None => return Err(invalid("has no host")),
-        Some(url::Host::Domain(domain)) => {
-            let domain = domain.to_ascii_lowercase();
-            domain == "localhost" || domain.ends_with(".localhost") || !domain.contains('.')
-        }
-        Some(url::Host::Ipv4(ip)) => is_private(IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => is_private(IpAddr::V6(ip)),
-    };
-    match (url.scheme(), private, allow_private) {
-        ("https", false, _) => Ok(()),
-        ("https" | "http", _, true) => Ok(()),
-        ("http", _, false) => Err(invalid("must use https")),
-        (_, true, false) => Err(invalid("must be a public host")),
-        _ => Err(invalid("must use https")),
-    }
-}
-
-/// Loopback, private, link-local, unspecified or otherwise not a public internet address.
-fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.octets()[0] == 100 && (64..128).contains(&v4.octets()[1]) // shared address space
-        }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00 // unique local
-                || (first & 0xffc0) == 0xfe80 // link-local
-                || v6.to_ipv4_mapped().is_some_and(|v4| is_private(IpAddr::V4(v4)))
-        }
-    }
+    outbound::check_url(&url, Reach::allowing_private(allow_private)).map_err(|refused| invalid(&refused.0))
 }
 
 fn check_keys(keys: &PushKeys) -> Result<()> {
