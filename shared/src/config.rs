@@ -21,9 +21,9 @@ pub const TABLE_PREFIX: &str = "TABLETALK_TABLE_PREFIX";
 pub const JWT_SECRET: &str = "TABLETALK_JWT_SECRET";
 /// URL of a JWKS with RS256 keys for bearer tokens (production).
 pub const JWKS_URL: &str = "TABLETALK_JWKS_URL";
-/// Required `iss` of bearer tokens, when set.
+/// Required `iss` of bearer tokens; must be set with `TABLETALK_JWKS_URL`.
 pub const JWT_ISSUER: &str = "TABLETALK_JWT_ISSUER";
-/// Required `aud` of bearer tokens, when set.
+/// Required `aud` of bearer tokens; must be set with `TABLETALK_JWKS_URL`.
 pub const JWT_AUDIENCE: &str = "TABLETALK_JWT_AUDIENCE";
 
 /// The workspace id `messageChanges` accepts as its `serverId` (tabletalk has no workspaces of
@@ -127,6 +127,20 @@ impl Settings {
                 &format!("set it or {JWKS_URL} so callers can authenticate"),
             ));
         }
+        // A JWKS's keys sign tokens for every application of the identity provider (every
+        // tenant, for Entra ID's common keys): only the issuer and audience make one ours.
+        if auth.jwks_url.is_some() {
+            for (setting, value) in [(JWT_ISSUER, &auth.issuer), (JWT_AUDIENCE, &auth.audience)] {
+                if value.is_none() {
+                    return Err(config_error(
+                        setting,
+                        &format!(
+                            "must be set with {JWKS_URL}: without it tokens issued for other applications would be accepted"
+                        ),
+                    ));
+                }
+            }
+        }
         let housekeeping_interval = match get(HOUSEKEEPING_SECONDS).map(|s| s.parse::<u64>()) {
             None => Some(std::time::Duration::from_secs(60)),
             Some(Ok(0)) => None,
@@ -221,6 +235,25 @@ mod tests {
             error.contains(VAPID_PRIVATE_KEY) && error.contains("unresolved Key Vault reference"),
             "{error}"
         );
+        assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
+    }
+
+    /// Keys from a JWKS sign tokens for many applications of many tenants: without an issuer
+    /// and an audience to check, any of those tokens would be accepted here.
+    #[test]
+    fn a_jwks_url_needs_an_issuer_and_an_audience() {
+        let url = (JWKS_URL, "https://login.example/keys");
+        let (issuer, audience) = ((JWT_ISSUER, "https://login.example/"), (JWT_AUDIENCE, "tabletalk"));
+        for (missing, given) in [(JWT_ISSUER, audience), (JWT_AUDIENCE, issuer)] {
+            let error = Settings::from_values(&values(&[url, given])).unwrap_err().to_string();
+            assert!(error.contains(missing) && error.contains(JWKS_URL), "{error}");
+        }
+        let error = Settings::from_values(&values(&[url, (JWT_ISSUER, " "), audience]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(JWT_ISSUER), "a blank issuer is no issuer: {error}");
+        assert!(Settings::from_values(&values(&[url, issuer, audience])).is_ok());
+        // HS256 alone needs neither.
         assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
     }
 
