@@ -3,6 +3,7 @@
 //! once, with what it does and when it applies.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -19,6 +20,10 @@ pub const SQLITE_SYNC: &str = "TABLETALK_SQLITE_SYNC";
 pub const TABLE_PREFIX: &str = "TABLETALK_TABLE_PREFIX";
 /// HS256 secret for bearer tokens (local use and tests).
 pub const JWT_SECRET: &str = "TABLETALK_JWT_SECRET";
+/// The `TABLETALK_JWT_SECRET` of the repository's `local.settings.json`. It is published, so
+/// anyone can sign tokens with it: fine on loopback, refused on any address others can reach
+/// (`AuthSettings::check_listen_address`).
+pub const DEVELOPMENT_JWT_SECRET: &str = "local-development-secret-not-for-production";
 /// URL of a JWKS with RS256 keys for bearer tokens (production).
 pub const JWKS_URL: &str = "TABLETALK_JWKS_URL";
 /// Required `iss` of bearer tokens; must be set with `TABLETALK_JWKS_URL`.
@@ -67,6 +72,22 @@ pub struct AuthSettings {
     pub jwks_url: Option<String>,
     pub issuer: Option<String>,
     pub audience: Option<String>,
+}
+
+impl AuthSettings {
+    /// Refuses to listen on `ip` when it is not a loopback address and tokens are checked with
+    /// the published development secret: whoever can reach the address could sign in as anyone.
+    pub fn check_listen_address(&self, ip: IpAddr) -> Result<()> {
+        if ip.is_loopback() || self.hs256_secret.as_deref() != Some(DEVELOPMENT_JWT_SECRET) {
+            return Ok(());
+        }
+        Err(config_error(
+            JWT_SECRET,
+            &format!(
+                "refusing to listen on {ip} with the development secret of local.settings.json: it is published, so anyone reaching this address could sign tokens as any user; set a secret of your own, or listen on loopback (the default)"
+            ),
+        ))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -255,6 +276,13 @@ mod tests {
         assert!(Settings::from_values(&values(&[url, issuer, audience])).is_ok());
         // HS256 alone needs neither.
         assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
+    }
+
+    #[test]
+    fn the_development_secret_is_the_one_local_settings_publishes() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local.settings.json");
+        let values = read_local_settings(&file).unwrap();
+        assert_eq!(values[JWT_SECRET], DEVELOPMENT_JWT_SECRET);
     }
 
     #[test]

@@ -18,4 +18,5 @@ mod push;
 mod room_admin;
 mod rooms;
 mod send_checks;
+mod serve;
 mod web_pubsub_client;
