@@ -27,13 +27,18 @@ param tablePrefix string = ''
 param workspaceId string = 'default'
 
 @description('JWKS URL of the identity provider whose RS256 tokens callers present.')
+@minLength(1)
 param jwksUrl string
 
-@description('Required iss of bearer tokens (empty: not checked).')
-param jwtIssuer string = ''
+// The app refuses to start with a JWKS URL but no issuer or audience: the provider's keys sign
+// tokens for every application, and only these two make a token one for this app.
+@description('Required iss of bearer tokens (e.g. https://login.microsoftonline.com/<tenant>/v2.0).')
+@minLength(1)
+param jwtIssuer string
 
-@description('Required aud of bearer tokens (empty: not checked).')
-param jwtAudience string = ''
+@description('Required aud of bearer tokens: the app registration callers get tokens for.')
+@minLength(1)
+param jwtAudience string
 
 @description('The VAPID private key for Web Push (base64url, 32 bytes): `tabletalk vapid-key` makes one. Written to Key Vault when given; leave it empty on later deployments so a key rotated in the vault is not overwritten.')
 @secure()

@@ -1,10 +1,12 @@
 //! The one tabletalk binary.
 //!
-//! - `tabletalk serve [--port P] [--data-dir DIR] [--settings FILE|none]`: the HTTP server (the
-//!   default command). With `FUNCTIONS_CUSTOMHANDLER_PORT` set it is an Azure Functions custom
-//!   handler listening on that port on loopback; with `AWS_LAMBDA_RUNTIME_API` set, an AWS
-//!   Lambda function (the same router through `lambda_http`); otherwise the self-hosted server
-//!   on port 7071.
+//! - `tabletalk serve [--host IP] [--port P] [--data-dir DIR] [--settings FILE|none]`: the HTTP
+//!   server (the default command). With `FUNCTIONS_CUSTOMHANDLER_PORT` set it is an Azure
+//!   Functions custom handler listening on that port on loopback; with `AWS_LAMBDA_RUNTIME_API`
+//!   set, an AWS Lambda function (the same router through `lambda_http`); otherwise the
+//!   self-hosted server on 127.0.0.1:7071. Another `--host` (`0.0.0.0`: every interface) needs
+//!   a `TABLETALK_JWT_SECRET` other than the published one of `local.settings.json`.
+//! - `tabletalk --help`: prints the usage.
 //! - `tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]`: prints a development
 //!   token signed with the configured HS256 secret.
 //! - `tabletalk vapid-key`: prints a new VAPID key pair for Web Push.
@@ -15,7 +17,7 @@ mod http;
 mod package;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,11 +28,18 @@ use tabletalk::config::{self, Settings};
 use tabletalk::{Chat, Error};
 
 const DEFAULT_PORT: u16 = 7071;
+/// Loopback: the self-hosted server is reachable from other machines only when asked to be.
+const DEFAULT_HOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const USAGE: &str = "usage:
-  tabletalk [serve] [--port P] [--data-dir DIR] [--settings FILE]
+  tabletalk [serve] [--host IP] [--port P] [--data-dir DIR] [--settings FILE|none]
   tabletalk token <user-id> [--name NAME] [--hours H] [--settings FILE]
   tabletalk vapid-key
-  tabletalk package [--out FILE] [--app-dir DIR]";
+  tabletalk package [--out FILE] [--app-dir DIR]
+  tabletalk --help
+
+serve listens on 127.0.0.1 unless --host says otherwise (0.0.0.0: every interface); it
+refuses a non-loopback host while TABLETALK_JWT_SECRET is the development secret of
+local.settings.json.";
 
 /// Parsed command line: the command, its positional arguments and its `--flag value` pairs.
 struct Args {
@@ -39,14 +48,23 @@ struct Args {
     flags: HashMap<String, String>,
 }
 
+/// `--help` or `-h` anywhere (or the command `help`) asks for the usage: the one flag without a
+/// value.
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1).peekable();
     let command = match args.peek() {
-        Some(first) if !first.starts_with("--") => args.next().unwrap_or_default(),
+        Some(first) if !first.starts_with('-') => args.next().unwrap_or_default(),
         _ => "serve".to_owned(),
     };
     let (mut positional, mut flags) = (Vec::new(), HashMap::new());
     while let Some(arg) = args.next() {
+        if arg == "--help" || arg == "-h" {
+            return Ok(Args {
+                command: "help".to_owned(),
+                positional,
+                flags,
+            });
+        }
         match arg.strip_prefix("--") {
             Some(flag) => {
                 let value = args.next().ok_or(format!("--{flag} needs a value"))?;
@@ -97,6 +115,10 @@ fn main() -> ExitCode {
     };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
     let result = match args.command.as_str() {
+        "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
         "serve" => runtime.block_on(serve(&args)),
         "token" => token(&args),
         "vapid-key" => vapid_key(),
@@ -172,9 +194,19 @@ async fn serve(args: &Args) -> Result<(), String> {
                 Some(port) => port.parse().map_err(|_| "--port must be a port number")?,
                 None => DEFAULT_PORT,
             };
-            SocketAddr::from(([0, 0, 0, 0], port))
+            let host = match args.flags.get("host") {
+                Some(host) => host
+                    .parse()
+                    .map_err(|_| format!("--host must be an IP address (127.0.0.1, 0.0.0.0, ::1…), not {host:?}"))?,
+                None => DEFAULT_HOST,
+            };
+            SocketAddr::new(host, port)
         }
     };
+    settings
+        .auth
+        .check_listen_address(addr.ip())
+        .map_err(|e| e.to_string())?;
     let mut chat = Chat::from_settings(&settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?;

@@ -2,22 +2,24 @@
 //! use and tests; RS256 with keys from a configured JWKS URL serves production identity
 //! providers. The user id is the token's `sub`, the display name its `name` claim.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+mod jwks;
+#[cfg(test)]
+mod jwks_stand_in;
 
-use jsonwebtoken::jwk::JwkSet;
+use std::time::Duration;
+
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use tokio::sync::RwLock;
 
 use crate::config::AuthSettings;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
 
+use jwks::Jwks;
+pub use jwks::JwksPolicy;
+
 /// Longest display name kept from a token; longer names are cut.
 pub const MAX_NAME_CHARS: usize = 100;
-/// Unknown `kid`s refresh the JWKS at most this often, so forged kids cannot hammer the issuer.
-const JWKS_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,26 +43,19 @@ struct Claims {
 #[derive(Debug)]
 pub struct Authenticator {
     settings: AuthSettings,
-    http: reqwest::Client,
-    jwks: RwLock<Jwks>,
-}
-
-#[derive(Debug, Default)]
-struct Jwks {
-    keys: HashMap<String, DecodingKey>,
-    fetched: Option<Instant>,
+    /// The identity provider's keys, when a JWKS URL is configured.
+    jwks: Option<Jwks>,
 }
 
 impl Authenticator {
     pub fn new(settings: AuthSettings) -> Authenticator {
-        Authenticator {
-            settings,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .expect("a default HTTP client builds"),
-            jwks: RwLock::default(),
-        }
+        Authenticator::with_jwks_policy(settings, JwksPolicy::default())
+    }
+
+    /// An authenticator that fetches the JWKS as `policy` says (tests shorten its intervals).
+    pub fn with_jwks_policy(settings: AuthSettings, policy: JwksPolicy) -> Authenticator {
+        let jwks = settings.jwks_url.clone().map(|url| Jwks::new(url, policy));
+        Authenticator { settings, jwks }
     }
 
     /// The caller named by an `Authorization` header value.
@@ -79,7 +74,17 @@ impl Authenticator {
                 }
                 None => return Err(unauthorized("HS256 tokens are not accepted here")),
             },
-            Algorithm::RS256 => self.jwks_key(header.kid.as_deref()).await?,
+            Algorithm::RS256 => {
+                let jwks = self
+                    .jwks
+                    .as_ref()
+                    .ok_or_else(|| unauthorized("RS256 tokens are not accepted here"))?;
+                let kid = header
+                    .kid
+                    .as_deref()
+                    .ok_or_else(|| unauthorized("RS256 tokens must name their key (kid)"))?;
+                jwks.key(kid).await?
+            }
             _ => return Err(unauthorized("unsupported token algorithm")),
         };
         let mut validation = Validation::new(header.alg);
@@ -112,46 +117,6 @@ impl Authenticator {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| user_id.to_string());
         Ok(Principal { user_id, name })
-    }
-
-    /// The RS256 key for `kid`, refreshing the JWKS when the kid is unknown.
-    async fn jwks_key(&self, kid: Option<&str>) -> Result<DecodingKey> {
-        let url = self
-            .settings
-            .jwks_url
-            .as_deref()
-            .ok_or_else(|| unauthorized("RS256 tokens are not accepted here"))?;
-        let kid = kid.ok_or_else(|| unauthorized("RS256 tokens must name their key (kid)"))?;
-        {
-            let jwks = self.jwks.read().await;
-            if let Some(key) = jwks.keys.get(kid) {
-                return Ok(key.clone());
-            }
-            if jwks.fetched.is_some_and(|at| at.elapsed() < JWKS_REFRESH_INTERVAL) {
-                return Err(unauthorized("unknown signing key"));
-            }
-        }
-        let mut jwks = self.jwks.write().await;
-        let set: JwkSet = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(|e| Error::Unavailable(format!("cannot fetch the JWKS: {e}")))?
-            .json()
-            .await
-            .map_err(|e| Error::Internal(format!("the JWKS is not valid: {e}")))?;
-        jwks.keys = set
-            .keys
-            .iter()
-            .filter_map(|jwk| Some((jwk.common.key_id.clone()?, DecodingKey::from_jwk(jwk).ok()?)))
-            .collect();
-        jwks.fetched = Some(Instant::now());
-        jwks.keys
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| unauthorized("unknown signing key"))
     }
 }
 

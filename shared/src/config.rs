@@ -3,6 +3,7 @@
 //! once, with what it does and when it applies.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -19,11 +20,15 @@ pub const SQLITE_SYNC: &str = "TABLETALK_SQLITE_SYNC";
 pub const TABLE_PREFIX: &str = "TABLETALK_TABLE_PREFIX";
 /// HS256 secret for bearer tokens (local use and tests).
 pub const JWT_SECRET: &str = "TABLETALK_JWT_SECRET";
+/// The `TABLETALK_JWT_SECRET` of the repository's `local.settings.json`. It is published, so
+/// anyone can sign tokens with it: fine on loopback, refused on any address others can reach
+/// (`AuthSettings::check_listen_address`).
+pub const DEVELOPMENT_JWT_SECRET: &str = "local-development-secret-not-for-production";
 /// URL of a JWKS with RS256 keys for bearer tokens (production).
 pub const JWKS_URL: &str = "TABLETALK_JWKS_URL";
-/// Required `iss` of bearer tokens, when set.
+/// Required `iss` of bearer tokens; must be set with `TABLETALK_JWKS_URL`.
 pub const JWT_ISSUER: &str = "TABLETALK_JWT_ISSUER";
-/// Required `aud` of bearer tokens, when set.
+/// Required `aud` of bearer tokens; must be set with `TABLETALK_JWKS_URL`.
 pub const JWT_AUDIENCE: &str = "TABLETALK_JWT_AUDIENCE";
 
 /// The workspace id `messageChanges` accepts as its `serverId` (tabletalk has no workspaces of
@@ -70,6 +75,22 @@ pub struct AuthSettings {
     pub jwks_url: Option<String>,
     pub issuer: Option<String>,
     pub audience: Option<String>,
+}
+
+impl AuthSettings {
+    /// Refuses to listen on `ip` when it is not a loopback address and tokens are checked with
+    /// the published development secret: whoever can reach the address could sign in as anyone.
+    pub fn check_listen_address(&self, ip: IpAddr) -> Result<()> {
+        if ip.is_loopback() || self.hs256_secret.as_deref() != Some(DEVELOPMENT_JWT_SECRET) {
+            return Ok(());
+        }
+        Err(config_error(
+            JWT_SECRET,
+            &format!(
+                "refusing to listen on {ip} with the development secret of local.settings.json: it is published, so anyone reaching this address could sign tokens as any user; set a secret of your own, or listen on loopback (the default)"
+            ),
+        ))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -130,6 +151,20 @@ impl Settings {
                 JWT_SECRET,
                 &format!("set it or {JWKS_URL} so callers can authenticate"),
             ));
+        }
+        // A JWKS's keys sign tokens for every application of the identity provider (every
+        // tenant, for Entra ID's common keys): only the issuer and audience make one ours.
+        if auth.jwks_url.is_some() {
+            for (setting, value) in [(JWT_ISSUER, &auth.issuer), (JWT_AUDIENCE, &auth.audience)] {
+                if value.is_none() {
+                    return Err(config_error(
+                        setting,
+                        &format!(
+                            "must be set with {JWKS_URL}: without it tokens issued for other applications would be accepted"
+                        ),
+                    ));
+                }
+            }
         }
         let housekeeping_interval = match get(HOUSEKEEPING_SECONDS).map(|s| s.parse::<u64>()) {
             None => Some(std::time::Duration::from_secs(60)),
@@ -237,6 +272,32 @@ mod tests {
             "{error}"
         );
         assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
+    }
+
+    /// Keys from a JWKS sign tokens for many applications of many tenants: without an issuer
+    /// and an audience to check, any of those tokens would be accepted here.
+    #[test]
+    fn a_jwks_url_needs_an_issuer_and_an_audience() {
+        let url = (JWKS_URL, "https://login.example/keys");
+        let (issuer, audience) = ((JWT_ISSUER, "https://login.example/"), (JWT_AUDIENCE, "tabletalk"));
+        for (missing, given) in [(JWT_ISSUER, audience), (JWT_AUDIENCE, issuer)] {
+            let error = Settings::from_values(&values(&[url, given])).unwrap_err().to_string();
+            assert!(error.contains(missing) && error.contains(JWKS_URL), "{error}");
+        }
+        let error = Settings::from_values(&values(&[url, (JWT_ISSUER, " "), audience]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(JWT_ISSUER), "a blank issuer is no issuer: {error}");
+        assert!(Settings::from_values(&values(&[url, issuer, audience])).is_ok());
+        // HS256 alone needs neither.
+        assert!(Settings::from_values(&values(&[(JWT_SECRET, "s")])).is_ok());
+    }
+
+    #[test]
+    fn the_development_secret_is_the_one_local_settings_publishes() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local.settings.json");
+        let values = read_local_settings(&file).unwrap();
+        assert_eq!(values[JWT_SECRET], DEVELOPMENT_JWT_SECRET);
     }
 
     #[test]

@@ -250,6 +250,51 @@ fn the_consistency_check_catches_drift() {
     assert_eq!(wrong_function.problems().len(), 1);
 }
 
+/// The template parameters that must be given a non-empty value: the JWKS URL, and with it the
+/// issuer and audience the app refuses to start without (`a_jwks_url_needs_an_issuer_and_an_audience`).
+const REQUIRED_AUTH_PARAMS: [&str; 3] = ["jwksUrl", "jwtIssuer", "jwtAudience"];
+
+/// How `bicep` lets a required parameter be left empty, or `parameters` leaves it so.
+fn optional_auth_params(bicep: &str, parameters: &Value) -> Vec<String> {
+    let lines: Vec<&str> = bicep.lines().map(str::trim).collect();
+    let mut problems = Vec::new();
+    for name in REQUIRED_AUTH_PARAMS {
+        let declaration = format!("param {name} ");
+        let Some(at) = lines.iter().position(|line| line.starts_with(&declaration)) else {
+            problems.push(format!("infra/main.bicep does not declare {name}"));
+            continue;
+        };
+        if lines[at] != format!("param {name} string") {
+            problems.push(format!("infra/main.bicep gives {name} a default: `{}`", lines[at]));
+        }
+        let decorators = lines[..at].iter().rev().take_while(|line| line.starts_with('@'));
+        if !decorators.into_iter().any(|line| *line == "@minLength(1)") {
+            problems.push(format!("infra/main.bicep accepts an empty {name} (no @minLength(1))"));
+        }
+        if parameters["parameters"][name]["value"]
+            .as_str()
+            .is_none_or(str::is_empty)
+        {
+            problems.push(format!("infra/main.parameters.json gives no {name}"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_template_requires_an_issuer_and_an_audience_with_its_jwks_url() {
+    let bicep = std::fs::read_to_string(root().join("infra/main.bicep")).unwrap();
+    let parameters: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("infra/main.parameters.json")).unwrap()).unwrap();
+    assert_eq!(optional_auth_params(&bicep, &parameters), Vec::<String>::new());
+    // And the check can fail: an audience that may be left empty.
+    let optional = bicep.replacen("param jwtAudience string", "param jwtAudience string = ''", 1);
+    assert_eq!(
+        optional_auth_params(&optional, &parameters),
+        ["infra/main.bicep gives jwtAudience a default: `param jwtAudience string = ''`"]
+    );
+}
+
 fn validate(python: &str, folder: &Path) -> (bool, String) {
     let output = Command::new(python)
         .arg(root().join("infra/validate.py"))

@@ -20,4 +20,5 @@ mod push_endpoints;
 mod room_admin;
 mod rooms;
 mod send_checks;
+mod serve;
 mod web_pubsub_client;
