@@ -3,6 +3,7 @@
 //! once, with what it does and when it applies.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -61,15 +62,17 @@ pub const EVENTGRID_ENDPOINT: &str = "TABLETALK_EVENTGRID_ENDPOINT";
 /// The topic's access key (sent as `aeg-sas-key`).
 pub const EVENTGRID_KEY: &str = "TABLETALK_EVENTGRID_KEY";
 
-/// Where messages and everything else are stored.
-#[derive(Debug, Clone)]
+/// Where messages and everything else are stored. Its `Debug` leaves the connection string out
+/// (it may hold the account key).
+#[derive(Clone)]
 pub enum StorageSettings {
     Azure { connection_string: String },
     Embedded { data_dir: PathBuf, durability: Durability },
 }
 
-/// How bearer tokens are verified. Both may be configured; a token's `alg` picks.
-#[derive(Debug, Clone, Default)]
+/// How bearer tokens are verified. Both may be configured; a token's `alg` picks. Its `Debug`
+/// leaves the secret out.
+#[derive(Clone, Default)]
 pub struct AuthSettings {
     pub hs256_secret: Option<String>,
     pub jwks_url: Option<String>,
@@ -93,7 +96,9 @@ impl AuthSettings {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Every setting. Its `Debug` shows which secrets are set, never what they are, so settings can
+/// appear in logs and test failures.
+#[derive(Clone)]
 pub struct Settings {
     pub storage: StorageSettings,
     pub table_prefix: String,
@@ -109,6 +114,66 @@ pub struct Settings {
     pub web_pubsub_hub: String,
     /// The Event Grid topic: endpoint and key.
     pub event_grid: Option<(String, String)>,
+}
+
+/// How a secret appears in `Debug` output: whether it is set, never its value.
+fn redacted<T>(secret: &Option<T>) -> &'static str {
+    match secret {
+        Some(_) => "<redacted>",
+        None => "None",
+    }
+}
+
+impl fmt::Debug for StorageSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageSettings::Azure { .. } => f
+                .debug_struct("Azure")
+                .field("connection_string", &"<redacted>")
+                .finish(),
+            StorageSettings::Embedded { data_dir, durability } => f
+                .debug_struct("Embedded")
+                .field("data_dir", data_dir)
+                .field("durability", durability)
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Debug for AuthSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthSettings")
+            .field("hs256_secret", &redacted(&self.hs256_secret))
+            .field("jwks_url", &self.jwks_url)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .finish()
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("storage", &self.storage)
+            .field("table_prefix", &self.table_prefix)
+            .field("auth", &self.auth)
+            .field("workspace_id", &self.workspace_id)
+            .field("housekeeping_interval", &self.housekeeping_interval)
+            .field("vapid_private_key", &redacted(&self.vapid_private_key))
+            .field("vapid_subject", &self.vapid_subject)
+            .field("push_allow_private_endpoints", &self.push_allow_private_endpoints)
+            .field("push_claim_lease", &self.push_claim_lease)
+            .field("web_pubsub_connection", &redacted(&self.web_pubsub_connection))
+            .field("web_pubsub_hub", &self.web_pubsub_hub)
+            .field(
+                "event_grid",
+                &self
+                    .event_grid
+                    .as_ref()
+                    .map(|(endpoint, _key)| (endpoint, "<redacted>")),
+            )
+            .finish()
+    }
 }
 
 impl Settings {
@@ -258,6 +323,39 @@ mod tests {
 
     fn values(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// Settings may be printed (logs, test failures): no secret's value ever appears.
+    #[test]
+    fn settings_print_without_their_secrets() {
+        let secrets = [
+            (
+                STORAGE_CONNECTION,
+                "AccountName=a;AccountKey=c3RvcmFnZS1rZXk=;TableEndpoint=https://a.example/",
+            ),
+            (JWT_SECRET, "hs256-secret-value"),
+            (VAPID_PRIVATE_KEY, "vapid-private-key-value"),
+            (
+                WEBPUBSUB_CONNECTION,
+                "Endpoint=https://w.example;AccessKey=web-pubsub-key;Version=1.0;",
+            ),
+            (EVENTGRID_ENDPOINT, "https://topic.example/api/events"),
+            (EVENTGRID_KEY, "event-grid-key-value"),
+        ];
+        let printed = format!("{:?}", Settings::from_values(&values(&secrets)).unwrap());
+        for secret in [
+            "c3RvcmFnZS1rZXk=",
+            "hs256-secret-value",
+            "vapid-private-key-value",
+            "web-pubsub-key",
+            "event-grid-key-value",
+        ] {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+        assert!(
+            printed.contains("https://topic.example/api/events"),
+            "non-secrets still show: {printed}"
+        );
     }
 
     /// App Service passes an unresolved Key Vault reference on as text: it is named as such.
