@@ -22,12 +22,12 @@ use crate::ids::RoomId;
 use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::messages::Message;
 use crate::messages::reactions::companion_rows;
-use crate::messages::versions::{Counter, feed_key, feed_version};
 use crate::rooms::is_being_deleted;
-use crate::schema::{FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
 use crate::service::Chat;
 use crate::storage::conditional::ConditionalError;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+use crate::store::ledger::{Counter, feed_key, feed_version};
+use crate::store::schema::{FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, THREAD_PREFIX};
 
 /// How long a client id protects against a repeated send.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
@@ -54,8 +54,9 @@ impl Chat {
     /// belong to a room being created right now).
     pub(crate) async fn register_room(&self, room: &RoomId) -> Result<()> {
         let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str()).with("registeredAt", Value::datetime(Utc::now()));
-        self.tables
-            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+        self.store
+            .tables
+            .upsert(&self.store.schema.housekeeping, &row, UpdateMode::Replace)
             .await?;
         Ok(())
     }
@@ -64,8 +65,9 @@ impl Chat {
     pub async fn housekeeping(&self, now: DateTime<Utc>) -> Result<Report> {
         let query = RangeQuery::partition(HOUSEKEEPING_PARTITION, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.housekeeping, &query, 10_000_000)
+            .query_up_to(&self.store.schema.housekeeping, &query, 10_000_000)
             .await?;
         let mut report = Report::default();
         for row in rows {
@@ -90,12 +92,17 @@ impl Chat {
         now: DateTime<Utc>,
         report: &mut Report,
     ) -> Result<()> {
-        let room_row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
+        let room_row = self
+            .store
+            .tables
+            .get(&self.store.schema.rooms, room.as_str(), ROOM_ROW)
+            .await?;
         let retention = match &room_row {
             None if now - registered < REGISTRATION_GRACE => return Ok(()),
             None => {
                 return self
-                    .delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
+                    .store
+                    .delete_if_present(&self.store.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
                     .await;
             }
             Some(row) if is_being_deleted(row) => return Ok(()),
@@ -120,8 +127,9 @@ impl Chat {
         let mut purged = 0;
         for _ in 0..MAX_BATCHES_PER_ROOM {
             let (rows, _) = self
+                .store
                 .tables
-                .query_up_to(&self.schema.messages, &expired, PURGE_BATCH)
+                .query_up_to(&self.store.schema.messages, &expired, PURGE_BATCH)
                 .await?;
             if rows.is_empty() {
                 break;
@@ -132,10 +140,12 @@ impl Chat {
                 .collect::<Result<Vec<_>>>()?;
             for message in &messages {
                 let index = message.key().ticks().ascending_key();
-                self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
+                self.store
+                    .delete_if_present(&self.store.schema.ascending, room.as_str(), index.as_str())
                     .await?;
-                self.tables
-                    .delete_range(&self.schema.metadata, &companion_rows(room, &message.key()))
+                self.store
+                    .tables
+                    .delete_range(&self.store.schema.metadata, &companion_rows(room, &message.key()))
                     .await?;
             }
             match self.purge_batch(room, &messages).await {
@@ -163,8 +173,9 @@ impl Chat {
         let purged: HashSet<u64> = messages.iter().map(|m| m.version).filter(|v| *v > 0).collect();
         let lowest = RangeQuery::prefix(room.as_str(), FEED_PREFIX, purged.len() + 1);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.messages, &lowest, purged.len() + 1)
+            .query_up_to(&self.store.schema.messages, &lowest, purged.len() + 1)
             .await?;
         let lowest_left = rows
             .iter()
@@ -186,30 +197,38 @@ impl Chat {
                 deletes.push(delete(format!("{THREAD_PREFIX}{root}:{}", index.as_str())));
             }
         }
-        self.with_counter(room, |known| async move {
-            let step = |counter: Counter| Counter {
-                floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
-                ..counter
-            };
-            let written = self
-                .step_counter(room, known, step, |_| deletes.clone())
-                .await
-                .map_err(|e| match e {
-                    ConditionalError::Store(e) => e,
-                    ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
-                    ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
-                    ConditionalError::Rejected(never) => match never {},
-                })?
-                .row;
-            Ok(((), written))
-        })
-        .await
+        self.store
+            .with_counter(room, |known| async move {
+                let step = |counter: Counter| Counter {
+                    floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
+                    ..counter
+                };
+                let written = self
+                    .store
+                    .step_counter(room, known, step, |_| deletes.clone())
+                    .await
+                    .map_err(|e| match e {
+                        ConditionalError::Store(e) => e,
+                        ConditionalError::NotFound => {
+                            StoreError::new(ErrorKind::NotFound, "the room's counter is gone")
+                        }
+                        ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
+                        ConditionalError::Rejected(never) => match never {},
+                    })?
+                    .row;
+                Ok(((), written))
+            })
+            .await
     }
 
     /// Deletes a room's idempotency records older than `cutoff`.
     async fn expire_idempotency(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
         let query = RangeQuery::prefix(room.as_str(), IDEMPOTENCY_PREFIX, 1000);
-        let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, 100_000).await?;
+        let (rows, _) = self
+            .store
+            .tables
+            .query_up_to(&self.store.schema.messages, &query, 100_000)
+            .await?;
         let expired: Vec<BatchOp> = rows
             .into_iter()
             .filter(|row| row.datetime("createdAt").is_some_and(|at| at < cutoff))
@@ -220,7 +239,12 @@ impl Chat {
             })
             .collect();
         for batch in expired.chunks(crate::storage::rules::MAX_BATCH_OPS) {
-            match self.tables.transact(&self.schema.messages, room.as_str(), batch).await {
+            match self
+                .store
+                .tables
+                .transact(&self.store.schema.messages, room.as_str(), batch)
+                .await
+            {
                 Ok(_) => {}
                 Err(e) if e.is(ErrorKind::NotFound) => {}
                 Err(e) => return Err(Error::from(e)),

@@ -21,11 +21,12 @@ pub mod permissions;
 pub mod push;
 pub mod roles;
 pub mod rooms;
-pub mod schema;
 pub mod service;
+pub mod store;
 pub(crate) mod text;
 pub mod word_filter;
 
+pub use store::schema;
 pub use tabletalk_tables as storage;
 
 pub use error::{Error, Result};

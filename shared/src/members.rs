@@ -21,10 +21,10 @@ use crate::ids::{RoomId, UserId};
 use crate::keys::{MessageKey, Ticks};
 use crate::messages::MessageType;
 use crate::permissions::Permission;
-use crate::schema::{BAN_PREFIX, MEMBER_PREFIX};
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::store::schema::{BAN_PREFIX, MEMBER_PREFIX};
 use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
@@ -265,8 +265,9 @@ fn checked_nickname(nickname: &str) -> Result<Option<String>> {
 
 impl Chat {
     pub(crate) async fn member(&self, room_id: &RoomId, user: &UserId) -> Result<Option<Member>> {
-        self.tables
-            .get(&self.schema.rooms, room_id.as_str(), &member_key(user))
+        self.store
+            .tables
+            .get(&self.store.schema.rooms, room_id.as_str(), &member_key(user))
             .await?
             .map(|e| Member::from_entity(&e))
             .transpose()
@@ -281,8 +282,8 @@ impl Chat {
         mut change: impl FnMut(&mut Member) -> Result<()>,
     ) -> Result<Member> {
         let entity = update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
+            &self.store.tables,
+            &self.store.schema.rooms,
             room_id.as_str(),
             &member_key(user),
             UpdateMode::Replace,
@@ -301,8 +302,9 @@ impl Chat {
         self.access(room_id, &who.user_id).await?;
         let query = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.rooms, &query, MAX_LISTED_MEMBERS)
+            .query_up_to(&self.store.schema.rooms, &query, MAX_LISTED_MEMBERS)
             .await?;
         rows.iter()
             .map(|row| Member::from_entity(row).map(|m| m.summary()))
@@ -442,12 +444,18 @@ impl Chat {
             Some(_) => vec![ban.clone(), removal],
             None => vec![ban.clone()],
         };
-        match self.tables.transact(&self.schema.rooms, room_id.as_str(), &ops).await {
+        match self
+            .store
+            .tables
+            .transact(&self.store.schema.rooms, room_id.as_str(), &ops)
+            .await
+        {
             Ok(_) => {}
             // The member left meanwhile: the ban alone.
             Err(e) if e.is(ErrorKind::NotFound) => {
-                self.tables
-                    .transact(&self.schema.rooms, room_id.as_str(), &[ban])
+                self.store
+                    .tables
+                    .transact(&self.store.schema.rooms, room_id.as_str(), &[ban])
                     .await?;
             }
             Err(e) => return Err(e.into()),
@@ -458,7 +466,8 @@ impl Chat {
         if self.member(room_id, target).await?.is_some() {
             self.remove_member(room_id, target).await?;
         } else {
-            self.delete_if_present(&self.schema.user_rooms, &target.key(), room_id.as_str())
+            self.store
+                .delete_if_present(&self.store.schema.user_rooms, &target.key(), room_id.as_str())
                 .await?;
         }
         self.revoke_live(room_id, target);
@@ -474,21 +483,29 @@ impl Chat {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
         let key = ban_key(target);
-        let Some(ban) = self.tables.get(&self.schema.rooms, room_id.as_str(), &key).await? else {
+        let Some(ban) = self
+            .store
+            .tables
+            .get(&self.store.schema.rooms, room_id.as_str(), &key)
+            .await?
+        else {
             return Ok(());
         };
         let banner = Rank(ban.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0));
         if access.rank < banner {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &key).await
+        self.store
+            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &key)
+            .await
     }
 
     /// True while a ban on `user` is in force.
     pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
         let ban = self
+            .store
             .tables
-            .get(&self.schema.rooms, room_id.as_str(), &ban_key(user))
+            .get(&self.store.schema.rooms, room_id.as_str(), &ban_key(user))
             .await?;
         Ok(ban.is_some_and(|ban| ban.datetime("until").is_none_or(|until| until > Utc::now())))
     }
@@ -542,23 +559,12 @@ impl Chat {
     /// between leaves a member who does not see the room listed (and can leave again), never an
     /// index row nothing points back to.
     pub(crate) async fn remove_member(&self, room_id: &RoomId, user: &UserId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user.key(), room_id.as_str())
+        self.store
+            .delete_if_present(&self.store.schema.user_rooms, &user.key(), room_id.as_str())
             .await?;
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &member_key(user))
+        self.store
+            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &member_key(user))
             .await
-    }
-
-    pub(crate) async fn delete_if_present(
-        &self,
-        table: &crate::storage::TableName,
-        partition: &str,
-        row: &str,
-    ) -> Result<()> {
-        match self.tables.delete(table, partition, row, &IfMatch::Any).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

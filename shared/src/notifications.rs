@@ -35,9 +35,9 @@ use crate::messages::mentions::Mentions;
 use crate::messages::{Message, MessageType};
 use crate::push::sender::{Outcome, Push, PushSender};
 use crate::push::subscriptions::PushSubscription;
-use crate::schema::MEMBER_PREFIX;
 use crate::service::Chat;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::store::schema::MEMBER_PREFIX;
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
@@ -309,9 +309,10 @@ impl Chat {
     /// Gives a run's claim up, so that a retry starts clean.
     async fn release(&self, run: &Run) {
         let release = self
+            .store
             .tables
             .delete(
-                &self.schema.metadata,
+                &self.store.schema.metadata,
                 run.room.as_str(),
                 &run.marker,
                 &IfMatch::Etag(run.etag.clone()),
@@ -367,8 +368,14 @@ impl Chat {
             .with("state", Value::String("done".into()))
             .with("notifiedAt", Value::datetime(chrono::Utc::now()));
         let recorded = self
+            .store
             .tables
-            .update(&self.schema.metadata, &done, UpdateMode::Replace, &IfMatch::Etag(etag))
+            .update(
+                &self.store.schema.metadata,
+                &done,
+                UpdateMode::Replace,
+                &IfMatch::Etag(etag),
+            )
             .await;
         match recorded {
             Ok(_) => {}
@@ -384,9 +391,10 @@ impl Chat {
         let claimed = Entity::new(room.as_str(), marker)
             .with("state", Value::String("claimed".into()))
             .with("claimedAt", Value::datetime(chrono::Utc::now()));
-        self.tables
+        self.store
+            .tables
             .update(
-                &self.schema.metadata,
+                &self.store.schema.metadata,
                 &claimed,
                 UpdateMode::Replace,
                 &IfMatch::Etag(etag.clone()),
@@ -401,7 +409,12 @@ impl Chat {
             return Ok(NotificationState::Unclaimed);
         };
         let marker = format!("{}:n", key.as_str());
-        let Some(existing) = self.tables.get(&self.schema.metadata, room.as_str(), &marker).await? else {
+        let Some(existing) = self
+            .store
+            .tables
+            .get(&self.store.schema.metadata, room.as_str(), &marker)
+            .await?
+        else {
             return Ok(NotificationState::Unclaimed);
         };
         if existing.str("state") != Some("claimed") {
@@ -425,8 +438,13 @@ impl Chat {
         let claimed = Entity::new(room.as_str(), marker)
             .with("state", Value::String("claimed".into()))
             .with("claimedAt", Value::datetime(now));
-        let Some(existing) = self.tables.get(&self.schema.metadata, room.as_str(), marker).await? else {
-            return match self.tables.insert(&self.schema.metadata, &claimed).await {
+        let Some(existing) = self
+            .store
+            .tables
+            .get(&self.store.schema.metadata, room.as_str(), marker)
+            .await?
+        else {
+            return match self.store.tables.insert(&self.store.schema.metadata, &claimed).await {
                 Ok(etag) => Ok(Claim::Ours(etag)),
                 Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Claim::Busy),
                 Err(e) => Err(e.into()),
@@ -442,9 +460,10 @@ impl Chat {
             return Ok(Claim::Busy);
         };
         match self
+            .store
             .tables
             .update(
-                &self.schema.metadata,
+                &self.store.schema.metadata,
                 &claimed,
                 UpdateMode::Replace,
                 &IfMatch::Etag(etag),
@@ -467,8 +486,9 @@ impl Chat {
         };
         let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
+            .query_up_to(&self.store.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
             .await?;
         let recipients: Vec<(UserId, bool)> = rows
             .iter()

@@ -27,9 +27,9 @@ use crate::error::{Error, Result};
 use crate::events::CloudEvent;
 use crate::ids::RoomId;
 use crate::notifications::{MessageEvent, NotificationState};
-use crate::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
 use crate::service::Chat;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::store::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
 
 /// A pending event older than this is republished by the timer.
 pub const REPUBLISH_AFTER: Duration = Duration::seconds(5);
@@ -74,16 +74,23 @@ impl Chat {
         self.mark_outbox(room).await?;
         let row = Chat::pending_row(room, fan_out_key(&event.message_id), event)?;
         Ok(self
+            .store
             .tables
-            .upsert(&self.schema.messages, &row, UpdateMode::Replace)
+            .upsert(&self.store.schema.messages, &row, UpdateMode::Replace)
             .await?)
     }
 
     /// Clears the row [`Chat::record_pending`] wrote, unless another run has written it since.
     pub(crate) async fn clear_pending(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
         match self
+            .store
             .tables
-            .delete(&self.schema.messages, room.as_str(), &row_key, &IfMatch::Etag(etag))
+            .delete(
+                &self.store.schema.messages,
+                room.as_str(),
+                &row_key,
+                &IfMatch::Etag(etag),
+            )
             .await
         {
             Ok(()) => {}
@@ -102,8 +109,9 @@ impl Chat {
             return Ok(());
         }
         let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(Utc::now()));
-        self.tables
-            .upsert(&self.schema.housekeeping, &marker, UpdateMode::Replace)
+        self.store
+            .tables
+            .upsert(&self.store.schema.housekeeping, &marker, UpdateMode::Replace)
             .await?;
         let mut written = self.outbox_marks.written.lock().expect("marks lock");
         if written.len() > 10_000 {
@@ -145,7 +153,8 @@ impl Chat {
                 self.notify(event).await?;
             }
         }
-        self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
+        self.store
+            .delete_if_present(&self.store.schema.messages, room.as_str(), row_key)
             .await
     }
 
@@ -154,8 +163,9 @@ impl Chat {
     pub async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
         let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.housekeeping, &markers, 10_000_000)
+            .query_up_to(&self.store.schema.housekeeping, &markers, 10_000_000)
             .await?;
         let mut republished = 0;
         for marker in rows {
@@ -173,8 +183,9 @@ impl Chat {
     async fn republish_room(&self, room: &RoomId, marker: &Entity, now: DateTime<Utc>) -> Result<usize> {
         let pending = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.messages, &pending, 100_000)
+            .query_up_to(&self.store.schema.messages, &pending, 100_000)
             .await?;
         let mut republished = 0;
         // One event that keeps failing never holds up the room's others.
@@ -187,7 +198,8 @@ impl Chat {
                 .and_then(|json| serde_json::from_str::<MessageEvent>(json).ok())
             else {
                 tracing::error!(%room, row = %row.row_key, "an unreadable outbox row was dropped");
-                self.delete_if_present(&self.schema.messages, room.as_str(), &row.row_key)
+                self.store
+                    .delete_if_present(&self.store.schema.messages, room.as_str(), &row.row_key)
                     .await?;
                 continue;
             };
@@ -196,7 +208,8 @@ impl Chat {
                 match self.notification_state(room, &event.message_id).await? {
                     NotificationState::Claimed => continue,
                     NotificationState::Done => {
-                        self.delete_if_present(&self.schema.messages, room.as_str(), &row.row_key)
+                        self.store
+                            .delete_if_present(&self.store.schema.messages, room.as_str(), &row.row_key)
                             .await?;
                         continue;
                     }
@@ -211,9 +224,10 @@ impl Chat {
         let idle = rows.is_empty() && marker.datetime("markedAt").is_none_or(|at| now - at > MARK_EXPIRY);
         if idle && let Some(etag) = marker.etag.clone() {
             match self
+                .store
                 .tables
                 .delete(
-                    &self.schema.housekeeping,
+                    &self.store.schema.housekeeping,
                     OUTBOX_PARTITION,
                     room.as_str(),
                     &IfMatch::Etag(etag),
@@ -244,8 +258,9 @@ mod tests {
 
     async fn pending(chat: &Chat, room: &RoomId) -> usize {
         let query = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 100);
-        chat.tables()
-            .query_up_to(&chat.schema().messages, &query, 100)
+        chat.store
+            .tables()
+            .query_up_to(&chat.store.schema().messages, &query, 100)
             .await
             .unwrap()
             .0
@@ -267,7 +282,7 @@ mod tests {
         chat.join_room(&user("bob"), &room).await.unwrap();
 
         // The consumer's first read (its idempotency check) fails: the event is not accepted.
-        let metadata = chat.schema().metadata.clone();
+        let metadata = chat.store.schema().metadata.clone();
         faults.fail_operation(
             "get",
             Some(&metadata),
@@ -284,7 +299,11 @@ mod tests {
         let broken = Entity::new(room.as_str(), outbox_key("1"))
             .with("event", Value::String("not json".into()))
             .with("createdAt", Value::datetime(Utc::now() - Duration::minutes(1)));
-        chat.tables().insert(&chat.schema().messages, &broken).await.unwrap();
+        chat.store
+            .tables()
+            .insert(&chat.store.schema().messages, &broken)
+            .await
+            .unwrap();
         assert_eq!(pending(&chat, &room).await, 2);
 
         // Too young to republish yet; then the timer publishes it.
@@ -299,8 +318,9 @@ mod tests {
         let much_later = later + MARK_EXPIRY + Duration::minutes(1);
         chat.republish(much_later).await.unwrap();
         let marker = chat
+            .store
             .tables()
-            .get(&chat.schema().housekeeping, OUTBOX_PARTITION, room.as_str())
+            .get(&chat.store.schema().housekeeping, OUTBOX_PARTITION, room.as_str())
             .await
             .unwrap();
         assert!(marker.is_none());
@@ -336,8 +356,9 @@ mod tests {
                     let marker = Entity::new(room.as_str(), format!("{message_id}:n"))
                         .with("state", Value::String(state))
                         .with("claimedAt", Value::datetime(at));
-                    chat.tables()
-                        .upsert(&chat.schema().metadata, &marker, UpdateMode::Replace)
+                    chat.store
+                        .tables()
+                        .upsert(&chat.store.schema().metadata, &marker, UpdateMode::Replace)
                         .await
                         .unwrap();
                 }

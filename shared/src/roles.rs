@@ -14,10 +14,10 @@ use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
 use crate::permissions::{Permission, Permissions};
-use crate::schema::ROLE_PREFIX;
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::store::schema::ROLE_PREFIX;
 use crate::text::plain_text;
 
 pub const MAX_ROLES_PER_ROOM: usize = 100;
@@ -114,8 +114,9 @@ impl Chat {
             permissions: input.permissions,
             position: input.position,
         };
-        self.tables
-            .insert(&self.schema.rooms, &role_entity(room_id, &role))
+        self.store
+            .tables
+            .insert(&self.store.schema.rooms, &role_entity(room_id, &role))
             .await?;
         Ok(role)
     }
@@ -126,8 +127,8 @@ impl Chat {
         let name = change.name.as_deref().map(checked_name).transpose()?;
         self.role(room_id, id).await?;
         let entity = update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
+            &self.store.tables,
+            &self.store.schema.rooms,
             room_id.as_str(),
             &role_key(id),
             UpdateMode::Replace,
@@ -151,15 +152,17 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        self.delete_if_present(&self.schema.rooms, room_id.as_str(), &role_key(id))
+        self.store
+            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &role_key(id))
             .await
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {
         let query = RangeQuery::prefix(room_id.as_str(), ROLE_PREFIX, MAX_ROLES_PER_ROOM);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.rooms, &query, MAX_ROLES_PER_ROOM)
+            .query_up_to(&self.store.schema.rooms, &query, MAX_ROLES_PER_ROOM)
             .await?;
         let mut roles: Vec<Role> = rows.iter().filter_map(role_from).collect();
         roles.sort_by_key(|r| r.position);
@@ -171,8 +174,9 @@ impl Chat {
         if uuid::Uuid::try_parse(id).is_err() {
             return Err(missing());
         }
-        self.tables
-            .get(&self.schema.rooms, room_id.as_str(), &role_key(id))
+        self.store
+            .tables
+            .get(&self.store.schema.rooms, room_id.as_str(), &role_key(id))
             .await?
             .as_ref()
             .and_then(role_from)

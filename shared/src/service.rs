@@ -11,25 +11,22 @@ use crate::keys::Ticks;
 use crate::live::local_hub::LocalHub;
 use crate::live::web_pubsub::WebPubSub;
 use crate::live::{Live, TypingGate};
-use crate::messages::versions::Ledger;
 use crate::outbound::{OutboundClient, Reach};
 use crate::outbox::Marks;
 use crate::push::PushSettings;
 use crate::push::sender::PushSender;
-use crate::schema::Schema;
 use crate::storage::Tables;
 use crate::storage::azure::AzureTables;
 use crate::storage::sqlite::SqliteTables;
+use crate::store::{Schema, Store};
 
 /// The chat service. Cloning is cheap (an `Arc` and a store handle).
 #[derive(Debug, Clone)]
 pub struct Chat {
-    pub(crate) tables: Tables,
-    pub(crate) schema: Arc<Schema>,
+    /// Every table and row the service reads and writes.
+    pub(crate) store: Store,
     /// Where send times come from; tests freeze it to force key collisions.
     pub(crate) clock: fn() -> Ticks,
-    /// Each room's queue of changes waiting for a version (group commit), in this process.
-    pub(crate) ledger: Arc<Ledger>,
     /// The workspace id the change feed answers for.
     pub(crate) workspace_id: Arc<str>,
     /// Web Push: the sender (when a VAPID key is configured) and what endpoints are accepted.
@@ -49,12 +46,9 @@ pub struct Chat {
 impl Chat {
     /// A service over `tables`, creating any missing table first.
     pub async fn open(tables: Tables, schema: Schema) -> Result<Chat> {
-        schema.create_tables(&tables).await?;
         Ok(Chat {
-            tables,
-            schema: Arc::new(schema),
+            store: Store::open(tables, schema).await?,
             clock: Ticks::now,
-            ledger: Arc::default(),
             workspace_id: Arc::from("default"),
             push: Arc::default(),
             live: Live::Off,
@@ -126,12 +120,13 @@ impl Chat {
         self
     }
 
+    /// The raw tables, for tests and tools that inspect what is stored.
     pub fn tables(&self) -> &Tables {
-        &self.tables
+        self.store.tables()
     }
 
     pub fn schema(&self) -> &Schema {
-        &self.schema
+        self.store.schema()
     }
 
     /// The VAPID public key browsers subscribe with, when push is configured.
@@ -159,9 +154,9 @@ pub(crate) mod testing {
     use crate::auth::Principal;
     use crate::ids::{RoomId, UserId};
     use crate::rooms::NewRoom;
-    use crate::schema::Schema;
     use crate::storage::Tables;
     use crate::storage::sqlite::{Durability, SqliteTables};
+    use crate::store::Schema;
 
     pub fn user(id: &str) -> Principal {
         Principal {

@@ -14,7 +14,6 @@ use super::checks::{self, Admission, refuse_timed_out};
 use super::mentions::Mentions;
 use super::operations::{Operation, authorize};
 use super::send::{Post, checked_text};
-use super::versions;
 use super::{Message, MessageType};
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
@@ -25,6 +24,7 @@ use crate::live::signals::Signal;
 use crate::service::Chat;
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode};
+use crate::store::ledger as versions;
 
 /// A new text for a message.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -92,7 +92,10 @@ impl Chat {
             },
         );
         let companions = super::reactions::companion_rows(room, &message.key());
-        self.tables.delete_range(&self.schema.metadata, &companions).await?;
+        self.store
+            .tables
+            .delete_range(&self.store.schema.metadata, &companions)
+            .await?;
         Ok(())
     }
 
@@ -161,8 +164,8 @@ impl Chat {
         change: impl FnMut(&mut Message) -> Result<()>,
     ) -> Result<Message> {
         let entity = update_conditionally(
-            &self.tables,
-            &self.schema.messages,
+            &self.store.tables,
+            &self.store.schema.messages,
             room.as_str(),
             key.as_str(),
             UpdateMode::Replace,
@@ -209,14 +212,15 @@ impl Chat {
                     ops.push(BatchOp::Insert(message.to_feed_entity()));
                     ops
                 };
-                let committed = self.commit_change(room, Box::new(build)).await?;
+                let committed = self.store.commit_change(room, Box::new(build)).await?;
                 given.store(committed.version, Ordering::Relaxed);
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),
                     // A commit confirmed after an ambiguous answer tells no ETags: the row does.
                     None => self
+                        .store
                         .tables
-                        .get(&self.schema.messages, room.as_str(), key.as_str())
+                        .get(&self.store.schema.messages, room.as_str(), key.as_str())
                         .await?
                         .and_then(|row| row.etag)
                         .ok_or_else(|| StoreError::new(ErrorKind::Indeterminate, "the edited message is gone")),
@@ -224,8 +228,8 @@ impl Chat {
             }
         };
         let entity = update_conditionally_with(
-            &self.tables,
-            &self.schema.messages,
+            &self.store.tables,
+            &self.store.schema.messages,
             room.as_str(),
             key.as_str(),
             None,

@@ -25,14 +25,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::change_cursor::ChangeCursor;
-use super::versions::{feed_key, feed_version};
 use super::{Message, MessageType};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::schema::FEED_PREFIX;
 use crate::service::Chat;
 use crate::storage::RangeQuery;
+use crate::store::ledger::{feed_key, feed_version};
+use crate::store::schema::FEED_PREFIX;
 
 pub const MAX_CONVERSATIONS: usize = 100;
 pub const DEFAULT_LIMIT: i64 = 100;
@@ -246,7 +246,7 @@ impl Chat {
         // A purge that lands between the counter read and the range read would move the floor
         // past a cursor answered as OK: read the counter again, and start over if it moved.
         for _ in 0..FLOOR_RACE_ATTEMPTS {
-            let counter = self.counter(&room).await?;
+            let counter = self.store.counter(&room).await?;
             let (status, from) = match after {
                 // Version 0 has seen nothing, so nothing purged can be missing from it.
                 None | Some(0) => (ChangeStatus::Ok, counter.floor),
@@ -256,8 +256,12 @@ impl Chat {
             let query = RangeQuery::partition(room.as_str(), limit + 1)
                 .from(Bound::Excluded(feed_key(from)))
                 .to(Bound::Excluded(feed_end()));
-            let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
-            if self.counter(&room).await?.floor != counter.floor {
+            let (rows, has_more) = self
+                .store
+                .tables
+                .query_up_to(&self.store.schema.messages, &query, limit)
+                .await?;
+            if self.store.counter(&room).await?.floor != counter.floor {
                 continue;
             }
             // Nothing new still answers with a cursor issued for this room, at `from`: a null
@@ -397,7 +401,7 @@ mod tests {
         // One of the two range reads of the feed fails.
         faults.fail_operation(
             "query",
-            Some(&chat.schema.messages),
+            Some(&chat.store.schema.messages),
             1,
             StoreError::unavailable("injected"),
         );
@@ -434,7 +438,7 @@ mod tests {
             .await
             .unwrap();
         assert!(purged > 0);
-        assert!(chat.counter(&room).await.unwrap().floor > 0, "the floor moved up");
+        assert!(chat.store.counter(&room).await.unwrap().floor > 0, "the floor moved up");
 
         let initial = chat.message_changes(&alice(), ask(&[(&room, None)])).await.unwrap();
         let entry = &initial.message_changes[0];

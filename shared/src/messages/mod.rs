@@ -16,7 +16,6 @@ pub mod reactions;
 pub mod read;
 pub mod send;
 pub mod threads;
-pub mod versions;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -209,7 +208,7 @@ impl Message {
     /// The change-feed row of this message at its version: a copy of the message row.
     pub(crate) fn to_feed_entity(&self) -> Entity {
         let mut entity = self.to_entity();
-        entity.row_key = versions::feed_key(self.version);
+        entity.row_key = crate::store::ledger::feed_key(self.version);
         entity.set("messageId", Value::String(self.id.clone()));
         entity
     }

@@ -180,7 +180,8 @@ impl Chat {
                 self.write_companion(room, &message, &row).await?;
             }
             None => {
-                self.delete_if_present(&self.schema.metadata, room.as_str(), &key)
+                self.store
+                    .delete_if_present(&self.store.schema.metadata, room.as_str(), &key)
                     .await?
             }
         }

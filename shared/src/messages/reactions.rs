@@ -106,7 +106,8 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
         let key = reaction_key(&message.key(), emoji, &who.user_id);
-        self.delete_if_present(&self.schema.metadata, room.as_str(), &key)
+        self.store
+            .delete_if_present(&self.store.schema.metadata, room.as_str(), &key)
             .await?;
         self.signal(
             room,
@@ -121,11 +122,13 @@ impl Chat {
     /// is read again afterwards, and a row that landed after the tombstone is taken back (404),
     /// so nothing of a deleted message is left behind.
     pub(crate) async fn write_companion(&self, room: &RoomId, message: &Message, row: &Entity) -> Result<()> {
-        self.tables
-            .upsert(&self.schema.metadata, row, UpdateMode::Replace)
+        self.store
+            .tables
+            .upsert(&self.store.schema.metadata, row, UpdateMode::Replace)
             .await?;
         if let Err(gone) = self.live_message(room, &message.id).await {
-            self.delete_if_present(&self.schema.metadata, room.as_str(), &row.row_key)
+            self.store
+                .delete_if_present(&self.store.schema.metadata, room.as_str(), &row.row_key)
                 .await?;
             return Err(gone);
         }
@@ -170,8 +173,9 @@ impl Chat {
             .from(Bound::Included(format!("{low}:")))
             .to(Bound::Excluded(format!("{high};")));
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.metadata, &query, MAX_ROWS_PER_PAGE)
+            .query_up_to(&self.store.schema.metadata, &query, MAX_ROWS_PER_PAGE)
             .await?;
         let mut by_message: HashMap<&str, Vec<&Entity>> = HashMap::new();
         for row in &rows {

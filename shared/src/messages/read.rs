@@ -108,8 +108,9 @@ impl Chat {
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
-        self.tables
-            .get(&self.schema.messages, room.as_str(), key.as_str())
+        self.store
+            .tables
+            .get(&self.store.schema.messages, room.as_str(), key.as_str())
             .await?
             .map(|e| Message::from_entity(room, &e))
             .transpose()
@@ -129,7 +130,11 @@ impl Chat {
         let query = RangeQuery::partition(room.as_str(), limit + 1)
             .from(from)
             .to(Bound::Excluded(high.to_owned()));
-        let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let (rows, more) = self
+            .store
+            .tables
+            .query_up_to(&self.store.schema.messages, &query, limit)
+            .await?;
         let mut messages = Vec::with_capacity(rows.len());
         for row in &rows {
             let message = Message::from_entity(room, row)?;
@@ -156,7 +161,11 @@ impl Chat {
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
         let from = after.map_or(Bound::Unbounded, |key| Bound::Excluded(key.as_str().to_owned()));
         let query = RangeQuery::partition(room.as_str(), limit + 1).from(from);
-        let (index, more) = self.tables.query_up_to(&self.schema.ascending, &query, limit).await?;
+        let (index, more) = self
+            .store
+            .tables
+            .query_up_to(&self.store.schema.ascending, &query, limit)
+            .await?;
         let keys: Vec<AscendingKey> = index
             .iter()
             .filter_map(|row| AscendingKey::parse(&row.row_key))
@@ -170,8 +179,9 @@ impl Chat {
             .from(Bound::Included(last.ticks().message_key().as_str().to_owned()))
             .to(Bound::Included(first.ticks().message_key().as_str().to_owned()));
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.messages, &span, keys.len() + MAX_LIMIT)
+            .query_up_to(&self.store.schema.messages, &span, keys.len() + MAX_LIMIT)
             .await?;
         let mut by_key: HashMap<String, Entity> = rows.into_iter().map(|e| (e.row_key.clone(), e)).collect();
 

@@ -33,9 +33,9 @@ use crate::keys::{MessageKey, Ticks};
 use crate::live::signals::Signal;
 use crate::notifications::MessageEvent;
 use crate::permissions::Permission;
-use crate::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 use crate::service::Chat;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, Value};
+use crate::store::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 
 /// Ticks tried before a send gives up on finding a free one. Each collision means another send
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
@@ -368,7 +368,7 @@ impl Chat {
             ops
         };
         let mut message = message;
-        match self.commit_change(room, Box::new(build)).await {
+        match self.store.commit_change(room, Box::new(build)).await {
             Ok(committed) => message.version = committed.version,
             Err(write_error) => {
                 // A message that may be stored keeps its index row: deleting it would hide a
@@ -456,7 +456,12 @@ impl Chat {
     /// The message an earlier send with this client id stored, if any.
     async fn find_sent(&self, room: &RoomId, user: &UserId, client_id: &ClientId) -> Result<Option<Message>> {
         let key = idempotency_key(user, client_id);
-        let Some(record) = self.tables.get(&self.schema.messages, room.as_str(), &key).await? else {
+        let Some(record) = self
+            .store
+            .tables
+            .get(&self.store.schema.messages, room.as_str(), &key)
+            .await?
+        else {
             return Ok(None);
         };
         let id = record
@@ -471,7 +476,7 @@ impl Chat {
         let mut ticks = (self.clock)();
         for _ in 0..MAX_TICK_ATTEMPTS {
             let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
-            match self.tables.insert(&self.schema.ascending, &row).await {
+            match self.store.tables.insert(&self.store.schema.ascending, &row).await {
                 Ok(_) => return Ok(ticks),
                 Err(e) if e.is(ErrorKind::AlreadyExists) => ticks = ticks.next(),
                 Err(e) => return Err(e.into()),
@@ -485,8 +490,9 @@ impl Chat {
     async fn release_index_row(&self, room: &RoomId, ticks: Ticks) {
         let key = ticks.ascending_key();
         if let Err(e) = self
+            .store
             .tables
-            .delete(&self.schema.ascending, room.as_str(), key.as_str(), &IfMatch::Any)
+            .delete(&self.store.schema.ascending, room.as_str(), key.as_str(), &IfMatch::Any)
             .await
         {
             tracing::warn!(%room, key = key.as_str(), error = %e, "could not delete the index row of a failed send");

@@ -8,11 +8,11 @@ use crate::keys::Ticks;
 use crate::messages::cursor::Order;
 use crate::messages::read::ReadMessages;
 use crate::messages::send::NewMessage;
-use crate::schema::Schema;
 use crate::service::Chat;
 use crate::service::testing::{alice, chat_on, store};
 use crate::storage::faults::FaultyTables;
 use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+use crate::store::schema::Schema;
 
 fn text(t: &str) -> NewMessage {
     NewMessage::text(t)
@@ -78,15 +78,20 @@ async fn a_failed_message_write_is_compensated() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     faults.fail_operation(
         "transact",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
     let err = chat.send_message(&alice(), &room, text("lost")).await.unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     let (index, _) = chat
+        .store
         .tables
-        .query_up_to(&chat.schema.ascending, &RangeQuery::partition(room.as_str(), 10), 10)
+        .query_up_to(
+            &chat.store.schema.ascending,
+            &RangeQuery::partition(room.as_str(), 10),
+            10,
+        )
         .await
         .unwrap();
     assert!(index.is_empty(), "the index row was removed");
@@ -104,13 +109,13 @@ async fn an_orphan_index_row_is_skipped_and_passed() {
     chat.send_message(&alice(), &room, text("before")).await.unwrap();
     faults.fail_operation(
         "transact",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("write lost"),
     );
     faults.fail_operation(
         "delete",
-        Some(&chat.schema.ascending),
+        Some(&chat.store.schema.ascending),
         1,
         StoreError::unavailable("cleanup lost"),
     );
@@ -166,7 +171,7 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
 async fn a_failing_change_leaves_its_group_committed() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.counter(&room).await.unwrap().version;
+    let before = chat.store.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut sends = tokio::task::JoinSet::new();
@@ -200,7 +205,7 @@ async fn a_failing_change_leaves_its_group_committed() {
         .collect();
     assert_eq!(versions.len(), 5, "each new message has its own version");
     assert_eq!(
-        chat.counter(&room).await.unwrap().version,
+        chat.store.counter(&room).await.unwrap().version,
         before + 5,
         "no version was skipped"
     );
@@ -244,7 +249,7 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
             .unwrap();
         ids.push(sent.message.id);
     }
-    let before = chat.counter(&room).await.unwrap().version;
+    let before = chat.store.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut deletes = tokio::task::JoinSet::new();
@@ -257,7 +262,7 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
 
     let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     assert!(failed.is_empty(), "every delete succeeds: {failed:?}");
-    assert_eq!(chat.counter(&room).await.unwrap().version, before + 40);
+    assert_eq!(chat.store.counter(&room).await.unwrap().version, before + 40);
     for id in &ids {
         let gone = chat.get_message(&alice(), &room, id).await.unwrap_err();
         assert_eq!(gone.code(), "NOT_FOUND", "{id} is a tombstone");
@@ -271,10 +276,10 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
 async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.counter(&room).await.unwrap().version;
+    let before = chat.store.counter(&room).await.unwrap().version;
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("operation timed out"),
     );
@@ -285,7 +290,11 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
     let sent = chat.send_message(&alice(), &room, input.clone()).await.unwrap();
     assert!(sent.created);
     assert_eq!(sent.message.version, before + 1);
-    assert_eq!(chat.counter(&room).await.unwrap().version, before + 1, "committed once");
+    assert_eq!(
+        chat.store.counter(&room).await.unwrap().version,
+        before + 1,
+        "committed once"
+    );
     let id = sent.message.id.clone();
     let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
     let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
@@ -309,7 +318,7 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
     let sent = chat.send_message(&alice(), &room, text("first")).await.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("connection reset"),
     );
@@ -322,7 +331,10 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
         (edited.text.as_str(), edited.version),
         ("second", sent.message.version + 1)
     );
-    assert_eq!(chat.counter(&room).await.unwrap().version, sent.message.version + 1);
+    assert_eq!(
+        chat.store.counter(&room).await.unwrap().version,
+        sent.message.version + 1
+    );
 }
 
 /// When the store cannot tell whether a send committed (it reports a timeout, and the counter
@@ -336,7 +348,7 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
     chat.send_message(&alice(), &room, text("warm")).await.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("operation timed out"),
     );
@@ -344,7 +356,7 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
     // the last one), so this fails the read that looks for the commit.
     faults.fail_operation(
         "get",
-        Some(&chat.schema.messages),
+        Some(&chat.store.schema.messages),
         1,
         StoreError::unavailable("still down"),
     );

@@ -20,9 +20,9 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::keys::AscendingKey;
-use crate::schema::THREAD_PREFIX;
 use crate::service::Chat;
 use crate::storage::RangeQuery;
+use crate::store::schema::THREAD_PREFIX;
 
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
@@ -72,7 +72,11 @@ impl Chat {
         if let Some(after) = &after {
             query = query.from(Bound::Excluded(format!("{prefix}{}", after.as_str())));
         }
-        let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let (rows, has_more) = self
+            .store
+            .tables
+            .query_up_to(&self.store.schema.messages, &query, limit)
+            .await?;
         let keys: Vec<AscendingKey> = rows
             .iter()
             .filter_map(|row| AscendingKey::parse(row.row_key.strip_prefix(&prefix)?))

@@ -136,9 +136,10 @@ impl Chat {
             keys: input.keys,
             created_at: crate::storage::entity::truncate_to_micros(Utc::now()),
         };
-        self.tables
+        self.store
+            .tables
             .upsert(
-                &self.schema.push_subscriptions,
+                &self.store.schema.push_subscriptions,
                 &subscription.to_entity(&who.user_id),
                 UpdateMode::Replace,
             )
@@ -157,19 +158,25 @@ impl Chat {
     pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {
         let query = RangeQuery::partition(user.key(), 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.push_subscriptions, &query, MAX_SUBSCRIPTIONS_PER_USER)
+            .query_up_to(
+                &self.store.schema.push_subscriptions,
+                &query,
+                MAX_SUBSCRIPTIONS_PER_USER,
+            )
             .await?;
         Ok(rows.iter().filter_map(PushSubscription::from_entity).collect())
     }
 
     pub(crate) async fn forget_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
-        self.delete_if_present(
-            &self.schema.push_subscriptions,
-            &user.key(),
-            &subscription_key(endpoint),
-        )
-        .await
+        self.store
+            .delete_if_present(
+                &self.store.schema.push_subscriptions,
+                &user.key(),
+                &subscription_key(endpoint),
+            )
+            .await
     }
 }
 

@@ -18,10 +18,10 @@ use std::time::Duration;
 use crate::auth::Principal;
 use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
-use crate::schema::{HOUSEKEEPING_PARTITION, MEMBER_PREFIX, ROOM_ROW};
 use crate::service::Chat;
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{RangeQuery, UpdateMode, Value};
+use crate::store::schema::{HOUSEKEEPING_PARTITION, MEMBER_PREFIX, ROOM_ROW};
 
 /// More members than any room has; the sweep reads them all, page by page.
 const ALL_MEMBERS: usize = 10_000_000;
@@ -34,8 +34,9 @@ impl Chat {
     pub async fn delete_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
         let missing = || Error::not_found("room not found");
         let row = self
+            .store
             .tables
-            .get(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
+            .get(&self.store.schema.rooms, room_id.as_str(), ROOM_ROW)
             .await?
             .ok_or_else(missing)?;
         if row.str("ownerId") != Some(who.user_id.as_str()) {
@@ -46,8 +47,8 @@ impl Chat {
             };
         }
         update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
+            &self.store.tables,
+            &self.store.schema.rooms,
             room_id.as_str(),
             ROOM_ROW,
             UpdateMode::Replace,
@@ -59,28 +60,42 @@ impl Chat {
         self.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
         self.sweep_room(room_id).await?;
-        self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room_id.as_str())
+        self.store
+            .delete_if_present(
+                &self.store.schema.housekeeping,
+                HOUSEKEEPING_PARTITION,
+                room_id.as_str(),
+            )
             .await
     }
 
     async fn sweep_room(&self, room_id: &RoomId) -> Result<()> {
         let everything = RangeQuery::partition(room_id.as_str(), 100);
-        for table in [&self.schema.messages, &self.schema.ascending, &self.schema.metadata] {
-            self.tables.delete_range(table, &everything).await?;
+        for table in [
+            &self.store.schema.messages,
+            &self.store.schema.ascending,
+            &self.store.schema.metadata,
+        ] {
+            self.store.tables.delete_range(table, &everything).await?;
         }
         let members = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.rooms, &members, ALL_MEMBERS)
+            .query_up_to(&self.store.schema.rooms, &members, ALL_MEMBERS)
             .await?;
         for row in rows {
             // The member row's key carries the user's key; no need to parse the row.
             if let Some(user_key) = row.row_key.strip_prefix(MEMBER_PREFIX) {
-                self.delete_if_present(&self.schema.user_rooms, user_key, room_id.as_str())
+                self.store
+                    .delete_if_present(&self.store.schema.user_rooms, user_key, room_id.as_str())
                     .await?;
             }
         }
-        self.tables.delete_range(&self.schema.rooms, &everything).await?;
+        self.store
+            .tables
+            .delete_range(&self.store.schema.rooms, &everything)
+            .await?;
         Ok(())
     }
 }

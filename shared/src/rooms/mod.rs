@@ -27,9 +27,9 @@ use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permissions;
-use crate::schema::ROOM_ROW;
 use crate::service::Chat;
 use crate::storage::{BatchOp, Entity, ErrorKind, RangeQuery, Value};
+use crate::store::schema::ROOM_ROW;
 use crate::text::{plain_lines, plain_text};
 
 pub use settings::{FilterAction, RoomChange, WordFilterSettings};
@@ -175,7 +175,10 @@ impl Chat {
         self.register_room(&id).await?;
         self.index_user_room(&who.user_id, &id).await?;
         let ops = [BatchOp::Insert(room.to_entity()), BatchOp::Insert(owner.to_entity(&id))];
-        self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
+        self.store
+            .tables
+            .transact(&self.store.schema.rooms, id.as_str(), &ops)
+            .await?;
         Ok(room)
     }
 
@@ -191,11 +194,17 @@ impl Chat {
         }
         self.index_user_room(&who.user_id, room_id).await?;
         let member = Member::new(who, MemberRole::Member, Utc::now());
-        match self.tables.insert(&self.schema.rooms, &member.to_entity(room_id)).await {
+        match self
+            .store
+            .tables
+            .insert(&self.store.schema.rooms, &member.to_entity(room_id))
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.is(ErrorKind::AlreadyExists) => return Ok(room),
             Err(e) => {
-                self.delete_if_present(&self.schema.user_rooms, &who.user_id.key(), room_id.as_str())
+                self.store
+                    .delete_if_present(&self.store.schema.user_rooms, &who.user_id.key(), room_id.as_str())
                     .await?;
                 return Err(e.into());
             }
@@ -227,8 +236,9 @@ impl Chat {
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
         let query = RangeQuery::partition(who.user_id.key(), 1000);
         let (rows, _) = self
+            .store
             .tables
-            .query_up_to(&self.schema.user_rooms, &query, MAX_ROOMS_PER_USER)
+            .query_up_to(&self.store.schema.user_rooms, &query, MAX_ROOMS_PER_USER)
             .await?;
         let lookups = rows.iter().map(|row| async move {
             let Ok(room_id) = RoomId::parse(&row.row_key) else {
@@ -256,8 +266,9 @@ impl Chat {
             .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
             .to(Bound::Excluded(position.as_str().to_owned()));
         let (rows, capped) = self
+            .store
             .tables
-            .query_up_to(&self.schema.messages, &query, MAX_UNREAD_COUNTED)
+            .query_up_to(&self.store.schema.messages, &query, MAX_UNREAD_COUNTED)
             .await?;
         let me = member.user_id.as_str();
         let unread: Vec<Message> = rows
@@ -284,8 +295,9 @@ impl Chat {
 
     /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
-        self.tables
-            .get(&self.schema.rooms, room_id.as_str(), ROOM_ROW)
+        self.store
+            .tables
+            .get(&self.store.schema.rooms, room_id.as_str(), ROOM_ROW)
             .await?
             .filter(|e| !is_being_deleted(e))
             .map(|e| Room::from_entity(&e))
@@ -300,8 +312,9 @@ impl Chat {
 
     async fn index_user_room(&self, user: &UserId, room_id: &RoomId) -> Result<()> {
         let row = Entity::new(user.key(), room_id.as_str()).with("joinedAt", Value::datetime(Utc::now()));
-        self.tables
-            .upsert(&self.schema.user_rooms, &row, crate::storage::UpdateMode::Replace)
+        self.store
+            .tables
+            .upsert(&self.store.schema.user_rooms, &row, crate::storage::UpdateMode::Replace)
             .await?;
         Ok(())
     }

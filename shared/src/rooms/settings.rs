@@ -12,10 +12,10 @@ use crate::error::{Error, Result, settle};
 use crate::ids::RoomId;
 use crate::messages::MessageType;
 use crate::permissions::{Permission, Permissions};
-use crate::schema::ROOM_ROW;
 use crate::service::Chat;
 use crate::storage::UpdateMode;
 use crate::storage::conditional::update_conditionally;
+use crate::store::schema::ROOM_ROW;
 use crate::text::{plain_lines, plain_text};
 use crate::word_filter::WordFilter;
 
@@ -155,8 +155,8 @@ impl Chat {
 
         let mut renamed = false;
         let entity = update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
+            &self.store.tables,
+            &self.store.schema.rooms,
             room_id.as_str(),
             ROOM_ROW,
             UpdateMode::Replace,

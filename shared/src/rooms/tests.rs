@@ -18,7 +18,7 @@ async fn a_ban_is_all_or_nothing() {
     let bob = user("bob");
     chat.join_room(&bob, &room).await.unwrap();
 
-    faults.fail_operation("transact", Some(&chat.schema().rooms), 1, unavailable());
+    faults.fail_operation("transact", Some(&chat.store.schema().rooms), 1, unavailable());
     let failed = chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await;
     assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
     // Neither half landed: bob is still a member, not banned, and can send.
@@ -45,7 +45,7 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
             .unwrap();
     }
 
-    faults.fail_operation("transact", Some(&chat.schema().ascending), 1, unavailable());
+    faults.fail_operation("transact", Some(&chat.store.schema().ascending), 1, unavailable());
     let stopped = chat.delete_room(&alice(), &room).await;
     assert_eq!(stopped.unwrap_err().code(), "UNAVAILABLE");
     // Half deleted, the room is already gone for everyone...
@@ -54,8 +54,9 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
     assert_eq!(chat.delete_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
     // ...and its owner finishes the job.
     chat.delete_room(&alice(), &room).await.unwrap();
-    for table in chat.schema().room_partitioned() {
+    for table in chat.store.schema().room_partitioned() {
         let (rows, _) = chat
+            .store
             .tables()
             .query_up_to(table, &RangeQuery::partition(room.as_str(), 1000), 1000)
             .await
@@ -64,8 +65,9 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
     }
     for who in [alice(), bob] {
         let index = chat
+            .store
             .tables()
-            .get(&chat.schema().user_rooms, &who.user_id.key(), room.as_str())
+            .get(&chat.store.schema().user_rooms, &who.user_id.key(), room.as_str())
             .await;
         assert!(index.unwrap().is_none());
     }
@@ -84,8 +86,9 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
     chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
     let companions = crate::messages::reactions::companion_rows(&room, &sent.key());
     let (rows, _) = chat
+        .store
         .tables()
-        .query_up_to(&chat.schema().metadata, &companions, 100)
+        .query_up_to(&chat.store.schema().metadata, &companions, 100)
         .await
         .unwrap();
     assert!(rows.is_empty(), "{rows:?}");
@@ -105,10 +108,11 @@ async fn housekeeping_keeps_a_room_that_is_still_being_created() {
     let listed = |chat: &crate::service::Chat, room: &crate::ids::RoomId| {
         let (chat, room) = (chat.clone(), room.clone());
         async move {
-            chat.tables()
+            chat.store
+                .tables()
                 .get(
-                    &chat.schema().housekeeping,
-                    crate::schema::HOUSEKEEPING_PARTITION,
+                    &chat.store.schema().housekeeping,
+                    crate::store::schema::HOUSEKEEPING_PARTITION,
                     room.as_str(),
                 )
                 .await
@@ -139,7 +143,7 @@ async fn a_ban_racing_a_join_leaves_no_membership() {
     // Hold the ban's commit open until the join is done.
     faults.delay_operation(
         "transact",
-        Some(&chat.schema().rooms),
+        Some(&chat.store.schema().rooms),
         1,
         std::time::Duration::from_millis(400),
     );

@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+use super::Store;
+use super::schema::{COUNTER_ROW, FEED_PREFIX};
 use crate::ids::RoomId;
-use crate::schema::{COUNTER_ROW, FEED_PREFIX};
-use crate::service::Chat;
 use crate::storage::conditional::{ConditionalError, update_conditionally_with};
 use crate::storage::rules::MAX_BATCH_OPS;
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
@@ -118,7 +118,7 @@ struct Pending {
 
 /// Every room's queue of changes, in this process. Cloning the service shares it.
 #[derive(Default)]
-pub(crate) struct Ledger {
+pub struct Ledger {
     rooms: Mutex<HashMap<String, Arc<RoomLog>>>,
 }
 
@@ -184,7 +184,7 @@ fn contended() -> StoreError {
     StoreError::new(ErrorKind::Unavailable, "the room is busy; try again")
 }
 
-impl Chat {
+impl Store {
     /// Commits one change with the next version of its room, possibly together with other
     /// changes queued at the same time. Errors carry the failing operation's index within
     /// this change.
@@ -192,8 +192,8 @@ impl Chat {
     /// Queueing and committing run as their own task: a request dropped while its change
     /// waits (a client gone) neither strands the change in the queue nor the group it leads.
     pub(crate) async fn commit_change(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
-        let (chat, room) = (self.clone(), room.clone());
-        tokio::spawn(async move { chat.queue_and_commit(&room, build).await })
+        let (store, room) = (self.clone(), room.clone());
+        tokio::spawn(async move { store.queue_and_commit(&room, build).await })
             .await
             .map_err(|e| StoreError::internal(format!("a commit failed: {e}")))?
     }
@@ -500,7 +500,7 @@ impl Chat {
     }
 }
 
-/// One write attempt of [`Chat::step_counter`].
+/// One write attempt of [`Store::step_counter`].
 #[derive(Default)]
 struct Attempt {
     id: String,
@@ -568,6 +568,7 @@ mod tests {
     async fn a_change_failing_inside_a_group_is_answered_alone_and_the_rest_commit() {
         let faults = FaultyTables::new(store());
         let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let chat = chat.store;
         let taken = Entity::new(room.as_str(), "taken");
         chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
         let start = chat.counter(&room).await.unwrap().version;
@@ -616,6 +617,7 @@ mod tests {
     async fn a_failure_is_blamed_on_its_own_change_behind_a_change_that_grew() {
         let faults = FaultyTables::new(store());
         let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let chat = chat.store;
         let taken = Entity::new(room.as_str(), "taken");
         chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
         let grows: Build = {
@@ -657,6 +659,7 @@ mod tests {
     async fn a_change_whose_request_is_dropped_still_commits() {
         let faults = FaultyTables::new(store());
         let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+        let chat = chat.store;
         faults.set_latency(Some(Duration::from_millis(50)));
         let lead = {
             let (chat, room) = (chat.clone(), room.clone());

@@ -1,0 +1,59 @@
+//! The store: the only code that knows tables, partitions and row keys. [`schema`] lists every
+//! table and every row-key format; each aggregate has a module that converts its rows to and
+//! from the models and makes the table calls the use cases need (messages, members, rooms,
+//! roles, reactions, subscriptions, the outbox, notification claims, the retention purge);
+//! [`ledger`] numbers every change to a message with its room's next version (group commit).
+//!
+//! The service asks the store for what it needs in its own terms — a member, a page of
+//! messages, a change committed with the next version — and never sees an `Entity`.
+
+pub mod ledger;
+pub mod schema;
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::storage::{ErrorKind, IfMatch, TableName, Tables};
+
+pub use schema::Schema;
+
+use self::ledger::Ledger;
+
+/// Table storage as tabletalk uses it. Cloning is cheap (handles and `Arc`s).
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub(crate) tables: Tables,
+    pub(crate) schema: Arc<Schema>,
+    /// Each room's queue of changes waiting for a version, in this process.
+    pub(crate) ledger: Arc<Ledger>,
+}
+
+impl Store {
+    /// The store over `tables`, creating any missing table first.
+    pub async fn open(tables: Tables, schema: Schema) -> Result<Store> {
+        schema.create_tables(&tables).await?;
+        Ok(Store {
+            tables,
+            schema: Arc::new(schema),
+            ledger: Arc::default(),
+        })
+    }
+
+    /// The raw tables, for tests and tools that inspect what is stored.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Deletes a row, answering success when it is already gone.
+    pub(crate) async fn delete_if_present(&self, table: &TableName, partition: &str, row: &str) -> Result<()> {
+        match self.tables.delete(table, partition, row, &IfMatch::Any).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
