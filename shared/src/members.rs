@@ -16,15 +16,13 @@ use utoipa::ToSchema;
 
 use crate::access::{Access, Rank};
 use crate::auth::Principal;
-use crate::error::{Error, Result, settle};
+use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::keys::{MessageKey, Ticks};
 use crate::messages::MessageType;
 use crate::permissions::Permission;
 use crate::service::Chat;
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
-use crate::store::schema::{BAN_PREFIX, MEMBER_PREFIX};
+use crate::store::members::BanRecord;
 use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
@@ -51,7 +49,7 @@ pub enum NotificationLevel {
 }
 
 impl NotificationLevel {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NotificationLevel::All => "All",
             NotificationLevel::Mentions => "Mentions",
@@ -59,7 +57,7 @@ impl NotificationLevel {
         }
     }
 
-    fn parse(text: &str) -> NotificationLevel {
+    pub(crate) fn parse(text: &str) -> NotificationLevel {
         match text {
             "Mentions" => NotificationLevel::Mentions,
             "Never" => NotificationLevel::Never,
@@ -149,14 +147,6 @@ pub struct MemberRoles {
     pub role_ids: Vec<String>,
 }
 
-pub(crate) fn member_key(user: &UserId) -> String {
-    format!("{MEMBER_PREFIX}{}", user.key())
-}
-
-fn ban_key(user: &UserId) -> String {
-    format!("{BAN_PREFIX}{}", user.key())
-}
-
 impl Member {
     pub(crate) fn new(user: &Principal, role: MemberRole, joined_at: DateTime<Utc>) -> Member {
         Member {
@@ -184,67 +174,6 @@ impl Member {
         self.timeout_until.is_some_and(|until| until > now)
     }
 
-    pub(crate) fn to_entity(&self, room: &RoomId) -> Entity {
-        let role = match self.role {
-            MemberRole::Owner => "Owner",
-            MemberRole::Member => "Member",
-        };
-        let mut entity = Entity::new(room.as_str(), member_key(&self.user_id))
-            .with("userId", Value::String(self.user_id.to_string()))
-            .with("name", Value::String(self.name.clone()))
-            .with("role", Value::String(role.into()))
-            .with(
-                "roles",
-                Value::String(serde_json::to_string(&self.roles).unwrap_or_default()),
-            )
-            .with("notifications", Value::String(self.notifications.as_str().into()))
-            .with("muted", Value::Bool(self.muted))
-            .with("joinedAt", Value::datetime(self.joined_at));
-        let optional = [
-            ("nickname", self.nickname.clone().map(Value::String)),
-            ("timeoutUntil", self.timeout_until.map(Value::datetime)),
-            ("lastMessageAt", self.last_message_at.map(Value::datetime)),
-            (
-                "lastReadKey",
-                self.last_read.as_ref().map(|k| Value::String(k.as_str().into())),
-            ),
-        ];
-        for (name, value) in optional {
-            if let Some(value) = value {
-                entity.set(name, value);
-            }
-        }
-        entity
-    }
-
-    pub(crate) fn from_entity(entity: &Entity) -> Result<Member> {
-        let broken = || {
-            Error::Internal(format!(
-                "member row {}/{} is incomplete",
-                entity.partition_key, entity.row_key
-            ))
-        };
-        Ok(Member {
-            user_id: UserId::parse(entity.str("userId").ok_or_else(broken)?).map_err(|_| broken())?,
-            name: entity.str("name").unwrap_or_default().to_owned(),
-            nickname: entity.str("nickname").map(str::to_owned),
-            role: match entity.str("role") {
-                Some("Owner") => MemberRole::Owner,
-                _ => MemberRole::Member,
-            },
-            roles: entity
-                .str("roles")
-                .and_then(|r| serde_json::from_str(r).ok())
-                .unwrap_or_default(),
-            notifications: NotificationLevel::parse(entity.str("notifications").unwrap_or_default()),
-            muted: entity.bool("muted").unwrap_or(false),
-            joined_at: entity.datetime("joinedAt").ok_or_else(broken)?,
-            timeout_until: entity.datetime("timeoutUntil"),
-            last_message_at: entity.datetime("lastMessageAt"),
-            last_read: entity.str("lastReadKey").and_then(MessageKey::parse),
-        })
-    }
-
     pub fn summary(&self) -> MemberSummary {
         MemberSummary {
             user_id: self.user_id.to_string(),
@@ -264,51 +193,10 @@ fn checked_nickname(nickname: &str) -> Result<Option<String>> {
 }
 
 impl Chat {
-    pub(crate) async fn member(&self, room_id: &RoomId, user: &UserId) -> Result<Option<Member>> {
-        self.store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), &member_key(user))
-            .await?
-            .map(|e| Member::from_entity(&e))
-            .transpose()
-    }
-
-    /// Rewrites a member row through the conditional-write helper. `change` sees the current
-    /// row and may refuse it with an error, which is returned as is.
-    pub(crate) async fn update_member(
-        &self,
-        room_id: &RoomId,
-        user: &UserId,
-        mut change: impl FnMut(&mut Member) -> Result<()>,
-    ) -> Result<Member> {
-        let entity = update_conditionally(
-            &self.store.tables,
-            &self.store.schema.rooms,
-            room_id.as_str(),
-            &member_key(user),
-            UpdateMode::Replace,
-            |entity| {
-                let mut member = Member::from_entity(&entity)?;
-                change(&mut member)?;
-                Ok(member.to_entity(room_id))
-            },
-        )
-        .await
-        .map_err(|e| settle(e, "member not found"))?;
-        Member::from_entity(&entity)
-    }
-
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
         self.access(room_id, &who.user_id).await?;
-        let query = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.rooms, &query, MAX_LISTED_MEMBERS)
-            .await?;
-        rows.iter()
-            .map(|row| Member::from_entity(row).map(|m| m.summary()))
-            .collect()
+        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, true).await?;
+        Ok(members.iter().map(Member::summary).collect())
     }
 
     /// Changes the caller's own nickname, notification level or mute.
@@ -320,15 +208,16 @@ impl Chat {
     ) -> Result<Member> {
         let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
         self.access(room_id, &who.user_id).await?;
-        self.update_member(room_id, &who.user_id, |member| {
-            if let Some(nickname) = &nickname {
-                member.nickname = nickname.clone();
-            }
-            member.notifications = change.notifications.unwrap_or(member.notifications);
-            member.muted = change.muted.unwrap_or(member.muted);
-            Ok(())
-        })
-        .await
+        self.store
+            .update_member(room_id, &who.user_id, |member| {
+                if let Some(nickname) = &nickname {
+                    member.nickname = nickname.clone();
+                }
+                member.notifications = change.notifications.unwrap_or(member.notifications);
+                member.muted = change.muted.unwrap_or(member.muted);
+                Ok(())
+            })
+            .await
     }
 
     pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
@@ -337,11 +226,12 @@ impl Chat {
             Some(id) => self.live_message(room_id, id).await?.key(),
             None => Ticks::now().message_key(),
         };
-        self.update_member(room_id, &who.user_id, |member| {
-            member.last_read = Some(position.clone());
-            Ok(())
-        })
-        .await?;
+        self.store
+            .update_member(room_id, &who.user_id, |member| {
+                member.last_read = Some(position.clone());
+                Ok(())
+            })
+            .await?;
         let signal = crate::live::signals::Signal::Read {
             user_id: who.user_id.to_string(),
         };
@@ -360,7 +250,7 @@ impl Chat {
     ) -> Result<(Access, Option<Member>, Rank)> {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(permission)?;
-        let member = self.member(room_id, target).await?;
+        let member = self.store.member(room_id, target).await?;
         let rank = match &member {
             Some(member) => self.standing(room_id, &access.room, member).await?.1,
             None => Rank(0),
@@ -378,7 +268,7 @@ impl Chat {
 
     pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
         let member = self.moderated(who, room_id, target).await?;
-        self.remove_member(room_id, target).await?;
+        self.store.remove_member(room_id, target).await?;
         self.revoke_live(room_id, target);
         let line = format!("{} was removed from the room.", member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
@@ -402,6 +292,7 @@ impl Chat {
         }
         self.moderated(who, room_id, target).await?;
         let member = self
+            .store
             .update_member(room_id, target, |member| {
                 member.timeout_until = input.until;
                 Ok(())
@@ -423,52 +314,20 @@ impl Chat {
         }
         let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
         access.require_outranks(rank)?;
-        let mut row = Entity::new(room_id.as_str(), ban_key(target))
-            .with("userId", Value::String(target.to_string()))
-            .with("bannedBy", Value::String(who.user_id.to_string()))
-            .with("bannerRank", Value::Int64(i64::from(access.rank.0)))
-            .with("bannedAt", Value::datetime(Utc::now()));
-        if let Some(until) = input.until {
-            row.set("until", Value::datetime(until));
-        }
-        let ban = BatchOp::Upsert {
-            entity: row,
-            mode: UpdateMode::Replace,
+        let record = BanRecord {
+            banned_by: who.user_id.to_string(),
+            banner_rank: access.rank.0,
+            banned_at: Utc::now(),
+            until: input.until,
         };
-        let removal = BatchOp::Delete {
-            partition_key: room_id.as_str().to_owned(),
-            row_key: member_key(target),
-            if_match: IfMatch::Any,
-        };
-        let ops = match member {
-            Some(_) => vec![ban.clone(), removal],
-            None => vec![ban.clone()],
-        };
-        match self
-            .store
-            .tables
-            .transact(&self.store.schema.rooms, room_id.as_str(), &ops)
-            .await
-        {
-            Ok(_) => {}
-            // The member left meanwhile: the ban alone.
-            Err(e) if e.is(ErrorKind::NotFound) => {
-                self.store
-                    .tables
-                    .transact(&self.store.schema.rooms, room_id.as_str(), &[ban])
-                    .await?;
-            }
-            Err(e) => return Err(e.into()),
-        }
+        self.store.ban(room_id, target, &record, member.is_some()).await?;
         // A join that read no ban before this one committed may have added a membership the
         // transaction did not remove (a join checks again after its insert; this is the ban's
         // side of that, so whichever of the two writes second sees the other).
-        if self.member(room_id, target).await?.is_some() {
-            self.remove_member(room_id, target).await?;
+        if self.store.member(room_id, target).await?.is_some() {
+            self.store.remove_member(room_id, target).await?;
         } else {
-            self.store
-                .delete_if_present(&self.store.schema.user_rooms, &target.key(), room_id.as_str())
-                .await?;
+            self.store.unindex_user_room(target, room_id).await?;
         }
         self.revoke_live(room_id, target);
         if let Some(member) = member {
@@ -482,32 +341,19 @@ impl Chat {
     pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
-        let key = ban_key(target);
-        let Some(ban) = self
-            .store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), &key)
-            .await?
-        else {
+        let Some(ban) = self.store.ban_record(room_id, target).await? else {
             return Ok(());
         };
-        let banner = Rank(ban.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0));
-        if access.rank < banner {
+        if access.rank < Rank(ban.banner_rank) {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
-        self.store
-            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &key)
-            .await
+        self.store.lift_ban(room_id, target).await
     }
 
     /// True while a ban on `user` is in force.
     pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
-        let ban = self
-            .store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), &ban_key(user))
-            .await?;
-        Ok(ban.is_some_and(|ban| ban.datetime("until").is_none_or(|until| until > Utc::now())))
+        let ban = self.store.ban_record(room_id, user).await?;
+        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
     }
 
     /// Replaces a member's roles. Every role added or removed must rank below the caller, and
@@ -538,6 +384,7 @@ impl Chat {
             }
         }
         let member = self
+            .store
             .update_member(room_id, target, |member| {
                 for role in &roles {
                     let added = wanted.contains(&role.id);
@@ -553,18 +400,6 @@ impl Chat {
             })
             .await?;
         Ok(member.summary())
-    }
-
-    /// Removes a membership and its "my rooms" index row, the index row first: a failure in
-    /// between leaves a member who does not see the room listed (and can leave again), never an
-    /// index row nothing points back to.
-    pub(crate) async fn remove_member(&self, room_id: &RoomId, user: &UserId) -> Result<()> {
-        self.store
-            .delete_if_present(&self.store.schema.user_rooms, &user.key(), room_id.as_str())
-            .await?;
-        self.store
-            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &member_key(user))
-            .await
     }
 }
 

@@ -36,8 +36,7 @@ use crate::messages::{Message, MessageType};
 use crate::push::sender::{Outcome, Push, PushSender};
 use crate::push::subscriptions::PushSubscription;
 use crate::service::Chat;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
-use crate::store::schema::MEMBER_PREFIX;
+use crate::storage::{ETag, Entity, ErrorKind, IfMatch, UpdateMode, Value};
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
@@ -45,6 +44,8 @@ pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
 pub const PREVIEW_CHARS: usize = 100;
 /// Recipients, and deliveries, in flight at once for one event.
 const CONCURRENT_DELIVERIES: usize = 16;
+/// Tries at recording an event done once its pushes are made.
+const DONE_ATTEMPTS: u32 = 4;
 /// Attempts per subscription (429 and 5xx are retried).
 const DELIVERY_ATTEMPTS: usize = 4;
 /// The longest `Retry-After` honoured within one event; longer, the push is given up.
@@ -252,8 +253,8 @@ impl Chat {
             }
             Start::Run(run) => run,
         };
-        let pending = match self.record_pending(&run.room, event).await {
-            Ok(etag) => (crate::outbox::fan_out_key(&event.message_id), etag),
+        let pending = match self.store.record_fan_out(&run.room, event).await {
+            Ok(pending) => pending,
             Err(e) => {
                 self.release(&run).await;
                 return Err(e);
@@ -269,7 +270,7 @@ impl Chat {
             match chat.fan_out(&sender, run).await {
                 Ok(report) => {
                     tracing::info!(event = %id, ?report, "an event's pushes are done");
-                    chat.clear_pending(&room, pending).await;
+                    chat.store.clear_fan_out(&room, pending).await;
                 }
                 // The pending row stays: the outbox timer republishes the event once no run
                 // holds its claim.
@@ -367,21 +368,30 @@ impl Chat {
         let done = Entity::new(room.as_str(), marker)
             .with("state", Value::String("done".into()))
             .with("notifiedAt", Value::datetime(chrono::Utc::now()));
-        let recorded = self
-            .store
-            .tables
-            .update(
-                &self.store.schema.metadata,
-                &done,
-                UpdateMode::Replace,
-                &IfMatch::Etag(etag),
-            )
-            .await;
-        match recorded {
-            Ok(_) => {}
-            // Our lease ran out and another run took over: it records the event itself.
-            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
-            Err(e) => return Err(e.into()),
+        // Every recipient has been pushed: failing to record that would push them all again
+        // once the lease lapses, so a passing store error is given a few more tries.
+        for attempt in 1..=DONE_ATTEMPTS {
+            let recorded = self
+                .store
+                .tables
+                .update(
+                    &self.store.schema.metadata,
+                    &done,
+                    UpdateMode::Replace,
+                    &IfMatch::Etag(etag.clone()),
+                )
+                .await;
+            match recorded {
+                Ok(_) => break,
+                // Our lease ran out and another run took over: it records the event itself (or
+                // an earlier try of ours landed after all).
+                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => break,
+                Err(e) if attempt < DONE_ATTEMPTS => {
+                    tracing::warn!(error = %e, attempt, "an event's pushes are done but not yet recorded; trying again");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(report)
     }
@@ -484,15 +494,13 @@ impl Chat {
         let Some(event) = stored.as_ref().and_then(MessageEvent::of) else {
             return Ok(plan);
         };
-        let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
-        let (rows, _) = self
+        // A member row that cannot be read costs that member their push, not everyone theirs.
+        let members = self
             .store
-            .tables
-            .query_up_to(&self.store.schema.rooms, &query, crate::members::MAX_LISTED_MEMBERS)
+            .members(room, crate::members::MAX_LISTED_MEMBERS, false)
             .await?;
-        let recipients: Vec<(UserId, bool)> = rows
-            .iter()
-            .filter_map(|row| Member::from_entity(row).ok())
+        let recipients: Vec<(UserId, bool)> = members
+            .into_iter()
             .filter(|member| member.user_id.as_str() != event.sender_id)
             .filter_map(|member| wants(&member, &event.mentions).map(|mentioned| (member.user_id, mentioned)))
             .collect();
@@ -620,6 +628,36 @@ mod tests {
         let reports = [notify().await, notify().await];
         assert!(reports[1].repeat, "{reports:?}");
         assert_eq!(reports[1].recipients, 0);
+    }
+
+    /// Every push made, and then the store fails once to record it: the record is tried again,
+    /// so the event is done and a redelivery after the lease pushes no one a second time.
+    #[tokio::test]
+    async fn a_done_record_that_fails_once_is_written_again() {
+        let faults = crate::storage::faults::FaultyTables::new(store());
+        let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
+        chat.join_room(&user("bob"), &room).await.unwrap();
+        // Sent before push is configured, so no delivery of its own runs alongside this one.
+        let sent = chat
+            .send_message(&alice(), &room, NewMessage::text("hi"))
+            .await
+            .unwrap();
+        chat.push = Arc::new(PushSettings {
+            sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
+            ..PushSettings::default()
+        });
+        let metadata = chat.schema().metadata.clone();
+        faults.fail_operation(
+            "update",
+            Some(&metadata),
+            1,
+            crate::storage::StoreError::unavailable("injected"),
+        );
+        let event = MessageEvent::of(&sent.message).unwrap();
+        let report = chat.notify(&event).await.expect("the record is written on a later try");
+        assert_eq!(report.recipients, 1);
+        let state = chat.notification_state(&room, &sent.message.id).await.unwrap();
+        assert_eq!(state, NotificationState::Done);
     }
 
     /// A push service that takes the connection and never answers holds a delivery only until

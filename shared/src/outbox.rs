@@ -17,123 +17,34 @@
 //! pending row and it is older than [`MARK_EXPIRY`] — longer than any process trusts its own
 //! note of having written it.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Instant;
-
 use chrono::{DateTime, Duration, Utc};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::CloudEvent;
 use crate::ids::RoomId;
 use crate::notifications::{MessageEvent, NotificationState};
 use crate::service::Chat;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
-use crate::store::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
+use crate::store::outbox::{Marker, event_row_key};
 
 /// A pending event older than this is republished by the timer.
 pub const REPUBLISH_AFTER: Duration = Duration::seconds(5);
-/// How long a process trusts its own note that a room's marker exists.
-const MARK_REFRESH: std::time::Duration = std::time::Duration::from_secs(600);
 /// A marker younger than this is never removed.
 const MARK_EXPIRY: Duration = Duration::minutes(15);
 
-/// When this process last wrote each room's outbox marker. A std mutex: never held across an
-/// await.
-#[derive(Debug, Default)]
-pub(crate) struct Marks {
-    written: Mutex<HashMap<String, Instant>>,
-}
-
-pub(crate) fn outbox_key(message_id: &str) -> String {
-    format!("{OUTBOX_PREFIX}{message_id}")
-}
-
-/// The row of an event whose delivery was answered before its fan-out ended
-/// (`Chat::accept_notification`): apart from the send's own row, which the send deletes once
-/// the event is published, whatever becomes of the fan-out.
-pub(crate) fn fan_out_key(message_id: &str) -> String {
-    format!("{OUTBOX_PREFIX}{message_id}:fanout")
-}
-
 impl Chat {
-    /// The outbox row of `event`, to commit with its message.
-    pub(crate) fn outbox_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
-        Chat::pending_row(room, outbox_key(&event.message_id), event)
-    }
-
-    fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<Entity> {
-        let json = serde_json::to_string(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
-        Ok(Entity::new(room.as_str(), row_key)
-            .with("event", Value::String(json))
-            .with("createdAt", Value::datetime(Utc::now())))
-    }
-
-    /// Records `event` pending while its fan-out runs in the background; the ETag clears it.
-    pub(crate) async fn record_pending(&self, room: &RoomId, event: &MessageEvent) -> Result<ETag> {
-        self.mark_outbox(room).await?;
-        let row = Chat::pending_row(room, fan_out_key(&event.message_id), event)?;
-        Ok(self
-            .store
-            .tables
-            .upsert(&self.store.schema.messages, &row, UpdateMode::Replace)
-            .await?)
-    }
-
-    /// Clears the row [`Chat::record_pending`] wrote, unless another run has written it since.
-    pub(crate) async fn clear_pending(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
-        match self
-            .store
-            .tables
-            .delete(
-                &self.store.schema.messages,
-                room.as_str(),
-                &row_key,
-                &IfMatch::Etag(etag),
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
-            Err(e) => tracing::warn!(%room, error = %e, "a done event's outbox row stays; the timer clears it"),
-        }
-    }
-
-    /// Makes sure the timer will look at `room` (before a send's transaction).
-    pub(crate) async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
-        let fresh = {
-            let written = self.outbox_marks.written.lock().expect("marks lock");
-            written.get(room.as_str()).is_some_and(|at| at.elapsed() < MARK_REFRESH)
-        };
-        if fresh {
-            return Ok(());
-        }
-        let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(Utc::now()));
-        self.store
-            .tables
-            .upsert(&self.store.schema.housekeeping, &marker, UpdateMode::Replace)
-            .await?;
-        let mut written = self.outbox_marks.written.lock().expect("marks lock");
-        if written.len() > 10_000 {
-            written.retain(|_, at| at.elapsed() < MARK_REFRESH);
-        }
-        written.insert(room.to_string(), Instant::now());
-        Ok(())
-    }
-
     /// Hands a committed event to its consumer — in the background, or before returning where
     /// the process may be frozen once it answers (Lambda) — and clears its outbox row once
     /// accepted; a failure leaves the row for the timer.
     pub(crate) async fn dispatch(&self, room: &RoomId, event: MessageEvent) {
         if self.inline_events {
-            if let Err(e) = self.publish(room, &event, &outbox_key(&event.message_id)).await {
+            if let Err(e) = self.publish(room, &event, &event_row_key(&event)).await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; it waits in the outbox");
             }
             return;
         }
         let (chat, room) = (self.clone(), room.clone());
         tokio::spawn(async move {
-            if let Err(e) = chat.publish(&room, &event, &outbox_key(&event.message_id)).await {
+            if let Err(e) = chat.publish(&room, &event, &event_row_key(&event)).await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; the timer will retry");
             }
         });
@@ -153,54 +64,34 @@ impl Chat {
                 self.notify(event).await?;
             }
         }
-        self.store
-            .delete_if_present(&self.store.schema.messages, room.as_str(), row_key)
-            .await
+        self.store.clear_pending(room, row_key).await
     }
 
     /// The timer's part: republishes every event pending longer than [`REPUBLISH_AFTER`] and
     /// drops markers of rooms with nothing pending. Returns the events republished.
     pub async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
-        let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.housekeeping, &markers, 10_000_000)
-            .await?;
         let mut republished = 0;
-        for marker in rows {
-            let Ok(room) = RoomId::parse(&marker.row_key) else {
-                continue;
-            };
-            match self.republish_room(&room, &marker, now).await {
+        for marker in self.store.outbox_markers().await? {
+            match self.republish_room(&marker, now).await {
                 Ok(n) => republished += n,
-                Err(e) => tracing::warn!(%room, error = %e, "republishing a room's events failed"),
+                Err(e) => tracing::warn!(room = %marker.room, error = %e, "republishing a room's events failed"),
             }
         }
         Ok(republished)
     }
 
-    async fn republish_room(&self, room: &RoomId, marker: &Entity, now: DateTime<Utc>) -> Result<usize> {
-        let pending = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.messages, &pending, 100_000)
-            .await?;
+    async fn republish_room(&self, marker: &Marker, now: DateTime<Utc>) -> Result<usize> {
+        let room = &marker.room;
+        let pending = self.store.pending_events(room).await?;
         let mut republished = 0;
         // One event that keeps failing never holds up the room's others.
-        for row in &rows {
-            if row.datetime("createdAt").is_some_and(|at| now - at < REPUBLISH_AFTER) {
+        for row in &pending {
+            if row.created_at.is_some_and(|at| now - at < REPUBLISH_AFTER) {
                 continue;
             }
-            let Some(event) = row
-                .str("event")
-                .and_then(|json| serde_json::from_str::<MessageEvent>(json).ok())
-            else {
+            let Some(event) = &row.event else {
                 tracing::error!(%room, row = %row.row_key, "an unreadable outbox row was dropped");
-                self.store
-                    .delete_if_present(&self.store.schema.messages, room.as_str(), &row.row_key)
-                    .await?;
+                self.store.clear_pending(room, &row.row_key).await?;
                 continue;
             };
             // A run pushing it right now is left alone; one that is done needs no republishing.
@@ -208,37 +99,20 @@ impl Chat {
                 match self.notification_state(room, &event.message_id).await? {
                     NotificationState::Claimed => continue,
                     NotificationState::Done => {
-                        self.store
-                            .delete_if_present(&self.store.schema.messages, room.as_str(), &row.row_key)
-                            .await?;
+                        self.store.clear_pending(room, &row.row_key).await?;
                         continue;
                     }
                     NotificationState::Unclaimed => {}
                 }
             }
-            match self.publish(room, &event, &row.row_key).await {
+            match self.publish(room, event, &row.row_key).await {
                 Ok(()) => republished += 1,
                 Err(e) => tracing::warn!(event = %event.id, error = %e, "republishing an event failed; next run"),
             }
         }
-        let idle = rows.is_empty() && marker.datetime("markedAt").is_none_or(|at| now - at > MARK_EXPIRY);
-        if idle && let Some(etag) = marker.etag.clone() {
-            match self
-                .store
-                .tables
-                .delete(
-                    &self.store.schema.housekeeping,
-                    OUTBOX_PARTITION,
-                    room.as_str(),
-                    &IfMatch::Etag(etag),
-                )
-                .await
-            {
-                Ok(()) => {}
-                // Re-marked or removed meanwhile: leave it.
-                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
+        let idle = pending.is_empty() && marker.marked_at.is_none_or(|at| now - at > MARK_EXPIRY);
+        if idle {
+            self.store.remove_marker(marker).await?;
         }
         Ok(republished)
     }
@@ -254,7 +128,9 @@ mod tests {
     use crate::push::sender::PushSender;
     use crate::service::testing::{alice, chat_on, store, user};
     use crate::storage::faults::FaultyTables;
+    use crate::storage::{Entity, ErrorKind, RangeQuery, UpdateMode, Value};
     use crate::storage::{StoreError, Tables};
+    use crate::store::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
 
     async fn pending(chat: &Chat, room: &RoomId) -> usize {
         let query = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 100);
@@ -296,7 +172,7 @@ mod tests {
         assert_eq!(pending(&chat, &room).await, 1, "the event waits in the outbox");
 
         // An unreadable row is dropped without holding up the room's others.
-        let broken = Entity::new(room.as_str(), outbox_key("1"))
+        let broken = Entity::new(room.as_str(), format!("{OUTBOX_PREFIX}1"))
             .with("event", Value::String("not json".into()))
             .with("createdAt", Value::datetime(Utc::now() - Duration::minutes(1)));
         chat.store
@@ -351,7 +227,7 @@ mod tests {
                     preview: "hi".into(),
                     mentions: Default::default(),
                 };
-                chat.record_pending(&room, &event).await.unwrap();
+                chat.store.record_fan_out(&room, &event).await.unwrap();
                 if let Some((state, at)) = claimed {
                     let marker = Entity::new(room.as_str(), format!("{message_id}:n"))
                         .with("state", Value::String(state))

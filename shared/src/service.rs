@@ -12,7 +12,6 @@ use crate::live::local_hub::LocalHub;
 use crate::live::web_pubsub::WebPubSub;
 use crate::live::{Live, TypingGate};
 use crate::outbound::{OutboundClient, Reach};
-use crate::outbox::Marks;
 use crate::push::PushSettings;
 use crate::push::sender::PushSender;
 use crate::storage::Tables;
@@ -37,8 +36,6 @@ pub struct Chat {
     pub(crate) event_grid: Option<Arc<EventGrid>>,
     /// Who typed when, to rate-limit typing signals.
     pub(crate) typing: Arc<TypingGate>,
-    /// Rooms whose outbox marker this process wrote lately.
-    pub(crate) outbox_marks: Arc<Marks>,
     /// Publish each event before the send answers instead of in the background.
     pub(crate) inline_events: bool,
 }
@@ -54,7 +51,6 @@ impl Chat {
             live: Live::Off,
             event_grid: None,
             typing: Arc::default(),
-            outbox_marks: Arc::default(),
             inline_events: false,
         })
     }

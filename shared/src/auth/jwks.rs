@@ -43,7 +43,9 @@ impl Default for JwksPolicy {
     fn default() -> JwksPolicy {
         JwksPolicy {
             min_interval: Duration::from_secs(30),
-            unknown_ttl: Duration::from_secs(300),
+            // No longer than the fetch interval: a key the provider has just rotated in is
+            // fetched at the next allowed fetch, not refused for minutes.
+            unknown_ttl: Duration::from_secs(30),
             max_body: 128 * 1024,
             timeout: Duration::from_secs(10),
         }

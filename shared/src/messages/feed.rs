@@ -17,8 +17,6 @@
 //! as an upsert keyed by message id, keeping the higher version; on RESET drop the cached copy
 //! of that conversation first. docs/CATCHUP.md has the whole algorithm.
 
-use std::ops::Bound;
-
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -30,9 +28,6 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::service::Chat;
-use crate::storage::RangeQuery;
-use crate::store::ledger::{feed_key, feed_version};
-use crate::store::schema::FEED_PREFIX;
 
 pub const MAX_CONVERSATIONS: usize = 100;
 pub const DEFAULT_LIMIT: i64 = 100;
@@ -253,25 +248,17 @@ impl Chat {
                 Some(after) if after > counter.version || after < counter.floor => (ChangeStatus::Reset, counter.floor),
                 Some(after) => (ChangeStatus::Ok, after),
             };
-            let query = RangeQuery::partition(room.as_str(), limit + 1)
-                .from(Bound::Excluded(feed_key(from)))
-                .to(Bound::Excluded(feed_end()));
-            let (rows, has_more) = self
-                .store
-                .tables
-                .query_up_to(&self.store.schema.messages, &query, limit)
-                .await?;
+            let (rows, has_more) = self.store.feed_after(&room, from, limit).await?;
             if self.store.counter(&room).await?.floor != counter.floor {
                 continue;
             }
             // Nothing new still answers with a cursor issued for this room, at `from`: a null
             // cursor's "0" would fall below a raised floor and come back as RESET.
-            let mut cursor = from;
-            let mut changes = Vec::with_capacity(rows.len());
-            for row in &rows {
-                cursor = feed_version(&row.row_key).unwrap_or(cursor);
-                changes.push(MessageChange::of(Message::from_feed_entity(&room, row)?));
-            }
+            let cursor = rows.last().map_or(from, |(version, _)| *version);
+            let changes = rows
+                .into_iter()
+                .map(|(_, message)| MessageChange::of(message))
+                .collect();
             return Ok(ConversationChanges {
                 conversation_id: conversation.conversation_id.clone(),
                 status,
@@ -296,14 +283,6 @@ fn unchanged(conversation: &MessageChangeCursorInput, status: ChangeStatus) -> C
     }
 }
 
-/// The first key after every feed row.
-fn feed_end() -> String {
-    let mut end = FEED_PREFIX.to_owned();
-    end.pop();
-    end.push(';');
-    end
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,11 +302,6 @@ mod tests {
         assert_eq!(per_conversation_limit(None, 100), 10);
         assert_eq!(per_conversation_limit(Some(200), 7), 142);
         assert_eq!(per_conversation_limit(Some(3), 100), 3);
-    }
-
-    #[test]
-    fn every_feed_key_is_below_the_end() {
-        assert!(feed_key(7) < feed_end() && feed_key(u64::MAX) < feed_end());
     }
 
     use crate::messages::send::NewMessage;
@@ -434,6 +408,7 @@ mod tests {
         let (chat, room) = chat_on(Tables::new(store())).await;
         post(&chat, &room, "soon gone").await;
         let purged = chat
+            .store
             .purge_room(&room, Utc::now() + chrono::Duration::hours(1))
             .await
             .unwrap();

@@ -24,10 +24,7 @@ use utoipa::ToSchema;
 use self::mentions::Mentions;
 use self::polls::Poll;
 use self::reactions::ReactionCount;
-use crate::error::{Error, Result};
-use crate::ids::RoomId;
 use crate::keys::MessageKey;
-use crate::storage::{Entity, Value};
 
 /// Longest message, in characters of sanitized HTML.
 pub const MAX_TEXT_CHARS: usize = 10_000;
@@ -70,7 +67,7 @@ impl MessageType {
         }
     }
 
-    fn parse(text: &str) -> Option<MessageType> {
+    pub(crate) fn parse(text: &str) -> Option<MessageType> {
         MessageType::ALL.into_iter().find(|t| t.as_str() == text)
     }
 }
@@ -170,103 +167,6 @@ impl Message {
         self.is_pinned = false;
         self.reactions.clear();
     }
-
-    /// The `Messages` row for this message.
-    pub(crate) fn to_entity(&self) -> Entity {
-        let mut entity = Entity::new(&self.room_id, &self.id)
-            .with("type", Value::String(self.kind.as_str().into()))
-            .with("userId", Value::String(self.author_id.clone()))
-            .with("userName", Value::String(self.author_name.clone()))
-            .with("message", Value::String(self.text.clone()))
-            .with("createdAt", Value::datetime(self.created_at))
-            .with("version", Value::Int64(self.version as i64));
-        let optional = [
-            ("clientId", self.client_id.clone().map(Value::String)),
-            ("editedAt", self.edited_at.map(Value::datetime)),
-            ("deletedAt", self.deleted_at.map(Value::datetime)),
-            ("deletedBy", self.deleted_by.clone().map(Value::String)),
-            ("moderated", self.moderated.then_some(Value::Bool(true))),
-            ("isPinned", self.is_pinned.then_some(Value::Bool(true))),
-            ("replyTo", self.reply_to.clone().map(Value::String)),
-            ("threadId", self.thread_id.clone().map(Value::String)),
-            ("pinnedMessageId", self.pinned_message_id.clone().map(Value::String)),
-            ("forwardedFrom", self.forwarded_from.as_ref().map(json_value)),
-            (
-                "mentions",
-                (!self.mentions.is_empty()).then(|| json_value(&self.mentions)),
-            ),
-            ("poll", self.poll.as_ref().map(|p| json_value(&p.definition()))),
-        ];
-        for (name, value) in optional {
-            if let Some(value) = value {
-                entity.set(name, value);
-            }
-        }
-        entity
-    }
-
-    /// The change-feed row of this message at its version: a copy of the message row.
-    pub(crate) fn to_feed_entity(&self) -> Entity {
-        let mut entity = self.to_entity();
-        entity.row_key = crate::store::ledger::feed_key(self.version);
-        entity.set("messageId", Value::String(self.id.clone()));
-        entity
-    }
-
-    /// Reads a `Messages` row. A row that does not parse is a server fault, never the caller's.
-    pub(crate) fn from_entity(room: &RoomId, entity: &Entity) -> Result<Message> {
-        Message::from_row(room, &entity.row_key, entity)
-    }
-
-    /// Reads a change-feed row.
-    pub(crate) fn from_feed_entity(room: &RoomId, entity: &Entity) -> Result<Message> {
-        let id = entity
-            .str("messageId")
-            .ok_or_else(|| Error::Internal(format!("feed row {room}/{} has no message id", entity.row_key)))?;
-        Message::from_row(room, id, entity)
-    }
-
-    fn from_row(room: &RoomId, id: &str, entity: &Entity) -> Result<Message> {
-        let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
-        MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
-        let string = |name: &str| entity.str(name).map(str::to_owned);
-        Ok(Message {
-            id: id.to_owned(),
-            room_id: room.to_string(),
-            kind: entity
-                .str("type")
-                .and_then(MessageType::parse)
-                .ok_or_else(|| broken("unknown type"))?,
-            author_id: entity.str("userId").unwrap_or_default().to_owned(),
-            author_name: entity.str("userName").unwrap_or_default().to_owned(),
-            text: entity.str("message").unwrap_or_default().to_owned(),
-            created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
-            version: entity.i64("version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
-            client_id: string("clientId"),
-            edited_at: entity.datetime("editedAt"),
-            deleted_at: entity.datetime("deletedAt"),
-            deleted_by: string("deletedBy"),
-            moderated: entity.bool("moderated").unwrap_or(false),
-            is_pinned: entity.bool("isPinned").unwrap_or(false),
-            reply_to: string("replyTo"),
-            thread_id: string("threadId"),
-            pinned_message_id: string("pinnedMessageId"),
-            forwarded_from: from_json(entity, "forwardedFrom"),
-            mentions: from_json(entity, "mentions").unwrap_or_default(),
-            poll: from_json::<polls::PollDefinition>(entity, "poll").map(Poll::from),
-            reactions: Vec::new(),
-        })
-    }
-}
-
-/// A JSON-valued property, if present and well-formed.
-fn from_json<T: serde::de::DeserializeOwned>(entity: &Entity, name: &str) -> Option<T> {
-    entity.str(name).and_then(|text| serde_json::from_str(text).ok())
-}
-
-/// A JSON-valued property (lists and objects are stored as JSON strings).
-fn json_value<T: Serialize>(value: &T) -> Value {
-    Value::String(serde_json::to_string(value).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -10,9 +10,6 @@
 //! tallies come from one more range read over the page's companion rows. Every page costs
 //! the same at any depth: two or three range reads from the cursor.
 
-use std::collections::HashMap;
-use std::ops::Bound;
-
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -21,9 +18,8 @@ use super::cursor::{Cursor, Order};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey};
+use crate::keys::{AscendingKey, MessageKey};
 use crate::service::Chat;
-use crate::storage::{Entity, RangeQuery};
 
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 100;
@@ -108,12 +104,7 @@ impl Chat {
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
-        self.store
-            .tables
-            .get(&self.store.schema.messages, room.as_str(), key.as_str())
-            .await?
-            .map(|e| Message::from_entity(room, &e))
-            .transpose()
+        self.store.message(room, key).await
     }
 
     async fn newest_first(
@@ -122,33 +113,16 @@ impl Chat {
         after: Option<MessageKey>,
         limit: usize,
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
-        let (low, high) = MESSAGE_KEY_RANGE;
-        let from = match after {
-            Some(key) => Bound::Excluded(key.as_str().to_owned()),
-            None => Bound::Included(low.to_owned()),
-        };
-        let query = RangeQuery::partition(room.as_str(), limit + 1)
-            .from(from)
-            .to(Bound::Excluded(high.to_owned()));
-        let (rows, more) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.messages, &query, limit)
-            .await?;
-        let mut messages = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let message = Message::from_entity(room, row)?;
-            if message.is_live() {
-                messages.push(message);
-            }
-        }
+        let (rows, more) = self.store.messages_newest_first(room, after.as_ref(), limit).await?;
+        // A whole page resumes after its last row, tombstone or not.
+        let last_row = rows.last().map(Message::key);
+        let mut messages: Vec<Message> = rows.into_iter().filter(Message::is_live).collect();
         let cut = keep_within_budget(&mut messages);
-        // A cut page resumes after its last kept message; a whole one after its last row,
-        // tombstone or not.
+        // A cut page resumes after its last kept message.
         let last = if cut {
             messages.last().map(Message::key)
         } else {
-            rows.last().and_then(|row| MessageKey::parse(&row.row_key))
+            last_row
         };
         Ok((messages, more || cut, last.map(Cursor::NewestFirst)))
     }
@@ -159,41 +133,19 @@ impl Chat {
         after: Option<AscendingKey>,
         limit: usize,
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
-        let from = after.map_or(Bound::Unbounded, |key| Bound::Excluded(key.as_str().to_owned()));
-        let query = RangeQuery::partition(room.as_str(), limit + 1).from(from);
-        let (index, more) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.ascending, &query, limit)
-            .await?;
-        let keys: Vec<AscendingKey> = index
-            .iter()
-            .filter_map(|row| AscendingKey::parse(&row.row_key))
-            .collect();
-        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+        let (keys, more) = self.store.index_page(room, after.as_ref(), limit).await?;
+        let Some(last) = keys.last() else {
             return Ok((Vec::new(), false, None));
         };
-
-        // The page's message keys span [reverse(last), reverse(first)]; one range read finds them.
-        let span = RangeQuery::partition(room.as_str(), keys.len().min(1000))
-            .from(Bound::Included(last.ticks().message_key().as_str().to_owned()))
-            .to(Bound::Included(first.ticks().message_key().as_str().to_owned()));
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.messages, &span, keys.len() + MAX_LIMIT)
-            .await?;
-        let mut by_key: HashMap<String, Entity> = rows.into_iter().map(|e| (e.row_key.clone(), e)).collect();
-
+        let mut by_key = self.store.messages_of(room, &keys).await?;
         let mut messages = Vec::with_capacity(keys.len());
         let mut matched = Vec::with_capacity(keys.len());
         for key in &keys {
-            if let Some(entity) = by_key.remove(key.ticks().message_key().as_str()) {
-                let message = Message::from_entity(room, &entity)?;
-                if message.is_live() {
-                    messages.push(message);
-                    matched.push(key);
-                }
+            if let Some(message) = by_key.remove(key.ticks().message_key().as_str())
+                && message.is_live()
+            {
+                messages.push(message);
+                matched.push(key);
             }
         }
         let cut = keep_within_budget(&mut messages);

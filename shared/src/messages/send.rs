@@ -29,17 +29,12 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
-use crate::keys::{MessageKey, Ticks};
 use crate::live::signals::Signal;
 use crate::notifications::MessageEvent;
 use crate::permissions::Permission;
 use crate::service::Chat;
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, Value};
-use crate::store::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
-
-/// Ticks tried before a send gives up on finding a free one. Each collision means another send
-/// took that exact 100 ns tick, so even a handful in a row is extraordinary.
-const MAX_TICK_ATTEMPTS: usize = 64;
+use crate::storage::ErrorKind;
+use crate::store::messages::Inserted;
 
 /// What a member sends.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -176,15 +171,6 @@ impl Post {
     }
 }
 
-/// Row key of a send's idempotency record: scoped to the sender, so client ids of different
-/// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
-/// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
-/// keys.
-fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
-    let user = user.key().replace(':', "%3A");
-    format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
-}
-
 impl Chat {
     /// Sends a member's message into a room.
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
@@ -200,7 +186,7 @@ impl Chat {
         // of the room, even a repeat of their own.
         let access = self.sender_access(room, &who.user_id).await?;
         if let Some(client_id) = &client_id
-            && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
+            && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
         {
             return Ok(Sent::repeat(first));
         }
@@ -253,7 +239,7 @@ impl Chat {
             // A concurrent retry of the same client id moved the clock first: answer with its
             // message once it is stored.
             if let Some(client_id) = &client_id
-                && let Some(first) = self.find_sent(room, &who.user_id, client_id).await?
+                && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
             {
                 return Ok(Sent::repeat(first));
             }
@@ -306,7 +292,7 @@ impl Chat {
 
     /// Steps 4 and 5: the durable write, then side effects.
     pub(crate) async fn post(&self, room: &RoomId, post: Post) -> Result<Sent> {
-        let ticks = self.claim_index_row(room).await?;
+        let ticks = self.store.claim_index_row(room, (self.clock)()).await?;
         let message = Message {
             id: ticks.message_key().as_str().to_owned(),
             room_id: room.to_string(),
@@ -330,60 +316,39 @@ impl Chat {
             poll: post.poll,
             reactions: Vec::new(),
         };
-        // The message, its feed row, and its idempotency record and thread row if any: one
-        // transaction, with the room's next version.
-        let mut extra = Vec::new();
-        if let Some((user, client_id)) = &post.idempotency {
-            let record = Entity::new(room.as_str(), idempotency_key(user, client_id))
-                .with("messageId", Value::String(message.id.clone()))
-                .with("createdAt", Value::datetime(Utc::now()));
-            extra.push(BatchOp::Insert(record));
-        }
-        if let Some(root) = &message.thread_id {
-            let key = format!("{THREAD_PREFIX}{root}:{}", ticks.ascending_key().as_str());
-            let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
-            extra.push(BatchOp::Insert(row));
-        }
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {
             true => MessageEvent::of(&message),
             false => None,
         };
-        if let Some(event) = &event {
-            if let Err(e) = self.mark_outbox(room).await {
-                self.release_index_row(room, ticks).await;
-                return Err(e);
-            }
-            extra.push(BatchOp::Insert(Chat::outbox_row(room, event)?));
+        if event.is_some()
+            && let Err(e) = self.store.mark_outbox(room).await
+        {
+            self.store.release_index_row(room, ticks).await;
+            return Err(e);
         }
-        let draft = message.clone();
-        let build = move |version| {
-            let mut message = draft.clone();
-            message.version = version;
-            let mut ops = vec![
-                BatchOp::Insert(message.to_entity()),
-                BatchOp::Insert(message.to_feed_entity()),
-            ];
-            ops.extend(extra.iter().cloned());
-            ops
-        };
+        let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let mut message = message;
-        match self.store.commit_change(room, Box::new(build)).await {
-            Ok(committed) => message.version = committed.version,
+        match self.store.insert_message(room, &message, client, event.as_ref()).await {
+            Ok(Inserted::Committed(version)) => message.version = version,
+            // A concurrent retry with the same client id stored its message first: answer with
+            // that one, as for any repeat.
+            Ok(Inserted::ClientIdTaken) => {
+                self.store.release_index_row(room, ticks).await;
+                if let Some((user, client_id)) = client
+                    && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
+                {
+                    return Ok(Sent::repeat(first));
+                }
+                return Err(Error::Conflict(
+                    "a send with this clientId is in progress; try again".into(),
+                ));
+            }
             Err(write_error) => {
                 // A message that may be stored keeps its index row: deleting it would hide a
                 // stored message from oldest-first reads for good.
                 if !write_error.is(ErrorKind::Indeterminate) {
-                    self.release_index_row(room, ticks).await;
-                }
-                // A concurrent retry with the same client id stored its message first: answer
-                // with that one, as for any repeat.
-                if write_error.is(ErrorKind::AlreadyExists)
-                    && write_error.batch_index == Some(2)
-                    && let Some((user, client_id)) = &post.idempotency
-                    && let Some(first) = self.find_sent(room, user, client_id).await?
-                {
-                    return Ok(Sent::repeat(first));
+                    self.store.release_index_row(room, ticks).await;
                 }
                 return Err(write_error.into());
             }
@@ -420,12 +385,13 @@ impl Chat {
         if access.room.slowmode_seconds == 0 || access.can(Permission::ManageMessages) {
             return Ok(());
         }
-        self.update_member(room, &access.member.user_id, |member| {
-            checks::slowmode(&access.room, member, now)?;
-            member.last_message_at = Some(now);
-            Ok(())
-        })
-        .await?;
+        self.store
+            .update_member(room, &access.member.user_id, |member| {
+                checks::slowmode(&access.room, member, now)?;
+                member.last_message_at = Some(now);
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
@@ -441,6 +407,7 @@ impl Chat {
         if let Some(timeout) = timeout {
             let until = now + timeout;
             let extended = self
+                .store
                 .update_member(room, user, |member| {
                     member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
                     Ok(())
@@ -451,52 +418,6 @@ impl Chat {
             }
         }
         Error::Forbidden("the message contains blocked content".into())
-    }
-
-    /// The message an earlier send with this client id stored, if any.
-    async fn find_sent(&self, room: &RoomId, user: &UserId, client_id: &ClientId) -> Result<Option<Message>> {
-        let key = idempotency_key(user, client_id);
-        let Some(record) = self
-            .store
-            .tables
-            .get(&self.store.schema.messages, room.as_str(), &key)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let id = record
-            .str("messageId")
-            .and_then(MessageKey::parse)
-            .ok_or_else(|| Error::Internal(format!("idempotency record {room}/{key} is broken")))?;
-        self.find_message(room, &id).await
-    }
-
-    /// Inserts the ascending index row at the first free tick from now.
-    async fn claim_index_row(&self, room: &RoomId) -> Result<Ticks> {
-        let mut ticks = (self.clock)();
-        for _ in 0..MAX_TICK_ATTEMPTS {
-            let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
-            match self.store.tables.insert(&self.store.schema.ascending, &row).await {
-                Ok(_) => return Ok(ticks),
-                Err(e) if e.is(ErrorKind::AlreadyExists) => ticks = ticks.next(),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(Error::Unavailable("no free message key; try again".into()))
-    }
-
-    /// Compensation for a failed message write. A failure here is logged: the orphan index
-    /// row is harmless, since ascending reads skip rows without a message.
-    async fn release_index_row(&self, room: &RoomId, ticks: Ticks) {
-        let key = ticks.ascending_key();
-        if let Err(e) = self
-            .store
-            .tables
-            .delete(&self.store.schema.ascending, room.as_str(), key.as_str(), &IfMatch::Any)
-            .await
-        {
-            tracing::warn!(%room, key = key.as_str(), error = %e, "could not delete the index row of a failed send");
-        }
     }
 }
 

@@ -398,3 +398,110 @@ async fn idempotency_keys_of_different_users_never_collide() {
     assert_ne!(own.message.id, first.message.id);
     assert_eq!(own.message.text, "from a");
 }
+
+/// A transaction whose connection was reset while it was still on its way, and which the store
+/// then applies: the send must not take the first look for the whole truth. It fences the
+/// late commit out and commits once, so the message is answered as stored and readable in
+/// both orders, exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_whose_commit_would_land_after_its_error_is_stored_once() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let lines = all_ids(&chat, &room, Order::NewestFirst).await.len();
+    chat.send_message(&alice(), &room, text("warm")).await.unwrap();
+    faults.fail_transaction_and_apply_later(
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("connection reset"),
+        std::time::Duration::from_millis(200),
+    );
+    let input = NewMessage {
+        client_id: Some("late".into()),
+        ..text("late")
+    };
+    let sent = chat
+        .send_message(&alice(), &room, input)
+        .await
+        .expect("the send is answered as stored");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
+    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    assert_eq!(
+        newest_first.len(),
+        lines + 2,
+        "warm and late, once each: {newest_first:?}"
+    );
+    assert_eq!(
+        oldest_first.len(),
+        newest_first.len(),
+        "every stored message has its index row"
+    );
+    assert!(newest_first.contains(&sent.message.id));
+}
+
+/// Azure reports a timed-out changeset on one of its parts: a 500 naming an operation may
+/// still have committed, and is looked into like any other ambiguous answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_reported_as_timed_out_on_one_operation_is_answered_as_stored() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("0:Operation could not be completed within the specified time.").at_batch_index(0),
+    );
+    let sent = chat.send_message(&alice(), &room, text("kept")).await.unwrap();
+    assert!(sent.created);
+    let id = sent.message.id.clone();
+    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    assert_eq!(
+        oldest_first.iter().filter(|m| **m == id).count(),
+        1,
+        "readable oldest first"
+    );
+    assert_eq!(
+        all_ids(&chat, &room, Order::NewestFirst)
+            .await
+            .iter()
+            .filter(|m| **m == id)
+            .count(),
+        1
+    );
+}
+
+/// An edit whose commit is confirmed by looking, and whose message row then cannot be read
+/// back: the sender hears "try again", and the edit is not applied a second time as if its own
+/// write had been someone else's.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let sent = chat.send_message(&alice(), &room, text("first")).await.unwrap();
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("connection reset"),
+    );
+    // The edit's calls: the room and the member (access), the message, the message again (the
+    // conditional helper), the transaction, the counter (the look that confirms the commit),
+    // and then the message row's read-back, which fails.
+    faults.fail_nth_call(7, StoreError::unavailable("still down"));
+    let edit = crate::messages::changes::Edit { text: "second".into() };
+    let err = chat
+        .edit_message(&alice(), &room, &sent.message.id, edit)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE");
+    assert_eq!(
+        chat.store.counter(&room).await.unwrap().version,
+        sent.message.version + 1,
+        "one version step: the edit was applied once"
+    );
+    let stored = chat.get_message(&alice(), &room, &sent.message.id).await.unwrap();
+    assert_eq!(
+        (stored.text.as_str(), stored.version),
+        ("second", sent.message.version + 1)
+    );
+}

@@ -7,8 +7,6 @@
 //! of a thread; deleted replies are skipped. Page cursors are the same opaque, room-bound
 //! cursors as message pages.
 
-use std::ops::Bound;
-
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -19,10 +17,7 @@ use super::read::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::keys::AscendingKey;
 use crate::service::Chat;
-use crate::storage::RangeQuery;
-use crate::store::schema::THREAD_PREFIX;
 
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase")]
@@ -67,20 +62,7 @@ impl Chat {
         self.access(room, &who.user_id).await?;
         let root = self.live_message(room, id).await?;
 
-        let prefix = format!("{THREAD_PREFIX}{}:", root.id);
-        let mut query = RangeQuery::prefix(room.as_str(), &prefix, limit + 1);
-        if let Some(after) = &after {
-            query = query.from(Bound::Excluded(format!("{prefix}{}", after.as_str())));
-        }
-        let (rows, has_more) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.messages, &query, limit)
-            .await?;
-        let keys: Vec<AscendingKey> = rows
-            .iter()
-            .filter_map(|row| AscendingKey::parse(row.row_key.strip_prefix(&prefix)?))
-            .collect();
+        let (keys, has_more) = self.store.thread_page(room, &root.id, after.as_ref(), limit).await?;
 
         let reads = keys
             .iter()

@@ -16,15 +16,10 @@
 use std::time::Duration;
 
 use crate::auth::Principal;
-use crate::error::{Error, Result, settle};
+use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::service::Chat;
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{RangeQuery, UpdateMode, Value};
-use crate::store::schema::{HOUSEKEEPING_PARTITION, MEMBER_PREFIX, ROOM_ROW};
 
-/// More members than any room has; the sweep reads them all, page by page.
-const ALL_MEMBERS: usize = 10_000_000;
 /// Pause before the second sweep, longer than a send takes from its checks to its write.
 const SETTLE: Duration = Duration::from_millis(200);
 
@@ -33,69 +28,18 @@ impl Chat {
     /// finishes it.
     pub async fn delete_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
         let missing = || Error::not_found("room not found");
-        let row = self
-            .store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), ROOM_ROW)
-            .await?
-            .ok_or_else(missing)?;
-        if row.str("ownerId") != Some(who.user_id.as_str()) {
+        let row = self.store.room_row(room_id).await?.ok_or_else(missing)?;
+        if row.owner_id.as_deref() != Some(who.user_id.as_str()) {
             // A member learns that only the owner may; anyone else that there is no room.
-            return match !super::is_being_deleted(&row) && self.member(room_id, &who.user_id).await?.is_some() {
+            return match !row.being_deleted && self.store.member(room_id, &who.user_id).await?.is_some() {
                 true => Err(Error::Forbidden("only the owner can delete the room".into())),
                 false => Err(missing()),
             };
         }
-        update_conditionally(
-            &self.store.tables,
-            &self.store.schema.rooms,
-            room_id.as_str(),
-            ROOM_ROW,
-            UpdateMode::Replace,
-            |row| Ok::<_, Error>(row.with("deleting", Value::Bool(true))),
-        )
-        .await
-        .map_err(|e| settle(e, "room not found"))?;
-
-        self.sweep_room(room_id).await?;
+        self.store.mark_room_deleted(room_id).await?;
+        self.store.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
-        self.sweep_room(room_id).await?;
-        self.store
-            .delete_if_present(
-                &self.store.schema.housekeeping,
-                HOUSEKEEPING_PARTITION,
-                room_id.as_str(),
-            )
-            .await
-    }
-
-    async fn sweep_room(&self, room_id: &RoomId) -> Result<()> {
-        let everything = RangeQuery::partition(room_id.as_str(), 100);
-        for table in [
-            &self.store.schema.messages,
-            &self.store.schema.ascending,
-            &self.store.schema.metadata,
-        ] {
-            self.store.tables.delete_range(table, &everything).await?;
-        }
-        let members = RangeQuery::prefix(room_id.as_str(), MEMBER_PREFIX, 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.rooms, &members, ALL_MEMBERS)
-            .await?;
-        for row in rows {
-            // The member row's key carries the user's key; no need to parse the row.
-            if let Some(user_key) = row.row_key.strip_prefix(MEMBER_PREFIX) {
-                self.store
-                    .delete_if_present(&self.store.schema.user_rooms, user_key, room_id.as_str())
-                    .await?;
-            }
-        }
-        self.store
-            .tables
-            .delete_range(&self.store.schema.rooms, &everything)
-            .await?;
-        Ok(())
+        self.store.sweep_room(room_id).await?;
+        self.store.unregister_room(room_id).await
     }
 }

@@ -13,8 +13,6 @@ pub mod settings;
 #[cfg(test)]
 mod tests;
 
-use std::ops::Bound;
-
 use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
@@ -22,14 +20,13 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::{RoomId, UserId};
-use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
+use crate::ids::RoomId;
+use crate::keys::Ticks;
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permissions;
 use crate::service::Chat;
-use crate::storage::{BatchOp, Entity, ErrorKind, RangeQuery, Value};
-use crate::store::schema::ROOM_ROW;
+use crate::store::members::Joined;
 use crate::text::{plain_lines, plain_text};
 
 pub use settings::{FilterAction, RoomChange, WordFilterSettings};
@@ -91,64 +88,6 @@ pub struct RoomEntry {
     pub muted: bool,
 }
 
-impl Room {
-    pub(crate) fn to_entity(&self) -> Entity {
-        Entity::new(&self.id, ROOM_ROW)
-            .with("name", Value::String(self.name.clone()))
-            .with("description", Value::String(self.description.clone()))
-            .with("ownerId", Value::String(self.owner_id.clone()))
-            .with("createdAt", Value::datetime(self.created_at))
-            .with("readOnly", Value::Bool(self.read_only))
-            .with("slowmodeSeconds", Value::Int64(i64::from(self.slowmode_seconds)))
-            .with(
-                "wordFilter",
-                Value::String(serde_json::to_string(&self.word_filter).unwrap_or_default()),
-            )
-            .with(
-                "everyonePermissions",
-                Value::Int64(self.everyone_permissions.bits() as i64),
-            )
-            .with(
-                "retentionSeconds",
-                Value::Int64(self.retention_seconds.map_or(0, i64::from)),
-            )
-    }
-
-    pub(crate) fn from_entity(entity: &Entity) -> Result<Room> {
-        let broken = || Error::Internal(format!("room row {} is incomplete", entity.partition_key));
-        Ok(Room {
-            id: entity.partition_key.clone(),
-            name: entity.str("name").ok_or_else(broken)?.to_owned(),
-            description: entity.str("description").unwrap_or_default().to_owned(),
-            owner_id: entity.str("ownerId").ok_or_else(broken)?.to_owned(),
-            created_at: entity.datetime("createdAt").ok_or_else(broken)?,
-            read_only: entity.bool("readOnly").unwrap_or(false),
-            slowmode_seconds: entity
-                .i64("slowmodeSeconds")
-                .and_then(|s| u32::try_from(s).ok())
-                .unwrap_or(0),
-            word_filter: entity
-                .str("wordFilter")
-                .and_then(|f| serde_json::from_str(f).ok())
-                .unwrap_or_default(),
-            everyone_permissions: entity
-                .i64("everyonePermissions")
-                .map_or(Permissions::DEFAULT_EVERYONE, |bits| {
-                    Permissions::from_bits(bits as u64)
-                }),
-            retention_seconds: entity
-                .i64("retentionSeconds")
-                .and_then(|s| u32::try_from(s).ok())
-                .filter(|s| *s > 0),
-        })
-    }
-}
-
-/// True for a room row that `delete` has marked.
-pub(crate) fn is_being_deleted(row: &Entity) -> bool {
-    row.bool("deleting").unwrap_or(false)
-}
-
 impl Chat {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
         let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
@@ -172,13 +111,7 @@ impl Chat {
             retention_seconds: None,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
-        self.register_room(&id).await?;
-        self.index_user_room(&who.user_id, &id).await?;
-        let ops = [BatchOp::Insert(room.to_entity()), BatchOp::Insert(owner.to_entity(&id))];
-        self.store
-            .tables
-            .transact(&self.store.schema.rooms, id.as_str(), &ops)
-            .await?;
+        self.store.create_room(&room, &owner).await?;
         Ok(room)
     }
 
@@ -186,32 +119,19 @@ impl Chat {
     /// is refused.
     pub async fn join_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
         let room = self.room(room_id).await?;
-        if self.member(room_id, &who.user_id).await?.is_some() {
+        if self.store.member(room_id, &who.user_id).await?.is_some() {
             return Ok(room);
         }
         if self.is_banned(room_id, &who.user_id).await? {
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
-        self.index_user_room(&who.user_id, room_id).await?;
         let member = Member::new(who, MemberRole::Member, Utc::now());
-        match self
-            .store
-            .tables
-            .insert(&self.store.schema.rooms, &member.to_entity(room_id))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.is(ErrorKind::AlreadyExists) => return Ok(room),
-            Err(e) => {
-                self.store
-                    .delete_if_present(&self.store.schema.user_rooms, &who.user_id.key(), room_id.as_str())
-                    .await?;
-                return Err(e.into());
-            }
+        if self.store.add_member(room_id, &member).await? == Joined::AlreadyMember {
+            return Ok(room);
         }
         // A ban that committed between the check above and the insert wins.
         if self.is_banned(room_id, &who.user_id).await? {
-            self.remove_member(room_id, &who.user_id).await?;
+            self.store.remove_member(room_id, &who.user_id).await?;
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
         let line = format!("{} joined the room.", who.name);
@@ -225,7 +145,7 @@ impl Chat {
         if access.is_owner() {
             return Err(Error::Conflict("the owner cannot leave the room".into()));
         }
-        self.remove_member(room_id, &who.user_id).await?;
+        self.store.remove_member(room_id, &who.user_id).await?;
         self.revoke_live(room_id, &who.user_id);
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
@@ -234,17 +154,9 @@ impl Chat {
 
     /// The rooms the caller belongs to, oldest id first, with unread and mention counts.
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
-        let query = RangeQuery::partition(who.user_id.key(), 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.user_rooms, &query, MAX_ROOMS_PER_USER)
-            .await?;
-        let lookups = rows.iter().map(|row| async move {
-            let Ok(room_id) = RoomId::parse(&row.row_key) else {
-                return Ok(None);
-            };
-            let (member, room) = tokio::try_join!(self.member(&room_id, &who.user_id), self.find_room(&room_id))?;
+        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let lookups = rooms.into_iter().map(|room_id| async move {
+            let (member, room) = tokio::try_join!(self.store.member(&room_id, &who.user_id), self.find_room(&room_id))?;
             let (Some(member), Some(room)) = (member, room) else {
                 return Ok(None);
             };
@@ -262,20 +174,12 @@ impl Chat {
             .last_read
             .clone()
             .unwrap_or_else(|| Ticks::from_datetime(member.joined_at).message_key());
-        let query = RangeQuery::partition(room_id.as_str(), MAX_UNREAD_COUNTED + 1)
-            .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
-            .to(Bound::Excluded(position.as_str().to_owned()));
         let (rows, capped) = self
             .store
-            .tables
-            .query_up_to(&self.store.schema.messages, &query, MAX_UNREAD_COUNTED)
+            .messages_newer_than(&room_id, &position, MAX_UNREAD_COUNTED)
             .await?;
         let me = member.user_id.as_str();
-        let unread: Vec<Message> = rows
-            .iter()
-            .filter_map(|row| Message::from_entity(&room_id, row).ok())
-            .filter(|m| m.is_live() && m.author_id != me)
-            .collect();
+        let unread: Vec<Message> = rows.into_iter().filter(|m| m.is_live() && m.author_id != me).collect();
         let mention_count = unread.iter().filter(|m| m.mentions.reaches(me, &member.roles)).count();
         Ok(RoomEntry {
             room,
@@ -295,27 +199,12 @@ impl Chat {
 
     /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
-        self.store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), ROOM_ROW)
-            .await?
-            .filter(|e| !is_being_deleted(e))
-            .map(|e| Room::from_entity(&e))
-            .transpose()
+        self.store.room(room_id).await
     }
 
     async fn room(&self, room_id: &RoomId) -> Result<Room> {
         self.find_room(room_id)
             .await?
             .ok_or_else(|| Error::not_found("room not found"))
-    }
-
-    async fn index_user_room(&self, user: &UserId, room_id: &RoomId) -> Result<()> {
-        let row = Entity::new(user.key(), room_id.as_str()).with("joinedAt", Value::datetime(Utc::now()));
-        self.store
-            .tables
-            .upsert(&self.store.schema.user_rooms, &row, crate::storage::UpdateMode::Replace)
-            .await?;
-        Ok(())
     }
 }

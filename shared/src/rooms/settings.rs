@@ -8,14 +8,11 @@ use utoipa::ToSchema;
 
 use super::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room};
 use crate::auth::Principal;
-use crate::error::{Error, Result, settle};
+use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::messages::MessageType;
 use crate::permissions::{Permission, Permissions};
 use crate::service::Chat;
-use crate::storage::UpdateMode;
-use crate::storage::conditional::update_conditionally;
-use crate::store::schema::ROOM_ROW;
 use crate::text::{plain_lines, plain_text};
 use crate::word_filter::WordFilter;
 
@@ -154,33 +151,22 @@ impl Chat {
         }
 
         let mut renamed = false;
-        let entity = update_conditionally(
-            &self.store.tables,
-            &self.store.schema.rooms,
-            room_id.as_str(),
-            ROOM_ROW,
-            UpdateMode::Replace,
-            |entity| {
-                if super::is_being_deleted(&entity) {
-                    return Err(Error::not_found("room not found"));
-                }
-                let mut room = Room::from_entity(&entity)?;
+        let room = self
+            .store
+            .update_room(room_id, |room| {
                 if let Some(name) = &name {
                     renamed = &room.name != name;
                     room.name = name.clone();
                 }
-                room.description = description.clone().unwrap_or(room.description);
+                room.description = description.clone().unwrap_or(room.description.clone());
                 room.read_only = change.read_only.unwrap_or(room.read_only);
                 room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
-                room.word_filter = word_filter.clone().unwrap_or(room.word_filter);
+                room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
                 room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
                 room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
-                Ok::<_, Error>(room.to_entity())
-            },
-        )
-        .await
-        .map_err(|e| settle(e, "room not found"))?;
-        let room = Room::from_entity(&entity)?;
+                Ok(())
+            })
+            .await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
             self.announce(room_id, MessageType::EditRoom, who, line).await;

@@ -104,7 +104,7 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
 async fn housekeeping_keeps_a_room_that_is_still_being_created() {
     let (chat, _) = chat_on(Tables::new(store())).await;
     let coming = crate::ids::RoomId::generate();
-    chat.register_room(&coming).await.unwrap();
+    chat.store.register_room(&coming).await.unwrap();
     let listed = |chat: &crate::service::Chat, room: &crate::ids::RoomId| {
         let (chat, room) = (chat.clone(), room.clone());
         async move {
@@ -156,7 +156,7 @@ async fn a_ban_racing_a_join_leaves_no_membership() {
     ban.await.unwrap().unwrap();
 
     assert!(
-        chat.member(&room, &bob.user_id).await.unwrap().is_none(),
+        chat.store.member(&room, &bob.user_id).await.unwrap().is_none(),
         "bob is no member"
     );
     let refused = chat.send_message(&bob, &room, NewMessage::text("in?")).await;

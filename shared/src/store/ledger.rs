@@ -45,6 +45,14 @@ pub(crate) fn feed_key(version: u64) -> String {
     format!("{FEED_PREFIX}{version:020}")
 }
 
+/// The first key after every feed row.
+pub(crate) fn feed_end() -> String {
+    let mut end = FEED_PREFIX.to_owned();
+    end.pop();
+    end.push(';');
+    end
+}
+
 /// The version a feed row key names.
 pub(crate) fn feed_version(key: &str) -> Option<u64> {
     key.strip_prefix(FEED_PREFIX)?.parse().ok()
@@ -365,7 +373,7 @@ impl Store {
                     BatchOp::Update {
                         entity: next,
                         mode: UpdateMode::Replace,
-                        if_match: IfMatch::Etag(seen),
+                        if_match: IfMatch::Etag(seen.clone()),
                     },
                 );
                 let attempt = &attempt;
@@ -383,7 +391,7 @@ impl Store {
                                 let attempt = attempt.lock().expect("attempt lock");
                                 (attempt.id.clone(), attempt.seen_newest.clone())
                             };
-                            let row = self.confirm_commit(room, &id, seen_newest.as_deref(), e).await?;
+                            let row = self.confirm_commit(room, &id, seen_newest.as_deref(), &seen, e).await?;
                             let etag = row
                                 .etag
                                 .clone()
@@ -407,15 +415,22 @@ impl Store {
         })
     }
 
-    /// After an ambiguous answer to the commit stamped `id`: the counter row as it is now if
-    /// the commit landed, `failure` if it did not, and an [`ErrorKind::Indeterminate`] error
-    /// if the row cannot tell (it could not be read, or so many commits followed that `id`
-    /// would have been forgotten).
+    /// After an ambiguous answer to the commit stamped `id`, which was conditional on the
+    /// counter's ETag `seen`: the counter row as it is now if the commit landed, `failure` (as
+    /// a failure of the whole transaction, so it is retried whole) if it did not and never
+    /// will, and an [`ErrorKind::Indeterminate`] error if that cannot be told.
+    ///
+    /// A commit still in flight may land after a look that did not find it, as long as the
+    /// counter is still at `seen`. So while it is, the counter is first written again on that
+    /// same condition (the fence): once that lands, the attempt cannot any more. Once the
+    /// ETag has moved, the attempt has either landed — its id is in the row's list of recent
+    /// commits — or never will.
     async fn confirm_commit(
         &self,
         room: &RoomId,
         id: &str,
         seen_newest: Option<&str>,
+        seen: &ETag,
         failure: StoreError,
     ) -> Result<Entity, StoreError> {
         let unknown = |why: &str| {
@@ -425,11 +440,38 @@ impl Store {
                 format!("the store did not confirm a commit ({failure}), and {why}"),
             )
         };
-        let row = match self.tables.get(&self.schema.messages, room.as_str(), COUNTER_ROW).await {
-            Ok(Some(row)) => row,
-            Ok(None) => return Err(failure),
-            Err(_) => return Err(unknown("the counter could not be read")),
+        let never_landed = || StoreError {
+            batch_index: None,
+            ..failure.clone()
         };
+        let read = || async {
+            match self.tables.get(&self.schema.messages, room.as_str(), COUNTER_ROW).await {
+                Ok(row) => Ok(row),
+                Err(_) => Err(unknown("the counter could not be read")),
+            }
+        };
+        let Some(mut row) = read().await? else {
+            return Err(never_landed());
+        };
+        if row.etag.as_ref() == Some(seen) {
+            let fence = stamp_commit(row.clone(), &format!("{:016x}", rand::random::<u64>()));
+            match self
+                .tables
+                .update(
+                    &self.schema.messages,
+                    &fence,
+                    UpdateMode::Replace,
+                    &IfMatch::Etag(seen.clone()),
+                )
+                .await
+            {
+                Ok(_) => return Err(never_landed()),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => {
+                    row = read().await?.ok_or_else(never_landed)?;
+                }
+                Err(_) => return Err(unknown("the counter could not be fenced")),
+            }
+        }
         let recent = recent_commits(&row);
         if recent.contains(&id) {
             tracing::info!(%room, %failure, "a commit answered with an error had landed");
@@ -443,7 +485,7 @@ impl Store {
             None => recent.len() < RECENT_COMMITS,
         };
         match covered {
-            true => Err(failure),
+            true => Err(never_landed()),
             false => Err(unknown("too many commits followed it to tell")),
         }
     }
@@ -562,6 +604,11 @@ mod tests {
                 Entity::new(room.clone(), key).with("v", Value::Int64(version as i64)),
             )]
         })
+    }
+
+    #[test]
+    fn every_feed_key_is_below_the_end() {
+        assert!(feed_key(7) < feed_end() && feed_key(u64::MAX) < feed_end());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

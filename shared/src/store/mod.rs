@@ -8,6 +8,11 @@
 //! messages, a change committed with the next version — and never sees an `Entity`.
 
 pub mod ledger;
+pub mod members;
+pub mod messages;
+pub mod outbox;
+pub mod purge;
+pub mod rooms;
 pub mod schema;
 
 use std::sync::Arc;
@@ -26,6 +31,8 @@ pub struct Store {
     pub(crate) schema: Arc<Schema>,
     /// Each room's queue of changes waiting for a version, in this process.
     pub(crate) ledger: Arc<Ledger>,
+    /// Rooms whose outbox marker this process wrote lately.
+    pub(crate) outbox_marks: Arc<outbox::Marks>,
 }
 
 impl Store {
@@ -36,6 +43,7 @@ impl Store {
             tables,
             schema: Arc::new(schema),
             ledger: Arc::default(),
+            outbox_marks: Arc::default(),
         })
     }
 

@@ -85,9 +85,10 @@ impl StoreError {
 
     /// True when a write that failed this way may still have been applied: the store was not
     /// heard to refuse it (a timeout, a reset connection, a 500 `OperationTimedOut`, an answer
-    /// that could not be read). A transaction whose failing operation is named was refused.
+    /// that could not be read). Even a failure that names an operation of a transaction may be
+    /// one of these: Azure reports a timed-out changeset on one of its parts.
     pub fn may_have_applied(&self) -> bool {
-        self.batch_index.is_none() && matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Internal)
+        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Internal)
     }
 }
 

@@ -44,6 +44,9 @@ enum Effect {
     FailAfter(StoreError),
     /// The call waits this long before it reaches the backend.
     Delay(Duration),
+    /// The caller is told the call failed at once, and the backend applies it this much later
+    /// (a request still on its way when its connection was reset). Transactions only.
+    FailThenApplyLater(StoreError, Duration),
 }
 
 #[derive(Debug)]
@@ -99,6 +102,22 @@ impl FaultyTables {
         error: StoreError,
     ) {
         self.push(operation_trigger(operation, table), times, Effect::FailAfter(error));
+    }
+
+    /// Answers the next `times` transactions on `table` with `error` at once and applies each
+    /// `delay` later: a store that commits a request after its caller gave up on it.
+    pub fn fail_transaction_and_apply_later(
+        &self,
+        table: Option<&TableName>,
+        times: usize,
+        error: StoreError,
+        delay: Duration,
+    ) {
+        self.push(
+            operation_trigger("transact", table),
+            times,
+            Effect::FailThenApplyLater(error, delay),
+        );
     }
 
     /// Delays the next `times` calls of `operation` by `delay`, to hold one step of an
@@ -176,14 +195,21 @@ impl FaultyTables {
         table: Option<&TableName>,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        match self.enter(operation, table).await {
-            Some(Effect::Fail(error)) => Err(error),
-            Some(Effect::FailAfter(error)) => {
-                let _applied = call.await;
-                Err(error)
-            }
-            Some(Effect::Delay(_)) | None => call.await,
+        let effect = self.enter(operation, table).await;
+        apply(effect, call).await
+    }
+}
+
+/// `call` under `effect`.
+async fn apply<T>(effect: Option<Effect>, call: impl Future<Output = Result<T>>) -> Result<T> {
+    match effect {
+        Some(Effect::Fail(error)) => Err(error),
+        Some(Effect::FailAfter(error)) => {
+            let _applied = call.await;
+            Err(error)
         }
+        Some(Effect::FailThenApplyLater(..)) => panic!("only transactions can be applied later"),
+        Some(Effect::Delay(_)) | None => call.await,
     }
 }
 
@@ -241,7 +267,21 @@ impl TableBackend for FaultyTables {
     }
 
     async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
-        self.run("transact", Some(table), self.inner.transact(table, partition_key, ops))
-            .await
+        match self.enter("transact", Some(table)).await {
+            Some(Effect::FailThenApplyLater(error, delay)) => {
+                let (inner, table, partition_key, ops) = (
+                    self.inner.clone(),
+                    table.clone(),
+                    partition_key.to_owned(),
+                    ops.to_vec(),
+                );
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _applied = inner.transact(&table, &partition_key, &ops).await;
+                });
+                Err(error)
+            }
+            effect => apply(effect, self.inner.transact(table, partition_key, ops)).await,
+        }
     }
 }

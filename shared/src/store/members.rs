@@ -1,0 +1,244 @@
+//! Member rows: one per member (`m:<user>`) and per ban (`ban:<user>`) in the room's `Rooms`
+//! partition, and the `UserRooms` index (partition = user, one row per room) behind "my
+//! rooms". The index row is written before a membership appears and removed before it goes,
+//! so no index row outlives its membership for good.
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::schema::{BAN_PREFIX, MEMBER_PREFIX};
+use crate::error::{Error, Result, settle};
+use crate::ids::{RoomId, UserId};
+use crate::keys::MessageKey;
+use crate::members::{Member, MemberRole, NotificationLevel};
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// A ban as its row keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct BanRecord {
+    pub banned_by: String,
+    /// The rank of the member who made it, which a moderator lifting it must reach.
+    pub banner_rank: u32,
+    pub banned_at: DateTime<Utc>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// How a new membership's write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Joined {
+    Joined,
+    /// The user was a member already.
+    AlreadyMember,
+}
+
+pub(crate) fn member_key(user: &UserId) -> String {
+    format!("{MEMBER_PREFIX}{}", user.key())
+}
+
+fn ban_key(user: &UserId) -> String {
+    format!("{BAN_PREFIX}{}", user.key())
+}
+
+pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {
+    let role = match member.role {
+        MemberRole::Owner => "Owner",
+        MemberRole::Member => "Member",
+    };
+    let mut entity = Entity::new(room.as_str(), member_key(&member.user_id))
+        .with("userId", Value::String(member.user_id.to_string()))
+        .with("name", Value::String(member.name.clone()))
+        .with("role", Value::String(role.into()))
+        .with(
+            "roles",
+            Value::String(serde_json::to_string(&member.roles).unwrap_or_default()),
+        )
+        .with("notifications", Value::String(member.notifications.as_str().into()))
+        .with("muted", Value::Bool(member.muted))
+        .with("joinedAt", Value::datetime(member.joined_at));
+    let optional = [
+        ("nickname", member.nickname.clone().map(Value::String)),
+        ("timeoutUntil", member.timeout_until.map(Value::datetime)),
+        ("lastMessageAt", member.last_message_at.map(Value::datetime)),
+        (
+            "lastReadKey",
+            member.last_read.as_ref().map(|k| Value::String(k.as_str().into())),
+        ),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            entity.set(name, value);
+        }
+    }
+    entity
+}
+
+pub(crate) fn parse_member(entity: &Entity) -> Result<Member> {
+    let broken = || {
+        Error::Internal(format!(
+            "member row {}/{} is incomplete",
+            entity.partition_key, entity.row_key
+        ))
+    };
+    Ok(Member {
+        user_id: UserId::parse(entity.str("userId").ok_or_else(broken)?).map_err(|_| broken())?,
+        name: entity.str("name").unwrap_or_default().to_owned(),
+        nickname: entity.str("nickname").map(str::to_owned),
+        role: match entity.str("role") {
+            Some("Owner") => MemberRole::Owner,
+            _ => MemberRole::Member,
+        },
+        roles: entity
+            .str("roles")
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default(),
+        notifications: NotificationLevel::parse(entity.str("notifications").unwrap_or_default()),
+        muted: entity.bool("muted").unwrap_or(false),
+        joined_at: entity.datetime("joinedAt").ok_or_else(broken)?,
+        timeout_until: entity.datetime("timeoutUntil"),
+        last_message_at: entity.datetime("lastMessageAt"),
+        last_read: entity.str("lastReadKey").and_then(MessageKey::parse),
+    })
+}
+
+/// The "my rooms" row of `user` for `room`.
+pub(crate) fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> Entity {
+    Entity::new(user.key(), room.as_str()).with("joinedAt", Value::datetime(joined_at))
+}
+
+impl Store {
+    pub(crate) async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
+        self.tables
+            .get(&self.schema.rooms, room.as_str(), &member_key(user))
+            .await?
+            .map(|e| parse_member(&e))
+            .transpose()
+    }
+
+    /// Rewrites a member row through the conditional-write helper. `change` sees the current
+    /// row and may refuse it with an error, which is returned as is.
+    pub(crate) async fn update_member(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        mut change: impl FnMut(&mut Member) -> Result<()>,
+    ) -> Result<Member> {
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room.as_str(),
+            &member_key(user),
+            UpdateMode::Replace,
+            |entity| {
+                let mut member = parse_member(&entity)?;
+                change(&mut member)?;
+                Ok(member_row(room, &member))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "member not found"))?;
+        parse_member(&entity)
+    }
+
+    /// Every member of a room, up to `max` (those that cannot be read are an error when
+    /// `strict`, else left out).
+    pub(crate) async fn members(&self, room: &RoomId, max: usize, strict: bool) -> Result<Vec<Member>> {
+        let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
+        match strict {
+            true => rows.iter().map(parse_member).collect(),
+            false => Ok(rows.iter().filter_map(|row| parse_member(row).ok()).collect()),
+        }
+    }
+
+    /// Adds a membership: the "my rooms" row first, then the member row (taken back if the
+    /// member row cannot be written).
+    pub(crate) async fn add_member(&self, room: &RoomId, member: &Member) -> Result<Joined> {
+        self.index_user_room(&member.user_id, room).await?;
+        match self.tables.insert(&self.schema.rooms, &member_row(room, member)).await {
+            Ok(_) => Ok(Joined::Joined),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Joined::AlreadyMember),
+            Err(e) => {
+                self.unindex_user_room(&member.user_id, room).await?;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Removes a membership and its "my rooms" index row, the index row first: a failure in
+    /// between leaves a member who does not see the room listed (and can leave again), never an
+    /// index row nothing points back to.
+    pub(crate) async fn remove_member(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        self.unindex_user_room(user, room).await?;
+        self.delete_if_present(&self.schema.rooms, room.as_str(), &member_key(user))
+            .await
+    }
+
+    /// Takes `room` out of `user`'s "my rooms".
+    pub(crate) async fn unindex_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
+        self.delete_if_present(&self.schema.user_rooms, &user.key(), room.as_str())
+            .await
+    }
+
+    /// The rooms `user` is listed in, up to `max`.
+    pub(crate) async fn user_rooms(&self, user: &UserId, max: usize) -> Result<Vec<RoomId>> {
+        let query = RangeQuery::partition(user.key(), 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.user_rooms, &query, max).await?;
+        Ok(rows.iter().filter_map(|row| RoomId::parse(&row.row_key).ok()).collect())
+    }
+
+    /// Writes a ban, and removes `user`'s membership in the same transaction when `member`
+    /// says there is one (if it is gone meanwhile, the ban alone).
+    pub(crate) async fn ban(&self, room: &RoomId, user: &UserId, ban: &BanRecord, member: bool) -> Result<()> {
+        let mut row = Entity::new(room.as_str(), ban_key(user))
+            .with("userId", Value::String(user.to_string()))
+            .with("bannedBy", Value::String(ban.banned_by.clone()))
+            .with("bannerRank", Value::Int64(i64::from(ban.banner_rank)))
+            .with("bannedAt", Value::datetime(ban.banned_at));
+        if let Some(until) = ban.until {
+            row.set("until", Value::datetime(until));
+        }
+        let ban = BatchOp::Upsert {
+            entity: row,
+            mode: UpdateMode::Replace,
+        };
+        let removal = BatchOp::Delete {
+            partition_key: room.as_str().to_owned(),
+            row_key: member_key(user),
+            if_match: IfMatch::Any,
+        };
+        let ops = match member {
+            true => vec![ban.clone(), removal],
+            false => vec![ban.clone()],
+        };
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+            Ok(_) => Ok(()),
+            // The member left meanwhile: the ban alone.
+            Err(e) if e.is(ErrorKind::NotFound) => {
+                self.tables.transact(&self.schema.rooms, room.as_str(), &[ban]).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The ban on `user`, expired or not.
+    pub(crate) async fn ban_record(&self, room: &RoomId, user: &UserId) -> Result<Option<BanRecord>> {
+        let row = self
+            .tables
+            .get(&self.schema.rooms, room.as_str(), &ban_key(user))
+            .await?;
+        Ok(row.map(|row| BanRecord {
+            banned_by: row.str("bannedBy").unwrap_or_default().to_owned(),
+            banner_rank: row.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0),
+            banned_at: row.datetime("bannedAt").unwrap_or_default(),
+            until: row.datetime("until"),
+        }))
+    }
+
+    /// Lifts the ban on `user`.
+    pub(crate) async fn lift_ban(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        self.delete_if_present(&self.schema.rooms, room.as_str(), &ban_key(user))
+            .await
+    }
+}

@@ -1,0 +1,490 @@
+//! Message rows. A room's `Messages` partition holds its message rows (keyed by reverse tick,
+//! all digits, newest first), each message's one change-feed row (`v:<version>`, a copy of the
+//! message at its newest version), the idempotency records of its sends and the thread index
+//! rows of its replies; `MessagesAscending` holds the key-only index rows of oldest-first reads.
+//! Everything a message is, as a row, is decided here.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::Utc;
+use serde::Serialize;
+
+use super::Store;
+use super::ledger::{feed_end, feed_key, feed_version};
+use super::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
+use crate::error::{Error, Result, settle};
+use crate::ids::{ClientId, RoomId, UserId};
+use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
+use crate::messages::polls::{Poll, PollDefinition};
+use crate::messages::{Message, MessageType};
+use crate::notifications::MessageEvent;
+use crate::storage::conditional::{update_conditionally, update_conditionally_with};
+use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+
+/// Ticks tried before a send gives up on finding a free one. Each collision means another send
+/// took that exact 100 ns tick, so even a handful in a row is extraordinary.
+const MAX_TICK_ATTEMPTS: usize = 64;
+
+/// How a new message's write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inserted {
+    /// Stored, with this version.
+    Committed(u64),
+    /// Not stored: a concurrent send with the same client id stored its message first.
+    ClientIdTaken,
+}
+
+/// Row key of a send's idempotency record: scoped to the sender, so client ids of different
+/// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
+/// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
+/// keys.
+fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
+    let user = user.key().replace(':', "%3A");
+    format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
+}
+
+/// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
+/// one range read, oldest reply first.
+pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
+    format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
+}
+
+/// The `Messages` row of a message.
+fn message_row(message: &Message) -> Entity {
+    let mut entity = Entity::new(&message.room_id, &message.id)
+        .with("type", Value::String(message.kind.as_str().into()))
+        .with("userId", Value::String(message.author_id.clone()))
+        .with("userName", Value::String(message.author_name.clone()))
+        .with("message", Value::String(message.text.clone()))
+        .with("createdAt", Value::datetime(message.created_at))
+        .with("version", Value::Int64(message.version as i64));
+    let optional = [
+        ("clientId", message.client_id.clone().map(Value::String)),
+        ("editedAt", message.edited_at.map(Value::datetime)),
+        ("deletedAt", message.deleted_at.map(Value::datetime)),
+        ("deletedBy", message.deleted_by.clone().map(Value::String)),
+        ("moderated", message.moderated.then_some(Value::Bool(true))),
+        ("isPinned", message.is_pinned.then_some(Value::Bool(true))),
+        ("replyTo", message.reply_to.clone().map(Value::String)),
+        ("threadId", message.thread_id.clone().map(Value::String)),
+        ("pinnedMessageId", message.pinned_message_id.clone().map(Value::String)),
+        ("forwardedFrom", message.forwarded_from.as_ref().map(json_value)),
+        (
+            "mentions",
+            (!message.mentions.is_empty()).then(|| json_value(&message.mentions)),
+        ),
+        ("poll", message.poll.as_ref().map(|p| json_value(&p.definition()))),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            entity.set(name, value);
+        }
+    }
+    entity
+}
+
+/// The change-feed row of a message at its version: a copy of the message row.
+fn feed_row(message: &Message) -> Entity {
+    let mut entity = message_row(message);
+    entity.row_key = feed_key(message.version);
+    entity.set("messageId", Value::String(message.id.clone()));
+    entity
+}
+
+/// Reads a `Messages` row. A row that does not parse is a server fault, never the caller's.
+pub(crate) fn parse_message(room: &RoomId, entity: &Entity) -> Result<Message> {
+    parse_row(room, &entity.row_key, entity)
+}
+
+/// Reads a change-feed row.
+fn parse_feed_row(room: &RoomId, entity: &Entity) -> Result<Message> {
+    let id = entity
+        .str("messageId")
+        .ok_or_else(|| Error::Internal(format!("feed row {room}/{} has no message id", entity.row_key)))?;
+    parse_row(room, id, entity)
+}
+
+fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> Result<Message> {
+    let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
+    MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
+    let string = |name: &str| entity.str(name).map(str::to_owned);
+    Ok(Message {
+        id: id.to_owned(),
+        room_id: room.to_string(),
+        kind: entity
+            .str("type")
+            .and_then(MessageType::parse)
+            .ok_or_else(|| broken("unknown type"))?,
+        author_id: entity.str("userId").unwrap_or_default().to_owned(),
+        author_name: entity.str("userName").unwrap_or_default().to_owned(),
+        text: entity.str("message").unwrap_or_default().to_owned(),
+        created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
+        version: entity.i64("version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
+        client_id: string("clientId"),
+        edited_at: entity.datetime("editedAt"),
+        deleted_at: entity.datetime("deletedAt"),
+        deleted_by: string("deletedBy"),
+        moderated: entity.bool("moderated").unwrap_or(false),
+        is_pinned: entity.bool("isPinned").unwrap_or(false),
+        reply_to: string("replyTo"),
+        thread_id: string("threadId"),
+        pinned_message_id: string("pinnedMessageId"),
+        forwarded_from: from_json(entity, "forwardedFrom"),
+        mentions: from_json(entity, "mentions").unwrap_or_default(),
+        poll: from_json::<PollDefinition>(entity, "poll").map(Poll::from),
+        reactions: Vec::new(),
+    })
+}
+
+/// A JSON-valued property, if present and well-formed.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(entity: &Entity, name: &str) -> Option<T> {
+    entity.str(name).and_then(|text| serde_json::from_str(text).ok())
+}
+
+/// A JSON-valued property (lists and objects are stored as JSON strings).
+pub(crate) fn json_value<T: Serialize>(value: &T) -> Value {
+    Value::String(serde_json::to_string(value).unwrap_or_default())
+}
+
+/// The conditional helper's `apply` for a change to a live message: a deleted one is 404.
+fn live_change(
+    room: &RoomId,
+    mut change: impl FnMut(&mut Message) -> Result<()>,
+) -> impl FnMut(Entity) -> Result<Entity> {
+    move |entity| {
+        let mut message = parse_message(room, &entity)?;
+        if !message.is_live() {
+            return Err(Error::not_found("message not found"));
+        }
+        change(&mut message)?;
+        Ok(message_row(&message))
+    }
+}
+
+impl Store {
+    /// The message `key` names, tombstone or not.
+    pub(crate) async fn message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
+        self.tables
+            .get(&self.schema.messages, room.as_str(), key.as_str())
+            .await?
+            .map(|e| parse_message(room, &e))
+            .transpose()
+    }
+
+    /// Up to `limit` messages newest first, after `after` (tombstones included), and whether
+    /// more follow.
+    pub(crate) async fn messages_newest_first(
+        &self,
+        room: &RoomId,
+        after: Option<&MessageKey>,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool)> {
+        let (low, high) = MESSAGE_KEY_RANGE;
+        let from = match after {
+            Some(key) => Bound::Excluded(key.as_str().to_owned()),
+            None => Bound::Included(low.to_owned()),
+        };
+        let query = RangeQuery::partition(room.as_str(), limit + 1)
+            .from(from)
+            .to(Bound::Excluded(high.to_owned()));
+        let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let messages = rows.iter().map(|row| parse_message(room, row)).collect::<Result<_>>()?;
+        Ok((messages, more))
+    }
+
+    /// Messages newer than `position`, up to `max` (rows that cannot be read are left out: a
+    /// count shows what it can), and whether more follow.
+    pub(crate) async fn messages_newer_than(
+        &self,
+        room: &RoomId,
+        position: &MessageKey,
+        max: usize,
+    ) -> Result<(Vec<Message>, bool)> {
+        let query = RangeQuery::partition(room.as_str(), max + 1)
+            .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
+            .to(Bound::Excluded(position.as_str().to_owned()));
+        let (rows, capped) = self.tables.query_up_to(&self.schema.messages, &query, max).await?;
+        let messages = rows.iter().filter_map(|row| parse_message(room, row).ok()).collect();
+        Ok((messages, capped))
+    }
+
+    /// Up to `limit` keys of the ascending index after `after`, oldest first, and whether more
+    /// follow.
+    pub(crate) async fn index_page(
+        &self,
+        room: &RoomId,
+        after: Option<&AscendingKey>,
+        limit: usize,
+    ) -> Result<(Vec<AscendingKey>, bool)> {
+        let from = after.map_or(Bound::Unbounded, |key| Bound::Excluded(key.as_str().to_owned()));
+        let query = RangeQuery::partition(room.as_str(), limit + 1).from(from);
+        let (index, more) = self.tables.query_up_to(&self.schema.ascending, &query, limit).await?;
+        let keys = index
+            .iter()
+            .filter_map(|row| AscendingKey::parse(&row.row_key))
+            .collect();
+        Ok((keys, more))
+    }
+
+    /// The messages of `keys` (ascending keys, oldest first) that exist, by message key, in
+    /// ONE range read over the span the keys cover (a filter of at most three comparisons,
+    /// where a per-key OR-list would break Azure's 15-comparison limit).
+    pub(crate) async fn messages_of(&self, room: &RoomId, keys: &[AscendingKey]) -> Result<HashMap<String, Message>> {
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            return Ok(HashMap::new());
+        };
+        // The keys' message keys span [reverse(last), reverse(first)].
+        let span = RangeQuery::partition(room.as_str(), keys.len().min(1000))
+            .from(Bound::Included(last.ticks().message_key().as_str().to_owned()))
+            .to(Bound::Included(first.ticks().message_key().as_str().to_owned()));
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.messages, &span, keys.len() + 100)
+            .await?;
+        let wanted: std::collections::HashSet<String> = keys
+            .iter()
+            .map(|k| k.ticks().message_key().as_str().to_owned())
+            .collect();
+        rows.iter()
+            .filter(|row| wanted.contains(&row.row_key))
+            .map(|row| Ok((row.row_key.clone(), parse_message(room, row)?)))
+            .collect()
+    }
+
+    /// Up to `limit` replies of the thread rooted at `root`, after `after`, as ascending keys
+    /// oldest first, and whether more follow.
+    pub(crate) async fn thread_page(
+        &self,
+        room: &RoomId,
+        root: &str,
+        after: Option<&AscendingKey>,
+        limit: usize,
+    ) -> Result<(Vec<AscendingKey>, bool)> {
+        let prefix = format!("{THREAD_PREFIX}{root}:");
+        let mut query = RangeQuery::prefix(room.as_str(), &prefix, limit + 1);
+        if let Some(after) = after {
+            query = query.from(Bound::Excluded(thread_key(root, after)));
+        }
+        let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let keys = rows
+            .iter()
+            .filter_map(|row| AscendingKey::parse(row.row_key.strip_prefix(&prefix)?))
+            .collect();
+        Ok((keys, has_more))
+    }
+
+    /// Up to `limit` change-feed entries after version `from`, oldest first, each a message at
+    /// its newest version, and whether more follow.
+    pub(crate) async fn feed_after(
+        &self,
+        room: &RoomId,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<(u64, Message)>, bool)> {
+        let query = RangeQuery::partition(room.as_str(), limit + 1)
+            .from(Bound::Excluded(feed_key(from)))
+            .to(Bound::Excluded(feed_end()));
+        let (rows, has_more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
+        let mut changes = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let version = feed_version(&row.row_key).unwrap_or(from);
+            changes.push((version, parse_feed_row(room, row)?));
+        }
+        Ok((changes, has_more))
+    }
+
+    /// The message an earlier send of `user` with `client_id` stored, if any.
+    pub(crate) async fn sent_with_client_id(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        client_id: &ClientId,
+    ) -> Result<Option<Message>> {
+        let key = idempotency_key(user, client_id);
+        let Some(record) = self.tables.get(&self.schema.messages, room.as_str(), &key).await? else {
+            return Ok(None);
+        };
+        let id = record
+            .str("messageId")
+            .and_then(MessageKey::parse)
+            .ok_or_else(|| Error::Internal(format!("idempotency record {room}/{key} is broken")))?;
+        self.message(room, &id).await
+    }
+
+    /// Inserts the ascending index row at the first free tick from `start` (a 409 means another
+    /// send took the tick, in this process or another: take the next one, never overwrite).
+    pub(crate) async fn claim_index_row(&self, room: &RoomId, start: Ticks) -> Result<Ticks> {
+        let mut ticks = start;
+        for _ in 0..MAX_TICK_ATTEMPTS {
+            let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
+            match self.tables.insert(&self.schema.ascending, &row).await {
+                Ok(_) => return Ok(ticks),
+                Err(e) if e.is(ErrorKind::AlreadyExists) => ticks = ticks.next(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Unavailable("no free message key; try again".into()))
+    }
+
+    /// Compensation for a failed message write. A failure here is logged: the orphan index
+    /// row is harmless, since ascending reads skip rows without a message.
+    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks) {
+        let key = ticks.ascending_key();
+        if let Err(e) = self
+            .tables
+            .delete(&self.schema.ascending, room.as_str(), key.as_str(), &IfMatch::Any)
+            .await
+        {
+            tracing::warn!(%room, key = key.as_str(), error = %e, "could not delete the index row of a failed send");
+        }
+    }
+
+    /// Writes a new message with the room's next version, in one transaction with its feed
+    /// row, and its idempotency record (`client`), thread index row and outbox event if it has
+    /// them. The error is the store's; a message of unknown outcome ([`ErrorKind::Indeterminate`])
+    /// may be stored.
+    pub(crate) async fn insert_message(
+        &self,
+        room: &RoomId,
+        message: &Message,
+        client: Option<(&UserId, &ClientId)>,
+        event: Option<&MessageEvent>,
+    ) -> Result<Inserted, StoreError> {
+        let mut extra = Vec::new();
+        // The idempotency record comes right after the message and its feed row: a failure
+        // there (and only there) is a concurrent send of the same client id.
+        let record_at = client.map(|_| 2);
+        if let Some((user, client_id)) = client {
+            let record = Entity::new(room.as_str(), idempotency_key(user, client_id))
+                .with("messageId", Value::String(message.id.clone()))
+                .with("createdAt", Value::datetime(Utc::now()));
+            extra.push(BatchOp::Insert(record));
+        }
+        if let Some(root) = &message.thread_id {
+            let key = thread_key(root, &message.key().ticks().ascending_key());
+            let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
+            extra.push(BatchOp::Insert(row));
+        }
+        if let Some(event) = event {
+            extra.push(BatchOp::Insert(
+                super::outbox::event_row(room, event).map_err(|e| StoreError::internal(e.to_string()))?,
+            ));
+        }
+        let draft = message.clone();
+        let build = move |version| {
+            let mut message = draft.clone();
+            message.version = version;
+            let mut ops = vec![
+                BatchOp::Insert(message_row(&message)),
+                BatchOp::Insert(feed_row(&message)),
+            ];
+            ops.extend(extra.iter().cloned());
+            ops
+        };
+        match self.commit_change(room, Box::new(build)).await {
+            Ok(committed) => Ok(Inserted::Committed(committed.version)),
+            Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
+                Ok(Inserted::ClientIdTaken)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Rewrites a live message row with the conditional-write helper: `change` runs on the
+    /// message as it is now (again after every lost race), and a message deleted meanwhile is
+    /// 404. Pins use this; they do not move the message's version.
+    pub(crate) async fn rewrite_message(
+        &self,
+        room: &RoomId,
+        key: &MessageKey,
+        change: impl FnMut(&mut Message) -> Result<()>,
+    ) -> Result<Message> {
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            key.as_str(),
+            UpdateMode::Replace,
+            live_change(room, change),
+        )
+        .await
+        .map_err(|e| settle(e, "message not found"))?;
+        parse_message(room, &entity)
+    }
+
+    /// [`Store::rewrite_message`] for a change the feed carries (text edits, deletes): the row
+    /// is written with the room's next version, its old feed row replaced by one at the new
+    /// version, all in the counter's transaction.
+    pub(crate) async fn rewrite_message_versioned(
+        &self,
+        room: &RoomId,
+        key: &MessageKey,
+        change: impl FnMut(&mut Message) -> Result<()>,
+    ) -> Result<Message> {
+        let given = Arc::new(AtomicU64::new(0));
+        let write = |next: Entity, seen: ETag| {
+            let given = given.clone();
+            async move {
+                let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
+                let build = move |version| {
+                    let mut message = current.clone();
+                    let old = message.version;
+                    message.version = version;
+                    let mut ops = vec![BatchOp::Update {
+                        entity: message_row(&message),
+                        mode: UpdateMode::Replace,
+                        if_match: IfMatch::Etag(seen.clone()),
+                    }];
+                    // A version at or below the message's own comes from a stale copy of the
+                    // counter: the transaction fails on the counter and is renumbered, but it
+                    // must still be well-formed (one operation per row).
+                    if old > 0 && old < version {
+                        ops.push(BatchOp::Delete {
+                            partition_key: current.room_id.clone(),
+                            row_key: feed_key(old),
+                            if_match: IfMatch::Any,
+                        });
+                    }
+                    ops.push(BatchOp::Insert(feed_row(&message)));
+                    ops
+                };
+                let committed = self.commit_change(room, Box::new(build)).await?;
+                given.store(committed.version, Ordering::Relaxed);
+                match committed.etags[0].clone() {
+                    Some(etag) => Ok(etag),
+                    // A commit confirmed after an ambiguous answer tells no ETags: the row does.
+                    // The change is stored, so a failure to read it must not be taken for a
+                    // lost race (the helper would apply it again).
+                    None => {
+                        let unknown = |why: String| StoreError::new(ErrorKind::Indeterminate, why);
+                        let row = self
+                            .tables
+                            .get(&self.schema.messages, room.as_str(), key.as_str())
+                            .await
+                            .map_err(|e| unknown(format!("the edited message could not be read back: {e}")))?;
+                        row.and_then(|row| row.etag)
+                            .ok_or_else(|| unknown("the edited message is gone".into()))
+                    }
+                }
+            }
+        };
+        let entity = update_conditionally_with(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            key.as_str(),
+            None,
+            live_change(room, change),
+            write,
+        )
+        .await
+        .map_err(|e| settle(e, "message not found"))?;
+        // The entity as applied carries the version it had, not the one it was given.
+        let mut message = parse_message(room, &entity)?;
+        message.version = given.load(Ordering::Relaxed);
+        Ok(message)
+    }
+}

@@ -1,0 +1,189 @@
+//! Outbox rows: a send's notification event, `outbox:<message id>` in the room's `Messages`
+//! partition, committed in the send's own transaction; `outbox:<message id>:fanout` for an
+//! event whose delivery was answered before its fan-out ended; and the markers in
+//! `Housekeeping`'s `outbox` partition, one per room that may hold pending events, so the
+//! timer's cost follows pending events, never messages stored. What the rows mean, and when
+//! they are written and cleared, is the outbox's (`crate::outbox`); their shape is here.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::notifications::MessageEvent;
+use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// How long a process trusts its own note that a room's marker exists.
+const MARK_REFRESH: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// When this process last wrote each room's outbox marker. A std mutex: never held across an
+/// await.
+#[derive(Debug, Default)]
+pub struct Marks {
+    written: Mutex<HashMap<String, Instant>>,
+}
+
+/// A room that may hold pending events, as its marker says.
+#[derive(Debug, Clone)]
+pub(crate) struct Marker {
+    pub room: RoomId,
+    pub marked_at: Option<DateTime<Utc>>,
+    etag: Option<ETag>,
+}
+
+/// An event waiting in the outbox.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    /// Its row, which the event's publication deletes.
+    pub row_key: String,
+    pub created_at: Option<DateTime<Utc>>,
+    /// `None` for a row that cannot be read.
+    pub event: Option<MessageEvent>,
+}
+
+fn outbox_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}")
+}
+
+/// The row of an event whose delivery was answered before its fan-out ended: apart from the
+/// send's own row, which the send deletes once the event is published, whatever becomes of
+/// the fan-out.
+fn fan_out_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}:fanout")
+}
+
+/// The send's outbox row of `event`, to commit with its message.
+pub(crate) fn event_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
+    pending_row(room, outbox_key(&event.message_id), event)
+}
+
+/// The row key a send's event waits under, which its first publication deletes.
+pub(crate) fn event_row_key(event: &MessageEvent) -> String {
+    outbox_key(&event.message_id)
+}
+
+fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<Entity> {
+    let json = serde_json::to_string(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
+    Ok(Entity::new(room.as_str(), row_key)
+        .with("event", Value::String(json))
+        .with("createdAt", Value::datetime(Utc::now())))
+}
+
+impl Store {
+    /// Makes sure the timer will look at `room` (before a send's transaction).
+    pub(crate) async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
+        let fresh = {
+            let written = self.outbox_marks.written.lock().expect("marks lock");
+            written.get(room.as_str()).is_some_and(|at| at.elapsed() < MARK_REFRESH)
+        };
+        if fresh {
+            return Ok(());
+        }
+        let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(Utc::now()));
+        self.tables
+            .upsert(&self.schema.housekeeping, &marker, UpdateMode::Replace)
+            .await?;
+        let mut written = self.outbox_marks.written.lock().expect("marks lock");
+        if written.len() > 10_000 {
+            written.retain(|_, at| at.elapsed() < MARK_REFRESH);
+        }
+        written.insert(room.to_string(), Instant::now());
+        Ok(())
+    }
+
+    /// Records `event` pending while its fan-out runs in the background: the row's key and
+    /// ETag, which clear it.
+    pub(crate) async fn record_fan_out(&self, room: &RoomId, event: &MessageEvent) -> Result<(String, ETag)> {
+        self.mark_outbox(room).await?;
+        let row = pending_row(room, fan_out_key(&event.message_id), event)?;
+        let etag = self
+            .tables
+            .upsert(&self.schema.messages, &row, UpdateMode::Replace)
+            .await?;
+        Ok((row.row_key, etag))
+    }
+
+    /// Clears a row [`Store::record_fan_out`] wrote, unless another run has written it since.
+    pub(crate) async fn clear_fan_out(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
+        match self
+            .tables
+            .delete(&self.schema.messages, room.as_str(), &row_key, &IfMatch::Etag(etag))
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+            Err(e) => tracing::warn!(%room, error = %e, "a done event's outbox row stays; the timer clears it"),
+        }
+    }
+
+    /// Deletes a pending event's row (it was published, is done, or cannot be read).
+    pub(crate) async fn clear_pending(&self, room: &RoomId, row_key: &str) -> Result<()> {
+        self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
+            .await
+    }
+
+    /// Every room whose marker says it may hold pending events.
+    pub(crate) async fn outbox_markers(&self) -> Result<Vec<Marker>> {
+        let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.housekeeping, &markers, 10_000_000)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(Marker {
+                    room: RoomId::parse(&row.row_key).ok()?,
+                    marked_at: row.datetime("markedAt"),
+                    etag: row.etag.clone(),
+                })
+            })
+            .collect())
+    }
+
+    /// A room's pending events.
+    pub(crate) async fn pending_events(&self, room: &RoomId) -> Result<Vec<Pending>> {
+        let pending = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.messages, &pending, 100_000)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Pending {
+                created_at: row.datetime("createdAt"),
+                event: row
+                    .str("event")
+                    .and_then(|json| serde_json::from_str::<MessageEvent>(json).ok()),
+                row_key: row.row_key,
+            })
+            .collect())
+    }
+
+    /// Removes a room's marker, unless it was written again since it was read.
+    pub(crate) async fn remove_marker(&self, marker: &Marker) -> Result<()> {
+        let Some(etag) = marker.etag.clone() else {
+            return Ok(());
+        };
+        match self
+            .tables
+            .delete(
+                &self.schema.housekeeping,
+                OUTBOX_PARTITION,
+                marker.room.as_str(),
+                &IfMatch::Etag(etag),
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Re-marked or removed meanwhile: leave it.
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Room rows: the room row (`room`) in the room's `Rooms` partition, which its members, roles
+//! and bans share, so a room and its owner's membership are created in one transaction; and a
+//! room's deletion, which removes every row it has in every table.
+
+use chrono::Utc;
+
+use super::Store;
+use super::members::{member_row, user_room_row};
+use super::schema::{MEMBER_PREFIX, ROOM_ROW};
+use crate::error::{Error, Result, settle};
+use crate::ids::RoomId;
+use crate::members::Member;
+use crate::permissions::Permissions;
+use crate::rooms::Room;
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{BatchOp, Entity, RangeQuery, UpdateMode, Value};
+
+/// More members than any room has; a sweep reads them all, page by page.
+const ALL_MEMBERS: usize = 10_000_000;
+
+fn room_row(room: &Room) -> Entity {
+    Entity::new(&room.id, ROOM_ROW)
+        .with("name", Value::String(room.name.clone()))
+        .with("description", Value::String(room.description.clone()))
+        .with("ownerId", Value::String(room.owner_id.clone()))
+        .with("createdAt", Value::datetime(room.created_at))
+        .with("readOnly", Value::Bool(room.read_only))
+        .with("slowmodeSeconds", Value::Int64(i64::from(room.slowmode_seconds)))
+        .with(
+            "wordFilter",
+            Value::String(serde_json::to_string(&room.word_filter).unwrap_or_default()),
+        )
+        .with(
+            "everyonePermissions",
+            Value::Int64(room.everyone_permissions.bits() as i64),
+        )
+        .with(
+            "retentionSeconds",
+            Value::Int64(room.retention_seconds.map_or(0, i64::from)),
+        )
+}
+
+fn parse_room(entity: &Entity) -> Result<Room> {
+    let broken = || Error::Internal(format!("room row {} is incomplete", entity.partition_key));
+    Ok(Room {
+        id: entity.partition_key.clone(),
+        name: entity.str("name").ok_or_else(broken)?.to_owned(),
+        description: entity.str("description").unwrap_or_default().to_owned(),
+        owner_id: entity.str("ownerId").ok_or_else(broken)?.to_owned(),
+        created_at: entity.datetime("createdAt").ok_or_else(broken)?,
+        read_only: entity.bool("readOnly").unwrap_or(false),
+        slowmode_seconds: entity
+            .i64("slowmodeSeconds")
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(0),
+        word_filter: entity
+            .str("wordFilter")
+            .and_then(|f| serde_json::from_str(f).ok())
+            .unwrap_or_default(),
+        everyone_permissions: entity
+            .i64("everyonePermissions")
+            .map_or(Permissions::DEFAULT_EVERYONE, |bits| {
+                Permissions::from_bits(bits as u64)
+            }),
+        retention_seconds: entity
+            .i64("retentionSeconds")
+            .and_then(|s| u32::try_from(s).ok())
+            .filter(|s| *s > 0),
+    })
+}
+
+/// True for a room row that a delete has marked.
+pub(crate) fn is_being_deleted(row: &Entity) -> bool {
+    row.bool("deleting").unwrap_or(false)
+}
+
+/// A room row as a delete sees it: marked or not.
+#[derive(Debug, Clone)]
+pub(crate) struct RoomRow {
+    pub owner_id: Option<String>,
+    pub being_deleted: bool,
+}
+
+impl Store {
+    /// Creates a room with its owner's membership, in one transaction. The room is listed for
+    /// housekeeping and in the owner's rooms first, so neither can miss it.
+    pub(crate) async fn create_room(&self, room: &Room, owner: &Member) -> Result<()> {
+        let id = RoomId::parse(&room.id)?;
+        self.register_room(&id).await?;
+        self.index_user_room(&owner.user_id, &id).await?;
+        let ops = [BatchOp::Insert(room_row(room)), BatchOp::Insert(member_row(&id, owner))];
+        self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
+        Ok(())
+    }
+
+    /// The room, unless it is missing or being deleted (both answer as missing).
+    pub(crate) async fn room(&self, room: &RoomId) -> Result<Option<Room>> {
+        self.tables
+            .get(&self.schema.rooms, room.as_str(), ROOM_ROW)
+            .await?
+            .filter(|e| !is_being_deleted(e))
+            .map(|e| parse_room(&e))
+            .transpose()
+    }
+
+    /// The room row as a delete needs it, marked or not.
+    pub(crate) async fn room_row(&self, room: &RoomId) -> Result<Option<RoomRow>> {
+        let row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
+        Ok(row.map(|row| RoomRow {
+            owner_id: row.str("ownerId").map(str::to_owned),
+            being_deleted: is_being_deleted(&row),
+        }))
+    }
+
+    /// Rewrites the room row through the conditional-write helper: `change` sees the room as
+    /// it is now (again after every lost race); a room being deleted is 404.
+    pub(crate) async fn update_room(
+        &self,
+        room: &RoomId,
+        mut change: impl FnMut(&mut Room) -> Result<()>,
+    ) -> Result<Room> {
+        let entity = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room.as_str(),
+            ROOM_ROW,
+            UpdateMode::Replace,
+            |entity| {
+                if is_being_deleted(&entity) {
+                    return Err(Error::not_found("room not found"));
+                }
+                let mut room = parse_room(&entity)?;
+                change(&mut room)?;
+                Ok::<_, Error>(room_row(&room))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "room not found"))?;
+        parse_room(&entity)
+    }
+
+    /// Marks the room row as being deleted: from then on the room answers as missing.
+    pub(crate) async fn mark_room_deleted(&self, room: &RoomId) -> Result<()> {
+        update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room.as_str(),
+            ROOM_ROW,
+            UpdateMode::Replace,
+            |row| Ok::<_, Error>(row.with("deleting", Value::Bool(true))),
+        )
+        .await
+        .map_err(|e| settle(e, "room not found"))?;
+        Ok(())
+    }
+
+    /// Deletes every row of a room: its partitions of `Messages`, `MessagesAscending` and
+    /// `MessagesMetadata`, each member's "my rooms" row, and last its `Rooms` partition, whose
+    /// final batch holds the room row itself — so a delete's mark lasts until everything else
+    /// is gone. Deletes go in entity group transactions of at most 100 rows.
+    pub(crate) async fn sweep_room(&self, room: &RoomId) -> Result<()> {
+        let everything = RangeQuery::partition(room.as_str(), 100);
+        for table in [&self.schema.messages, &self.schema.ascending, &self.schema.metadata] {
+            self.tables.delete_range(table, &everything).await?;
+        }
+        let members = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &members, ALL_MEMBERS)
+            .await?;
+        for row in rows {
+            // The member row's key carries the user's key; no need to parse the row.
+            if let Some(user_key) = row.row_key.strip_prefix(MEMBER_PREFIX) {
+                self.delete_if_present(&self.schema.user_rooms, user_key, room.as_str())
+                    .await?;
+            }
+        }
+        self.tables.delete_range(&self.schema.rooms, &everything).await?;
+        Ok(())
+    }
+
+    /// Lists `user` in the room's "my rooms" index (before their membership is written).
+    pub(crate) async fn index_user_room(&self, user: &crate::ids::UserId, room: &RoomId) -> Result<()> {
+        let row = user_room_row(user, room, Utc::now());
+        self.tables
+            .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+}
