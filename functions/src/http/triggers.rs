@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tabletalk::events;
 
 use super::AppState;
+use super::error::is_client_error;
 
 /// A function the host invokes through the payload protocol, with its trigger binding.
 pub struct TriggerFunction {
@@ -66,7 +67,7 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
         match state.chat.accept_notification(event).await {
             Ok(accepted) => logs.push(format!("{}: {accepted:?}", event.id)),
             // Names no room or message that could ever exist: a retry would not help.
-            Err(e) if e.status() < 500 => {
+            Err(e) if is_client_error(&e) => {
                 tracing::warn!(event = %event.id, error = %e, "an event naming nothing was dropped");
                 logs.push(format!("{}: dropped: {e}", event.id));
             }
