@@ -21,7 +21,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
 use tabletalk::{Chat, Error};
@@ -104,10 +104,9 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
     let api = api.layer(Extension(Arc::new(document)));
     let mut app = Router::new();
     if custom_handler {
-        app = app
-            .route("/notify", post(triggers::notify))
-            .route("/republishEvents", post(triggers::republish_events))
-            .route("/housekeeping", post(triggers::housekeeping));
+        for function in triggers::TRIGGER_FUNCTIONS {
+            app = app.route(&format!("/{}", function.name), (function.handler)());
+        }
     }
     app.merge(api)
         // The local live hub (only when this server runs one; 404 otherwise).
