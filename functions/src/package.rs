@@ -11,44 +11,37 @@ use std::path::{Path, PathBuf};
 use zip::ZipWriter;
 use zip::write::SimpleFileOptions;
 
-use crate::http::HTTP_FUNCTIONS;
+use crate::http::function_table::http_functions;
 use crate::http::triggers::TRIGGER_FUNCTIONS;
 
 /// The executable's name inside the package (`host.json`'s `defaultExecutablePath`).
 pub const EXECUTABLE: &str = "tabletalk";
-/// HTTP functions the host guards with a function key; every other one is `anonymous` (the
-/// API checks its callers' bearer tokens itself).
-const KEYED_FUNCTIONS: &[&str] = &["notificationEvents"];
-
-/// Every function folder the package holds.
-pub fn function_names() -> Vec<&'static str> {
-    HTTP_FUNCTIONS
-        .iter()
+/// Every function folder the package holds: the router's HTTP functions (read off its
+/// OpenAPI document, `function_table`) and its trigger functions.
+pub fn function_names() -> Vec<String> {
+    http_functions()
+        .into_iter()
         .map(|f| f.name)
-        .chain(TRIGGER_FUNCTIONS.iter().map(|f| f.name))
+        .chain(TRIGGER_FUNCTIONS.iter().map(|f| f.name.to_owned()))
         .collect()
 }
 
 /// Checks a `function.json` against what the router serves under `name`: an HTTP function's
-/// methods and route (one trigger, one output, as HTTP forwarding needs), or a trigger
-/// function's exact binding. A package never ships a definition that drifted from the code.
+/// methods, route and `authLevel` (one trigger, one output, as HTTP forwarding needs), or a
+/// trigger function's exact binding. A package never ships a definition that drifted from the code.
 pub fn check_definition(name: &str, definition: &[u8]) -> Result<(), String> {
     let drifted = |why: &str| format!("{name}/function.json {why}");
     let doc: serde_json::Value = serde_json::from_slice(definition).map_err(|_| drifted("is not JSON"))?;
     let bindings = doc["bindings"].as_array().ok_or_else(|| drifted("has no bindings"))?;
-    if let Some(function) = HTTP_FUNCTIONS.iter().find(|f| f.name == name) {
-        let methods: Vec<&str> = function.method.split(',').collect();
+    if let Some(function) = http_functions().into_iter().find(|f| f.name == name) {
+        let methods = function.methods;
         let declared: Vec<&str> = bindings
             .first()
             .and_then(|b| b["methods"].as_array())
             .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
             .unwrap_or_default();
         let shaped = bindings.len() == 2 && bindings[0]["type"] == "httpTrigger" && bindings[1]["type"] == "http";
-        let auth_level = if KEYED_FUNCTIONS.contains(&name) {
-            "function"
-        } else {
-            "anonymous"
-        };
+        let auth_level = function.auth_level.as_str();
         return match (shaped, declared == methods, bindings[0]["route"] == function.route) {
             (false, _, _) => Err(drifted("is not one httpTrigger and one http output")),
             (_, false, _) => Err(drifted(&format!(
@@ -115,8 +108,8 @@ pub fn package(binary: &Path, app_dir: &Path, out: &Path) -> Result<(), String> 
     add(EXECUTABLE, executable, 0o755)?;
     add("host.json", host, 0o644)?;
     for name in function_names() {
-        let definition = read(app_dir.join(name).join("function.json"))?;
-        check_definition(name, &definition)?;
+        let definition = read(app_dir.join(&name).join("function.json"))?;
+        check_definition(&name, &definition)?;
         add(&format!("{name}/function.json"), definition, 0o644)?;
     }
     zip.finish().map_err(|e| format!("finishing the zip: {e}"))?;

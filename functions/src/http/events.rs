@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tabletalk::{Error, events};
 
 use super::AppState;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, is_client_error};
 
 /// Delivers message events to the notification function.
 #[utoipa::path(post, path = "/api/events/notifications", tag = "events", operation_id = "notificationEvents",
@@ -45,7 +45,7 @@ pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: By
         match state.chat.accept_notification(event).await {
             Ok(_) => {}
             // Names no room or message that could ever exist: dead-letter it, no retries.
-            Err(e) if e.status() < 500 => return Err(Error::bad_request(e.to_string()).into()),
+            Err(e) if is_client_error(&e) => return Err(Error::bad_request(e.to_string()).into()),
             Err(e) => return Err(Error::Unavailable(format!("an event was not processed: {e}")).into()),
         }
     }

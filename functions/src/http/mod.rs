@@ -5,6 +5,7 @@
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod function_table;
 pub mod hub;
 pub mod live;
 pub mod members;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
 use tabletalk::{Chat, Error};
@@ -43,223 +44,22 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
 }
 
-/// An HTTP function as the Functions host knows it: its folder name, method and route (under
-/// the `api` prefix). `functions/<name>/function.json` must exist for each, and only for these.
-pub struct HttpFunction {
-    pub name: &'static str,
-    pub method: &'static str,
-    pub route: &'static str,
-}
-
-pub const HTTP_FUNCTIONS: &[HttpFunction] = &[
-    HttpFunction {
-        name: "createRoom",
-        method: "post",
-        route: "rooms",
-    },
-    HttpFunction {
-        name: "listRooms",
-        method: "get",
-        route: "rooms",
-    },
-    HttpFunction {
-        name: "getRoom",
-        method: "get",
-        route: "rooms/{roomId}",
-    },
-    HttpFunction {
-        name: "joinRoom",
-        method: "post",
-        route: "rooms/{roomId}/join",
-    },
-    HttpFunction {
-        name: "leaveRoom",
-        method: "post",
-        route: "rooms/{roomId}/leave",
-    },
-    HttpFunction {
-        name: "createMessage",
-        method: "post",
-        route: "rooms/{roomId}/messages",
-    },
-    HttpFunction {
-        name: "readMessages",
-        method: "get",
-        route: "rooms/{roomId}/messages",
-    },
-    HttpFunction {
-        name: "getMessage",
-        method: "get",
-        route: "rooms/{roomId}/messages/{messageId}",
-    },
-    HttpFunction {
-        name: "updateRoom",
-        method: "patch",
-        route: "rooms/{roomId}",
-    },
-    HttpFunction {
-        name: "deleteRoom",
-        method: "delete",
-        route: "rooms/{roomId}",
-    },
-    HttpFunction {
-        name: "listMembers",
-        method: "get",
-        route: "rooms/{roomId}/members",
-    },
-    HttpFunction {
-        name: "updateMembership",
-        method: "patch",
-        route: "rooms/{roomId}/members/me",
-    },
-    HttpFunction {
-        name: "markRead",
-        method: "post",
-        route: "rooms/{roomId}/read",
-    },
-    HttpFunction {
-        name: "kickMember",
-        method: "post",
-        route: "rooms/{roomId}/members/{userId}/kick",
-    },
-    HttpFunction {
-        name: "timeoutMember",
-        method: "post",
-        route: "rooms/{roomId}/members/{userId}/timeout",
-    },
-    HttpFunction {
-        name: "banMember",
-        method: "post",
-        route: "rooms/{roomId}/members/{userId}/ban",
-    },
-    HttpFunction {
-        name: "unbanMember",
-        method: "delete",
-        route: "rooms/{roomId}/bans/{userId}",
-    },
-    HttpFunction {
-        name: "setMemberRoles",
-        method: "put",
-        route: "rooms/{roomId}/members/{userId}/roles",
-    },
-    HttpFunction {
-        name: "listRoles",
-        method: "get",
-        route: "rooms/{roomId}/roles",
-    },
-    HttpFunction {
-        name: "createRole",
-        method: "post",
-        route: "rooms/{roomId}/roles",
-    },
-    HttpFunction {
-        name: "updateRole",
-        method: "patch",
-        route: "rooms/{roomId}/roles/{roleId}",
-    },
-    HttpFunction {
-        name: "deleteRole",
-        method: "delete",
-        route: "rooms/{roomId}/roles/{roleId}",
-    },
-    HttpFunction {
-        name: "editMessage",
-        method: "patch",
-        route: "rooms/{roomId}/messages/{messageId}",
-    },
-    HttpFunction {
-        name: "deleteMessage",
-        method: "delete",
-        route: "rooms/{roomId}/messages/{messageId}",
-    },
-    HttpFunction {
-        name: "pinMessage",
-        method: "post",
-        route: "rooms/{roomId}/messages/{messageId}/pin",
-    },
-    HttpFunction {
-        name: "unpinMessage",
-        method: "delete",
-        route: "rooms/{roomId}/messages/{messageId}/pin",
-    },
-    HttpFunction {
-        name: "votePoll",
-        method: "put",
-        route: "rooms/{roomId}/messages/{messageId}/vote",
-    },
-    HttpFunction {
-        name: "addReaction",
-        method: "put",
-        route: "rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
-    },
-    HttpFunction {
-        name: "removeReaction",
-        method: "delete",
-        route: "rooms/{roomId}/messages/{messageId}/reactions/{emoji}",
-    },
-    HttpFunction {
-        name: "forwardMessage",
-        method: "post",
-        route: "rooms/{roomId}/messages/{messageId}/forward",
-    },
-    HttpFunction {
-        name: "readThread",
-        method: "get",
-        route: "rooms/{roomId}/messages/{messageId}/thread",
-    },
-    HttpFunction {
-        name: "messageChanges",
-        method: "post",
-        route: "messageChanges",
-    },
-    HttpFunction {
-        name: "subscribePush",
-        method: "put",
-        route: "push/subscriptions",
-    },
-    HttpFunction {
-        name: "unsubscribePush",
-        method: "delete",
-        route: "push/subscriptions",
-    },
-    HttpFunction {
-        name: "listPushSubscriptions",
-        method: "get",
-        route: "push/subscriptions",
-    },
-    HttpFunction {
-        name: "vapidPublicKey",
-        method: "get",
-        route: "push/vapidPublicKey",
-    },
-    HttpFunction {
-        name: "negotiate",
-        method: "post",
-        route: "negotiate",
-    },
-    HttpFunction {
-        name: "typing",
-        method: "post",
-        route: "rooms/{roomId}/typing",
-    },
-    HttpFunction {
-        name: "notificationEvents",
-        method: "post,options",
-        route: "events/notifications",
-    },
-    HttpFunction {
-        name: "openApi",
-        method: "get",
-        route: "openapi.json",
-    },
-];
-
 /// Every `/api` route of a host and the OpenAPI document that describes them, from one
 /// declaration: `routes!` registers each handler at the method and path of its
 /// `#[utoipa::path]` and records that operation in the document. Routes under `/api` are added
-/// here and only this way, so the served document lists exactly what the host routes.
+/// here and only this way, so the served document lists exactly what the host routes, and the
+/// Functions app's HTTP functions (`function_table`) are read off the same document.
 pub fn api(custom_handler: bool) -> OpenApiRouter<AppState> {
-    let api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+    match custom_handler {
+        true => user_api().merge(keyed_api()),
+        false => user_api(),
+    }
+}
+
+/// The API every host serves. On Azure the host lets every call through (`authLevel`
+/// anonymous): each handler checks its caller's bearer token itself.
+pub fn user_api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(rooms::create, rooms::list))
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
         .routes(routes!(rooms::join))
@@ -286,13 +86,14 @@ pub fn api(custom_handler: bool) -> OpenApiRouter<AppState> {
         .routes(routes!(push::vapid_public_key))
         .routes(routes!(live::negotiate))
         .routes(routes!(live::typing))
-        .routes(routes!(openapi::document));
-    match custom_handler {
-        // Event Grid's webhook delivery, guarded by the function key on Azure; the self-hosted
-        // server consumes its events in process and exposes no such door.
-        true => api.routes(routes!(events::deliver, events::preflight)),
-        false => api,
-    }
+        .routes(routes!(openapi::document))
+}
+
+/// The platform's doors, served only by the Functions app and guarded there by the function
+/// key (`authLevel` function): Event Grid's webhook delivery. The self-hosted server consumes
+/// its events in process and exposes no such door.
+pub fn keyed_api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::default().routes(routes!(events::deliver, events::preflight))
 }
 
 /// The router for every host; `custom_handler` adds the functions the Functions host invokes
@@ -303,10 +104,9 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
     let api = api.layer(Extension(Arc::new(document)));
     let mut app = Router::new();
     if custom_handler {
-        app = app
-            .route("/notify", post(triggers::notify))
-            .route("/republishEvents", post(triggers::republish_events))
-            .route("/housekeeping", post(triggers::housekeeping));
+        for function in triggers::TRIGGER_FUNCTIONS {
+            app = app.route(&format!("/{}", function.name), (function.handler)());
+        }
     }
     app.merge(api)
         // The local live hub (only when this server runs one; 404 otherwise).
@@ -369,10 +169,7 @@ mod tests {
             crate::package::check_definition(&name, &std::fs::read(&path).unwrap()).unwrap();
             found.insert(name);
         }
-        let expected: BTreeSet<String> = crate::package::function_names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        let expected: BTreeSet<String> = crate::package::function_names().into_iter().collect();
         assert_eq!(found, expected);
         // And the check can fail: another route, another method, another schedule.
         let drifted = [
@@ -419,21 +216,21 @@ mod tests {
             ..Default::default()
         }));
         let app = router(AppState { chat, auth }, true);
-        for function in HTTP_FUNCTIONS {
+        for function in function_table::http_functions() {
             let path = format!("/api/{}", function.route)
                 .replace("{roomId}", &uuid::Uuid::new_v4().to_string())
                 .replace("{messageId}", "2516062689814758707")
                 .replace("{userId}", "bob")
                 .replace("{roleId}", &uuid::Uuid::new_v4().to_string())
                 .replace("{emoji}", "%F0%9F%91%8D");
-            let method = function.method.split(',').next().unwrap().to_uppercase();
+            let method = function.methods[0].to_uppercase();
             let request = Request::builder()
                 .method(method.as_str())
                 .uri(&path)
                 .body(Body::empty())
                 .unwrap();
             let status = app.clone().oneshot(request).await.unwrap().status();
-            let expected = match function.name {
+            let expected = match function.name.as_str() {
                 "openApi" => StatusCode::OK,
                 // Not a user's function: an empty delivery is refused as unreadable.
                 "notificationEvents" => StatusCode::BAD_REQUEST,

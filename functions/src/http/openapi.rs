@@ -62,7 +62,8 @@ mod tests {
     use tabletalk::storage::sqlite::{Durability, SqliteTables};
     use tower::ServiceExt;
 
-    use crate::http::{AppState, HTTP_FUNCTIONS, router};
+    use crate::http::function_table::{AuthLevel, http_functions};
+    use crate::http::{AppState, router};
 
     /// The router of the self-hosted server (`false`) or of the Functions app (`true`).
     async fn app(custom_handler: bool) -> Router {
@@ -121,16 +122,16 @@ mod tests {
         found
     }
 
-    /// `(METHOD, path)` of every function the host declares (the Functions app's list, which
+    /// `(METHOD, path)` of every function the host declares (the Functions app's table, which
     /// `function_folders_match_the_routes` ties to `functions/<name>/function.json`), less the
-    /// notification webhook on a host without it.
+    /// keyed ones (the notification webhook) on a host without them.
     fn declared(custom_handler: bool) -> BTreeSet<(String, String)> {
-        HTTP_FUNCTIONS
-            .iter()
-            .filter(|f| custom_handler || f.name != "notificationEvents")
+        http_functions()
+            .into_iter()
+            .filter(|f| custom_handler || f.auth_level == AuthLevel::Anonymous)
             .flat_map(|f| {
-                f.method
-                    .split(',')
+                f.methods
+                    .into_iter()
                     .map(move |m| (m.to_uppercase(), format!("/api/{}", f.route)))
             })
             .collect()
@@ -177,12 +178,12 @@ mod tests {
                 Vec::<&(String, String)>::new(),
                 "{host}: served but not documented"
             );
-            for function in HTTP_FUNCTIONS
-                .iter()
-                .filter(|f| f.name != "notificationEvents" || custom_handler)
+            for function in http_functions()
+                .into_iter()
+                .filter(|f| f.auth_level == AuthLevel::Anonymous || custom_handler)
             {
                 let path = format!("/api/{}", function.route);
-                let method = function.method.split(',').next().unwrap();
+                let method = function.methods[0];
                 assert_eq!(
                     doc["paths"][&path][method]["operationId"], function.name,
                     "{host}: {method} {path}"

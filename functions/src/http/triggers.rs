@@ -10,30 +10,39 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, post};
 use serde_json::{Value, json};
 use tabletalk::events;
 
 use super::AppState;
+use super::error::is_client_error;
 
-/// A function the host invokes through the payload protocol, with its trigger binding.
+/// A function the host invokes through the payload protocol: its name (the folder, and the
+/// route `/<name>` the router serves it at), its trigger binding and its handler. The router,
+/// the package and the `function.json` check all read this one table.
 pub struct TriggerFunction {
     pub name: &'static str,
     /// The `function.json` binding, as its JSON.
     pub binding: &'static str,
+    /// The handler, as the router mounts it.
+    pub handler: fn() -> MethodRouter<AppState>,
 }
 
 pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
     TriggerFunction {
         name: "notify",
         binding: r#"{"type":"eventGridTrigger","direction":"in","name":"eventGridEvent"}"#,
+        handler: || post(notify),
     },
     TriggerFunction {
         name: "republishEvents",
         binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":false}"#,
+        handler: || post(republish_events),
     },
     TriggerFunction {
         name: "housekeeping",
         binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"0 */5 * * * *","runOnStartup":false,"useMonitor":true}"#,
+        handler: || post(housekeeping),
     },
 ];
 
@@ -66,7 +75,7 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
         match state.chat.accept_notification(event).await {
             Ok(accepted) => logs.push(format!("{}: {accepted:?}", event.id)),
             // Names no room or message that could ever exist: a retry would not help.
-            Err(e) if e.status() < 500 => {
+            Err(e) if is_client_error(&e) => {
                 tracing::warn!(event = %event.id, error = %e, "an event naming nothing was dropped");
                 logs.push(format!("{}: dropped: {e}", event.id));
             }
