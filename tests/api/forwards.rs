@@ -5,8 +5,10 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Reply, TestApp, spawn_app};
+use crate::helpers::{Backend, Reply, TestApp, backend_tests, spawn_app};
 use crate::live::{Socket, connect, next_frame, send_frame};
+
+backend_tests!(a_forwarded_message_shows_its_source_room_only_to_members_of_it);
 
 fn assert_ok(reply: &Reply) {
     assert!(reply.status.is_success(), "{}: {}", reply.status, reply.body);
@@ -54,91 +56,88 @@ async fn what_carol_sees(app: &TestApp, target: &str, copy: &str) -> Vec<(&'stat
     ]
 }
 
-#[tokio::test]
-async fn a_forwarded_message_shows_its_source_room_only_to_members_of_it() {
-    for backend in Backend::all() {
-        let app = spawn_app(&backend);
-        let source = app.create_room("alice").await;
-        let target = app.create_room("alice").await;
-        for room in [&source, &target] {
-            app.join("bob", room).await;
-        }
-        app.join("carol", &target).await;
-        // carol moderates the target room: she may pin and edit anything in it.
-        app.grant("alice", &target, "carol", &["ManageMessages"], 10).await;
-
-        // carol listens to the target room's group.
-        let negotiated = app.call(Method::POST, "/api/negotiate", Some("carol"), None).await;
-        assert_ok(&negotiated);
-        let mut socket = connect(negotiated.body["url"].as_str().unwrap()).await;
-        let join = json!({ "type": "joinGroup", "group": format!("room.{target}"), "ackId": 1 });
-        send_frame(&mut socket, join).await;
-        assert_eq!(next_frame(&mut socket).await["success"], true);
-
-        let original = app.post("alice", &source, "<p>between us</p>").await;
-        let body = json!({ "roomIds": [target] });
-        let path = format!("/api/rooms/{source}/messages/{original}/forward");
-        let forwarded = app.call(Method::POST, &path, Some("bob"), Some(body)).await;
-        assert_ok(&forwarded);
-        let copy = &forwarded.body[0]["message"];
-        // bob forwarded it from a room he is in: his answer names that room.
-        assert_eq!(
-            copy["forwardedFrom"],
-            json!({ "roomId": source, "messageId": original })
-        );
-        let copy = copy["id"].as_str().unwrap().to_owned();
-
-        // The signal goes to every member of the target room: it never names the source.
-        let created = signal_about(&mut socket, &copy).await;
-        assert_eq!(created["data"]["type"], "message.created");
-        assert_eq!(
-            created["data"]["message"]["forwardedFrom"],
-            json!({ "messageId": original })
-        );
-        let edit = json!({ "text": "still between us" });
-        let edited = app
-            .act(Method::PATCH, "bob", &format!("/rooms/{target}/messages/{copy}"), edit)
-            .await;
-        assert_ok(&edited);
-        assert_eq!(
-            edited.body["forwardedFrom"]["roomId"],
-            source.as_str(),
-            "bob may see it"
-        );
-        let updated = signal_about(&mut socket, &copy).await;
-        assert_eq!(updated["data"]["type"], "message.updated");
-        assert!(!updated.to_string().contains(&source), "{updated}");
-
-        // carol is not in the source room: no answer she gets names it.
-        for (what, reply) in what_carol_sees(&app, &target, &copy).await {
-            assert_ok(&reply);
-            assert!(
-                !reply.body.to_string().contains(&source),
-                "{backend:?}: {what} shows carol the source room: {}",
-                reply.body
-            );
-        }
-        let seen = app
-            .call(
-                Method::GET,
-                &format!("/api/rooms/{target}/messages/{copy}"),
-                Some("carol"),
-                None,
-            )
-            .await;
-        assert_eq!(seen.body["forwardedFrom"], json!({ "messageId": original }));
-
-        // Once she is a member of it, she sees where the copy came from.
-        app.join("carol", &source).await;
-        let seen = app
-            .call(
-                Method::GET,
-                &format!("/api/rooms/{target}/messages/{copy}"),
-                Some("carol"),
-                None,
-            )
-            .await;
-        assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
-        assert_eq!(seen.body["forwardedFrom"]["roomId"], source.as_str());
+async fn a_forwarded_message_shows_its_source_room_only_to_members_of_it(backend: Backend) {
+    let app = spawn_app(&backend);
+    let source = app.create_room("alice").await;
+    let target = app.create_room("alice").await;
+    for room in [&source, &target] {
+        app.join("bob", room).await;
     }
+    app.join("carol", &target).await;
+    // carol moderates the target room: she may pin and edit anything in it.
+    app.grant("alice", &target, "carol", &["ManageMessages"], 10).await;
+
+    // carol listens to the target room's group.
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("carol"), None).await;
+    assert_ok(&negotiated);
+    let mut socket = connect(negotiated.body["url"].as_str().unwrap()).await;
+    let join = json!({ "type": "joinGroup", "group": format!("room.{target}"), "ackId": 1 });
+    send_frame(&mut socket, join).await;
+    assert_eq!(next_frame(&mut socket).await["success"], true);
+
+    let original = app.post("alice", &source, "<p>between us</p>").await;
+    let body = json!({ "roomIds": [target] });
+    let path = format!("/api/rooms/{source}/messages/{original}/forward");
+    let forwarded = app.call(Method::POST, &path, Some("bob"), Some(body)).await;
+    assert_ok(&forwarded);
+    let copy = &forwarded.body[0]["message"];
+    // bob forwarded it from a room he is in: his answer names that room.
+    assert_eq!(
+        copy["forwardedFrom"],
+        json!({ "roomId": source, "messageId": original })
+    );
+    let copy = copy["id"].as_str().unwrap().to_owned();
+
+    // The signal goes to every member of the target room: it never names the source.
+    let created = signal_about(&mut socket, &copy).await;
+    assert_eq!(created["data"]["type"], "message.created");
+    assert_eq!(
+        created["data"]["message"]["forwardedFrom"],
+        json!({ "messageId": original })
+    );
+    let edit = json!({ "text": "still between us" });
+    let edited = app
+        .act(Method::PATCH, "bob", &format!("/rooms/{target}/messages/{copy}"), edit)
+        .await;
+    assert_ok(&edited);
+    assert_eq!(
+        edited.body["forwardedFrom"]["roomId"],
+        source.as_str(),
+        "bob may see it"
+    );
+    let updated = signal_about(&mut socket, &copy).await;
+    assert_eq!(updated["data"]["type"], "message.updated");
+    assert!(!updated.to_string().contains(&source), "{updated}");
+
+    // carol is not in the source room: no answer she gets names it.
+    for (what, reply) in what_carol_sees(&app, &target, &copy).await {
+        assert_ok(&reply);
+        assert!(
+            !reply.body.to_string().contains(&source),
+            "{backend:?}: {what} shows carol the source room: {}",
+            reply.body
+        );
+    }
+    let seen = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{target}/messages/{copy}"),
+            Some("carol"),
+            None,
+        )
+        .await;
+    assert_eq!(seen.body["forwardedFrom"], json!({ "messageId": original }));
+
+    // Once she is a member of it, she sees where the copy came from.
+    app.join("carol", &source).await;
+    let seen = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{target}/messages/{copy}"),
+            Some("carol"),
+            None,
+        )
+        .await;
+    assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
+    assert_eq!(seen.body["forwardedFrom"]["roomId"], source.as_str());
 }
