@@ -10,6 +10,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+pub mod messages;
+
 pub const SECRET: &str = "end-to-end-test-secret";
 
 /// Which store a test app runs on.
