@@ -5,6 +5,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::helpers::messages::get_message;
 use crate::helpers::{Backend, Reply, TestApp, backend_tests, spawn_app, token};
 
 backend_tests!(
@@ -331,14 +332,7 @@ async fn every_operation_needs_authentication(backend: Backend) {
 
 /// The message as alice reads it, for comparing before and after.
 async fn message(app: &TestApp, room: &str, id: &str) -> Value {
-    let reply = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{id}"),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let reply = get_message(app, "alice", room, id).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     reply.body
 }

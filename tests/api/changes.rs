@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use crate::helpers::messages::get_message;
 use crate::helpers::{Backend, TestApp, backend_tests, spawn_app, spawn_app_with};
 
 backend_tests!(
@@ -494,14 +495,7 @@ async fn the_local_server_runs_housekeeping_itself() {
     assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
     let mut last = None;
     for _ in 0..300 {
-        let reply = app
-            .call(
-                Method::GET,
-                &format!("/api/rooms/{room}/messages/{expiring}"),
-                Some("alice"),
-                None,
-            )
-            .await;
+        let reply = get_message(&app, "alice", &room, &expiring).await;
         if reply.status == StatusCode::NOT_FOUND {
             return;
         }

@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use p256::SecretKey;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with};
+use crate::helpers::messages::get_message;
+use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with, spawn_push_handler};
 use crate::push::{Device, Service, decrypt, start_service, subscribe, wait_for};
 
 backend_tests!(an_event_grid_outage_loses_no_event_and_repeats_push_nothing);
@@ -79,10 +77,6 @@ async fn run_timer(app: &TestApp, function: &str) -> String {
     response["Logs"][0].as_str().unwrap().to_owned()
 }
 
-fn vapid_key() -> String {
-    B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
-}
-
 /// The pushes `device` received, decrypted.
 fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
     service
@@ -107,13 +101,9 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let reachable = Arc::new(tokio::sync::Notify::new());
     let endpoint = format!("http://{topic_addr}/api/events");
-    let vapid = vapid_key();
-    let app = spawn_app_with(
+    let app = spawn_push_handler(
         &backend,
         &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
             ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
             ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
         ],
@@ -148,14 +138,7 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     let id = app.post("alice", &room, "<p>are you there?</p>").await;
     // The outbox row was written before the send answered, so it is older than this.
     let sent_at = Instant::now();
-    let stored = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{id}"),
-            Some("bob"),
-            None,
-        )
-        .await;
+    let stored = get_message(&app, "bob", &room, &id).await;
     assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
     assert_eq!(
         run_timer(&app, "republishEvents").await,
@@ -278,15 +261,7 @@ async fn forged_and_concurrent_deliveries_push_the_stored_message_once() {
         app.join("bob", &room).await;
         (room.clone(), app.post("alice", &room, "<p>the real text</p>").await)
     };
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        &backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_handler(&backend, &[]);
     subscribe(&app, "bob", &bobs).await;
     let forged = |message: &str| {
         json!({ "specversion": "1.0", "id": format!("{room}/{message}"), "source": "/x",
@@ -363,16 +338,7 @@ async fn slow_fan_out(backend: &Backend, service: &Service, devices: &[Device]) 
         app.join("bob", &room).await;
         (room.clone(), app.post("alice", &room, "<p>slow</p>").await)
     };
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
-        ],
-    );
+    let app = spawn_push_handler(backend, &[("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1")]);
     for device in devices {
         subscribe(&app, "bob", device).await;
     }
@@ -487,16 +453,7 @@ async fn a_fan_out_cut_short_after_the_answer_is_republished() {
     drop(app); // the process dies before the push service answers
     *service.delay.lock().unwrap() = Duration::ZERO;
 
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        &backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
-        ],
-    );
+    let app = spawn_push_handler(&backend, &[("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1")]);
     // Older than the outbox's five seconds, and past the dead run's one-second lease.
     tokio::time::sleep(Duration::from_secs(7).saturating_sub(started.elapsed())).await;
     assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");

@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::messages::{assert_status, forward, ids, new_poll};
+use crate::helpers::messages::{assert_status, forward, get_message, ids, new_poll};
 use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app};
 use crate::live::{Socket, connect, next_frame, send_frame};
 
@@ -195,26 +195,12 @@ async fn a_forwarded_message_shows_its_source_room_only_to_members_of_it(backend
             reply.body
         );
     }
-    let seen = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{target}/messages/{copy}"),
-            Some("carol"),
-            None,
-        )
-        .await;
+    let seen = get_message(&app, "carol", &target, &copy).await;
     assert_eq!(seen.body["forwardedFrom"], json!({ "messageId": original }));
 
     // Once she is a member of it, she sees where the copy came from.
     app.join("carol", &source).await;
-    let seen = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{target}/messages/{copy}"),
-            Some("carol"),
-            None,
-        )
-        .await;
+    let seen = get_message(&app, "carol", &target, &copy).await;
     assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
     assert_eq!(seen.body["forwardedFrom"]["roomId"], source.as_str());
 }

@@ -11,6 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 pub mod messages;
+pub mod web_pubsub;
 
 pub const SECRET: &str = "end-to-end-test-secret";
 
@@ -192,6 +193,33 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
         child,
         http: reqwest::Client::new(),
     }
+}
+
+/// A fresh VAPID private key, as `TABLETALK_VAPID_PRIVATE_KEY` takes it (base64url).
+pub fn vapid_key() -> String {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
+}
+
+/// `spawn_app_with` sending Web Push: a fresh VAPID key, and push services on loopback (the
+/// tests' stand-ins) allowed.
+pub fn spawn_push_app(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
+    let vapid = vapid_key();
+    let mut all = vec![
+        ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+        ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ];
+    all.extend_from_slice(settings);
+    spawn_app_with(backend, &all)
+}
+
+/// `spawn_push_app` as a Functions custom handler, the app the Event Grid tests invoke: its
+/// notifications run in the `notify` function and the webhook, and its timers on invocation.
+pub fn spawn_push_handler(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
+    let mut all = vec![("FUNCTIONS_CUSTOMHANDLER_PORT", "0")];
+    all.extend_from_slice(settings);
+    spawn_push_app(backend, &all)
 }
 
 /// A development token for `user`, valid for an hour.

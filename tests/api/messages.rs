@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+use crate::helpers::messages::get_message;
 use crate::helpers::{Backend, TestApp, backend_tests, posts, spawn_app};
 
 backend_tests!(
@@ -40,14 +41,7 @@ async fn two_users_250_messages_read_in_both_orders(backend: Backend) {
     reversed.reverse();
     assert_eq!(ids(&newest_first), reversed, "{backend:?}: newest first, each once");
 
-    let one = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{}", sent[7]),
-            Some("bob"),
-            None,
-        )
-        .await;
+    let one = get_message(&app, "bob", &room, &sent[7]).await;
     assert_eq!(
         (one.status, one.body["text"].as_str()),
         (StatusCode::OK, Some("<p>message 7</p>"))

@@ -25,7 +25,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with};
+use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with, spawn_push_app};
 
 backend_tests!(each_member_gets_the_pushes_their_settings_ask_for);
 
@@ -480,14 +480,7 @@ async fn subscriptions_are_validated_replaced_and_removed() {
 async fn a_push_service_on_a_non_default_port_accepts_the_vapid_audience() {
     let (service, addr) = start_service().await;
     assert_ne!(addr.port(), 80);
-    let vapid = B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
-    let app = spawn_app_with(
-        &Backend::embedded(),
-        &[
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_app(&Backend::embedded(), &[]);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     subscribe(&app, "bob", &Device::new("bob", addr)).await;
