@@ -1,5 +1,8 @@
 //! End-to-end tests: the real `tabletalk` binary, started on a random port with its own
-//! storage, driven over HTTP. Each test runs on the embedded store and on Azurite.
+//! storage, driven over HTTP. A test that holds on both stores is written once, as an
+//! `async fn(Backend)`, and `helpers::backend_tests!` makes it two tests, `<file>::embedded::<name>`
+//! and `<file>::azurite::<name>`; the rest run on the embedded store alone. Files are named after
+//! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
 mod bad_input;
 mod bad_input_operations;
