@@ -5,7 +5,13 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Reply, TestApp, spawn_app, token};
+use crate::helpers::messages::get_message;
+use crate::helpers::{Backend, Reply, TestApp, backend_tests, spawn_app, token};
+
+backend_tests!(
+    malformed_operations_get_documented_errors_and_change_nothing,
+    every_operation_needs_authentication,
+);
 
 enum Body {
     Empty,
@@ -274,72 +280,59 @@ async fn setup(app: &TestApp) -> (String, String) {
     (room, id)
 }
 
-#[tokio::test]
-async fn malformed_operations_get_documented_errors_and_change_nothing() {
-    for backend in Backend::all() {
-        let app = spawn_app(&backend);
-        let (room, id) = setup(&app).await;
-        let before = message(&app, &room, &id).await;
-        for case in cases(&room, &id) {
-            let reply = send(&app, &case, Some("alice")).await;
-            assert!(
-                reply.status.as_u16() == case.status && reply.body["code"] == case.code,
-                "{backend:?}: {} {} answered {} {}, expected {} {}",
-                case.method,
-                case.path,
-                reply.status,
-                reply.body,
-                case.status,
-                case.code
-            );
-            reply.assert_error(case.status, case.code);
-        }
-
-        assert_eq!(message(&app, &room, &id).await, before, "the message is unchanged");
-        let settings = app
-            .call(Method::GET, &format!("/api/rooms/{room}"), Some("alice"), None)
-            .await;
-        assert_eq!(settings.body["slowmodeSeconds"], 0);
-        assert_eq!(settings.body["wordFilter"]["words"], json!([]));
-        let roles = app
-            .call(Method::GET, &format!("/api/rooms/{room}/roles"), Some("alice"), None)
-            .await;
-        assert_eq!(roles.body, json!([]));
-        let bob = app.member("bob", &room, "bob").await.expect("bob is a member");
-        assert!(bob.get("timeoutUntil").is_none(), "{bob}");
+async fn malformed_operations_get_documented_errors_and_change_nothing(backend: Backend) {
+    let app = spawn_app(&backend);
+    let (room, id) = setup(&app).await;
+    let before = message(&app, &room, &id).await;
+    for case in cases(&room, &id) {
+        let reply = send(&app, &case, Some("alice")).await;
+        assert!(
+            reply.status.as_u16() == case.status && reply.body["code"] == case.code,
+            "{backend:?}: {} {} answered {} {}, expected {} {}",
+            case.method,
+            case.path,
+            reply.status,
+            reply.body,
+            case.status,
+            case.code
+        );
+        reply.assert_error(case.status, case.code);
     }
+
+    assert_eq!(message(&app, &room, &id).await, before, "the message is unchanged");
+    let settings = app
+        .call(Method::GET, &format!("/api/rooms/{room}"), Some("alice"), None)
+        .await;
+    assert_eq!(settings.body["slowmodeSeconds"], 0);
+    assert_eq!(settings.body["wordFilter"]["words"], json!([]));
+    let roles = app
+        .call(Method::GET, &format!("/api/rooms/{room}/roles"), Some("alice"), None)
+        .await;
+    assert_eq!(roles.body, json!([]));
+    let bob = app.member("bob", &room, "bob").await.expect("bob is a member");
+    assert!(bob.get("timeoutUntil").is_none(), "{bob}");
 }
 
-#[tokio::test]
-async fn every_operation_needs_authentication() {
-    for backend in Backend::all() {
-        let app = spawn_app(&backend);
-        let (room, id) = setup(&app).await;
-        for case in cases(&room, &id) {
-            let reply = send(&app, &case, None).await;
-            assert_eq!(
-                reply.status,
-                StatusCode::UNAUTHORIZED,
-                "{backend:?}: {} {}: {}",
-                case.method,
-                case.path,
-                reply.body
-            );
-            reply.assert_error(401, "UNAUTHORIZED");
-        }
+async fn every_operation_needs_authentication(backend: Backend) {
+    let app = spawn_app(&backend);
+    let (room, id) = setup(&app).await;
+    for case in cases(&room, &id) {
+        let reply = send(&app, &case, None).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNAUTHORIZED,
+            "{backend:?}: {} {}: {}",
+            case.method,
+            case.path,
+            reply.body
+        );
+        reply.assert_error(401, "UNAUTHORIZED");
     }
 }
 
 /// The message as alice reads it, for comparing before and after.
 async fn message(app: &TestApp, room: &str, id: &str) -> Value {
-    let reply = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{id}"),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let reply = get_message(app, "alice", room, id).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     reply.body
 }

@@ -11,9 +11,10 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use axum::response::IntoResponse;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::helpers::messages::get_message;
 use crate::helpers::{SECRET, TestApp};
 
 /// The managed identity endpoint stand-in: the audience its tokens carry, and the requests.
@@ -108,14 +109,7 @@ async fn the_tables_are_reached_with_a_managed_identity_token() {
     let (app, identity) = app_with_identity(&endpoint, &cert).await;
     let room = app.create_room("alice").await;
     let id = app.post("alice", &room, "<p>no account key anywhere</p>").await;
-    let read = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{id}"),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let read = get_message(&app, "alice", &room, &id).await;
     assert_eq!(read.status, StatusCode::OK, "{}", read.body);
     assert_eq!(read.body["text"], "<p>no account key anywhere</p>");
     let requests = identity.requests.lock().unwrap().clone();

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use p256::SecretKey;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, spawn_app_with};
+use crate::helpers::messages::get_message;
+use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with, spawn_push_handler};
 use crate::push::{Device, Service, decrypt, start_service, subscribe, wait_for};
+
+backend_tests!(an_event_grid_outage_loses_no_event_and_repeats_push_nothing);
 
 const TOPIC_KEY: &str = "test-topic-key";
 
@@ -77,10 +77,6 @@ async fn run_timer(app: &TestApp, function: &str) -> String {
     response["Logs"][0].as_str().unwrap().to_owned()
 }
 
-fn vapid_key() -> String {
-    B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
-}
-
 /// The pushes `device` received, decrypted.
 fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
     service
@@ -96,125 +92,111 @@ fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
 /// Event Grid is down when the message is sent: the send succeeds and the message is stored.
 /// Once the topic is back, the timer republishes the event and exactly one push arrives; the
 /// event delivered again (trigger and webhook) pushes nothing more.
-#[tokio::test]
-async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing() {
-    for backend in Backend::all() {
-        let (service, push_addr) = start_service().await;
-        // Event Grid is unreachable: every connection to it is dropped before a byte of answer
-        // (counted, so the test knows the send's own attempt has failed).
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let topic_addr: SocketAddr = listener.local_addr().unwrap();
-        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let reachable = Arc::new(tokio::sync::Notify::new());
-        let endpoint = format!("http://{topic_addr}/api/events");
-        let vapid = vapid_key();
-        let app = spawn_app_with(
-            &backend,
-            &[
-                ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-                ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-                ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-                ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
-                ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
-            ],
-        );
-        let room = app.create_room("alice").await;
-        app.join("bob", &room).await;
-        let bobs = Device::new("bob", push_addr);
-        subscribe(&app, "bob", &bobs).await;
+async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: Backend) {
+    let (service, push_addr) = start_service().await;
+    // Event Grid is unreachable: every connection to it is dropped before a byte of answer
+    // (counted, so the test knows the send's own attempt has failed).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let topic_addr: SocketAddr = listener.local_addr().unwrap();
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reachable = Arc::new(tokio::sync::Notify::new());
+    let endpoint = format!("http://{topic_addr}/api/events");
+    let app = spawn_push_handler(
+        &backend,
+        &[
+            ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
+            ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
+        ],
+    );
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let bobs = Device::new("bob", push_addr);
+    subscribe(&app, "bob", &bobs).await;
 
-        let topic = Topic {
-            accepted: Arc::default(),
-            invocations: Arc::default(),
-            app: app.base.clone(),
-        };
-        let router = axum::Router::new()
-            .route("/api/events", axum::routing::post(publish))
-            .with_state(topic.clone());
-        let (counter, switch) = (Arc::clone(&dropped), Arc::clone(&reachable));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        drop(accepted);
-                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                    _ = switch.notified() => break,
+    let topic = Topic {
+        accepted: Arc::default(),
+        invocations: Arc::default(),
+        app: app.base.clone(),
+    };
+    let router = axum::Router::new()
+        .route("/api/events", axum::routing::post(publish))
+        .with_state(topic.clone());
+    let (counter, switch) = (Arc::clone(&dropped), Arc::clone(&reachable));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    drop(accepted);
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
+                _ = switch.notified() => break,
             }
-            axum::serve(listener, router).await.unwrap()
-        });
-
-        let id = app.post("alice", &room, "<p>are you there?</p>").await;
-        // The outbox row was written before the send answered, so it is older than this.
-        let sent_at = Instant::now();
-        let stored = app
-            .call(
-                Method::GET,
-                &format!("/api/rooms/{room}/messages/{id}"),
-                Some("bob"),
-                None,
-            )
-            .await;
-        assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
-        assert_eq!(
-            run_timer(&app, "republishEvents").await,
-            "republished 0 events",
-            "{backend:?}: too young to republish"
-        );
-
-        // The send's own attempt failed; Event Grid comes back, and once the event is old
-        // enough the timer publishes it.
-        for _ in 0..200 {
-            if dropped.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        assert!(
-            dropped.load(std::sync::atomic::Ordering::SeqCst) > 0,
-            "the send tried Event Grid"
-        );
-        // A little longer, so no retry of that attempt can reach the topic once it is back.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        reachable.notify_one();
-        tokio::time::sleep(Duration::from_secs(6).saturating_sub(sent_at.elapsed())).await;
-        assert!(
-            topic.accepted.lock().unwrap().is_empty(),
-            "{backend:?}: nothing published yet"
-        );
-        assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
-        let received = wait_for(&service, 1).await;
-        assert_eq!(received.len(), 1, "{backend:?}: exactly one push");
-        let pushes = pushes_to(&service, &bobs);
-        assert_eq!(pushes[0]["messageId"], id.as_str());
-        assert_eq!(pushes[0]["preview"], "are you there?");
-        assert_eq!(*topic.invocations.lock().unwrap(), [200]);
-        let event = topic.accepted.lock().unwrap()[0].clone();
-        assert_eq!(event["id"], format!("{room}/{id}"));
-        assert_eq!(event["type"], "tabletalk.message.created");
+        axum::serve(listener, router).await.unwrap()
+    });
 
-        // Nothing is left to republish, and every repeat of the event is absorbed.
-        assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
-        let (status, _) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
-        assert_eq!(status, 200);
-        let webhook = app
-            .http
-            .post(format!("{}/api/events/notifications", app.base))
-            .header("content-type", "application/cloudevents+json; charset=utf-8")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(webhook.status(), StatusCode::OK);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(
-            service.received.lock().unwrap().len(),
-            1,
-            "{backend:?}: a repeated event pushes nothing"
-        );
-        assert_eq!(topic.accepted.lock().unwrap().len(), 1);
+    let id = app.post("alice", &room, "<p>are you there?</p>").await;
+    // The outbox row was written before the send answered, so it is older than this.
+    let sent_at = Instant::now();
+    let stored = get_message(&app, "bob", &room, &id).await;
+    assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
+    assert_eq!(
+        run_timer(&app, "republishEvents").await,
+        "republished 0 events",
+        "{backend:?}: too young to republish"
+    );
+
+    // The send's own attempt failed; Event Grid comes back, and once the event is old
+    // enough the timer publishes it.
+    for _ in 0..200 {
+        if dropped.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
+    assert!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the send tried Event Grid"
+    );
+    // A little longer, so no retry of that attempt can reach the topic once it is back.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    reachable.notify_one();
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(sent_at.elapsed())).await;
+    assert!(
+        topic.accepted.lock().unwrap().is_empty(),
+        "{backend:?}: nothing published yet"
+    );
+    assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
+    let received = wait_for(&service, 1).await;
+    assert_eq!(received.len(), 1, "{backend:?}: exactly one push");
+    let pushes = pushes_to(&service, &bobs);
+    assert_eq!(pushes[0]["messageId"], id.as_str());
+    assert_eq!(pushes[0]["preview"], "are you there?");
+    assert_eq!(*topic.invocations.lock().unwrap(), [200]);
+    let event = topic.accepted.lock().unwrap()[0].clone();
+    assert_eq!(event["id"], format!("{room}/{id}"));
+    assert_eq!(event["type"], "tabletalk.message.created");
+
+    // Nothing is left to republish, and every repeat of the event is absorbed.
+    assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
+    let (status, _) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
+    assert_eq!(status, 200);
+    let webhook = app
+        .http
+        .post(format!("{}/api/events/notifications", app.base))
+        .header("content-type", "application/cloudevents+json; charset=utf-8")
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(webhook.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        service.received.lock().unwrap().len(),
+        1,
+        "{backend:?}: a repeated event pushes nothing"
+    );
+    assert_eq!(topic.accepted.lock().unwrap().len(), 1);
 }
 
 /// The webhook form of the notification function: Event Grid's validation handshake, the
@@ -279,15 +261,7 @@ async fn forged_and_concurrent_deliveries_push_the_stored_message_once() {
         app.join("bob", &room).await;
         (room.clone(), app.post("alice", &room, "<p>the real text</p>").await)
     };
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        &backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_handler(&backend, &[]);
     subscribe(&app, "bob", &bobs).await;
     let forged = |message: &str| {
         json!({ "specversion": "1.0", "id": format!("{room}/{message}"), "source": "/x",
@@ -364,16 +338,7 @@ async fn slow_fan_out(backend: &Backend, service: &Service, devices: &[Device]) 
         app.join("bob", &room).await;
         (room.clone(), app.post("alice", &room, "<p>slow</p>").await)
     };
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
-        ],
-    );
+    let app = spawn_push_handler(backend, &[("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1")]);
     for device in devices {
         subscribe(&app, "bob", device).await;
     }
@@ -488,16 +453,7 @@ async fn a_fan_out_cut_short_after_the_answer_is_republished() {
     drop(app); // the process dies before the push service answers
     *service.delay.lock().unwrap() = Duration::ZERO;
 
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        &backend,
-        &[
-            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-            ("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"),
-        ],
-    );
+    let app = spawn_push_handler(&backend, &[("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1")]);
     // Older than the outbox's five seconds, and past the dead run's one-second lease.
     tokio::time::sleep(Duration::from_secs(7).saturating_sub(started.elapsed())).await;
     assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");

@@ -10,6 +10,9 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+pub mod messages;
+pub mod web_pubsub;
+
 pub const SECRET: &str = "end-to-end-test-secret";
 
 /// Which store a test app runs on.
@@ -43,20 +46,43 @@ impl Backend {
             if std::env::var_os("CI").is_some() {
                 panic!("Azurite is not reachable on port {port} and CI is set: the Azurite tests must run");
             }
-            eprintln!("note: Azurite not reachable on port {port}; skipping the Azurite half of this test");
+            eprintln!("note: Azurite not reachable on port {port}; skipping this Azurite test");
             return None;
         }
         let prefix = format!("e{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
         Some(Backend::Azurite { connection, prefix })
     }
-
-    /// The embedded store and, when reachable, Azurite.
-    pub fn all() -> Vec<Backend> {
-        let mut all = vec![Backend::embedded()];
-        all.extend(Backend::azurite());
-        all
-    }
 }
+
+/// Runs each named `async fn(Backend)` of the calling module once per backend, as the tests
+/// `embedded::<name>` and `azurite::<name>`: a failure names the backend it failed on, and
+/// `cargo test embedded::` runs the embedded half alone. The Azurite test passes without
+/// running outside CI when Azurite is unreachable, and fails under CI ([`Backend::azurite`]).
+/// A function left out of the list is dead code, which the compiler reports.
+macro_rules! backend_tests {
+    ($($name:ident),+ $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::embedded()).await;
+                }
+            )+
+        }
+
+        mod azurite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if let Some(backend) = $crate::helpers::Backend::azurite() {
+                        super::$name(backend).await;
+                    }
+                }
+            )+
+        }
+    };
+}
+pub(crate) use backend_tests;
 
 impl Backend {
     /// The service over the same store a test app uses, for what HTTP cannot do: reading the
@@ -167,6 +193,33 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
         child,
         http: reqwest::Client::new(),
     }
+}
+
+/// A fresh VAPID private key, as `TABLETALK_VAPID_PRIVATE_KEY` takes it (base64url).
+pub fn vapid_key() -> String {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
+}
+
+/// `spawn_app_with` sending Web Push: a fresh VAPID key, and push services on loopback (the
+/// tests' stand-ins) allowed.
+pub fn spawn_push_app(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
+    let vapid = vapid_key();
+    let mut all = vec![
+        ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
+        ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+    ];
+    all.extend_from_slice(settings);
+    spawn_app_with(backend, &all)
+}
+
+/// `spawn_push_app` as a Functions custom handler, the app the Event Grid tests invoke: its
+/// notifications run in the `notify` function and the webhook, and its timers on invocation.
+pub fn spawn_push_handler(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
+    let mut all = vec![("FUNCTIONS_CUSTOMHANDLER_PORT", "0")];
+    all.extend_from_slice(settings);
+    spawn_push_app(backend, &all)
 }
 
 /// A development token for `user`, valid for an hour.

@@ -6,25 +6,11 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use hmac::{Hmac, Mac};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::helpers::{Backend, spawn_app_with};
-
-/// Checks an HS256 token against `key` (its UTF-8 bytes, as Web PubSub signs) and returns its
-/// claims.
-fn verify_hs256(token: &str, key: &str) -> Value {
-    let (signed, signature) = token.rsplit_once('.').unwrap();
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
-    mac.update(signed.as_bytes());
-    mac.verify_slice(&B64.decode(signature).unwrap())
-        .expect("signed with the access key");
-    let (header, claims) = signed.split_once('.').unwrap();
-    let header: Value = serde_json::from_slice(&B64.decode(header).unwrap()).unwrap();
-    assert_eq!(header["alg"], "HS256");
-    serde_json::from_slice(&B64.decode(claims).unwrap()).unwrap()
-}
+use crate::helpers::web_pubsub::{start_hub, verify_hs256};
+use crate::helpers::{Backend, spawn_app_with, spawn_push_app};
 
 #[tokio::test]
 async fn negotiate_hands_out_a_token_for_the_callers_rooms_only() {
@@ -77,73 +63,9 @@ async fn a_functions_app_without_web_pubsub_has_no_negotiate() {
         .assert_error(503, "UNAVAILABLE");
 }
 
-/// What the Web PubSub stand-in received: the group and the JSON body of each `:send`, and
-/// the other calls (method and path); `online` users answer 200 to `HEAD …/users/{id}`.
-#[derive(Clone, Default)]
-struct Hub {
-    sent: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
-    calls: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    online: Vec<String>,
-    access_key: String,
-    origin: String,
-}
-
-/// The service REST API (send to group, user exists, remove user from group), as Web PubSub
-/// checks it: a bearer token signed with the access key whose `aud` is the exact request URL.
-async fn hub_send(
-    axum::extract::State(hub): axum::extract::State<Hub>,
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Bytes,
-) -> axum::http::StatusCode {
-    let path = uri.path();
-    let group = path
-        .strip_prefix("/api/hubs/chat/groups/")
-        .and_then(|rest| rest.strip_suffix("/:send"));
-    let user = path.strip_prefix("/api/hubs/chat/users/");
-    if group.is_none() && user.is_none() {
-        return axum::http::StatusCode::NOT_FOUND;
-    }
-    let token = headers["authorization"]
-        .to_str()
-        .unwrap()
-        .strip_prefix("Bearer ")
-        .unwrap();
-    let claims = verify_hs256(token, &hub.access_key);
-    let url = format!("{}{}", hub.origin, uri);
-    assert_eq!(claims["aud"], url, "aud is the exact request URL");
-    assert!(uri.query().unwrap().contains("api-version="));
-    if let Some(user) = user {
-        hub.calls.lock().unwrap().push(format!("{method} {path}"));
-        return match method {
-            axum::http::Method::HEAD if hub.online.iter().any(|u| u == user) => axum::http::StatusCode::OK,
-            axum::http::Method::HEAD => axum::http::StatusCode::NOT_FOUND,
-            axum::http::Method::DELETE => axum::http::StatusCode::NO_CONTENT,
-            _ => axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        };
-    }
-    let group = group.unwrap();
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    hub.sent.lock().unwrap().push((group.to_owned(), body));
-    axum::http::StatusCode::ACCEPTED
-}
-
 #[tokio::test]
 async fn changes_reach_the_rooms_group_as_live_signals() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hub = Hub {
-        access_key: B64.encode(rand::random::<[u8; 32]>()),
-        origin: format!("http://127.0.0.1:{port}"),
-        ..Hub::default()
-    };
-    let router = axum::Router::new().fallback(hub_send).with_state(hub.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let connection = format!(
-        "Endpoint=http://127.0.0.1;Port={port};AccessKey={};Version=1.0;",
-        hub.access_key
-    );
+    let (hub, connection) = start_hub(&[]).await;
     let app = spawn_app_with(
         &Backend::embedded(),
         &[("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str())],
@@ -283,14 +205,7 @@ pub(crate) async fn send_frame(socket: &mut Socket, frame: Value) {
 async fn the_local_hub_carries_signals_and_connected_users_are_not_pushed() {
     use crate::push::{Device, start_service, subscribe, wait_for};
     let (service, push_addr) = start_service().await;
-    let vapid = B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
-    let app = spawn_app_with(
-        &Backend::embedded(),
-        &[
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_app(&Backend::embedded(), &[]);
     let room = app.create_room("alice").await;
     let elsewhere = app.create_room("alice").await;
     let devices = [Device::new("bob", push_addr), Device::new("carol", push_addr)];
@@ -398,29 +313,11 @@ async fn a_removed_member_stops_receiving_signals() {
 #[tokio::test]
 async fn with_web_pubsub_connected_users_are_not_pushed_and_removed_members_leave_the_group() {
     use crate::push::{Device, start_service, subscribe, wait_for};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hub = Hub {
-        access_key: B64.encode(rand::random::<[u8; 32]>()),
-        origin: format!("http://127.0.0.1:{port}"),
-        online: vec!["bob".into()],
-        ..Hub::default()
-    };
-    let router = axum::Router::new().fallback(hub_send).with_state(hub.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    let connection = format!(
-        "Endpoint=http://127.0.0.1;Port={port};AccessKey={};Version=1.0;",
-        hub.access_key
-    );
+    let (hub, connection) = start_hub(&["bob"]).await;
     let (service, push_addr) = start_service().await;
-    let vapid = B64.encode(p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
-    let app = spawn_app_with(
+    let app = spawn_push_app(
         &Backend::embedded(),
-        &[
-            ("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str()),
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
+        &[("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str())],
     );
     let room = app.create_room("alice").await;
     for user in ["bob", "carol"] {

@@ -1,10 +1,14 @@
 //! End-to-end tests: the real `tabletalk` binary, started on a random port with its own
-//! storage, driven over HTTP. Each test runs on the embedded store and on Azurite.
+//! storage, driven over HTTP. A test that holds on both stores is written once, as an
+//! `async fn(Backend)`, and `helpers::backend_tests!` makes it two tests, `<file>::embedded::<name>`
+//! and `<file>::azurite::<name>`; the rest run on the embedded store alone. Files are named after
+//! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
 mod bad_input;
 mod bad_input_operations;
 mod changes;
 mod deploy;
+mod edits_and_deletes;
 mod entra;
 mod events;
 mod forwards;
@@ -12,13 +16,17 @@ mod helpers;
 mod infra;
 mod lambda;
 mod live;
+mod mentions;
 mod messages;
-mod operations;
 mod permissions;
+mod pins;
+mod polls;
 mod push;
 mod push_endpoints;
+mod reactions;
 mod room_admin;
 mod rooms;
 mod send_checks;
 mod serve;
+mod threads;
 mod web_pubsub_client;

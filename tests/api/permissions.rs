@@ -8,7 +8,12 @@ use serde_json::json;
 use tabletalk::messages::MessageType;
 use tabletalk::messages::operations::{Operation, Who, who_may};
 
-use crate::helpers::{Backend, TestApp, principal, spawn_app};
+use crate::helpers::{Backend, TestApp, backend_tests, principal, spawn_app};
+
+backend_tests!(
+    every_type_operation_and_caller_answers_as_the_map_says,
+    members_create_only_messages_and_polls,
+);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Caller {
@@ -107,59 +112,53 @@ async fn perform(app: &TestApp, user: &str, room: &str, other: &str, id: &str, o
     reply.status.as_u16()
 }
 
-#[tokio::test]
-async fn every_type_operation_and_caller_answers_as_the_map_says() {
-    for backend in Backend::all() {
-        let app = spawn_app(&backend);
-        let room = app.create_room("owner").await;
-        let other = app.create_room("owner").await;
-        for user in ["author", "member", "moderator"] {
-            app.join(user, &room).await;
-            app.join(user, &other).await;
-        }
-        app.grant("owner", &room, "moderator", &["ManageMessages"], 10).await;
+async fn every_type_operation_and_caller_answers_as_the_map_says(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("owner").await;
+    let other = app.create_room("owner").await;
+    for user in ["author", "member", "moderator"] {
+        app.join(user, &room).await;
+        app.join(user, &other).await;
+    }
+    app.grant("owner", &room, "moderator", &["ManageMessages"], 10).await;
 
-        let mut checked = 0;
-        for kind in MessageType::ALL {
-            for operation in Operation::ALL {
-                for caller in [Caller::Author, Caller::Member, Caller::Moderator, Caller::Owner] {
-                    let id = message_of(&app, &backend, &room, kind).await;
-                    let status = perform(&app, caller.user(), &room, &other, &id, operation).await;
-                    let expected = match who_may(kind, operation) {
-                        None => 400,
-                        Some(who) if !caller.allowed(who) => 403,
-                        Some(_) => match operation {
-                            Operation::Delete => 204,
-                            Operation::Reply | Operation::Forward => 201,
-                            _ => 200,
-                        },
-                    };
-                    assert_eq!(status, expected, "{backend:?}: {kind:?} × {operation:?} × {caller:?}");
-                    checked += 1;
-                }
+    let mut checked = 0;
+    for kind in MessageType::ALL {
+        for operation in Operation::ALL {
+            for caller in [Caller::Author, Caller::Member, Caller::Moderator, Caller::Owner] {
+                let id = message_of(&app, &backend, &room, kind).await;
+                let status = perform(&app, caller.user(), &room, &other, &id, operation).await;
+                let expected = match who_may(kind, operation) {
+                    None => 400,
+                    Some(who) if !caller.allowed(who) => 403,
+                    Some(_) => match operation {
+                        Operation::Delete => 204,
+                        Operation::Reply | Operation::Forward => 201,
+                        _ => 200,
+                    },
+                };
+                assert_eq!(status, expected, "{backend:?}: {kind:?} × {operation:?} × {caller:?}");
+                checked += 1;
             }
         }
-        assert_eq!(checked, 7 * 7 * 4);
     }
+    assert_eq!(checked, 7 * 7 * 4);
 }
 
-#[tokio::test]
-async fn members_create_only_messages_and_polls() {
-    for backend in Backend::all() {
-        let app = spawn_app(&backend);
-        let room = app.create_room("owner").await;
-        for kind in MessageType::ALL {
-            let body = match kind {
-                MessageType::Poll => json!({ "type": "Poll", "poll": { "question": "?", "options": ["a", "b"] } }),
-                other => json!({ "type": other.as_str(), "text": "I joined, honest" }),
-            };
-            let reply = app
-                .act(Method::POST, "owner", &format!("/rooms/{room}/messages"), body)
-                .await;
-            match kind {
-                MessageType::Message | MessageType::Poll => assert_eq!(reply.status, StatusCode::CREATED),
-                _ => reply.assert_error(403, "FORBIDDEN"),
-            }
+async fn members_create_only_messages_and_polls(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("owner").await;
+    for kind in MessageType::ALL {
+        let body = match kind {
+            MessageType::Poll => json!({ "type": "Poll", "poll": { "question": "?", "options": ["a", "b"] } }),
+            other => json!({ "type": other.as_str(), "text": "I joined, honest" }),
+        };
+        let reply = app
+            .act(Method::POST, "owner", &format!("/rooms/{room}/messages"), body)
+            .await;
+        match kind {
+            MessageType::Message | MessageType::Poll => assert_eq!(reply.status, StatusCode::CREATED),
+            _ => reply.assert_error(403, "FORBIDDEN"),
         }
     }
 }

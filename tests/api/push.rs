@@ -25,7 +25,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::helpers::{Backend, TestApp, spawn_app_with};
+use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with, spawn_push_app};
+
+backend_tests!(each_member_gets_the_pushes_their_settings_ask_for);
 
 // ---- RFC 8291 from the user agent's side ------------------------------------------------------
 
@@ -294,124 +296,121 @@ pub(crate) async fn wait_for(service: &Service, count: usize) -> Vec<Received> {
     service.received.lock().unwrap().clone()
 }
 
-#[tokio::test]
-async fn each_member_gets_the_pushes_their_settings_ask_for() {
-    for backend in Backend::all() {
-        let (service, addr) = start_service().await;
-        let vapid = SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
-        let vapid_key = B64.encode(vapid.to_bytes());
-        let app = spawn_app_with(
-            &backend,
-            &[
-                ("TABLETALK_VAPID_PRIVATE_KEY", vapid_key.as_str()),
-                ("TABLETALK_VAPID_SUBJECT", "mailto:ops@example.com"),
-                ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-            ],
-        );
-        let public_key = app
-            .call(Method::GET, "/api/push/vapidPublicKey", Some("alice"), None)
-            .await;
-        let public_key = public_key.body["publicKey"].as_str().unwrap().to_owned();
-        assert_eq!(b64(&public_key), uncompressed(&vapid.public_key()));
+async fn each_member_gets_the_pushes_their_settings_ask_for(backend: Backend) {
+    let (service, addr) = start_service().await;
+    let vapid = SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let vapid_key = B64.encode(vapid.to_bytes());
+    let app = spawn_app_with(
+        &backend,
+        &[
+            ("TABLETALK_VAPID_PRIVATE_KEY", vapid_key.as_str()),
+            ("TABLETALK_VAPID_SUBJECT", "mailto:ops@example.com"),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+        ],
+    );
+    let public_key = app
+        .call(Method::GET, "/api/push/vapidPublicKey", Some("alice"), None)
+        .await;
+    let public_key = public_key.body["publicKey"].as_str().unwrap().to_owned();
+    assert_eq!(b64(&public_key), uncompressed(&vapid.public_key()));
 
-        let room = app.create_room("alice").await;
-        let devices: Vec<Device> = ["alice", "bob", "carol", "dave", "erin", "frank-gone", "frank"]
-            .iter()
-            .map(|name| Device::new(name, addr))
-            .collect();
-        service.gone.lock().unwrap().push("frank-gone".into());
-        for device in &devices {
-            let user = device.name.trim_end_matches("-gone");
-            if user != "alice" {
-                app.join(user, &room).await;
-            }
-            subscribe(&app, user, device).await;
+    let room = app.create_room("alice").await;
+    let devices: Vec<Device> = ["alice", "bob", "carol", "dave", "erin", "frank-gone", "frank"]
+        .iter()
+        .map(|name| Device::new(name, addr))
+        .collect();
+    service.gone.lock().unwrap().push("frank-gone".into());
+    for device in &devices {
+        let user = device.name.trim_end_matches("-gone");
+        if user != "alice" {
+            app.join(user, &room).await;
         }
-        set_level(&app, "carol", &room, json!({ "notifications": "Mentions" })).await;
-        set_level(&app, "dave", &room, json!({ "notifications": "Never" })).await;
-        set_level(&app, "erin", &room, json!({ "muted": true })).await;
-
-        let plain = app.post("alice", &room, "<p>lunch at <b>noon</b>?</p>").await;
-        // bob, frank and frank's gone endpoint.
-        let first = wait_for(&service, 3).await;
-        let mention = r#"<p>and <span data-type="mention" data-id="carol">@carol</span> too</p>"#;
-        let mentioned = app.post("alice", &room, mention).await;
-        let all = wait_for(&service, first.len() + 3).await;
-
-        let mut per_device: HashMap<String, Vec<Value>> = HashMap::new();
-        for push in &all {
-            let claims = verify_vapid(&push.headers, &public_key);
-            assert_eq!(claims["sub"], "mailto:ops@example.com");
-            assert_eq!(claims["aud"], service.origin, "the endpoint's origin, port included");
-            let exp = claims["exp"].as_i64().unwrap();
-            assert!(exp > chrono::Utc::now().timestamp() && exp <= chrono::Utc::now().timestamp() + 24 * 3600);
-            assert_eq!(push.headers["content-encoding"], "aes128gcm");
-            assert_eq!(push.headers["ttl"], "14400");
-            assert!(push.headers["topic"].len() <= 32);
-            if push.device == "frank-gone" {
-                continue; // answered 410, never read
-            }
-            let device = devices.iter().find(|d| d.name == push.device).unwrap();
-            let plaintext = decrypt(&device.secret, &device.auth, &push.body);
-            let payload: Value = serde_json::from_slice(&plaintext).unwrap();
-            assert_eq!(payload["roomId"], room.as_str());
-            assert_eq!(payload["senderName"], "alice (test)");
-            per_device.entry(push.device.clone()).or_default().push(payload);
-        }
-        let ids = |device: &str| -> Vec<String> {
-            let mut ids: Vec<String> = per_device
-                .get(device)
-                .map(|p| p.iter().map(|p| p["messageId"].as_str().unwrap().to_owned()).collect())
-                .unwrap_or_default();
-            ids.sort();
-            ids
-        };
-        let mut both = vec![plain.clone(), mentioned.clone()];
-        both.sort();
-        assert_eq!(
-            ids("bob"),
-            both,
-            "{backend:?}: an All member gets exactly one push per message"
-        );
-        assert_eq!(
-            ids("frank"),
-            both,
-            "{backend:?}: a gone endpoint never blocks the others"
-        );
-        assert_eq!(
-            ids("carol"),
-            [mentioned.clone()],
-            "{backend:?}: Mentions only when mentioned"
-        );
-        assert!(
-            ids("dave").is_empty() && ids("erin").is_empty(),
-            "{backend:?}: Never and muted get none"
-        );
-        assert!(ids("alice").is_empty(), "{backend:?}: the sender never");
-        let preview = per_device["bob"]
-            .iter()
-            .find(|p| p["messageId"] == plain.as_str())
-            .unwrap();
-        assert_eq!(preview["preview"], "lunch at noon?");
-        assert_eq!(preview["mentioned"], false);
-        let carols = &per_device["carol"][0];
-        assert_eq!(carols["mentioned"], true);
-
-        // The 410 endpoint's subscription is gone; frank's other one stays.
-        let franks = app
-            .call(Method::GET, "/api/push/subscriptions", Some("frank"), None)
-            .await;
-        let endpoints: Vec<&str> = franks
-            .body
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["endpoint"].as_str().unwrap())
-            .collect();
-        assert_eq!(endpoints, [devices[6].endpoint.as_str()]);
-        let gone_tries = all.iter().filter(|p| p.device == "frank-gone").count();
-        assert_eq!(gone_tries, 1, "a gone endpoint is tried once, then forgotten");
+        subscribe(&app, user, device).await;
     }
+    set_level(&app, "carol", &room, json!({ "notifications": "Mentions" })).await;
+    set_level(&app, "dave", &room, json!({ "notifications": "Never" })).await;
+    set_level(&app, "erin", &room, json!({ "muted": true })).await;
+
+    let plain = app.post("alice", &room, "<p>lunch at <b>noon</b>?</p>").await;
+    // bob, frank and frank's gone endpoint.
+    let first = wait_for(&service, 3).await;
+    let mention = r#"<p>and <span data-type="mention" data-id="carol">@carol</span> too</p>"#;
+    let mentioned = app.post("alice", &room, mention).await;
+    let all = wait_for(&service, first.len() + 3).await;
+
+    let mut per_device: HashMap<String, Vec<Value>> = HashMap::new();
+    for push in &all {
+        let claims = verify_vapid(&push.headers, &public_key);
+        assert_eq!(claims["sub"], "mailto:ops@example.com");
+        assert_eq!(claims["aud"], service.origin, "the endpoint's origin, port included");
+        let exp = claims["exp"].as_i64().unwrap();
+        assert!(exp > chrono::Utc::now().timestamp() && exp <= chrono::Utc::now().timestamp() + 24 * 3600);
+        assert_eq!(push.headers["content-encoding"], "aes128gcm");
+        assert_eq!(push.headers["ttl"], "14400");
+        assert!(push.headers["topic"].len() <= 32);
+        if push.device == "frank-gone" {
+            continue; // answered 410, never read
+        }
+        let device = devices.iter().find(|d| d.name == push.device).unwrap();
+        let plaintext = decrypt(&device.secret, &device.auth, &push.body);
+        let payload: Value = serde_json::from_slice(&plaintext).unwrap();
+        assert_eq!(payload["roomId"], room.as_str());
+        assert_eq!(payload["senderName"], "alice (test)");
+        per_device.entry(push.device.clone()).or_default().push(payload);
+    }
+    let ids = |device: &str| -> Vec<String> {
+        let mut ids: Vec<String> = per_device
+            .get(device)
+            .map(|p| p.iter().map(|p| p["messageId"].as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    };
+    let mut both = vec![plain.clone(), mentioned.clone()];
+    both.sort();
+    assert_eq!(
+        ids("bob"),
+        both,
+        "{backend:?}: an All member gets exactly one push per message"
+    );
+    assert_eq!(
+        ids("frank"),
+        both,
+        "{backend:?}: a gone endpoint never blocks the others"
+    );
+    assert_eq!(
+        ids("carol"),
+        [mentioned.clone()],
+        "{backend:?}: Mentions only when mentioned"
+    );
+    assert!(
+        ids("dave").is_empty() && ids("erin").is_empty(),
+        "{backend:?}: Never and muted get none"
+    );
+    assert!(ids("alice").is_empty(), "{backend:?}: the sender never");
+    let preview = per_device["bob"]
+        .iter()
+        .find(|p| p["messageId"] == plain.as_str())
+        .unwrap();
+    assert_eq!(preview["preview"], "lunch at noon?");
+    assert_eq!(preview["mentioned"], false);
+    let carols = &per_device["carol"][0];
+    assert_eq!(carols["mentioned"], true);
+
+    // The 410 endpoint's subscription is gone; frank's other one stays.
+    let franks = app
+        .call(Method::GET, "/api/push/subscriptions", Some("frank"), None)
+        .await;
+    let endpoints: Vec<&str> = franks
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["endpoint"].as_str().unwrap())
+        .collect();
+    assert_eq!(endpoints, [devices[6].endpoint.as_str()]);
+    let gone_tries = all.iter().filter(|p| p.device == "frank-gone").count();
+    assert_eq!(gone_tries, 1, "a gone endpoint is tried once, then forgotten");
 }
 
 #[tokio::test]
@@ -481,14 +480,7 @@ async fn subscriptions_are_validated_replaced_and_removed() {
 async fn a_push_service_on_a_non_default_port_accepts_the_vapid_audience() {
     let (service, addr) = start_service().await;
     assert_ne!(addr.port(), 80);
-    let vapid = B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes());
-    let app = spawn_app_with(
-        &Backend::embedded(),
-        &[
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_app(&Backend::embedded(), &[]);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     subscribe(&app, "bob", &Device::new("bob", addr)).await;

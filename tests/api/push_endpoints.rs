@@ -15,12 +15,8 @@ use p256::elliptic_curve::sec1::ToEncodedPoint;
 use sha2::Digest;
 use tabletalk::storage::{Entity, RangeQuery, UpdateMode, Value};
 
-use crate::helpers::{Backend, spawn_app_with};
+use crate::helpers::{Backend, spawn_app_with, spawn_push_app, vapid_key};
 use crate::push::{Device, start_service, subscribe};
-
-fn vapid_key() -> String {
-    B64.encode(SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng).to_bytes())
-}
 
 /// A TCP listener on loopback that counts the connections made to it and drops each at once.
 async fn counting_listener() -> (Arc<AtomicUsize>, u16) {
@@ -130,14 +126,7 @@ async fn a_push_service_redirect_is_not_followed() {
     let redirector_addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
 
-    let vapid = vapid_key();
-    let app = spawn_app_with(
-        &backend,
-        &[
-            ("TABLETALK_VAPID_PRIVATE_KEY", vapid.as_str()),
-            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-        ],
-    );
+    let app = spawn_push_app(&backend, &[]);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     subscribe(&app, "bob", &Device::new("bob", redirector_addr)).await;
