@@ -40,15 +40,22 @@ pub fn check_definition(name: &str, definition: &[u8]) -> Result<(), String> {
             .and_then(|b| b["methods"].as_array())
             .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
             .unwrap_or_default();
-        let shaped = bindings.len() == 2 && bindings[0]["type"] == "httpTrigger" && bindings[1]["type"] == "http";
+        let [trigger, output] = bindings.as_slice() else {
+            return Err(drifted("is not one httpTrigger and one http output"));
+        };
         let auth_level = function.auth_level.as_str();
-        return match (shaped, declared == methods, bindings[0]["route"] == function.route) {
-            (false, _, _) => Err(drifted("is not one httpTrigger and one http output")),
-            (_, false, _) => Err(drifted(&format!(
+        return match (
+            trigger["type"] == "httpTrigger" && output["type"] == "http",
+            declared == methods,
+        ) {
+            (false, _) => Err(drifted("is not one httpTrigger and one http output")),
+            (_, false) => Err(drifted(&format!(
                 "declares methods {declared:?}, the router {methods:?}"
             ))),
-            (_, _, false) => Err(drifted(&format!("does not declare route {}", function.route))),
-            _ if bindings[0]["authLevel"] != auth_level => Err(drifted(&format!("must have authLevel {auth_level}"))),
+            _ if trigger["route"] != function.route => {
+                Err(drifted(&format!("does not declare route {}", function.route)))
+            }
+            _ if trigger["authLevel"] != auth_level => Err(drifted(&format!("must have authLevel {auth_level}"))),
             _ => Ok(()),
         };
     }
@@ -161,6 +168,15 @@ mod tests {
             std::fs::read_to_string(app_dir.join("notify/function.json")).unwrap()
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A hand-edited definition with the wrong shape is refused with a reason, never a panic.
+    #[test]
+    fn a_definition_without_its_two_bindings_is_refused() {
+        for bindings in [r#"{"bindings": []}"#, r#"{"bindings": [{"type": "httpTrigger"}]}"#] {
+            let refused = check_definition("createRoom", bindings.as_bytes()).unwrap_err();
+            assert!(refused.contains("one httpTrigger and one http output"), "{refused}");
+        }
     }
 
     #[test]

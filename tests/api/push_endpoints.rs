@@ -52,14 +52,13 @@ async fn wait_until_notified(backend: &Backend, room: &str) {
     panic!("the message's notification run did not finish");
 }
 
-/// A subscription whose endpoint's name now resolves to loopback — it resolved to a public
-/// address when it was registered, or it was registered before the check existed (stored
+/// A stored subscription to a loopback host — registered before the check existed (stored
 /// here as the server stores one) — is refused when the push is sent: nothing reaches the
-/// address. (`localhost` is refused by its name; a name refused only by what it resolves to
-/// at connect time is the resolver's case, in `outbound` and `push::sender`'s tests, which
-/// give it a DNS answer of their own.)
+/// address. `localhost` is refused by its name, before anything is resolved; a public-looking
+/// name refused only by what it resolves to at connect time is the resolver's case, in
+/// `outbound`'s and `push::sender`'s tests, which give it a DNS answer of their own.
 #[tokio::test]
-async fn a_dns_name_resolving_to_a_private_address_is_refused() {
+async fn a_stored_subscription_to_localhost_is_refused_when_the_push_is_sent() {
     let backend = Backend::embedded();
     let (connections, port) = counting_listener().await;
     let vapid = vapid_key();
