@@ -158,7 +158,7 @@ fn token(args: &Args) -> Result<(), String> {
 /// Prints a new VAPID key pair: the private key for `TABLETALK_VAPID_PRIVATE_KEY` and the
 /// public key browsers subscribe with.
 fn vapid_key() -> Result<(), String> {
-    let (private, public) = tabletalk::push::generate_vapid_key().map_err(|e| e.to_string())?;
+    let (private, public) = tabletalk::adapters::push::generate_vapid_key().map_err(|e| e.to_string())?;
     println!("TABLETALK_VAPID_PRIVATE_KEY={private}");
     println!("public key: {public}");
     Ok(())

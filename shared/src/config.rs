@@ -238,7 +238,7 @@ impl Settings {
             Some(Err(_)) => return Err(config_error(HOUSEKEEPING_SECONDS, "must be a whole number of seconds")),
         };
         let push_claim_lease = match get(PUSH_CLAIM_LEASE_SECONDS).map(|s| s.parse::<u64>()) {
-            None => crate::push::CLAIM_LEASE,
+            None => crate::notify::CLAIM_LEASE,
             Some(Ok(seconds)) if seconds > 0 => std::time::Duration::from_secs(seconds),
             Some(_) => {
                 return Err(config_error(

@@ -4,22 +4,65 @@
 //! Functions host's invocation payload for an `eventGridTrigger` (where values are often JSON
 //! strings holding JSON, §1.6), or a webhook delivery in the CloudEvents or Event Grid schema.
 
-use std::time::Duration;
-
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::notifications::MessageEvent;
+use crate::html;
+use crate::messages::mentions::Mentions;
+use crate::messages::{Message, MessageType};
+
+/// Characters of the message shown in a notification.
+pub const PREVIEW_CHARS: usize = 100;
+
+/// What a send publishes for the notification function: one per message, with a stable id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageEvent {
+    /// `<room id>/<message id>`: the same for every delivery of the event.
+    pub id: String,
+    pub room_id: String,
+    pub message_id: String,
+    pub sender_id: String,
+    pub sender_name: String,
+    pub preview: String,
+    #[serde(default)]
+    pub mentions: Mentions,
+}
+
+impl MessageEvent {
+    /// The event of a new message, for the kinds that notify (members' messages, polls and
+    /// webhooks; not the server's own lines).
+    pub fn of(message: &Message) -> Option<MessageEvent> {
+        let preview = match message.kind {
+            MessageType::Message | MessageType::Webhook => html::text_content(&message.text),
+            MessageType::Poll => message.poll.as_ref()?.question.clone(),
+            MessageType::Call | MessageType::EditRoom | MessageType::PinMessage | MessageType::System => {
+                return None;
+            }
+        };
+        Some(MessageEvent {
+            id: format!("{}/{}", message.room_id, message.id),
+            room_id: message.room_id.clone(),
+            message_id: message.id.clone(),
+            sender_id: message.author_id.clone(),
+            sender_name: message.author_name.clone(),
+            preview: preview
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .take(PREVIEW_CHARS)
+                .collect(),
+            mentions: message.mentions.clone(),
+        })
+    }
+}
 
 /// The CloudEvents `type` of a new message.
 pub const MESSAGE_CREATED: &str = "tabletalk.message.created";
-/// The publishing API's version (reference §3.1).
-const API_VERSION: &str = "2018-01-01";
-/// How long Event Grid may take to accept an event.
-const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Strings holding JSON are unwrapped at most this deep.
 const MAX_NESTING: usize = 4;
 
@@ -49,69 +92,6 @@ impl<'a> CloudEvent<'a> {
             time: Utc::now(),
             datacontenttype: "application/json",
             data: event,
-        }
-    }
-}
-
-/// An Event Grid custom topic.
-#[derive(Clone)]
-pub struct EventGrid {
-    endpoint: String,
-    key: String,
-    http: reqwest::Client,
-}
-
-impl std::fmt::Debug for EventGrid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventGrid")
-            .field("endpoint", &self.endpoint)
-            .finish_non_exhaustive()
-    }
-}
-
-impl EventGrid {
-    /// The topic at `endpoint` (`https://<topic>.<region>-1.eventgrid.azure.net/api/events`)
-    /// with access key `key`.
-    pub fn new(endpoint: &str, key: &str) -> Result<EventGrid> {
-        let parsed = url::Url::parse(endpoint)
-            .map_err(|e| Error::Internal(format!("the Event Grid endpoint {endpoint:?}: {e}")))?;
-        if !matches!(parsed.scheme(), "https" | "http") {
-            return Err(Error::Internal("the Event Grid endpoint is not an http(s) URL".into()));
-        }
-        let mut parsed = parsed;
-        if !parsed.query_pairs().any(|(name, _)| name == "api-version") {
-            parsed.query_pairs_mut().append_pair("api-version", API_VERSION);
-        }
-        let http = reqwest::Client::builder()
-            .timeout(PUBLISH_TIMEOUT)
-            .build()
-            .map_err(|e| Error::Internal(format!("Event Grid client: {e}")))?;
-        Ok(EventGrid {
-            endpoint: parsed.to_string(),
-            key: key.to_owned(),
-            http,
-        })
-    }
-
-    /// Publishes one event; `Ok` once the topic has accepted it (200).
-    pub async fn publish(&self, event: &CloudEvent<'_>) -> Result<()> {
-        let body = serde_json::to_vec(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
-        let response = self
-            .http
-            .post(&self.endpoint)
-            .header("aeg-sas-key", &self.key)
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/cloudevents+json; charset=utf-8",
-            )
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| Error::Unavailable(format!("Event Grid: {e}")))?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Error::Unavailable(format!("Event Grid answered {}", response.status())))
         }
     }
 }

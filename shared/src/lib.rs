@@ -3,6 +3,7 @@
 //! triggers to what this crate offers.
 
 pub mod access;
+pub mod adapters;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -11,17 +12,16 @@ pub mod housekeeping;
 pub mod html;
 pub mod ids;
 pub mod keys;
-pub mod live;
 pub mod members;
 pub mod messages;
-pub mod notifications;
-pub mod outbound;
+pub mod notify;
 pub mod outbox;
 pub mod permissions;
 pub mod push;
 pub mod roles;
 pub mod rooms;
 pub mod service;
+pub mod signals;
 pub mod store;
 pub(crate) mod text;
 pub mod word_filter;

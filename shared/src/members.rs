@@ -232,7 +232,7 @@ impl Chat {
                 Ok(())
             })
             .await?;
-        let signal = crate::live::signals::Signal::Read {
+        let signal = crate::signals::Signal::Read {
             user_id: who.user_id.to_string(),
         };
         self.signal(room_id, signal);

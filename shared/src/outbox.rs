@@ -20,9 +20,9 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::error::Result;
-use crate::events::CloudEvent;
+use crate::events::MessageEvent;
 use crate::ids::RoomId;
-use crate::notifications::{MessageEvent, NotificationState};
+use crate::notify::NotificationState;
 use crate::service::Chat;
 use crate::store::outbox::{Marker, event_row_key};
 
@@ -53,16 +53,13 @@ impl Chat {
     /// Whether sends record events: when something consumes them (push here, or whatever
     /// the Event Grid topic delivers to).
     pub(crate) fn publishes_events(&self) -> bool {
-        self.push.sender.is_some() || self.event_grid.is_some()
+        self.events.is_some()
     }
 
     /// Publishes one event and deletes its outbox row (`row_key`).
     async fn publish(&self, room: &RoomId, event: &MessageEvent, row_key: &str) -> Result<()> {
-        match &self.event_grid {
-            Some(topic) => topic.publish(&CloudEvent::of(event, &self.workspace_id)).await?,
-            None => {
-                self.notify(event).await?;
-            }
+        if let Some(events) = &self.events {
+            events.publish(event).await?;
         }
         self.store.clear_pending(room, row_key).await
     }
@@ -96,7 +93,7 @@ impl Chat {
             };
             // A run pushing it right now is left alone; one that is done needs no republishing.
             if self.push.sender.is_some() {
-                match self.notification_state(room, &event.message_id).await? {
+                match self.notifier.state(room, &event.message_id).await? {
                     NotificationState::Claimed => continue,
                     NotificationState::Done => {
                         self.store.clear_pending(room, &row.row_key).await?;
@@ -120,12 +117,10 @@ impl Chat {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
+    use crate::adapters::push::PushSender;
     use crate::messages::send::NewMessage;
-    use crate::push::PushSettings;
-    use crate::push::sender::PushSender;
+    use crate::notify::PushSettings;
     use crate::service::testing::{alice, chat_on, store, user};
     use crate::storage::faults::FaultyTables;
     use crate::storage::{Entity, ErrorKind, RangeQuery, UpdateMode, Value};
@@ -149,8 +144,8 @@ mod tests {
     async fn an_event_whose_publication_failed_is_republished_by_the_timer() {
         let faults = FaultyTables::new(store());
         let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
-        let key = crate::push::generate_vapid_key().unwrap().0;
-        chat.push = Arc::new(PushSettings {
+        let key = crate::adapters::push::generate_vapid_key().unwrap().0;
+        chat = chat.with_push(PushSettings {
             sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
             ..PushSettings::default()
@@ -208,8 +203,8 @@ mod tests {
     #[tokio::test]
     async fn the_timer_republishes_a_pending_fan_out_only_once_its_run_is_gone() {
         let (mut chat, room) = chat_on(Tables::new(store())).await;
-        let key = crate::push::generate_vapid_key().unwrap().0;
-        chat.push = Arc::new(PushSettings {
+        let key = crate::adapters::push::generate_vapid_key().unwrap().0;
+        chat = chat.with_push(PushSettings {
             sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
             ..PushSettings::default()
         });
@@ -266,8 +261,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_published_event_leaves_no_row() {
         let (mut chat, room) = chat_on(Tables::new(store())).await;
-        let key = crate::push::generate_vapid_key().unwrap().0;
-        chat.push = Arc::new(PushSettings {
+        let key = crate::adapters::push::generate_vapid_key().unwrap().0;
+        chat = chat.with_push(PushSettings {
             sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
             ..PushSettings::default()

@@ -11,13 +11,10 @@ use utoipa::ToSchema;
 
 use crate::access::{Access, Rank};
 use crate::auth::Principal;
-use crate::error::{Error, Result, settle};
+use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::permissions::{Permission, Permissions};
 use crate::service::Chat;
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
-use crate::store::schema::ROLE_PREFIX;
 use crate::text::plain_text;
 
 pub const MAX_ROLES_PER_ROOM: usize = 100;
@@ -59,26 +56,6 @@ pub struct RoleChange {
     pub position: Option<u32>,
 }
 
-fn role_key(id: &str) -> String {
-    format!("{ROLE_PREFIX}{id}")
-}
-
-fn role_entity(room: &RoomId, role: &Role) -> Entity {
-    Entity::new(room.as_str(), role_key(&role.id))
-        .with("name", Value::String(role.name.clone()))
-        .with("permissions", Value::Int64(role.permissions.bits() as i64))
-        .with("position", Value::Int64(i64::from(role.position)))
-}
-
-fn role_from(entity: &Entity) -> Option<Role> {
-    Some(Role {
-        id: entity.row_key.strip_prefix(ROLE_PREFIX)?.to_owned(),
-        name: entity.str("name")?.to_owned(),
-        permissions: Permissions::from_bits(entity.i64("permissions")? as u64),
-        position: u32::try_from(entity.i64("position")?).ok()?,
-    })
-}
-
 fn checked_name(name: &str) -> Result<String> {
     plain_text(name, "a role name", 1, MAX_ROLE_NAME_CHARS)
 }
@@ -114,10 +91,7 @@ impl Chat {
             permissions: input.permissions,
             position: input.position,
         };
-        self.store
-            .tables
-            .insert(&self.store.schema.rooms, &role_entity(room_id, &role))
-            .await?;
+        self.store.insert_role(room_id, &role).await?;
         Ok(role)
     }
 
@@ -126,25 +100,15 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let name = change.name.as_deref().map(checked_name).transpose()?;
         self.role(room_id, id).await?;
-        let entity = update_conditionally(
-            &self.store.tables,
-            &self.store.schema.rooms,
-            room_id.as_str(),
-            &role_key(id),
-            UpdateMode::Replace,
-            |entity| {
-                let mut role = role_from(&entity).ok_or_else(|| Error::Internal(format!("role row {id} is broken")))?;
+        self.store
+            .update_role(room_id, id, |role| {
                 access.require_outranks(Rank(role.position))?;
-                role.name = name.clone().unwrap_or(role.name);
+                role.name = name.clone().unwrap_or(role.name.clone());
                 role.permissions = change.permissions.unwrap_or(role.permissions);
                 role.position = change.position.unwrap_or(role.position);
-                check_grant(&access, role.position, role.permissions)?;
-                Ok(role_entity(room_id, &role))
-            },
-        )
-        .await
-        .map_err(|e| settle(e, "role not found"))?;
-        role_from(&entity).ok_or_else(|| Error::Internal(format!("role row {id} is broken")))
+                check_grant(&access, role.position, role.permissions)
+            })
+            .await
     }
 
     pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
@@ -152,21 +116,11 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        self.store
-            .delete_if_present(&self.store.schema.rooms, room_id.as_str(), &role_key(id))
-            .await
+        self.store.delete_role(room_id, id).await
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {
-        let query = RangeQuery::prefix(room_id.as_str(), ROLE_PREFIX, MAX_ROLES_PER_ROOM);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.rooms, &query, MAX_ROLES_PER_ROOM)
-            .await?;
-        let mut roles: Vec<Role> = rows.iter().filter_map(role_from).collect();
-        roles.sort_by_key(|r| r.position);
-        Ok(roles)
+        self.store.roles(room_id).await
     }
 
     async fn role(&self, room_id: &RoomId, id: &str) -> Result<Role> {
@@ -174,12 +128,6 @@ impl Chat {
         if uuid::Uuid::try_parse(id).is_err() {
             return Err(missing());
         }
-        self.store
-            .tables
-            .get(&self.store.schema.rooms, room_id.as_str(), &role_key(id))
-            .await?
-            .as_ref()
-            .and_then(role_from)
-            .ok_or_else(missing)
+        self.store.role(room_id, id).await?.ok_or_else(missing)
     }
 }

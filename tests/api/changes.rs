@@ -424,10 +424,15 @@ async fn retention_purges_every_row_of_expired_messages_and_raises_the_floor(bac
         let table = table.clone();
         async move {
             let query = tabletalk::storage::RangeQuery::partition(room, 1000);
-            chat.tables().query_up_to(&table, &query, 100_000).await.unwrap().0
+            chat.store()
+                .tables()
+                .query_up_to(&table, &query, 100_000)
+                .await
+                .unwrap()
+                .0
         }
     };
-    let schema = chat.schema();
+    let schema = chat.store().schema();
     let gone: HashSet<String> = old.iter().cloned().chain([old_reply.clone()]).collect();
     for table in [&schema.messages, &schema.metadata] {
         for row in rows(table).await {
@@ -506,11 +511,17 @@ async fn the_local_server_runs_housekeeping_itself() {
     let room_id = tabletalk::ids::RoomId::parse(&room).unwrap();
     let report = chat.housekeeping(chrono::Utc::now()).await;
     let listed = chat
+        .store()
         .tables()
-        .get(&chat.schema().housekeeping, "rooms", &room)
+        .get(&chat.store().schema().housekeeping, "rooms", &room)
         .await
         .unwrap();
-    let room_row = chat.tables().get(&chat.schema().rooms, &room, "room").await.unwrap();
+    let room_row = chat
+        .store()
+        .tables()
+        .get(&chat.store().schema().rooms, &room, "room")
+        .await
+        .unwrap();
     let still = chat
         .get_message(&crate::helpers::principal("alice"), &room_id, &expiring)
         .await;

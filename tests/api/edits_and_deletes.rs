@@ -102,8 +102,9 @@ async fn a_deleted_message_is_gone_from_reads_and_operations(backend: Backend) {
 /// The raw `Messages` row of a message.
 async fn raw_row(backend: &Backend, room: &str, id: &str) -> tabletalk::storage::Entity {
     let chat = backend.chat().await;
-    chat.tables()
-        .get(&chat.schema().messages, room, id)
+    chat.store()
+        .tables()
+        .get(&chat.store().schema().messages, room, id)
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("{backend:?}: the row of {id} is gone"))

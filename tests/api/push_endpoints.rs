@@ -40,8 +40,9 @@ async fn wait_until_notified(backend: &Backend, room: &str) {
     for _ in 0..600 {
         let pending = RangeQuery::prefix(room, tabletalk::schema::OUTBOX_PREFIX, 100);
         let (rows, _) = chat
+            .store()
             .tables()
-            .query_up_to(&chat.schema().messages, &pending, 100)
+            .query_up_to(&chat.store().schema().messages, &pending, 100)
             .await
             .unwrap();
         if rows.is_empty() {
@@ -87,8 +88,13 @@ async fn a_stored_subscription_to_localhost_is_refused_when_the_push_is_sent() {
         )
         .with("auth", Value::String(B64.encode([7u8; 16])))
         .with("createdAt", Value::datetime(chrono::Utc::now()));
-    chat.tables()
-        .upsert(&chat.schema().push_subscriptions, &subscription, UpdateMode::Replace)
+    chat.store()
+        .tables()
+        .upsert(
+            &chat.store().schema().push_subscriptions,
+            &subscription,
+            UpdateMode::Replace,
+        )
         .await
         .unwrap();
 

@@ -195,13 +195,18 @@ async fn deleting_a_room_leaves_no_row_of_it_in_any_table(backend: Backend) {
     let chat = backend.chat().await;
     let rows_of_room = || async {
         let mut rows = Vec::new();
-        for table in chat.schema().all() {
+        for table in chat.store().schema().all() {
             let query = RangeQuery::partition(room.clone(), 1000);
-            let (found, _) = chat.tables().query_up_to(table, &query, 100_000).await.unwrap();
+            let (found, _) = chat.store().tables().query_up_to(table, &query, 100_000).await.unwrap();
             rows.extend(found.into_iter().map(|e| format!("{table}/{}", e.row_key)));
         }
         for user in users {
-            let index = chat.tables().get(&chat.schema().user_rooms, user, &room).await.unwrap();
+            let index = chat
+                .store()
+                .tables()
+                .get(&chat.store().schema().user_rooms, user, &room)
+                .await
+                .unwrap();
             rows.extend(index.map(|_| format!("UserRooms/{user}")));
         }
         rows

@@ -106,9 +106,9 @@ async fn a_timeout_refuses_every_send_even_the_owners(backend: Backend) {
     // the way a filter timeout or an imported state would set it. ManageMessages does not
     // exempt from a timeout, and the owner holds every permission.
     let chat = backend.chat().await;
-    let tables = chat.tables();
+    let tables = chat.store().tables();
     let mut row = tables
-        .get(&chat.schema().rooms, &room, "m:owner")
+        .get(&chat.store().schema().rooms, &room, "m:owner")
         .await
         .unwrap()
         .unwrap();
@@ -119,7 +119,7 @@ async fn a_timeout_refuses_every_send_even_the_owners(backend: Backend) {
     let any = tabletalk::storage::IfMatch::Any;
     tables
         .update(
-            &chat.schema().rooms,
+            &chat.store().schema().rooms,
             &row,
             tabletalk::storage::UpdateMode::Replace,
             &any,

@@ -16,11 +16,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use tabletalk::Chat;
+use tabletalk::adapters::push::{Push, PushSender};
 use tabletalk::auth::Principal;
 use tabletalk::config::Settings;
 use tabletalk::ids::UserId;
 use tabletalk::messages::send::NewMessage;
-use tabletalk::push::sender::{Push, PushSender};
 use tabletalk::push::subscriptions::{NewSubscription, PushKeys};
 use tabletalk::rooms::NewRoom;
 
@@ -70,7 +70,7 @@ fn main() {
 
 async fn run() {
     let dir = std::env::temp_dir().join(format!("tt-fanout-{}", uuid::Uuid::new_v4()));
-    let (vapid, _) = tabletalk::push::generate_vapid_key().unwrap();
+    let (vapid, _) = tabletalk::adapters::push::generate_vapid_key().unwrap();
     let values: HashMap<String, String> = [
         ("TABLETALK_DATA_DIR", dir.to_str().unwrap()),
         ("TABLETALK_SQLITE_SYNC", "normal"),

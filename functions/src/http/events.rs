@@ -5,7 +5,7 @@
 //! Grid dead-letters it at once); a failure to process is 503 (Event Grid retries), and so is
 //! an event another delivery is still pushing. Event Grid waits only 30 s for the answer, so
 //! it comes once the event is claimed and recorded, before the pushes end
-//! (`Chat::accept_notification`). The
+//! (`Notifier::accept`). The
 //! events are only pointers — `notify` reads each message back from the store — so nothing
 //! a caller posts here can push text the room does not hold; on Azure the function key guards
 //! it as well.
@@ -42,7 +42,7 @@ pub async fn deliver(State(state): State<AppState>, headers: HeaderMap, body: By
     let events = events::decode(value).map_err(|e| Error::bad_request(e.to_string()))?;
     for event in &events {
         // Answered once the event is claimed and recorded; a slow fan-out goes on after.
-        match state.chat.accept_notification(event).await {
+        match state.chat.notifier().accept(event).await {
             Ok(_) => {}
             // Names no room or message that could ever exist: dead-letter it, no retries.
             Err(e) if is_client_error(&e) => return Err(Error::bad_request(e.to_string()).into()),

@@ -1,6 +1,6 @@
 //! The local live hub's WebSocket endpoint, `GET /client/hubs/{hub}?access_token=…`, the URL
 //! `negotiate` hands out when no Azure Web PubSub is configured. This is only the transport:
-//! the protocol, tokens and groups are `tabletalk::live::local_hub`.
+//! the protocol, tokens and groups are `tabletalk::adapters::live::local_hub`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tabletalk::Error;
-use tabletalk::live::local_hub::{JSON_PROTOCOL, RELIABLE_PROTOCOL, Session};
+use tabletalk::adapters::live::local_hub::{JSON_PROTOCOL, RELIABLE_PROTOCOL, Session};
 use tokio::sync::mpsc;
 
 use super::AppState;

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use tabletalk::ids::RoomId;
-use tabletalk::live::Negotiated;
+use tabletalk::service::live::Negotiated;
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};

@@ -72,7 +72,7 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
     };
     let mut logs = Vec::new();
     for event in &events {
-        match state.chat.accept_notification(event).await {
+        match state.chat.notifier().accept(event).await {
             Ok(accepted) => logs.push(format!("{}: {accepted:?}", event.id)),
             // Names no room or message that could ever exist: a retry would not help.
             Err(e) if is_client_error(&e) => {

@@ -16,8 +16,8 @@ use crate::auth::Principal;
 use crate::error::Result;
 use crate::html;
 use crate::ids::RoomId;
-use crate::live::signals::Signal;
 use crate::service::Chat;
+use crate::signals::Signal;
 
 /// A new text for a message.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -86,11 +86,7 @@ impl Chat {
                 message_id: message.id.clone(),
             },
         );
-        let companions = super::reactions::companion_rows(room, &message.key());
-        self.store
-            .tables
-            .delete_range(&self.store.schema.metadata, &companions)
-            .await?;
+        self.store.delete_companions(room, &message.key()).await?;
         Ok(())
     }
 

@@ -17,7 +17,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::service::Chat;
-use crate::storage::{Entity, Value};
+use crate::store::companions::Companion;
 use crate::text::plain_text;
 
 pub const MAX_QUESTION_CHARS: usize = 300;
@@ -164,7 +164,6 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Vote)?;
         refuse_timed_out(&access.member, chrono::Utc::now())?;
-        let key = super::reactions::vote_key(&message.key(), &who.user_id);
         match &vote.option_id {
             Some(option) => {
                 let poll = message
@@ -174,14 +173,13 @@ impl Chat {
                 if !poll.options.iter().any(|o| &o.id == option) {
                     return Err(Error::validation(format!("the poll has no option {option:?}")));
                 }
-                let row = Entity::new(room.as_str(), key)
-                    .with("userId", Value::String(who.user_id.to_string()))
-                    .with("optionId", Value::String(option.clone()));
-                self.write_companion(room, &message, &row).await?;
+                let vote = Companion::Vote { option_id: option };
+                self.write_companion(room, &message, &who.user_id, vote).await?;
             }
             None => {
+                let vote = Companion::Vote { option_id: "" };
                 self.store
-                    .delete_if_present(&self.store.schema.metadata, room.as_str(), &key)
+                    .delete_companion(room, &message.key(), &who.user_id, vote)
                     .await?
             }
         }

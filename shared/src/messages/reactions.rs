@@ -7,7 +7,6 @@
 //! range read: `decorate` fills in reaction counts and poll tallies with it.
 
 use std::collections::HashMap;
-use std::ops::Bound;
 
 use futures::future::try_join_all;
 use serde::Serialize;
@@ -18,11 +17,10 @@ use super::checks::refuse_timed_out;
 use super::operations::{Operation, authorize};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::{RoomId, UserId, encode_key_part};
-use crate::keys::MessageKey;
-use crate::live::signals::Signal;
+use crate::ids::{RoomId, UserId};
 use crate::service::Chat;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::signals::Signal;
+use crate::store::companions::{Companion, CompanionKind, CompanionRow};
 
 pub const MAX_EMOJI_CHARS: usize = 32;
 /// Distinct emoji one message can carry.
@@ -37,25 +35,6 @@ pub struct ReactionCount {
     pub emoji: String,
     pub count: u32,
     pub me: bool,
-}
-
-/// Every companion row of one message.
-pub(crate) fn companion_rows(room: &RoomId, message: &MessageKey) -> RangeQuery {
-    RangeQuery::prefix(room.as_str(), &format!("{}:", message.as_str()), 1000)
-}
-
-pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {
-    format!("{}:v:{}", message.as_str(), user.key())
-}
-
-fn reaction_prefix(message: &MessageKey) -> String {
-    format!("{}:r:", message.as_str())
-}
-
-fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
-    // The emoji part must not contain the separator, so `:` is encoded too.
-    let emoji = encode_key_part(emoji).replace(':', "%3A");
-    format!("{}{emoji}:{}", reaction_prefix(message), user.key())
 }
 
 /// An emoji as a reaction: a Unicode emoji or a `:shortcode:`, 1..=32 characters, no spaces.
@@ -86,10 +65,8 @@ impl Chat {
                 "a message carries at most {MAX_EMOJI_PER_MESSAGE} different emoji"
             )));
         }
-        let row = Entity::new(room.as_str(), reaction_key(&message.key(), emoji, &who.user_id))
-            .with("emoji", Value::String(emoji.to_owned()))
-            .with("userId", Value::String(who.user_id.to_string()));
-        self.write_companion(room, &message, &row).await?;
+        self.write_companion(room, &message, &who.user_id, Companion::Reaction { emoji })
+            .await?;
         self.signal(
             room,
             Signal::Reacted {
@@ -105,9 +82,8 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
-        let key = reaction_key(&message.key(), emoji, &who.user_id);
         self.store
-            .delete_if_present(&self.store.schema.metadata, room.as_str(), &key)
+            .delete_companion(room, &message.key(), &who.user_id, Companion::Reaction { emoji })
             .await?;
         self.signal(
             room,
@@ -121,15 +97,17 @@ impl Chat {
     /// Writes a companion row of a live message. A delete may have raced the write: the message
     /// is read again afterwards, and a row that landed after the tombstone is taken back (404),
     /// so nothing of a deleted message is left behind.
-    pub(crate) async fn write_companion(&self, room: &RoomId, message: &Message, row: &Entity) -> Result<()> {
-        self.store
-            .tables
-            .upsert(&self.store.schema.metadata, row, UpdateMode::Replace)
-            .await?;
+    pub(crate) async fn write_companion(
+        &self,
+        room: &RoomId,
+        message: &Message,
+        user: &UserId,
+        companion: Companion<'_>,
+    ) -> Result<()> {
+        let key = message.key();
+        self.store.put_companion(room, &key, user, companion).await?;
         if let Err(gone) = self.live_message(room, &message.id).await {
-            self.store
-                .delete_if_present(&self.store.schema.metadata, room.as_str(), &row.row_key)
-                .await?;
+            self.store.delete_companion(room, &key, user, companion).await?;
             return Err(gone);
         }
         Ok(())
@@ -168,20 +146,10 @@ impl Chat {
         ) else {
             return Ok(());
         };
-        // Every companion row of a message is `<key>:…`, and ';' follows ':'.
-        let query = RangeQuery::partition(room.as_str(), 1000)
-            .from(Bound::Included(format!("{low}:")))
-            .to(Bound::Excluded(format!("{high};")));
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(&self.store.schema.metadata, &query, MAX_ROWS_PER_PAGE)
-            .await?;
-        let mut by_message: HashMap<&str, Vec<&Entity>> = HashMap::new();
+        let rows = self.store.companions(room, low, high, MAX_ROWS_PER_PAGE).await?;
+        let mut by_message: HashMap<&str, Vec<&CompanionRow>> = HashMap::new();
         for row in &rows {
-            if let Some((key, _)) = row.row_key.split_once(':') {
-                by_message.entry(key).or_default().push(row);
-            }
+            by_message.entry(row.message_id.as_str()).or_default().push(row);
         }
         let me = reader.as_str();
         for message in messages.iter_mut() {
@@ -190,25 +158,24 @@ impl Chat {
             };
             let mut reactions: Vec<ReactionCount> = Vec::new();
             for row in rows {
-                let mine = row.str("userId") == Some(me);
-                let kind = &row.row_key[message.id.len()..];
-                if kind.starts_with(":r:") {
-                    let Some(emoji) = row.str("emoji") else { continue };
-                    match reactions.iter_mut().find(|r| r.emoji == emoji) {
+                let mine = row.user_id.as_deref() == Some(me);
+                match &row.kind {
+                    CompanionKind::Reaction { emoji } => match reactions.iter_mut().find(|r| &r.emoji == emoji) {
                         Some(r) => {
                             r.count += 1;
                             r.me |= mine;
                         }
                         None => reactions.push(ReactionCount {
-                            emoji: emoji.to_owned(),
+                            emoji: emoji.clone(),
                             count: 1,
                             me: mine,
                         }),
+                    },
+                    CompanionKind::Vote { option_id } => {
+                        if let Some(poll) = message.poll.as_mut() {
+                            poll.count(option_id, mine);
+                        }
                     }
-                } else if kind.starts_with(":v:")
-                    && let (Some(poll), Some(option)) = (message.poll.as_mut(), row.str("optionId"))
-                {
-                    poll.count(option, mine);
                 }
             }
             reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));

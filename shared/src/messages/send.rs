@@ -27,12 +27,12 @@ use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
 use crate::access::Access;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
+use crate::events::MessageEvent;
 use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
-use crate::live::signals::Signal;
-use crate::notifications::MessageEvent;
 use crate::permissions::Permission;
 use crate::service::Chat;
+use crate::signals::Signal;
 use crate::storage::ErrorKind;
 use crate::store::messages::Inserted;
 

@@ -12,15 +12,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
+use crate::adapters::outbound::{self, Reach};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
-use crate::outbound::{self, Reach};
 use crate::service::Chat;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
 
 /// Subscriptions one user may hold (browsers and devices).
 pub const MAX_SUBSCRIPTIONS_PER_USER: usize = 50;
@@ -60,11 +58,6 @@ pub struct Unsubscribe {
     pub endpoint: String,
 }
 
-pub(crate) fn subscription_key(endpoint: &str) -> String {
-    let digest = Sha256::digest(endpoint.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn decode(text: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD
         .decode(text.trim_end_matches('='))
@@ -98,27 +91,6 @@ fn check_keys(keys: &PushKeys) -> Result<()> {
     Ok(())
 }
 
-impl PushSubscription {
-    fn to_entity(&self, user: &UserId) -> Entity {
-        Entity::new(user.key(), subscription_key(&self.endpoint))
-            .with("endpoint", Value::String(self.endpoint.clone()))
-            .with("p256dh", Value::String(self.keys.p256dh.clone()))
-            .with("auth", Value::String(self.keys.auth.clone()))
-            .with("createdAt", Value::datetime(self.created_at))
-    }
-
-    fn from_entity(entity: &Entity) -> Option<PushSubscription> {
-        Some(PushSubscription {
-            endpoint: entity.str("endpoint")?.to_owned(),
-            keys: PushKeys {
-                p256dh: entity.str("p256dh")?.to_owned(),
-                auth: entity.str("auth")?.to_owned(),
-            },
-            created_at: entity.datetime("createdAt")?,
-        })
-    }
-}
-
 impl Chat {
     /// Registers (or, for a known endpoint, replaces) one of the caller's subscriptions.
     pub async fn subscribe(&self, who: &Principal, input: NewSubscription) -> Result<PushSubscription> {
@@ -136,14 +108,7 @@ impl Chat {
             keys: input.keys,
             created_at: crate::storage::entity::truncate_to_micros(Utc::now()),
         };
-        self.store
-            .tables
-            .upsert(
-                &self.store.schema.push_subscriptions,
-                &subscription.to_entity(&who.user_id),
-                UpdateMode::Replace,
-            )
-            .await?;
+        self.store.put_subscription(&who.user_id, &subscription).await?;
         Ok(subscription)
     }
 
@@ -156,27 +121,11 @@ impl Chat {
     }
 
     pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {
-        let query = RangeQuery::partition(user.key(), 1000);
-        let (rows, _) = self
-            .store
-            .tables
-            .query_up_to(
-                &self.store.schema.push_subscriptions,
-                &query,
-                MAX_SUBSCRIPTIONS_PER_USER,
-            )
-            .await?;
-        Ok(rows.iter().filter_map(PushSubscription::from_entity).collect())
+        self.store.subscriptions(user, MAX_SUBSCRIPTIONS_PER_USER).await
     }
 
     pub(crate) async fn forget_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
-        self.store
-            .delete_if_present(
-                &self.store.schema.push_subscriptions,
-                &user.key(),
-                &subscription_key(endpoint),
-            )
-            .await
+        self.store.delete_subscription(user, endpoint).await
     }
 }
 

@@ -84,7 +84,7 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
     chat.react(&alice(), &room, &sent.id, "👍").await.unwrap();
     chat.react(&alice(), &room, &sent.id, "🎉").await.unwrap();
     chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
-    let companions = crate::messages::reactions::companion_rows(&room, &sent.key());
+    let companions = crate::store::companions::companion_rows(&room, &sent.key());
     let (rows, _) = chat
         .store
         .tables()

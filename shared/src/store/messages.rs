@@ -16,11 +16,11 @@ use super::Store;
 use super::ledger::{feed_end, feed_key, feed_version};
 use super::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
 use crate::error::{Error, Result, settle};
+use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
 use crate::messages::polls::{Poll, PollDefinition};
 use crate::messages::{Message, MessageType};
-use crate::notifications::MessageEvent;
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 

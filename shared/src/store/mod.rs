@@ -7,13 +7,17 @@
 //! The service asks the store for what it needs in its own terms — a member, a page of
 //! messages, a change committed with the next version — and never sees an `Entity`.
 
+pub mod claims;
+pub mod companions;
 pub mod ledger;
 pub mod members;
 pub mod messages;
 pub mod outbox;
 pub mod purge;
+pub mod roles;
 pub mod rooms;
 pub mod schema;
+pub mod subscriptions;
 
 use std::sync::Arc;
 

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
 use crate::error::{Error, Result};
+use crate::events::MessageEvent;
 use crate::ids::RoomId;
-use crate::notifications::MessageEvent;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// How long a process trusts its own note that a room's marker exists.

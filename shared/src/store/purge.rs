@@ -109,12 +109,7 @@ impl Store {
                 let index = message.key().ticks().ascending_key();
                 self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
                     .await?;
-                self.tables
-                    .delete_range(
-                        &self.schema.metadata,
-                        &crate::messages::reactions::companion_rows(room, &message.key()),
-                    )
-                    .await?;
+                self.delete_companions(room, &message.key()).await?;
             }
             match self.purge_batch(room, &messages).await {
                 Ok(()) => purged += messages.len(),

@@ -4,10 +4,13 @@
 //! meaning of each failure are decided once (seed 000, "Conditional writes").
 //!
 //! After a failed write the entity is re-read to tell a lost race from a real failure:
-//! - the ETag changed → someone else wrote; re-apply the intent to the new state and retry;
-//! - the ETag is unchanged, or a transaction failed on one of its other operations, or the
-//!   write's outcome is unknown ([`ErrorKind::Indeterminate`]: re-applying could apply it
-//!   twice) → it was no race; the write's own error propagates as itself;
+//! - the ETag changed, and the write was refused (not a timeout or a 5xx, which may have been
+//!   applied: [`StoreError::may_have_applied`]) → someone else wrote; re-apply the intent to
+//!   the new state and retry;
+//! - the ETag is unchanged, or the write may have been applied (re-applying could apply it
+//!   twice), or a transaction failed on one of its other operations, or the write's outcome
+//!   is unknown ([`ErrorKind::Indeterminate`]) → it was no race; the write's own error
+//!   propagates as itself;
 //! - the entity is gone → `NotFound`;
 //! - the re-read itself fails → `Conflict` (the caller may try again);
 //! - [`MAX_ATTEMPTS`] writes all lost → `Conflict`.
@@ -95,7 +98,7 @@ where
         };
         match tables.get(table, partition_key, row_key).await {
             Ok(None) => return Err(ConditionalError::NotFound),
-            Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) => {
+            Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) || write_error.may_have_applied() => {
                 return Err(ConditionalError::Store(write_error));
             }
             Ok(Some(reread)) => {

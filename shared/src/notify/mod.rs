@@ -22,26 +22,30 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use web_push::Urgency;
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::adapters::events::EventSink;
+use crate::adapters::live::LiveChannel;
+use crate::adapters::push::{Outcome, Push, PushSender};
 use crate::error::{Error, Result};
-use crate::html;
+use crate::events::MessageEvent;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, NotificationLevel};
 use crate::messages::mentions::Mentions;
-use crate::messages::{Message, MessageType};
-use crate::push::sender::{Outcome, Push, PushSender};
-use crate::push::subscriptions::PushSubscription;
-use crate::service::Chat;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, UpdateMode, Value};
+use crate::push::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
+use crate::storage::ETag;
+use crate::store::Store;
+use crate::store::claims::ClaimRow;
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
-/// Characters of the message shown in a notification.
-pub const PREVIEW_CHARS: usize = 100;
 /// Recipients, and deliveries, in flight at once for one event.
 const CONCURRENT_DELIVERIES: usize = 16;
 /// Tries at recording an event done once its pushes are made.
@@ -55,47 +59,50 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 /// neither the others nor the event past this.
 pub const DELIVERY_DEADLINE: Duration = Duration::from_secs(60);
 
-/// What a send publishes for the notification function: one per message, with a stable id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageEvent {
-    /// `<room id>/<message id>`: the same for every delivery of the event.
-    pub id: String,
-    pub room_id: String,
-    pub message_id: String,
-    pub sender_id: String,
-    pub sender_name: String,
-    pub preview: String,
-    #[serde(default)]
-    pub mentions: Mentions,
+/// How push is configured for this deployment.
+#[derive(Debug, Clone)]
+pub struct PushSettings {
+    /// The sender, when a VAPID key is configured; without one no push is sent.
+    pub sender: Option<PushSender>,
+    /// Development only: accept `http` and loopback/private endpoints.
+    pub allow_private_endpoints: bool,
+    /// How long a run's claim on an event holds off other runs unless renewed.
+    pub claim_lease: Duration,
+    /// The longest one subscription's delivery may take, all its attempts and waits included.
+    pub delivery_deadline: Duration,
 }
 
-impl MessageEvent {
-    /// The event of a new message, for the kinds that notify (members' messages, polls and
-    /// webhooks; not the server's own lines).
-    pub fn of(message: &Message) -> Option<MessageEvent> {
-        let preview = match message.kind {
-            MessageType::Message | MessageType::Webhook => html::text_content(&message.text),
-            MessageType::Poll => message.poll.as_ref()?.question.clone(),
-            MessageType::Call | MessageType::EditRoom | MessageType::PinMessage | MessageType::System => {
-                return None;
-            }
-        };
-        Some(MessageEvent {
-            id: format!("{}/{}", message.room_id, message.id),
-            room_id: message.room_id.clone(),
-            message_id: message.id.clone(),
-            sender_id: message.author_id.clone(),
-            sender_name: message.author_name.clone(),
-            preview: preview
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .chars()
-                .take(PREVIEW_CHARS)
-                .collect(),
-            mentions: message.mentions.clone(),
-        })
+/// The default [`PushSettings::claim_lease`].
+pub const CLAIM_LEASE: Duration = Duration::from_secs(180);
+
+impl Default for PushSettings {
+    fn default() -> PushSettings {
+        PushSettings {
+            sender: None,
+            allow_private_endpoints: false,
+            claim_lease: CLAIM_LEASE,
+            delivery_deadline: DELIVERY_DEADLINE,
+        }
+    }
+}
+
+/// The notification consumer, a unit of its own as revolt's pushd is: fed message events —
+/// by the in-process event sink, or on Azure by the Event Grid trigger and its webhook — it
+/// reads what it needs from the store, asks the live channel who is online, and pushes.
+/// Cloning is cheap (handles and `Arc`s).
+#[derive(Debug, Clone)]
+pub struct Notifier {
+    store: Store,
+    push: Arc<PushSettings>,
+    /// Who is connected: a user with a live connection open is not pushed.
+    presence: Option<Arc<dyn LiveChannel>>,
+}
+
+/// The in-process event sink: an event is accepted once it is processed.
+#[async_trait]
+impl EventSink for Notifier {
+    async fn publish(&self, event: &MessageEvent) -> Result<()> {
+        self.notify(event).await.map(|_| ())
     }
 }
 
@@ -177,7 +184,7 @@ enum Claim {
 /// A run that holds an event's claim and has read everything it will push.
 struct Run {
     room: RoomId,
-    marker: String,
+    key: MessageKey,
     /// The claim's ETag, renewed as the run goes.
     etag: ETag,
     plan: Plan,
@@ -190,7 +197,7 @@ enum Start {
     Run(Run),
 }
 
-/// How a delivery of an event stood when [`Chat::accept_notification`] answered it.
+/// How a delivery of an event stood when [`Notifier::accept`] answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {
     /// Nothing was left to push, or it had been processed before.
@@ -199,7 +206,27 @@ pub enum Accepted {
     Pushing { recipients: usize, pushes: usize },
 }
 
-impl Chat {
+impl Notifier {
+    pub fn new(store: Store, push: Arc<PushSettings>, presence: Option<Arc<dyn LiveChannel>>) -> Notifier {
+        Notifier { store, push, presence }
+    }
+
+    pub fn settings(&self) -> &PushSettings {
+        &self.push
+    }
+
+    /// Whether `user` has a live connection open; when that cannot be told, false (better a
+    /// push too many than a message missed).
+    async fn online(&self, user: &str) -> bool {
+        let Some(presence) = &self.presence else {
+            return false;
+        };
+        presence.user_connected(user).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not tell whether a user is online");
+            false
+        })
+    }
+
     /// Processes one message event, once per event id however often and however concurrently
     /// it is delivered, and returns when every push has been tried. The event is only a
     /// pointer: the message is read back from the store, so a forged or stale event can push
@@ -224,7 +251,7 @@ impl Chat {
         }
     }
 
-    /// [`Chat::notify`] for a delivery that must be answered before a slow fan-out ends —
+    /// [`Notifier::notify`] for a delivery that must be answered before a slow fan-out ends —
     /// Event Grid waits 30 s for its webhook, then redelivers. It answers once the event is
     /// claimed, every recipient's subscriptions are read, and the event is recorded pending
     /// in the outbox (`outbox:<message id>:fanout`, [`crate::outbox`]); the pushes go on in
@@ -237,7 +264,7 @@ impl Chat {
     /// run is never raced, and republishes it once a dead run's lease has lapsed — then the
     /// redelivery takes the claim over. Until the answer, a failure is reported as usual
     /// (the claim released), and the delivery is retried.
-    pub async fn accept_notification(&self, event: &MessageEvent) -> Result<Accepted> {
+    pub async fn accept(&self, event: &MessageEvent) -> Result<Accepted> {
         let Some(sender) = self.push.sender.clone() else {
             return Ok(Accepted::Finished(Report::default()));
         };
@@ -264,13 +291,13 @@ impl Chat {
             recipients: run.plan.recipients,
             pushes: run.plan.pushes.len(),
         };
-        let (chat, id) = (self.clone(), event.id.clone());
+        let (notifier, id) = (self.clone(), event.id.clone());
         tokio::spawn(async move {
             let room = run.room.clone();
-            match chat.fan_out(&sender, run).await {
+            match notifier.fan_out(&sender, run).await {
                 Ok(report) => {
                     tracing::info!(event = %id, ?report, "an event's pushes are done");
-                    chat.store.clear_fan_out(&room, pending).await;
+                    notifier.store.clear_fan_out(&room, pending).await;
                 }
                 // The pending row stays: the outbox timer republishes the event once no run
                 // holds its claim.
@@ -285,15 +312,14 @@ impl Chat {
         let room = RoomId::parse(&event.room_id)?;
         let key =
             MessageKey::parse(&event.message_id).ok_or_else(|| Error::validation("the event names no message"))?;
-        let marker = format!("{}:n", key.as_str());
-        let etag = match self.claim(&room, &marker).await? {
+        let etag = match self.claim(&room, &key).await? {
             Claim::Ours(etag) => etag,
             Claim::Done => return Ok(Start::Repeat),
             Claim::Busy => return Err(Error::Unavailable("the event is being processed".into())),
         };
         let mut run = Run {
             room,
-            marker,
+            key: key.clone(),
             etag,
             plan: Plan::default(),
         };
@@ -309,17 +335,7 @@ impl Chat {
 
     /// Gives a run's claim up, so that a retry starts clean.
     async fn release(&self, run: &Run) {
-        let release = self
-            .store
-            .tables
-            .delete(
-                &self.store.schema.metadata,
-                run.room.as_str(),
-                &run.marker,
-                &IfMatch::Etag(run.etag.clone()),
-            )
-            .await;
-        if let Err(release) = release {
+        if let Err(release) = self.store.release_claim(&run.room, &run.key, &run.etag).await {
             tracing::warn!(error = %release, "an event's claim was not released; its lease will expire");
         }
     }
@@ -330,7 +346,7 @@ impl Chat {
     async fn fan_out(&self, sender: &PushSender, run: Run) -> Result<Report> {
         let Run {
             room,
-            marker,
+            key,
             mut etag,
             plan,
         } = run;
@@ -348,9 +364,9 @@ impl Chat {
         let outcomes = loop {
             tokio::select! {
                 outcomes = &mut deliveries => break outcomes,
-                () = tokio::time::sleep(renew_every) => match self.renew(&room, &marker, &etag).await {
-                    Ok(renewed) => etag = renewed,
-                    Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {
+                () = tokio::time::sleep(renew_every) => match self.store.reclaim(&room, &key, &etag, chrono::Utc::now()).await {
+                    Ok(Some(renewed)) => etag = renewed,
+                    Ok(None) => {
                         return Err(Error::Unavailable("the event's claim was taken over; its pushes stopped".into()));
                     }
                     // The lease still holds for a while: try again next time.
@@ -365,27 +381,13 @@ impl Chat {
                 Outcome::RetryAfter(_) | Outcome::Failed(_) => report.failed += 1,
             }
         }
-        let done = Entity::new(room.as_str(), marker)
-            .with("state", Value::String("done".into()))
-            .with("notifiedAt", Value::datetime(chrono::Utc::now()));
         // Every recipient has been pushed: failing to record that would push them all again
-        // once the lease lapses, so a passing store error is given a few more tries.
+        // once the lease lapses, so a passing store error is given a few more tries. (A lost
+        // claim means another run took over, and it records the event itself — or an earlier
+        // try of ours landed after all.)
         for attempt in 1..=DONE_ATTEMPTS {
-            let recorded = self
-                .store
-                .tables
-                .update(
-                    &self.store.schema.metadata,
-                    &done,
-                    UpdateMode::Replace,
-                    &IfMatch::Etag(etag.clone()),
-                )
-                .await;
-            match recorded {
+            match self.store.record_done(&room, &key, &etag).await {
                 Ok(_) => break,
-                // Our lease ran out and another run took over: it records the event itself (or
-                // an earlier try of ours landed after all).
-                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => break,
                 Err(e) if attempt < DONE_ATTEMPTS => {
                     tracing::warn!(error = %e, attempt, "an event's pushes are done but not yet recorded; trying again");
                     tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
@@ -396,101 +398,48 @@ impl Chat {
         Ok(report)
     }
 
-    /// Renews a run's claim: a new `claimedAt`, on the condition that it is still ours.
-    async fn renew(&self, room: &RoomId, marker: &str, etag: &ETag) -> crate::storage::Result<ETag> {
-        let claimed = Entity::new(room.as_str(), marker)
-            .with("state", Value::String("claimed".into()))
-            .with("claimedAt", Value::datetime(chrono::Utc::now()));
-        self.store
-            .tables
-            .update(
-                &self.store.schema.metadata,
-                &claimed,
-                UpdateMode::Replace,
-                &IfMatch::Etag(etag.clone()),
-            )
-            .await
-    }
-
     /// How the notification of the message `message_id` in `room` stands, for the outbox
     /// timer: it leaves an event alone while a run holds its claim.
-    pub(crate) async fn notification_state(&self, room: &RoomId, message_id: &str) -> Result<NotificationState> {
+    pub(crate) async fn state(&self, room: &RoomId, message_id: &str) -> Result<NotificationState> {
         let Some(key) = MessageKey::parse(message_id) else {
             return Ok(NotificationState::Unclaimed);
         };
-        let marker = format!("{}:n", key.as_str());
-        let Some(existing) = self
-            .store
-            .tables
-            .get(&self.store.schema.metadata, room.as_str(), &marker)
-            .await?
-        else {
-            return Ok(NotificationState::Unclaimed);
-        };
-        if existing.str("state") != Some("claimed") {
-            return Ok(NotificationState::Done);
-        }
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
-        let held = existing
-            .datetime("claimedAt")
-            .is_some_and(|at| chrono::Utc::now() - at < lease);
-        Ok(if held {
-            NotificationState::Claimed
-        } else {
-            NotificationState::Unclaimed
+        Ok(match self.store.claim_row(room, &key).await? {
+            ClaimRow::Missing => NotificationState::Unclaimed,
+            ClaimRow::Done => NotificationState::Done,
+            ClaimRow::Claimed { at, .. } if at.is_some_and(|at| chrono::Utc::now() - at < lease) => {
+                NotificationState::Claimed
+            }
+            ClaimRow::Claimed { .. } => NotificationState::Unclaimed,
         })
     }
 
-    /// Claims the event whose marker is `marker`: a new marker, or a claim whose lease ran
-    /// out, is ours.
-    async fn claim(&self, room: &RoomId, marker: &str) -> Result<Claim> {
+    /// Claims the event of `key`: a new claim, or one whose lease ran out, is ours.
+    async fn claim(&self, room: &RoomId, key: &MessageKey) -> Result<Claim> {
         let now = chrono::Utc::now();
-        let claimed = Entity::new(room.as_str(), marker)
-            .with("state", Value::String("claimed".into()))
-            .with("claimedAt", Value::datetime(now));
-        let Some(existing) = self
-            .store
-            .tables
-            .get(&self.store.schema.metadata, room.as_str(), marker)
-            .await?
-        else {
-            return match self.store.tables.insert(&self.store.schema.metadata, &claimed).await {
-                Ok(etag) => Ok(Claim::Ours(etag)),
-                Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Claim::Busy),
-                Err(e) => Err(e.into()),
-            };
-        };
-        // Markers from before claims existed have no state: they are done.
-        if existing.str("state") != Some("claimed") {
-            return Ok(Claim::Done);
-        }
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
-        let held = existing.datetime("claimedAt").is_some_and(|at| now - at < lease);
-        let Some(etag) = existing.etag.clone().filter(|_| !held) else {
-            return Ok(Claim::Busy);
-        };
-        match self
-            .store
-            .tables
-            .update(
-                &self.store.schema.metadata,
-                &claimed,
-                UpdateMode::Replace,
-                &IfMatch::Etag(etag),
-            )
-            .await
-        {
-            Ok(etag) => Ok(Claim::Ours(etag)),
-            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(Claim::Busy),
-            Err(e) => Err(e.into()),
-        }
+        Ok(match self.store.claim_row(room, key).await? {
+            ClaimRow::Missing => match self.store.insert_claim(room, key, now).await? {
+                Some(etag) => Claim::Ours(etag),
+                None => Claim::Busy,
+            },
+            ClaimRow::Done => Claim::Done,
+            ClaimRow::Claimed { at, etag: Some(etag) } if !at.is_some_and(|at| now - at < lease) => {
+                match self.store.reclaim(room, key, &etag, now).await? {
+                    Some(etag) => Claim::Ours(etag),
+                    None => Claim::Busy,
+                }
+            }
+            ClaimRow::Claimed { .. } => Claim::Busy,
+        })
     }
 
     /// Everything a run will push, read before the first push: the recipients (members −
     /// sender, by their levels, not online) and each one's subscriptions.
     async fn plan(&self, room: &RoomId, key: &MessageKey) -> Result<Plan> {
         let mut plan = Plan::default();
-        let stored = self.find_message(room, key).await?.filter(|m| m.is_live());
+        let stored = self.store.message(room, key).await?.filter(|m| m.is_live());
         let Some(event) = stored.as_ref().and_then(MessageEvent::of) else {
             return Ok(plan);
         };
@@ -510,7 +459,7 @@ impl Chat {
                 if self.online(user.as_str()).await {
                     return Ok(None);
                 }
-                let subscriptions = self.subscriptions(&user).await?;
+                let subscriptions = self.store.subscriptions(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
                 Ok(Some((user, mentioned, subscriptions)))
             })
             .buffer_unordered(CONCURRENT_DELIVERIES)
@@ -541,7 +490,7 @@ impl Chat {
         Ok(plan)
     }
 
-    /// [`Chat::deliver`] within the delivery deadline; past it, the push is given up.
+    /// [`Notifier::deliver`] within the delivery deadline; past it, the push is given up.
     async fn deliver_in_time(
         &self,
         sender: &PushSender,
@@ -571,7 +520,7 @@ impl Chat {
                     tokio::time::sleep((*wait).max(backoff)).await;
                 }
                 Outcome::Gone => {
-                    if let Err(e) = self.forget_subscription(&user, &subscription.endpoint).await {
+                    if let Err(e) = self.store.delete_subscription(&user, &subscription.endpoint).await {
                         tracing::warn!(error = %e, "could not delete a gone push subscription");
                     }
                     break;
@@ -588,23 +537,23 @@ impl Chat {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
+    use crate::events::PREVIEW_CHARS;
     use crate::messages::send::NewMessage;
-    use crate::push::PushSettings;
+    use crate::messages::{Message, MessageType};
+    use crate::notify::PushSettings;
     use crate::service::testing::{alice, chat_on, store, user};
     use crate::storage::Tables;
 
     /// A VAPID key made for this test.
     fn vapid_key() -> String {
-        crate::push::generate_vapid_key().unwrap().0
+        crate::adapters::push::generate_vapid_key().unwrap().0
     }
 
     #[tokio::test]
     async fn a_redelivered_event_pushes_nothing_again() {
         let (mut chat, room) = chat_on(Tables::new(store())).await;
-        chat.push = Arc::new(PushSettings {
+        chat = chat.with_push(PushSettings {
             sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
             allow_private_endpoints: true,
             ..PushSettings::default()
@@ -619,7 +568,7 @@ mod tests {
         // refused as busy, to be retried); either way, exactly one run counts.
         let notify = || async {
             loop {
-                match chat.notify(&event).await {
+                match chat.notifier.notify(&event).await {
                     Err(Error::Unavailable(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
                     other => return other.unwrap(),
                 }
@@ -642,11 +591,11 @@ mod tests {
             .send_message(&alice(), &room, NewMessage::text("hi"))
             .await
             .unwrap();
-        chat.push = Arc::new(PushSettings {
+        chat = chat.with_push(PushSettings {
             sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
             ..PushSettings::default()
         });
-        let metadata = chat.schema().metadata.clone();
+        let metadata = chat.store.schema().metadata.clone();
         faults.fail_operation(
             "update",
             Some(&metadata),
@@ -654,9 +603,13 @@ mod tests {
             crate::storage::StoreError::unavailable("injected"),
         );
         let event = MessageEvent::of(&sent.message).unwrap();
-        let report = chat.notify(&event).await.expect("the record is written on a later try");
+        let report = chat
+            .notifier
+            .notify(&event)
+            .await
+            .expect("the record is written on a later try");
         assert_eq!(report.recipients, 1);
-        let state = chat.notification_state(&room, &sent.message.id).await.unwrap();
+        let state = chat.notifier.state(&room, &sent.message.id).await.unwrap();
         assert_eq!(state, NotificationState::Done);
     }
 
@@ -673,21 +626,21 @@ mod tests {
             }
         });
         let (mut chat, _) = chat_on(Tables::new(store())).await;
-        let client = crate::outbound::OutboundClient::new(
-            crate::outbound::Reach::Anywhere,
-            crate::push::sender::REQUEST_TIMEOUT,
+        let client = crate::adapters::outbound::OutboundClient::new(
+            crate::adapters::outbound::Reach::Anywhere,
+            crate::adapters::push::REQUEST_TIMEOUT,
         )
         .unwrap();
         let sender = PushSender::new(&vapid_key(), "mailto:test@example.com")
             .unwrap()
             .with_client(client);
-        chat.push = Arc::new(PushSettings {
+        chat = chat.with_push(PushSettings {
             sender: Some(sender.clone()),
             allow_private_endpoints: true,
             delivery_deadline: Duration::from_millis(300),
             ..PushSettings::default()
         });
-        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let (_, browser_key) = crate::adapters::push::generate_vapid_key().unwrap();
         let subscription = PushSubscription {
             endpoint: format!("http://{addr}/push/silent"),
             keys: crate::push::subscriptions::PushKeys {
@@ -703,6 +656,7 @@ mod tests {
             topic: None,
         };
         let outcome = chat
+            .notifier
             .deliver_in_time(&sender, user("bob").user_id, subscription, push)
             .await;
         assert_eq!(outcome, Outcome::Failed("not delivered within 300ms".into()));

@@ -9,10 +9,13 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use super::room_group;
 use crate::error::{Error, Result};
 
 /// How long a client URL is valid.
 pub const CLIENT_TOKEN_TTL: Duration = Duration::hours(1);
+/// How long a REST call (a signal, a removal, a presence check) may take before it is given up.
+pub const SIGNAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A parsed Web PubSub connection string, and an HTTP client for its REST API.
 #[derive(Clone)]
@@ -52,11 +55,6 @@ struct ClientClaims<'a> {
     role: Vec<String>,
 }
 
-/// The group of a room's live signals.
-pub fn room_group(room: &str) -> String {
-    format!("room.{room}")
-}
-
 impl WebPubSub {
     /// Parses `Endpoint=https://<name>.webpubsub.azure.com;AccessKey=<key>;Version=1.0;[Port=…]`
     /// (keys case-insensitive) for `hub`.
@@ -88,7 +86,7 @@ impl WebPubSub {
             return Err(Error::Internal(format!("{hub:?} is not a Web PubSub hub name")));
         }
         let http = reqwest::Client::builder()
-            .timeout(super::signals::SIGNAL_TIMEOUT)
+            .timeout(SIGNAL_TIMEOUT)
             .build()
             .map_err(|e| Error::Internal(format!("Web PubSub client: {e}")))?;
         Ok(WebPubSub {

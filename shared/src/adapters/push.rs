@@ -17,9 +17,9 @@ use web_push::{
     WebPushMessageBuilder,
 };
 
-use super::subscriptions::PushSubscription;
+use super::outbound::{self, OutboundClient, Reach};
 use crate::error::{Error, Result};
-use crate::outbound::{self, OutboundClient, Reach};
+use crate::push::subscriptions::PushSubscription;
 
 /// How long a push service may take to answer one request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -217,6 +217,20 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
     Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
 }
 
+/// A new VAPID key pair, base64url: the 32-byte private key and the 65-byte public key.
+pub fn generate_vapid_key() -> Result<(String, String)> {
+    use base64::Engine as _;
+    let failed = |e: openssl::error::ErrorStack| Error::Internal(format!("key generation: {e}"));
+    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).map_err(failed)?;
+    let key = openssl::ec::EcKey::generate(&group).map_err(failed)?;
+    let private = key.private_key().to_vec_padded(32).map_err(failed)?;
+    let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(private);
+    let public = PushSender::new(&encoded, "mailto:unused@localhost")?
+        .public_key()
+        .to_owned();
+    Ok((encoded, public))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,13 +238,13 @@ mod tests {
     /// One VAPID token serves every push to a push service; another service gets its own.
     #[test]
     fn vapid_tokens_are_signed_once_per_push_service() {
-        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let (key, _) = generate_vapid_key().unwrap();
         let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
         // Any P-256 public key will do for the browser's.
-        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let (_, browser_key) = generate_vapid_key().unwrap();
         let subscription = |endpoint: &str| PushSubscription {
             endpoint: endpoint.to_owned(),
-            keys: super::super::subscriptions::PushKeys {
+            keys: crate::push::subscriptions::PushKeys {
                 p256dh: browser_key.clone(),
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },
@@ -259,13 +273,13 @@ mod tests {
     /// RFC 8292 §2: `aud` is the endpoint's origin, with the port when it is not the default.
     #[test]
     fn the_vapid_audience_is_the_endpoints_origin_with_its_port() {
-        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let (key, _) = generate_vapid_key().unwrap();
         let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
-        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let (_, browser_key) = generate_vapid_key().unwrap();
         let audience = |endpoint: &str| {
             let subscription = PushSubscription {
                 endpoint: endpoint.to_owned(),
-                keys: super::super::subscriptions::PushKeys {
+                keys: crate::push::subscriptions::PushKeys {
                     p256dh: browser_key.clone(),
                     auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
                 },
@@ -363,10 +377,10 @@ mod tests {
     }
 
     fn subscription_at(endpoint: String) -> PushSubscription {
-        let (_, browser_key) = crate::push::generate_vapid_key().unwrap();
+        let (_, browser_key) = generate_vapid_key().unwrap();
         PushSubscription {
             endpoint,
-            keys: super::super::subscriptions::PushKeys {
+            keys: crate::push::subscriptions::PushKeys {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },
@@ -380,7 +394,7 @@ mod tests {
     #[tokio::test]
     async fn a_name_resolving_to_loopback_is_refused_when_the_push_connects() {
         let (connections, port) = push_service().await;
-        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let (key, _) = generate_vapid_key().unwrap();
         let loopback = Arc::new(Answers([127, 0, 0, 1].into()));
         let client = OutboundClient::with_resolver(Reach::Public, REQUEST_TIMEOUT, loopback.clone()).unwrap();
         let sender = PushSender::new(&key, "mailto:test@example.com")
@@ -406,7 +420,7 @@ mod tests {
     #[tokio::test]
     async fn production_pushes_use_https_only() {
         let (connections, port) = push_service().await;
-        let (key, _) = crate::push::generate_vapid_key().unwrap();
+        let (key, _) = generate_vapid_key().unwrap();
         // Loopback answers, so that nothing this test does could reach another host.
         let loopback = Arc::new(Answers([127, 0, 0, 1].into()));
         let client = OutboundClient::with_resolver(Reach::Public, REQUEST_TIMEOUT, loopback).unwrap();

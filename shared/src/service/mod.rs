@@ -1,25 +1,30 @@
-//! `Chat`, the service every caller goes through: it owns the store and the schema, and the
-//! operations on rooms and messages are `impl Chat` blocks in their own modules (`rooms`,
-//! `messages::send`, `messages::read`).
+//! `Chat`, the service every caller goes through: the façade of every use case, holding the
+//! store and the adapters (the live channel, the event sink, the notification consumer) it
+//! was given. Each use case family is a file of its own here; `impl Chat` appears nowhere
+//! else.
+
+pub mod live;
 
 use std::sync::Arc;
 
+use crate::adapters::events::{EventGrid, EventSink};
+use crate::adapters::live::LiveChannel;
+use crate::adapters::live::local_hub::LocalHub;
+use crate::adapters::live::web_pubsub::WebPubSub;
+use crate::adapters::outbound::{OutboundClient, Reach};
+use crate::adapters::push::PushSender;
 use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
-use crate::events::EventGrid;
 use crate::keys::Ticks;
-use crate::live::local_hub::LocalHub;
-use crate::live::web_pubsub::WebPubSub;
-use crate::live::{Live, TypingGate};
-use crate::outbound::{OutboundClient, Reach};
-use crate::push::PushSettings;
-use crate::push::sender::PushSender;
+use crate::notify::{Notifier, PushSettings};
 use crate::storage::Tables;
 use crate::storage::azure::AzureTables;
 use crate::storage::sqlite::SqliteTables;
 use crate::store::{Schema, Store};
 
-/// The chat service. Cloning is cheap (an `Arc` and a store handle).
+use self::live::TypingGate;
+
+/// The chat service. Cloning is cheap (handles and `Arc`s).
 #[derive(Debug, Clone)]
 pub struct Chat {
     /// Every table and row the service reads and writes.
@@ -28,12 +33,20 @@ pub struct Chat {
     pub(crate) clock: fn() -> Ticks,
     /// The workspace id the change feed answers for.
     pub(crate) workspace_id: Arc<str>,
-    /// Web Push: the sender (when a VAPID key is configured) and what endpoints are accepted.
+    /// Where live signals go; none in a Functions app without Web PubSub.
+    pub(crate) live: Option<Arc<dyn LiveChannel>>,
+    /// This process's own hub, when it is one (the self-hosted server): its WebSocket
+    /// transport needs it.
+    local_hub: Option<Arc<LocalHub>>,
+    /// How push is configured: the notifier's settings, also read by subscriptions.
     pub(crate) push: Arc<PushSettings>,
-    /// Where live signals go: Azure Web PubSub, the local hub, or nowhere.
-    pub(crate) live: Live,
-    /// The Event Grid topic message events go to; without one, to `notify` in process.
-    pub(crate) event_grid: Option<Arc<EventGrid>>,
+    /// The notification consumer (push settings, presence through the live channel).
+    pub(crate) notifier: Notifier,
+    /// The Event Grid topic events go to, when one is configured.
+    event_grid: Option<Arc<EventGrid>>,
+    /// Where message events go: the topic, else the notifier in this process when push is
+    /// configured, else nowhere (and sends record none).
+    pub(crate) events: Option<Arc<dyn EventSink>>,
     /// Who typed when, to rate-limit typing signals.
     pub(crate) typing: Arc<TypingGate>,
     /// Publish each event before the send answers instead of in the background.
@@ -41,15 +54,21 @@ pub struct Chat {
 }
 
 impl Chat {
-    /// A service over `tables`, creating any missing table first.
+    /// A service over `tables`, creating any missing table first: no live channel, no push,
+    /// no events.
     pub async fn open(tables: Tables, schema: Schema) -> Result<Chat> {
+        let store = Store::open(tables, schema).await?;
+        let push = Arc::new(PushSettings::default());
         Ok(Chat {
-            store: Store::open(tables, schema).await?,
+            notifier: Notifier::new(store.clone(), push.clone(), None),
+            store,
             clock: Ticks::now,
             workspace_id: Arc::from("default"),
-            push: Arc::default(),
-            live: Live::Off,
+            live: None,
+            local_hub: None,
+            push,
             event_grid: None,
+            events: None,
             typing: Arc::default(),
             inline_events: false,
         })
@@ -66,41 +85,56 @@ impl Chat {
             .as_deref()
             .map(|key| -> Result<PushSender> {
                 let reach = Reach::allowing_private(settings.push_allow_private_endpoints);
-                let client = OutboundClient::new(reach, crate::push::sender::REQUEST_TIMEOUT)?;
+                let client = OutboundClient::new(reach, crate::adapters::push::REQUEST_TIMEOUT)?;
                 Ok(PushSender::new(key, &settings.vapid_subject)?.with_client(client))
             })
             .transpose()?;
         if let Some(connection) = &settings.web_pubsub_connection {
             let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)?;
-            chat.live = Live::Azure(Arc::new(web_pubsub));
+            chat.live = Some(Arc::new(Arc::new(web_pubsub)));
         }
         if let Some((endpoint, key)) = &settings.event_grid {
-            chat.event_grid = Some(Arc::new(EventGrid::new(endpoint, key)?));
+            chat.event_grid = Some(Arc::new(EventGrid::new(endpoint, key, &settings.workspace_id)?));
         }
-        chat.push = Arc::new(PushSettings {
+        Ok(chat.with_push(PushSettings {
             sender,
             allow_private_endpoints: settings.push_allow_private_endpoints,
             claim_lease: settings.push_claim_lease,
             ..PushSettings::default()
-        });
-        Ok(chat)
+        }))
+    }
+
+    /// The same service with `push` configured.
+    pub fn with_push(mut self, push: PushSettings) -> Chat {
+        self.push = Arc::new(push);
+        self.rewired()
     }
 
     /// The same service with its own live hub, when no Web PubSub is configured (the
     /// self-hosted server; a Functions host cannot carry WebSockets).
     pub fn with_local_hub(mut self, hub: &str) -> Chat {
-        if matches!(self.live, Live::Off) {
-            self.live = Live::Local(Arc::new(LocalHub::new(hub)));
+        if self.live.is_none() {
+            let hub = Arc::new(LocalHub::new(hub));
+            self.live = Some(Arc::new(hub.clone()));
+            self.local_hub = Some(hub);
         }
+        self.rewired()
+    }
+
+    /// The notifier and the event sink for the adapters as they are now.
+    fn rewired(mut self) -> Chat {
+        self.notifier = Notifier::new(self.store.clone(), self.push.clone(), self.live.clone());
+        self.events = match (&self.event_grid, &self.push.sender) {
+            (Some(topic), _) => Some(topic.clone() as Arc<dyn EventSink>),
+            (None, Some(_)) => Some(Arc::new(self.notifier.clone()) as Arc<dyn EventSink>),
+            (None, None) => None,
+        };
         self
     }
 
     /// The local live hub, when this process runs one.
     pub fn local_hub(&self) -> Option<&Arc<LocalHub>> {
-        match &self.live {
-            Live::Local(hub) => Some(hub),
-            _ => None,
-        }
+        self.local_hub.as_ref()
     }
 
     /// The same service publishing each event before the send answers: for hosts that freeze
@@ -116,13 +150,15 @@ impl Chat {
         self
     }
 
-    /// The raw tables, for tests and tools that inspect what is stored.
-    pub fn tables(&self) -> &Tables {
-        self.store.tables()
+    /// The notification consumer: what the notification function (Event Grid's trigger and
+    /// webhook) hands its events to.
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
     }
 
-    pub fn schema(&self) -> &Schema {
-        self.store.schema()
+    /// The store, for tests and tools that inspect what is stored.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The VAPID public key browsers subscribe with, when push is configured.

@@ -1,37 +1,23 @@
-//! Live delivery: the URL a browser connects to for its rooms' live signals (`negotiate`), the
-//! signals themselves (`signals`), typing, and who is online (a connected user is not pushed).
-//! Signals go to Azure Web PubSub when it is configured, else to the self-hosted server's own
-//! compatible hub (`local_hub`).
-
-pub mod local_hub;
-pub mod signals;
-pub mod web_pubsub;
+//! Live delivery as the service uses it: signals to a room's group after every durable change,
+//! typing (rate-limited, never stored), the client URL a browser connects with (`negotiate`),
+//! and taking a member who left out of their room's group. Where signals go is the live
+//! channel's business (`crate::adapters::live`); losing it costs only liveness.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::Chat;
+use crate::adapters::live::room_group;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::messages::checks::refuse_timed_out;
-use crate::service::Chat;
-
-use self::local_hub::LocalHub;
-use self::web_pubsub::WebPubSub;
-
-/// Where live signals go.
-#[derive(Debug, Clone)]
-pub enum Live {
-    /// Nowhere: a Functions app without Web PubSub.
-    Off,
-    Azure(Arc<WebPubSub>),
-    Local(Arc<LocalHub>),
-}
+use crate::signals::{Envelope, Signal};
 
 /// One typing signal per user and room at most this often; more are dropped quietly.
 pub const TYPING_INTERVAL: Duration = Duration::from_secs(3);
@@ -77,7 +63,7 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         refuse_timed_out(&access.member, Utc::now())?;
         if self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
-            let signal = signals::Signal::Typing {
+            let signal = Signal::Typing {
                 user_id: who.user_id.to_string(),
                 user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
             };
@@ -90,22 +76,16 @@ impl Chat {
     /// those. `local_endpoint` is this server as the caller reached it (`http(s)://host`),
     /// for the local hub's URL.
     pub async fn negotiate(&self, who: &Principal, local_endpoint: &str) -> Result<Negotiated> {
-        let unavailable = || Error::Unavailable("live delivery is not configured here".into());
-        if matches!(self.live, Live::Off) {
-            return Err(unavailable());
-        }
+        let Some(live) = &self.live else {
+            return Err(Error::Unavailable("live delivery is not configured here".into()));
+        };
         let rooms: Vec<String> = self
             .my_rooms(who)
             .await?
             .into_iter()
             .map(|entry| entry.room.id)
             .collect();
-        let user = who.user_id.as_str();
-        let (url, expires_at) = match &self.live {
-            Live::Off => return Err(unavailable()),
-            Live::Azure(web_pubsub) => web_pubsub.client_url(user, &rooms, Utc::now())?,
-            Live::Local(hub) => hub.client_url(local_endpoint, user, &rooms, Utc::now())?,
-        };
+        let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &rooms, Utc::now())?;
         Ok(Negotiated { url, expires_at })
     }
 
@@ -114,31 +94,24 @@ impl Chat {
     /// valid — tokens live an hour — could rejoin the group and stay in it while that
     /// connection lasts; the local hub refuses the rejoin.)
     pub(crate) fn revoke_live(&self, room: &RoomId, user: &UserId) {
-        let group = web_pubsub::room_group(room.as_str());
-        match &self.live {
-            Live::Off => {}
-            Live::Local(hub) => hub.revoke(user.as_str(), &group),
-            Live::Azure(web_pubsub) => {
-                let (web_pubsub, user) = (Arc::clone(web_pubsub), user.to_string());
-                tokio::spawn(async move {
-                    if let Err(e) = web_pubsub.remove_user_from_group(&user, &group).await {
-                        tracing::warn!(%user, %group, error = %e, "could not take a user out of a live group");
-                    }
-                });
-            }
+        if let Some(live) = &self.live {
+            live.remove_from_group(user.as_str(), &room_group(room.as_str()));
         }
     }
 
-    /// Whether `user` has a live connection open; when that cannot be told, false (better a
-    /// push too many than a message missed).
-    pub(crate) async fn online(&self, user: &str) -> bool {
-        match &self.live {
-            Live::Off => false,
-            Live::Local(hub) => hub.user_connected(user),
-            Live::Azure(web_pubsub) => web_pubsub.user_connected(user).await.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "could not tell whether a user is online");
-                false
-            }),
-        }
+    /// Sends `signal` to the room's group in the background; never fails the caller.
+    pub(crate) fn signal(&self, room: &RoomId, signal: Signal) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        let signal = signal.for_everyone();
+        let body = match serde_json::to_vec(&Envelope {
+            room_id: room.as_str(),
+            signal: &signal,
+        }) {
+            Ok(body) => body,
+            Err(e) => return tracing::warn!(error = %e, "a live signal did not serialize"),
+        };
+        live.send_to_group(&room_group(room.as_str()), body);
     }
 }

@@ -1,0 +1,110 @@
+//! The live channel: where a room's live signals go after a durable write, who is connected
+//! (a connected user is not pushed), and the URL a browser connects with. Azure Web PubSub
+//! ([`web_pubsub`]) in the cloud; the self-hosted server's own compatible hub ([`local_hub`])
+//! without it. The store stays the truth: losing the channel costs only liveness.
+
+pub mod local_hub;
+pub mod web_pubsub;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+
+use self::local_hub::LocalHub;
+use self::web_pubsub::WebPubSub;
+
+/// The group of a room's live signals.
+pub fn room_group(room: &str) -> String {
+    format!("room.{room}")
+}
+
+/// A live channel. Sending and removal are best effort: they return at once and never fail
+/// the caller (a failure is logged), since the store already holds what they announce.
+#[async_trait]
+pub trait LiveChannel: Send + Sync + std::fmt::Debug {
+    /// Sends `body` (JSON) to every connection in `group`.
+    fn send_to_group(&self, group: &str, body: Vec<u8>);
+
+    /// Takes `user`'s connections out of `group` (a member who left or was removed).
+    fn remove_from_group(&self, user: &str, group: &str);
+
+    /// Whether `user` has a live connection open.
+    async fn user_connected(&self, user: &str) -> Result<bool>;
+
+    /// A client URL for `user` whose token may join the groups of `rooms` and no other, and
+    /// when it expires. `endpoint` is this server as the caller reached it
+    /// (`http(s)://host[:port]`), which the local hub's URL is built on.
+    fn client_url(
+        &self,
+        endpoint: &str,
+        user: &str,
+        rooms: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(String, DateTime<Utc>)>;
+}
+
+/// Azure Web PubSub through its REST API; sends and removals run in the background.
+#[async_trait]
+impl LiveChannel for Arc<WebPubSub> {
+    fn send_to_group(&self, group: &str, body: Vec<u8>) {
+        let (web_pubsub, group) = (Arc::clone(self), group.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = WebPubSub::send_to_group(&web_pubsub, &group, body).await {
+                tracing::warn!(%group, error = %e, "a live signal was not sent");
+            }
+        });
+    }
+
+    fn remove_from_group(&self, user: &str, group: &str) {
+        let (web_pubsub, user, group) = (Arc::clone(self), user.to_owned(), group.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = WebPubSub::remove_user_from_group(&web_pubsub, &user, &group).await {
+                tracing::warn!(%user, %group, error = %e, "could not take a user out of a live group");
+            }
+        });
+    }
+
+    async fn user_connected(&self, user: &str) -> Result<bool> {
+        WebPubSub::user_connected(self, user).await
+    }
+
+    fn client_url(
+        &self,
+        _endpoint: &str,
+        user: &str,
+        rooms: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(String, DateTime<Utc>)> {
+        WebPubSub::client_url(self, user, rooms, now)
+    }
+}
+
+/// The self-hosted server's hub, in this process. (On Azure a removed member's client whose
+/// token is still valid could rejoin a group; the local hub refuses the rejoin.)
+#[async_trait]
+impl LiveChannel for Arc<LocalHub> {
+    fn send_to_group(&self, group: &str, body: Vec<u8>) {
+        LocalHub::send_to_group(self, group, &body);
+    }
+
+    fn remove_from_group(&self, user: &str, group: &str) {
+        self.revoke(user, group);
+    }
+
+    async fn user_connected(&self, user: &str) -> Result<bool> {
+        Ok(LocalHub::user_connected(self, user))
+    }
+
+    fn client_url(
+        &self,
+        endpoint: &str,
+        user: &str,
+        rooms: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<(String, DateTime<Utc>)> {
+        LocalHub::client_url(self, endpoint, user, rooms, now)
+    }
+}

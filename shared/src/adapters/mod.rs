@@ -1,0 +1,10 @@
+//! What tabletalk talks to besides its tables, each behind the interface the service needs:
+//! the live channel ([`live::LiveChannel`]: Azure Web PubSub or the self-hosted server's own
+//! hub), the event sink ([`events::EventSink`]: an Event Grid topic, or the notification
+//! consumer in this process), Web Push delivery ([`push`]) and the one SSRF-safe HTTP client
+//! every request to a user-supplied URL goes through ([`outbound`]).
+
+pub mod events;
+pub mod live;
+pub mod outbound;
+pub mod push;

@@ -1,0 +1,65 @@
+//! Live signals: what a room's members are told after a durable write (or of typing and
+//! reading, which are never stored). They carry the change or a nudge; the store stays the
+//! truth, and clients catch up through reads and the change feed.
+
+use serde::Serialize;
+
+use crate::messages::Message;
+
+/// What happened in a room.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Signal {
+    #[serde(rename = "message.created")]
+    Created { message: Message },
+    #[serde(rename = "message.updated")]
+    Updated { message: Message },
+    #[serde(rename = "message.deleted")]
+    Deleted {
+        #[serde(rename = "messageId")]
+        message_id: String,
+    },
+    #[serde(rename = "message.pinned")]
+    Pinned {
+        #[serde(rename = "messageId")]
+        message_id: String,
+        #[serde(rename = "isPinned")]
+        is_pinned: bool,
+    },
+    #[serde(rename = "message.reacted")]
+    Reacted {
+        #[serde(rename = "messageId")]
+        message_id: String,
+    },
+    #[serde(rename = "typing")]
+    Typing {
+        #[serde(rename = "userId")]
+        user_id: String,
+        #[serde(rename = "userName")]
+        user_name: String,
+    },
+    #[serde(rename = "read")]
+    Read {
+        #[serde(rename = "userId")]
+        user_id: String,
+    },
+}
+
+impl Signal {
+    /// The signal as every member of the room may see it.
+    pub(crate) fn for_everyone(mut self) -> Signal {
+        if let Signal::Created { message } | Signal::Updated { message } = &mut self {
+            message.hide_source_room();
+        }
+        self
+    }
+}
+
+/// A signal as it goes on the wire: the room it is about, and the signal.
+#[derive(Serialize)]
+pub(crate) struct Envelope<'a> {
+    #[serde(rename = "roomId")]
+    pub room_id: &'a str,
+    #[serde(flatten)]
+    pub signal: &'a Signal,
+}

@@ -1,0 +1,135 @@
+//! Companion rows of messages in `MessagesMetadata`: one row per (message, emoji, user) for a
+//! reaction, `<message key>:r:<emoji>:<user>`, and one per (message, user) for a poll vote,
+//! `<message key>:v:<user>`. Because every row starts with its message's fixed-width key, the
+//! rows of a whole page of messages are one range read, and a message's own are one prefix.
+
+use std::ops::Bound;
+
+use super::Store;
+use crate::error::Result;
+use crate::ids::{RoomId, UserId, encode_key_part};
+use crate::keys::MessageKey;
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+
+/// A member's mark on a message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Companion<'a> {
+    Reaction { emoji: &'a str },
+    Vote { option_id: &'a str },
+}
+
+/// A companion row as read back.
+#[derive(Debug, Clone)]
+pub(crate) struct CompanionRow {
+    pub message_id: String,
+    pub user_id: Option<String>,
+    pub kind: CompanionKind,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum CompanionKind {
+    Reaction { emoji: String },
+    Vote { option_id: String },
+}
+
+fn vote_key(message: &MessageKey, user: &UserId) -> String {
+    format!("{}:v:{}", message.as_str(), user.key())
+}
+
+fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
+    // The emoji part must not contain the separator, so `:` is encoded too.
+    let emoji = encode_key_part(emoji).replace(':', "%3A");
+    format!("{}:r:{emoji}:{}", message.as_str(), user.key())
+}
+
+/// Every companion row of one message.
+pub(crate) fn companion_rows(room: &RoomId, message: &MessageKey) -> RangeQuery {
+    RangeQuery::prefix(room.as_str(), &format!("{}:", message.as_str()), 1000)
+}
+
+fn key_of(message: &MessageKey, user: &UserId, companion: Companion<'_>) -> String {
+    match companion {
+        Companion::Reaction { emoji } => reaction_key(message, emoji, user),
+        Companion::Vote { .. } => vote_key(message, user),
+    }
+}
+
+impl Store {
+    /// Writes `user`'s companion of a message (again is a no-op; a vote replaces their vote).
+    pub(crate) async fn put_companion(
+        &self,
+        room: &RoomId,
+        message: &MessageKey,
+        user: &UserId,
+        companion: Companion<'_>,
+    ) -> Result<()> {
+        let mut row = Entity::new(room.as_str(), key_of(message, user, companion))
+            .with("userId", Value::String(user.to_string()));
+        match companion {
+            Companion::Reaction { emoji } => row.set("emoji", Value::String(emoji.to_owned())),
+            Companion::Vote { option_id } => row.set("optionId", Value::String(option_id.to_owned())),
+        }
+        self.tables
+            .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes `user`'s companion of a message (absent is a no-op); for a vote, `companion`
+    /// names no option.
+    pub(crate) async fn delete_companion(
+        &self,
+        room: &RoomId,
+        message: &MessageKey,
+        user: &UserId,
+        companion: Companion<'_>,
+    ) -> Result<()> {
+        self.delete_if_present(&self.schema.metadata, room.as_str(), &key_of(message, user, companion))
+            .await
+    }
+
+    /// Deletes every companion row of a message.
+    pub(crate) async fn delete_companions(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+        self.tables
+            .delete_range(&self.schema.metadata, &companion_rows(room, message))
+            .await?;
+        Ok(())
+    }
+
+    /// The companion rows of every message whose id lies in `low..=high`, up to `max`.
+    pub(crate) async fn companions(
+        &self,
+        room: &RoomId,
+        low: &str,
+        high: &str,
+        max: usize,
+    ) -> Result<Vec<CompanionRow>> {
+        // Every companion row of a message is `<key>:…`, and ';' follows ':'.
+        let query = RangeQuery::partition(room.as_str(), 1000)
+            .from(Bound::Included(format!("{low}:")))
+            .to(Bound::Excluded(format!("{high};")));
+        let (rows, _) = self.tables.query_up_to(&self.schema.metadata, &query, max).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let (message_id, rest) = row.row_key.split_once(':')?;
+                let kind = if rest.starts_with("r:") {
+                    CompanionKind::Reaction {
+                        emoji: row.str("emoji")?.to_owned(),
+                    }
+                } else if rest.starts_with("v:") {
+                    CompanionKind::Vote {
+                        option_id: row.str("optionId")?.to_owned(),
+                    }
+                } else {
+                    return None;
+                };
+                Some(CompanionRow {
+                    message_id: message_id.to_owned(),
+                    user_id: row.str("userId").map(str::to_owned),
+                    kind,
+                })
+            })
+            .collect())
+    }
+}

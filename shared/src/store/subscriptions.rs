@@ -1,0 +1,67 @@
+//! Push subscription rows: `PushSubscriptions`, partition = user, row = SHA-256 of the
+//! endpoint, so re-registering an endpoint replaces it and "mine" is one partition read.
+
+use sha2::{Digest, Sha256};
+
+use super::Store;
+use crate::error::Result;
+use crate::ids::UserId;
+use crate::push::subscriptions::{PushKeys, PushSubscription};
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+
+fn subscription_key(endpoint: &str) -> String {
+    let digest = Sha256::digest(endpoint.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn subscription_row(user: &UserId, subscription: &PushSubscription) -> Entity {
+    Entity::new(user.key(), subscription_key(&subscription.endpoint))
+        .with("endpoint", Value::String(subscription.endpoint.clone()))
+        .with("p256dh", Value::String(subscription.keys.p256dh.clone()))
+        .with("auth", Value::String(subscription.keys.auth.clone()))
+        .with("createdAt", Value::datetime(subscription.created_at))
+}
+
+fn parse_subscription(entity: &Entity) -> Option<PushSubscription> {
+    Some(PushSubscription {
+        endpoint: entity.str("endpoint")?.to_owned(),
+        keys: PushKeys {
+            p256dh: entity.str("p256dh")?.to_owned(),
+            auth: entity.str("auth")?.to_owned(),
+        },
+        created_at: entity.datetime("createdAt")?,
+    })
+}
+
+impl Store {
+    /// Registers (or, for a known endpoint, replaces) a subscription of `user`.
+    pub(crate) async fn put_subscription(&self, user: &UserId, subscription: &PushSubscription) -> Result<()> {
+        self.tables
+            .upsert(
+                &self.schema.push_subscriptions,
+                &subscription_row(user, subscription),
+                UpdateMode::Replace,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `user`'s subscriptions, up to `max` (a row that cannot be read is left out).
+    pub(crate) async fn subscriptions(&self, user: &UserId, max: usize) -> Result<Vec<PushSubscription>> {
+        let query = RangeQuery::partition(user.key(), 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.push_subscriptions, &query, max)
+            .await?;
+        Ok(rows.iter().filter_map(parse_subscription).collect())
+    }
+
+    pub(crate) async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
+        self.delete_if_present(
+            &self.schema.push_subscriptions,
+            &user.key(),
+            &subscription_key(endpoint),
+        )
+        .await
+    }
+}
