@@ -1,23 +1,6 @@
-//! Housekeeping, what the timer does: republish notification events still pending in the
-//! outbox, purge messages older than their room's retention, raise the room's retention floor,
-//! and expire idempotency records past their window.
-//!
-//! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
-//! in expired messages and in the idempotency records kept (at most a day's worth), never in
-//! the messages stored. A purge works in small batches and stops after a bounded amount of work
-//! per room per run; the next run goes on.
-//!
-//! Purging a message deletes its index row and companion rows (reactions, votes) first, then,
-//! in one entity group transaction, its message row, its feed row and its thread row together
-//! with the counter's new floor: a reader can never see a purged change vanish without the
-//! floor telling it so (its cursor below the floor answers RESET).
+//! What a housekeeping run reports, and its windows. The run is `crate::service::housekeeping`.
 
-use chrono::{DateTime, Duration, Utc};
-
-use crate::error::Result;
-use crate::ids::RoomId;
-use crate::service::Chat;
-use crate::store::purge::RoomStanding;
+use chrono::Duration;
 
 /// How long a client id protects against a repeated send.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
@@ -32,45 +15,4 @@ pub struct Report {
     pub rooms_failed: usize,
     pub messages_purged: usize,
     pub idempotency_records_expired: usize,
-}
-
-impl Chat {
-    /// One housekeeping run over every room.
-    pub async fn housekeeping(&self, now: DateTime<Utc>) -> Result<Report> {
-        let mut report = Report::default();
-        for (room, registered) in self.store.registered_rooms().await? {
-            let registered = registered.unwrap_or(now);
-            // One room's trouble (a busy counter, an unreadable row) never stops the others;
-            // the next run tries it again.
-            if let Err(e) = self.keep_room(&room, registered, now, &mut report).await {
-                report.rooms_failed += 1;
-                tracing::warn!(%room, error = %e, "housekeeping of a room failed");
-            }
-        }
-        Ok(report)
-    }
-
-    async fn keep_room(
-        &self,
-        room: &RoomId,
-        registered: DateTime<Utc>,
-        now: DateTime<Utc>,
-        report: &mut Report,
-    ) -> Result<()> {
-        let retention = match self.store.room_standing(room).await? {
-            RoomStanding::Missing if now - registered < REGISTRATION_GRACE => return Ok(()),
-            RoomStanding::Missing => return self.store.unregister_room(room).await,
-            RoomStanding::BeingDeleted => return Ok(()),
-            RoomStanding::Kept { retention_seconds } => retention_seconds,
-        };
-        report.rooms += 1;
-        if let Some(seconds) = retention {
-            report.messages_purged += self
-                .store
-                .purge_room(room, now - Duration::seconds(i64::from(seconds)))
-                .await?;
-        }
-        report.idempotency_records_expired += self.store.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
-        Ok(())
-    }
 }

@@ -26,7 +26,6 @@ pub mod store;
 pub(crate) mod text;
 pub mod word_filter;
 
-pub use store::schema;
 pub use tabletalk_tables as storage;
 
 pub use error::{Error, Result};

@@ -1,28 +1,15 @@
-//! Members of a room: the member row (`m:<user>` in the room's `Rooms` partition) with the
-//! member's own settings, their read position, and moderation by other members.
-//!
-//! The member row is also the send path's state: `lastMessageAt` is the slowmode clock and
-//! `timeoutUntil` the timeout, so every change to it is a conditional write through the shared
-//! helper — a settings change never undoes a concurrent timeout, and the reverse.
-//!
-//! Moderation (kick, timeout, ban) needs `ManageMembers` and a rank strictly above the target's.
-//! A ban removes the membership and writes a `ban:<user>` row in one transaction; the row
-//! refuses joins (checked again after a join's insert, so a ban racing a join wins) and so,
-//! with the membership gone, every send, until it expires or is lifted.
+//! The member model: a member of a room with their own settings and read position, the
+//! inputs that change them, and moderation inputs. The use cases are `crate::service::members`
+//! and `crate::service::moderation`.
 
-use chrono::{DateTime, Datelike, Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::access::{Access, Rank};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::{RoomId, UserId};
+use crate::ids::UserId;
 use crate::keys::{MessageKey, Ticks};
-use crate::messages::MessageType;
-use crate::permissions::Permission;
-use crate::service::Chat;
-use crate::store::members::BanRecord;
 use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
@@ -187,220 +174,9 @@ impl Member {
     }
 }
 
-fn checked_nickname(nickname: &str) -> Result<Option<String>> {
+pub(crate) fn checked_nickname(nickname: &str) -> Result<Option<String>> {
     let nickname = plain_text(nickname, "a nickname", 0, MAX_NICKNAME_CHARS)?;
     Ok((!nickname.is_empty()).then_some(nickname))
-}
-
-impl Chat {
-    pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
-        self.access(room_id, &who.user_id).await?;
-        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, true).await?;
-        Ok(members.iter().map(Member::summary).collect())
-    }
-
-    /// Changes the caller's own nickname, notification level or mute.
-    pub async fn update_membership(
-        &self,
-        who: &Principal,
-        room_id: &RoomId,
-        change: MembershipChange,
-    ) -> Result<Member> {
-        let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
-        self.access(room_id, &who.user_id).await?;
-        self.store
-            .update_member(room_id, &who.user_id, |member| {
-                if let Some(nickname) = &nickname {
-                    member.nickname = nickname.clone();
-                }
-                member.notifications = change.notifications.unwrap_or(member.notifications);
-                member.muted = change.muted.unwrap_or(member.muted);
-                Ok(())
-            })
-            .await
-    }
-
-    pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
-        self.access(room_id, &who.user_id).await?;
-        let position = match &input.message_id {
-            Some(id) => self.live_message(room_id, id).await?.key(),
-            None => Ticks::now().message_key(),
-        };
-        self.store
-            .update_member(room_id, &who.user_id, |member| {
-                member.last_read = Some(position.clone());
-                Ok(())
-            })
-            .await?;
-        let signal = crate::signals::Signal::Read {
-            user_id: who.user_id.to_string(),
-        };
-        self.signal(room_id, signal);
-        Ok(())
-    }
-
-    /// The caller's access, which must hold `permission`, and the target's membership (if
-    /// any) and rank, for the caller to compare against.
-    async fn moderation(
-        &self,
-        who: &Principal,
-        room_id: &RoomId,
-        target: &UserId,
-        permission: Permission,
-    ) -> Result<(Access, Option<Member>, Rank)> {
-        let access = self.access(room_id, &who.user_id).await?;
-        access.require(permission)?;
-        let member = self.store.member(room_id, target).await?;
-        let rank = match &member {
-            Some(member) => self.standing(room_id, &access.room, member).await?.1,
-            None => Rank(0),
-        };
-        Ok((access, member, rank))
-    }
-
-    /// `moderation` for an action on a current member, ranked below the caller.
-    async fn moderated(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<Member> {
-        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
-        let member = member.ok_or_else(|| Error::not_found("member not found"))?;
-        access.require_outranks(rank)?;
-        Ok(member)
-    }
-
-    pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
-        let member = self.moderated(who, room_id, target).await?;
-        self.store.remove_member(room_id, target).await?;
-        self.revoke_live(room_id, target);
-        let line = format!("{} was removed from the room.", member.display_name());
-        self.announce(room_id, MessageType::System, who, line).await;
-        Ok(())
-    }
-
-    pub async fn timeout(
-        &self,
-        who: &Principal,
-        room_id: &RoomId,
-        target: &UserId,
-        input: Timeout,
-    ) -> Result<MemberSummary> {
-        let now = Utc::now();
-        if let Some(until) = input.until
-            && (until <= now || until > now + MAX_TIMEOUT)
-        {
-            return Err(Error::validation(
-                "until must be in the future and at most 28 days ahead",
-            ));
-        }
-        self.moderated(who, room_id, target).await?;
-        let member = self
-            .store
-            .update_member(room_id, target, |member| {
-                member.timeout_until = input.until;
-                Ok(())
-            })
-            .await?;
-        Ok(member.summary())
-    }
-
-    /// Bans a user, member or not (a pre-emptive ban). The ban row and the removal of the
-    /// membership commit in one transaction (both live in the room's `Rooms` partition), so
-    /// there is no moment when a ban exists and its target can still send.
-    pub async fn ban(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Ban) -> Result<()> {
-        // Table storage keeps dates up to the end of year 9999.
-        if input
-            .until
-            .is_some_and(|until| until <= Utc::now() || until.year() > 9999)
-        {
-            return Err(Error::validation("until must be in the future, before the year 10000"));
-        }
-        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
-        access.require_outranks(rank)?;
-        let record = BanRecord {
-            banned_by: who.user_id.to_string(),
-            banner_rank: access.rank.0,
-            banned_at: Utc::now(),
-            until: input.until,
-        };
-        self.store.ban(room_id, target, &record, member.is_some()).await?;
-        // A join that read no ban before this one committed may have added a membership the
-        // transaction did not remove (a join checks again after its insert; this is the ban's
-        // side of that, so whichever of the two writes second sees the other).
-        if self.store.member(room_id, target).await?.is_some() {
-            self.store.remove_member(room_id, target).await?;
-        } else {
-            self.store.unindex_user_room(target, room_id).await?;
-        }
-        self.revoke_live(room_id, target);
-        if let Some(member) = member {
-            let line = format!("{} was banned from the room.", member.display_name());
-            self.announce(room_id, MessageType::System, who, line).await;
-        }
-        Ok(())
-    }
-
-    /// Lifts a ban; only a moderator ranked at least as high as the one who banned may.
-    pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
-        let access = self.access(room_id, &who.user_id).await?;
-        access.require(Permission::ManageMembers)?;
-        let Some(ban) = self.store.ban_record(room_id, target).await? else {
-            return Ok(());
-        };
-        if access.rank < Rank(ban.banner_rank) {
-            return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
-        }
-        self.store.lift_ban(room_id, target).await
-    }
-
-    /// True while a ban on `user` is in force.
-    pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
-        let ban = self.store.ban_record(room_id, user).await?;
-        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
-    }
-
-    /// Replaces a member's roles. Every role added or removed must rank below the caller, and
-    /// a role added must grant nothing the caller lacks. Compared with the row as it is when
-    /// written, so a concurrent change is never overwritten unchecked.
-    pub async fn set_member_roles(
-        &self,
-        who: &Principal,
-        room_id: &RoomId,
-        target: &UserId,
-        input: MemberRoles,
-    ) -> Result<MemberSummary> {
-        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageRoles).await?;
-        if member.is_none() {
-            return Err(Error::not_found("member not found"));
-        }
-        if target != &who.user_id {
-            access.require_outranks(rank)?;
-        }
-        let roles = self.roles(room_id).await?;
-        let mut wanted: Vec<String> = Vec::new();
-        for id in &input.role_ids {
-            if !roles.iter().any(|r| &r.id == id) {
-                return Err(Error::validation(format!("no role {id:?} in this room")));
-            }
-            if !wanted.contains(id) {
-                wanted.push(id.clone());
-            }
-        }
-        let member = self
-            .store
-            .update_member(room_id, target, |member| {
-                for role in &roles {
-                    let added = wanted.contains(&role.id);
-                    if added != member.roles.contains(&role.id) {
-                        access.require_outranks(Rank(role.position))?;
-                        if added {
-                            access.require_grantable(role.permissions)?;
-                        }
-                    }
-                }
-                member.roles = wanted.clone();
-                Ok(())
-            })
-            .await?;
-        Ok(member.summary())
-    }
 }
 
 /// A user id from a path segment; one that cannot be a user id names no member.

@@ -14,7 +14,7 @@ pub(crate) fn plain_lines(value: &str, what: &str, max: usize) -> Result<String>
     checked(value, what, 0, max, true)
 }
 
-fn checked(value: &str, what: &str, min: usize, max: usize, multiline: bool) -> Result<String> {
+pub(crate) fn checked(value: &str, what: &str, min: usize, max: usize, multiline: bool) -> Result<String> {
     let value = value.trim();
     let chars = value.chars().count();
     let control = value.chars().any(|c| c.is_control() && !(multiline && c == '\n'));

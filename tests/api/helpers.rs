@@ -88,8 +88,8 @@ impl Backend {
     /// The service over the same store a test app uses, for what HTTP cannot do: reading the
     /// raw tables, or writing the lines only the server and webhooks write.
     pub async fn chat(&self) -> tabletalk::Chat {
-        use tabletalk::schema::Schema;
         use tabletalk::storage::Tables;
+        use tabletalk::store::schema::Schema;
         let (tables, prefix) = match self {
             Backend::Embedded { data_dir } => {
                 let store = tabletalk::storage::sqlite::SqliteTables::open(

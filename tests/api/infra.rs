@@ -78,7 +78,7 @@ impl Sources {
         let mut code_settings = BTreeSet::new();
         settings_in_code(&root.join("shared/src"), &mut code_settings);
         settings_in_code(&root.join("functions/src"), &mut code_settings);
-        let schema = tabletalk::schema::Schema::with_prefix("").unwrap();
+        let schema = tabletalk::store::schema::Schema::with_prefix("").unwrap();
         let code_tables = schema.all().iter().map(|t| t.as_str().to_owned()).collect();
         let mut event_grid_functions = BTreeSet::new();
         for entry in std::fs::read_dir(root.join("functions")).unwrap() {

@@ -38,7 +38,7 @@ async fn counting_listener() -> (Arc<AtomicUsize>, u16) {
 async fn wait_until_notified(backend: &Backend, room: &str) {
     let chat = backend.chat().await;
     for _ in 0..600 {
-        let pending = RangeQuery::prefix(room, tabletalk::schema::OUTBOX_PREFIX, 100);
+        let pending = RangeQuery::prefix(room, tabletalk::store::schema::OUTBOX_PREFIX, 100);
         let (rows, _) = chat
             .store()
             .tables()

@@ -144,9 +144,9 @@ mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use tabletalk::config::AuthSettings;
-    use tabletalk::schema::Schema;
     use tabletalk::storage::Tables;
     use tabletalk::storage::sqlite::{Durability, SqliteTables};
+    use tabletalk::store::schema::Schema;
     use tower::ServiceExt;
 
     use super::*;

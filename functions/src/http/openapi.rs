@@ -57,9 +57,9 @@ mod tests {
     use tabletalk::Chat;
     use tabletalk::auth::Authenticator;
     use tabletalk::config::AuthSettings;
-    use tabletalk::schema::Schema;
     use tabletalk::storage::Tables;
     use tabletalk::storage::sqlite::{Durability, SqliteTables};
+    use tabletalk::store::schema::Schema;
     use tower::ServiceExt;
 
     use crate::http::function_table::{AuthLevel, http_functions};

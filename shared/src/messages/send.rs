@@ -1,40 +1,18 @@
-//! The one door: every message is created here, in BRIEF §4's fixed order — a member's send,
-//! a reply, each copy of a forward, and the lines the server writes itself.
-//!
-//! 1. idempotency lookup — a repeat of a client id returns the first stored message and
-//!    triggers nothing again;
-//! 2. checks (`checks::admit`: member → timed out → read-only → slowmode → word filter), then
-//!    content validation (text, poll, mentions, reply target); the server's own lines skip both.
-//!    BRIEF §4's per-user rate limit between slowmode and the filter does not exist yet;
-//! 3. the slowmode clock advances on the member row, conditionally, before the write: a send
-//!    that cannot move it fails (closed), so slowmode never silently stops applying;
-//! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
-//!    in this process or another: take the next one, never overwrite), then the message row,
-//!    its change-feed row, its idempotency record and its thread index row in one entity group
-//!    transaction with the room's version counter (`versions`); if that fails, the index row is
-//!    deleted again, so a failed send leaves nothing readable;
-//! 5. after the durable write only: side effects, which never fail the send.
+//! What a send carries: a member's new message, the draft on its way through the checks, the
+//! post the one door writes, and content validation. The one door is `crate::service::send`.
 
-use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::checks::{self, Admission};
+use super::checks::{self};
 use super::mentions::Mentions;
-use super::operations::{Operation, authorize};
 use super::polls::{NewPoll, Poll};
 use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
 use crate::access::Access;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::events::MessageEvent;
 use crate::html;
-use crate::ids::{ClientId, RoomId, UserId};
-use crate::permissions::Permission;
-use crate::service::Chat;
-use crate::signals::Signal;
-use crate::storage::ErrorKind;
-use crate::store::messages::Inserted;
+use crate::ids::{ClientId, UserId};
 
 /// What a member sends.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -77,7 +55,7 @@ pub struct Sent {
 
 impl Sent {
     /// The answer to a repeat: the message the first send stored.
-    fn repeat(first: Message) -> Sent {
+    pub(crate) fn repeat(first: Message) -> Sent {
         Sent {
             message: first,
             created: false,
@@ -96,15 +74,15 @@ pub(crate) struct Draft {
 }
 
 /// A draft that passed validation.
-struct Content {
-    text: String,
-    poll: Option<Poll>,
-    mentions: Mentions,
+pub(crate) struct Content {
+    pub text: String,
+    pub poll: Option<Poll>,
+    pub mentions: Mentions,
 }
 
 impl Draft {
     /// What the word filter reads: the text, or a poll's question and options.
-    fn filter_text(&self) -> String {
+    pub(crate) fn filter_text(&self) -> String {
         match (&self.text, &self.poll) {
             (Some(text), _) => text.clone(),
             (None, Some(poll)) => html::escape(&poll.words()),
@@ -114,7 +92,7 @@ impl Draft {
 
     /// Content validation, the last of the checks: the body the type needs, and mentions the
     /// sender may make.
-    fn validate(&self, access: &Access) -> Result<Content> {
+    pub(crate) fn validate(&self, access: &Access) -> Result<Content> {
         let content = match (self.kind, &self.text, &self.poll) {
             (MessageType::Poll, None, Some(poll)) => Content {
                 text: String::new(),
@@ -168,256 +146,6 @@ impl Post {
             pinned_message_id: None,
             forwarded_from: None,
         }
-    }
-}
-
-impl Chat {
-    /// Sends a member's message into a room.
-    pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
-        let kind = input.kind.unwrap_or(MessageType::Message);
-        if !matches!(kind, MessageType::Message | MessageType::Poll) {
-            return Err(Error::Forbidden(format!(
-                "members send Message and Poll; {} lines are written by the server",
-                kind.as_str()
-            )));
-        }
-        let client_id = input.client_id.as_deref().map(ClientId::parse).transpose()?;
-        // Membership before the idempotency lookup: only a member is answered with a message
-        // of the room, even a repeat of their own.
-        let access = self.sender_access(room, &who.user_id).await?;
-        if let Some(client_id) = &client_id
-            && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
-        {
-            return Ok(Sent::repeat(first));
-        }
-        let draft = Draft {
-            kind,
-            text: input.text.as_deref().map(html::sanitize),
-            poll: input.poll,
-            reply_to: input.reply_to,
-            forwarded_from: None,
-        };
-        self.admit_and_post(who, room, access, draft, client_id).await
-    }
-
-    /// Steps 2 to 5 for a member's message.
-    pub(crate) async fn send_as_member(
-        &self,
-        who: &Principal,
-        room: &RoomId,
-        draft: Draft,
-        client_id: Option<ClientId>,
-    ) -> Result<Sent> {
-        let access = self.sender_access(room, &who.user_id).await?;
-        self.admit_and_post(who, room, access, draft, client_id).await
-    }
-
-    /// Steps 2 to 5 for a member's message, given the sender's access.
-    async fn admit_and_post(
-        &self,
-        who: &Principal,
-        room: &RoomId,
-        access: Access,
-        draft: Draft,
-        client_id: Option<ClientId>,
-    ) -> Result<Sent> {
-        let now = Utc::now();
-        if let Admission::Filtered { timeout } = checks::admit(&access, now, &draft.filter_text())? {
-            return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
-        }
-        let content = draft.validate(&access)?;
-        let (reply_to, thread_id) = match &draft.reply_to {
-            Some(id) => {
-                let target = self.live_message(room, id).await?;
-                authorize(&access, &target, Operation::Reply)?;
-                let root = target.thread_id.clone().unwrap_or_else(|| target.id.clone());
-                (Some(target.id), Some(root))
-            }
-            None => (None, None),
-        };
-        if let Err(refused) = self.advance_slowmode_clock(room, &access, now).await {
-            // A concurrent retry of the same client id moved the clock first: answer with its
-            // message once it is stored.
-            if let Some(client_id) = &client_id
-                && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
-            {
-                return Ok(Sent::repeat(first));
-            }
-            return Err(refused);
-        }
-        let post = Post {
-            kind: draft.kind,
-            author_id: who.user_id.to_string(),
-            author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
-            text: content.text,
-            poll: content.poll,
-            mentions: content.mentions,
-            idempotency: client_id.map(|c| (who.user_id.clone(), c)),
-            reply_to,
-            thread_id,
-            pinned_message_id: None,
-            forwarded_from: draft.forwarded_from,
-        };
-        self.post(room, post).await
-    }
-
-    /// Writes a line in the room's own voice, unchecked (the server decided to write it).
-    /// `Message` and `Webhook` text is sanitized like a member's; every other type's is plain
-    /// text.
-    pub async fn write_line(
-        &self,
-        room: &RoomId,
-        kind: MessageType,
-        author: &Principal,
-        text: &str,
-    ) -> Result<Message> {
-        let text = match kind {
-            MessageType::Webhook | MessageType::Message => html::sanitize(text),
-            _ => text.to_owned(),
-        };
-        Ok(self.post(room, Post::line(kind, author, text)).await?.message)
-    }
-
-    /// `write_line` for a line that is a side effect: a failure is logged, never returned.
-    pub(crate) async fn announce(&self, room: &RoomId, kind: MessageType, author: &Principal, text: String) {
-        self.announce_post(room, Post::line(kind, author, text)).await;
-    }
-
-    pub(crate) async fn announce_post(&self, room: &RoomId, post: Post) {
-        let kind = post.kind;
-        if let Err(e) = self.post(room, post).await {
-            tracing::warn!(%room, kind = kind.as_str(), error = %e, "could not write a server line");
-        }
-    }
-
-    /// Steps 4 and 5: the durable write, then side effects.
-    pub(crate) async fn post(&self, room: &RoomId, post: Post) -> Result<Sent> {
-        let ticks = self.store.claim_index_row(room, (self.clock)()).await?;
-        let message = Message {
-            id: ticks.message_key().as_str().to_owned(),
-            room_id: room.to_string(),
-            kind: post.kind,
-            author_id: post.author_id,
-            author_name: post.author_name,
-            text: post.text,
-            created_at: crate::storage::entity::truncate_to_micros(ticks.to_datetime()),
-            version: 0,
-            client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
-            edited_at: None,
-            deleted_at: None,
-            deleted_by: None,
-            moderated: false,
-            is_pinned: false,
-            reply_to: post.reply_to,
-            thread_id: post.thread_id,
-            pinned_message_id: post.pinned_message_id,
-            forwarded_from: post.forwarded_from,
-            mentions: post.mentions,
-            poll: post.poll,
-            reactions: Vec::new(),
-        };
-        // The notification event commits with the message (the outbox), so it cannot be lost.
-        let event = match self.publishes_events() {
-            true => MessageEvent::of(&message),
-            false => None,
-        };
-        if event.is_some()
-            && let Err(e) = self.store.mark_outbox(room).await
-        {
-            self.store.release_index_row(room, ticks).await;
-            return Err(e);
-        }
-        let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
-        let mut message = message;
-        match self.store.insert_message(room, &message, client, event.as_ref()).await {
-            Ok(Inserted::Committed(version)) => message.version = version,
-            // A concurrent retry with the same client id stored its message first: answer with
-            // that one, as for any repeat.
-            Ok(Inserted::ClientIdTaken) => {
-                self.store.release_index_row(room, ticks).await;
-                if let Some((user, client_id)) = client
-                    && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
-                {
-                    return Ok(Sent::repeat(first));
-                }
-                return Err(Error::Conflict(
-                    "a send with this clientId is in progress; try again".into(),
-                ));
-            }
-            Err(write_error) => {
-                // A message that may be stored keeps its index row: deleting it would hide a
-                // stored message from oldest-first reads for good.
-                if !write_error.is(ErrorKind::Indeterminate) {
-                    self.store.release_index_row(room, ticks).await;
-                }
-                return Err(write_error.into());
-            }
-        }
-
-        // Step 5, after the durable write only: side effects, none of which can fail the send.
-        // The notification event goes to its consumer; its outbox row is cleared once accepted.
-        self.signal(
-            room,
-            Signal::Created {
-                message: message.clone(),
-            },
-        );
-        if let Some(event) = event {
-            self.dispatch(room, event).await;
-        }
-        Ok(Sent { message, created: true })
-    }
-
-    /// The sender's access; a banned user is told so, anyone else outside the room gets 404.
-    async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<Access> {
-        match self.access(room, user).await {
-            Err(Error::NotFound(m)) => match self.is_banned(room, user).await? {
-                true => Err(Error::Forbidden("you are banned from this room".into())),
-                false => Err(Error::NotFound(m)),
-            },
-            other => other,
-        }
-    }
-
-    /// Step 3: moves the sender's slowmode clock to `now`, re-checking the window against the
-    /// row as it is (a concurrent send may have moved it). Only when slowmode applies.
-    async fn advance_slowmode_clock(&self, room: &RoomId, access: &Access, now: DateTime<Utc>) -> Result<()> {
-        if access.room.slowmode_seconds == 0 || access.can(Permission::ManageMessages) {
-            return Ok(());
-        }
-        self.store
-            .update_member(room, &access.member.user_id, |member| {
-                checks::slowmode(&access.room, member, now)?;
-                member.last_message_at = Some(now);
-                Ok(())
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// The refusal of a filtered send or edit, after the filter's timeout (if any) is applied:
-    /// it extends a running timeout, never shortens it.
-    pub(crate) async fn refuse_filtered(
-        &self,
-        room: &RoomId,
-        user: &UserId,
-        timeout: Option<Duration>,
-        now: DateTime<Utc>,
-    ) -> Error {
-        if let Some(timeout) = timeout {
-            let until = now + timeout;
-            let extended = self
-                .store
-                .update_member(room, user, |member| {
-                    member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = extended {
-                return e;
-            }
-        }
-        Error::Forbidden("the message contains blocked content".into())
     }
 }
 

@@ -1,19 +1,12 @@
-//! Changing a room: name, description, read-only, slowmode, the word filter (ManageRoom) and
-//! what every member may do (ManageRoles). The room row is rewritten through the
-//! conditional-write helper, so two moderators changing different settings both land. A
-//! rename writes an `EditRoom` line in the room's own voice.
+//! A room's settings and the change a moderator makes to them, with their limits. Applying
+//! a change is `crate::service::room_settings`.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room};
-use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::RoomId;
-use crate::messages::MessageType;
-use crate::permissions::{Permission, Permissions};
-use crate::service::Chat;
-use crate::text::{plain_lines, plain_text};
+use crate::permissions::Permissions;
+use crate::text::plain_text;
 use crate::word_filter::WordFilter;
 
 pub const MAX_SLOWMODE_SECONDS: u32 = 6 * 3600;
@@ -54,7 +47,7 @@ impl WordFilterSettings {
         WordFilter::new(self.words.iter().map(String::as_str))
     }
 
-    fn checked(mut self) -> Result<WordFilterSettings> {
+    pub(crate) fn checked(mut self) -> Result<WordFilterSettings> {
         if self.words.len() > MAX_FILTER_WORDS {
             return Err(Error::validation(format!("at most {MAX_FILTER_WORDS} filter words")));
         }
@@ -108,69 +101,3 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
 }
 
 pub const MAX_RETENTION_SECONDS: u32 = 10 * 365 * 24 * 3600;
-
-impl Chat {
-    pub async fn update_room(&self, who: &Principal, room_id: &RoomId, change: RoomChange) -> Result<Room> {
-        let name = change
-            .name
-            .as_deref()
-            .map(|n| plain_text(n, "name", 1, MAX_ROOM_NAME_CHARS))
-            .transpose()?;
-        let description = change
-            .description
-            .as_deref()
-            .map(|d| plain_lines(d, "description", MAX_DESCRIPTION_CHARS))
-            .transpose()?;
-        if change.slowmode_seconds.is_some_and(|s| s > MAX_SLOWMODE_SECONDS) {
-            return Err(Error::validation(format!(
-                "slowmodeSeconds must be 0..={MAX_SLOWMODE_SECONDS}"
-            )));
-        }
-        let word_filter = change.word_filter.map(WordFilterSettings::checked).transpose()?;
-        if let Some(Some(seconds)) = change.retention_seconds
-            && !(1..=MAX_RETENTION_SECONDS).contains(&seconds)
-        {
-            return Err(Error::validation(format!(
-                "retentionSeconds must be 1..={MAX_RETENTION_SECONDS}, or null"
-            )));
-        }
-
-        let access = self.access(room_id, &who.user_id).await?;
-        let room_fields = name.is_some()
-            || description.is_some()
-            || change.read_only.is_some()
-            || change.slowmode_seconds.is_some()
-            || change.retention_seconds.is_some()
-            || word_filter.is_some();
-        if room_fields {
-            access.require(Permission::ManageRoom)?;
-        }
-        if let Some(permissions) = change.everyone_permissions {
-            access.require(Permission::ManageRoles)?;
-            access.require_grantable(permissions)?;
-        }
-
-        let mut renamed = false;
-        let room = self
-            .store
-            .update_room(room_id, |room| {
-                if let Some(name) = &name {
-                    renamed = &room.name != name;
-                    room.name = name.clone();
-                }
-                room.description = description.clone().unwrap_or(room.description.clone());
-                room.read_only = change.read_only.unwrap_or(room.read_only);
-                room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
-                room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
-                room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
-                room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
-                Ok(())
-            })
-            .await?;
-        if renamed {
-            let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
-            self.announce(room_id, MessageType::EditRoom, who, line).await;
-        }
-        Ok(room)
-    }
-}

@@ -3,7 +3,25 @@
 //! was given. Each use case family is a file of its own here; `impl Chat` appears nowhere
 //! else.
 
+pub mod access;
+pub mod changes;
+pub mod feed;
+pub mod forward;
+pub mod housekeeping;
 pub mod live;
+pub mod members;
+pub mod moderation;
+pub mod outbox;
+pub mod polls;
+pub mod reactions;
+pub mod read;
+pub mod roles;
+pub mod room_deletion;
+pub mod room_settings;
+pub mod rooms;
+pub mod send;
+pub mod subscriptions;
+pub mod threads;
 
 use std::sync::Arc;
 

@@ -15,10 +15,10 @@
 
 use std::time::Duration;
 
+use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::service::Chat;
 
 /// Pause before the second sweep, longer than a send takes from its checks to its write.
 const SETTLE: Duration = Duration::from_millis(200);

@@ -1,0 +1,137 @@
+//! Changes to a message row: edit, tombstone delete, pin and unpin. Each one loads the
+//! caller's access, finds the live message (a deleted one is absent: 404), asks the operation
+//! map, and rewrites the row through the store (`Store::rewrite_message`) — the conditional-write helper, so a concurrent
+//! edit and unpin both land, and a change never resurrects a message deleted meanwhile.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::Result;
+use crate::html;
+use crate::ids::RoomId;
+use crate::messages::changes::Edit;
+use crate::messages::checks::{self, Admission, refuse_timed_out};
+use crate::messages::mentions::Mentions;
+use crate::messages::operations::{Operation, authorize};
+use crate::messages::send::{Post, checked_text};
+use crate::messages::{Message, MessageType};
+use crate::signals::Signal;
+use chrono::Utc;
+
+impl Chat {
+    /// Replaces a message's text: sets `editedAt` and recomputes its mentions. The sender's
+    /// timeout and the room's word filter apply as they do to a send.
+    pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &str, edit: Edit) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Edit)?;
+        let now = Utc::now();
+        refuse_timed_out(&access.member, now)?;
+        let text = html::sanitize(&edit.text);
+        if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
+            return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
+        }
+        let text = checked_text(&text)?;
+        let mentions = Mentions::parse(&text)?;
+        checks::mentions_allowed(&access, &mentions)?;
+        let mut edited = self
+            .store
+            .rewrite_message_versioned(room, &message.key(), |m| {
+                m.text = text.clone();
+                m.mentions = mentions.clone();
+                m.edited_at = Some(now);
+                Ok(())
+            })
+            .await?;
+        self.decorate(room, &who.user_id, std::slice::from_mut(&mut edited))
+            .await?;
+        self.signal(
+            room,
+            Signal::Updated {
+                message: edited.clone(),
+            },
+        );
+        Ok(edited)
+    }
+
+    /// Deletes a message as a tombstone: `deletedAt` and `deletedBy` stamped, text, poll and
+    /// mentions wiped, the row kept; `moderated` when someone else than the author did it.
+    /// Its reactions and votes are deleted after it: nothing of it is shown again, so nothing
+    /// of it is kept.
+    pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Delete)?;
+        let now = Utc::now();
+        self.store
+            .rewrite_message_versioned(room, &message.key(), |m| {
+                m.tombstone(who.user_id.as_str(), now);
+                Ok(())
+            })
+            .await?;
+        self.signal(
+            room,
+            Signal::Deleted {
+                message_id: message.id.clone(),
+            },
+        );
+        self.store.delete_companions(room, &message.key()).await?;
+        Ok(())
+    }
+
+    /// Pins a message and writes a `PinMessage` line pointing at it. Pinning a pinned message
+    /// changes nothing and writes no line.
+    pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Pin)?;
+        let mut newly = false;
+        let mut pinned = self
+            .store
+            .rewrite_message(room, &message.key(), |m| {
+                newly = !m.is_pinned;
+                m.is_pinned = true;
+                Ok(())
+            })
+            .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
+            .await;
+        self.signal(
+            room,
+            Signal::Pinned {
+                message_id: pinned.id.clone(),
+                is_pinned: true,
+            },
+        );
+        if newly {
+            let text = format!("{} pinned a message.", access.member.display_name());
+            let mut line = Post::line(MessageType::PinMessage, who, text);
+            line.pinned_message_id = Some(pinned.id.clone());
+            self.announce_post(room, line).await;
+        }
+        Ok(pinned)
+    }
+
+    /// Unpins a message. Writes no line, and rewrites only `isPinned`.
+    pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::Pin)?;
+        let mut unpinned = self
+            .store
+            .rewrite_message(room, &message.key(), |m| {
+                m.is_pinned = false;
+                Ok(())
+            })
+            .await?;
+        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
+            .await;
+        self.signal(
+            room,
+            Signal::Pinned {
+                message_id: unpinned.id.clone(),
+                is_pinned: false,
+            },
+        );
+        Ok(unpinned)
+    }
+}

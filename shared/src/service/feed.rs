@@ -1,0 +1,119 @@
+//! `messageChanges`, the change feed, exactly as seed 004 specifies: what changed in these
+//! conversations since the cursors a client stored, oldest first by version, one entry per
+//! message at its newest version.
+//!
+//! Each conversation is answered on its own — OK, NO_ACCESS (not a member, or no such room:
+//! nothing, cursor echoed), RESET (the cursor is ahead of the room's counter, or below its
+//! retention floor: read again from the floor) or UNAVAILABLE (reading it failed: nothing,
+//! cursor echoed, ask again later) — so one conversation never stalls the others.
+//! A null cursor is an initial sync: OK, from the floor (nothing live is below it); so is a
+//! cursor at version 0, which has seen no change and so cannot have missed a purged one.
+//! Cursors are bound to their conversation (`change_cursor`).
+//! A conversation costs a membership check, a counter read and one range read of its feed rows
+//! (`versions`), whatever its size.
+//!
+//! The client's side (catch-up): store each conversation's `cursor`; after a reconnect, or when
+//! a live signal arrives, call with the stored cursors and follow `hasMore`; apply every change
+//! as an upsert keyed by message id, keeping the higher version; on RESET drop the cached copy
+//! of that conversation first. docs/CATCHUP.md has the whole algorithm.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::messages::change_cursor::ChangeCursor;
+use crate::messages::feed::{
+    ChangeStatus, ConversationChanges, FLOOR_RACE_ATTEMPTS, MAX_CONVERSATIONS, MessageChange, MessageChangeCursorInput,
+    MessageChangesInput, MessageChangesResult, per_conversation_limit, unchanged,
+};
+use futures::future::join_all;
+
+impl Chat {
+    pub async fn message_changes(&self, who: &Principal, input: MessageChangesInput) -> Result<MessageChangesResult> {
+        if input.server_id != *self.workspace_id {
+            return Err(Error::Forbidden(format!("no workspace {:?} here", input.server_id)));
+        }
+        if input.conversations.len() > MAX_CONVERSATIONS {
+            return Err(Error::validation(format!(
+                "at most {MAX_CONVERSATIONS} conversations per request"
+            )));
+        }
+        let afters = input
+            .conversations
+            .iter()
+            .map(|c| {
+                c.after
+                    .as_deref()
+                    .map(|text| ChangeCursor::parse(text, &c.conversation_id).map(|cursor| cursor.version))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let limit = per_conversation_limit(input.limit, input.conversations.len());
+        let answers = input
+            .conversations
+            .iter()
+            .zip(afters)
+            .map(|(conversation, after)| async move {
+                match self.conversation_changes(who, conversation, after, limit).await {
+                    Ok(entry) => entry,
+                    // Reported on its own entry: the others are answered, and the client asks
+                    // again for this one later.
+                    Err(e) => {
+                        tracing::warn!(conversation = %conversation.conversation_id, error = %e,
+                        "a conversation of messageChanges could not be read");
+                        unchanged(conversation, ChangeStatus::Unavailable)
+                    }
+                }
+            });
+        Ok(MessageChangesResult {
+            message_changes: join_all(answers).await,
+        })
+    }
+
+    async fn conversation_changes(
+        &self,
+        who: &Principal,
+        conversation: &MessageChangeCursorInput,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<ConversationChanges> {
+        let Ok(room) = RoomId::parse(&conversation.conversation_id) else {
+            return Ok(unchanged(conversation, ChangeStatus::NoAccess));
+        };
+        match self.access(&room, &who.user_id).await {
+            Ok(_) => {}
+            Err(Error::NotFound(_)) => return Ok(unchanged(conversation, ChangeStatus::NoAccess)),
+            Err(e) => return Err(e),
+        }
+        // A purge that lands between the counter read and the range read would move the floor
+        // past a cursor answered as OK: read the counter again, and start over if it moved.
+        for _ in 0..FLOOR_RACE_ATTEMPTS {
+            let counter = self.store.counter(&room).await?;
+            let (status, from) = match after {
+                // Version 0 has seen nothing, so nothing purged can be missing from it.
+                None | Some(0) => (ChangeStatus::Ok, counter.floor),
+                Some(after) if after > counter.version || after < counter.floor => (ChangeStatus::Reset, counter.floor),
+                Some(after) => (ChangeStatus::Ok, after),
+            };
+            let (rows, has_more) = self.store.feed_after(&room, from, limit).await?;
+            if self.store.counter(&room).await?.floor != counter.floor {
+                continue;
+            }
+            // Nothing new still answers with a cursor issued for this room, at `from`: a null
+            // cursor's "0" would fall below a raised floor and come back as RESET.
+            let cursor = rows.last().map_or(from, |(version, _)| *version);
+            let changes = rows
+                .into_iter()
+                .map(|(_, message)| MessageChange::of(message))
+                .collect();
+            return Ok(ConversationChanges {
+                conversation_id: conversation.conversation_id.clone(),
+                status,
+                cursor: ChangeCursor::encode(&room, cursor),
+                has_more,
+                changes,
+            });
+        }
+        Err(Error::Unavailable("the room is being purged; try again".into()))
+    }
+}

@@ -1,0 +1,117 @@
+//! Forwarding a message into other rooms. Each copy goes through the one door as the
+//! forwarder's own send, so every target room applies its own checks (membership, timeout,
+//! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
+//! Each room succeeds or fails on its own, and the answer lists which.
+//!
+//! A copy remembers its source room, but a room id is enough to join that room, so it is shown
+//! only to readers who are members of the source (`hide_foreign_sources`, run wherever messages
+//! are returned to a reader) and never in live signals (`signals`).
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::messages::forward::{Forward, ForwardOutcome, MAX_FORWARD_ROOMS};
+use crate::messages::operations::{Operation, authorize};
+use crate::messages::send::Draft;
+use crate::messages::{ForwardSource, Message, MessageType};
+use futures::future::join_all;
+use std::collections::HashSet;
+
+impl Chat {
+    /// Forwards a live message to each room of `forward.room_ids`, in request order.
+    pub async fn forward_message(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        forward: Forward,
+    ) -> Result<Vec<ForwardOutcome>> {
+        if !(1..=MAX_FORWARD_ROOMS).contains(&forward.room_ids.len()) {
+            return Err(Error::validation(format!("forward to 1..={MAX_FORWARD_ROOMS} rooms")));
+        }
+        for (index, target) in forward.room_ids.iter().enumerate() {
+            if forward.room_ids[..index].contains(target) {
+                return Err(Error::validation(format!("room {target} is listed twice")));
+            }
+        }
+        let access = self.access(room, &who.user_id).await?;
+        let source = self.live_message(room, id).await?;
+        authorize(&access, &source, Operation::Forward)?;
+
+        let draft = Draft {
+            kind: MessageType::Message,
+            text: Some(source.text.clone()),
+            poll: None,
+            reply_to: None,
+            forwarded_from: Some(ForwardSource {
+                room_id: Some(room.to_string()),
+                message_id: source.id.clone(),
+            }),
+        };
+        let copies = forward.room_ids.iter().map(|target| {
+            let draft = draft.clone();
+            async move {
+                let sent = match RoomId::parse(target) {
+                    Ok(target_room) => self.send_as_member(who, &target_room, draft, None).await,
+                    Err(e) => Err(e),
+                };
+                match sent {
+                    Ok(sent) => ForwardOutcome {
+                        room_id: target.clone(),
+                        status: 201,
+                        message: Some(sent.message),
+                        error: None,
+                    },
+                    Err(e) => ForwardOutcome {
+                        room_id: target.clone(),
+                        status: e.status(),
+                        message: None,
+                        error: Some(e.body()),
+                    },
+                }
+            }
+        });
+        Ok(join_all(copies).await)
+    }
+
+    /// Hides the source room of every forwarded copy in `messages` (read in `room`) from a
+    /// `reader` who is not a member of it: one access check per distinct source room. A check
+    /// that fails hides the room too (and is logged): the read still answers, and nothing is
+    /// shown that should not be.
+    pub(crate) async fn hide_foreign_sources(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) {
+        let mut sources: Vec<&str> = messages
+            .iter()
+            .filter_map(|m| m.forwarded_from.as_ref()?.room_id.as_deref())
+            .filter(|source| *source != room.as_str())
+            .collect();
+        sources.sort_unstable();
+        sources.dedup();
+        if sources.is_empty() {
+            return;
+        }
+        let checks = sources.into_iter().map(|source| async move {
+            let Ok(source_room) = RoomId::parse(source) else {
+                return None;
+            };
+            match self.access(&source_room, reader).await {
+                Ok(_) => Some(source.to_owned()),
+                Err(Error::NotFound(_)) => None,
+                Err(e) => {
+                    tracing::warn!(%source_room, error = %e, "could not check a forward's source room; hidden");
+                    None
+                }
+            }
+        });
+        let visible: HashSet<String> = join_all(checks).await.into_iter().flatten().collect();
+        for message in messages {
+            let shown = match message.forwarded_from.as_ref().and_then(|s| s.room_id.as_deref()) {
+                Some(source) => source == room.as_str() || visible.contains(source),
+                None => true,
+            };
+            if !shown {
+                message.hide_source_room();
+            }
+        }
+    }
+}

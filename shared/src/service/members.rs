@@ -1,0 +1,66 @@
+//! Members of a room: the member row (`m:<user>` in the room's `Rooms` partition) with the
+//! member's own settings, their read position, and moderation by other members.
+//!
+//! The member row is also the send path's state: `lastMessageAt` is the slowmode clock and
+//! `timeoutUntil` the timeout, so every change to it is a conditional write through the shared
+//! helper — a settings change never undoes a concurrent timeout, and the reverse.
+//!
+//! Moderation (kick, timeout, ban) needs `ManageMembers` and a rank strictly above the target's.
+//! A ban removes the membership and writes a `ban:<user>` row in one transaction; the row
+//! refuses joins (checked again after a join's insert, so a ban racing a join wins) and so,
+//! with the membership gone, every send, until it expires or is lifted.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::Result;
+use crate::ids::RoomId;
+use crate::keys::Ticks;
+use crate::members::{MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, checked_nickname};
+
+impl Chat {
+    pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
+        self.access(room_id, &who.user_id).await?;
+        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, true).await?;
+        Ok(members.iter().map(Member::summary).collect())
+    }
+
+    /// Changes the caller's own nickname, notification level or mute.
+    pub async fn update_membership(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        change: MembershipChange,
+    ) -> Result<Member> {
+        let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
+        self.access(room_id, &who.user_id).await?;
+        self.store
+            .update_member(room_id, &who.user_id, |member| {
+                if let Some(nickname) = &nickname {
+                    member.nickname = nickname.clone();
+                }
+                member.notifications = change.notifications.unwrap_or(member.notifications);
+                member.muted = change.muted.unwrap_or(member.muted);
+                Ok(())
+            })
+            .await
+    }
+
+    pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
+        self.access(room_id, &who.user_id).await?;
+        let position = match &input.message_id {
+            Some(id) => self.live_message(room_id, id).await?.key(),
+            None => Ticks::now().message_key(),
+        };
+        self.store
+            .update_member(room_id, &who.user_id, |member| {
+                member.last_read = Some(position.clone());
+                Ok(())
+            })
+            .await?;
+        let signal = crate::signals::Signal::Read {
+            user_id: who.user_id.to_string(),
+        };
+        self.signal(room_id, signal);
+        Ok(())
+    }
+}

@@ -1,0 +1,183 @@
+//! Moderation: kick, timeout, ban and unban, and a member's roles. Each needs its permission
+//! (`ManageMembers`; `ManageRoles` for roles) and a rank strictly above the target's.
+//!
+//! A ban removes the membership and writes a `ban:<user>` row in one transaction; the row
+//! refuses joins and so, with the membership gone, every send, until it expires or is lifted.
+//! A join checks for a ban again after its insert, and a ban for a membership again after
+//! its commit, so of a ban and a join racing, whichever writes second sees the other.
+
+use super::Chat;
+use crate::access::{Access, Rank};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::members::{Ban, MAX_TIMEOUT, Member, MemberRoles, MemberSummary, Timeout};
+use crate::messages::MessageType;
+use crate::permissions::Permission;
+use crate::store::members::BanRecord;
+use chrono::{Datelike, Utc};
+
+impl Chat {
+    /// The caller's access, which must hold `permission`, and the target's membership (if
+    /// any) and rank, for the caller to compare against.
+    async fn moderation(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        permission: Permission,
+    ) -> Result<(Access, Option<Member>, Rank)> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(permission)?;
+        let member = self.store.member(room_id, target).await?;
+        let rank = match &member {
+            Some(member) => self.standing(room_id, &access.room, member).await?.1,
+            None => Rank(0),
+        };
+        Ok((access, member, rank))
+    }
+
+    /// `moderation` for an action on a current member, ranked below the caller.
+    async fn moderated(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<Member> {
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
+        let member = member.ok_or_else(|| Error::not_found("member not found"))?;
+        access.require_outranks(rank)?;
+        Ok(member)
+    }
+
+    pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
+        let member = self.moderated(who, room_id, target).await?;
+        self.store.remove_member(room_id, target).await?;
+        self.revoke_live(room_id, target);
+        let line = format!("{} was removed from the room.", member.display_name());
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(())
+    }
+
+    pub async fn timeout(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        input: Timeout,
+    ) -> Result<MemberSummary> {
+        let now = Utc::now();
+        if let Some(until) = input.until
+            && (until <= now || until > now + MAX_TIMEOUT)
+        {
+            return Err(Error::validation(
+                "until must be in the future and at most 28 days ahead",
+            ));
+        }
+        self.moderated(who, room_id, target).await?;
+        let member = self
+            .store
+            .update_member(room_id, target, |member| {
+                member.timeout_until = input.until;
+                Ok(())
+            })
+            .await?;
+        Ok(member.summary())
+    }
+
+    /// Bans a user, member or not (a pre-emptive ban). The ban row and the removal of the
+    /// membership commit in one transaction (both live in the room's `Rooms` partition), so
+    /// there is no moment when a ban exists and its target can still send.
+    pub async fn ban(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Ban) -> Result<()> {
+        // Table storage keeps dates up to the end of year 9999.
+        if input
+            .until
+            .is_some_and(|until| until <= Utc::now() || until.year() > 9999)
+        {
+            return Err(Error::validation("until must be in the future, before the year 10000"));
+        }
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
+        access.require_outranks(rank)?;
+        let record = BanRecord {
+            banned_by: who.user_id.to_string(),
+            banner_rank: access.rank.0,
+            banned_at: Utc::now(),
+            until: input.until,
+        };
+        self.store.ban(room_id, target, &record, member.is_some()).await?;
+        // A join that read no ban before this one committed may have added a membership the
+        // transaction did not remove (a join checks again after its insert; this is the ban's
+        // side of that, so whichever of the two writes second sees the other).
+        if self.store.member(room_id, target).await?.is_some() {
+            self.store.remove_member(room_id, target).await?;
+        } else {
+            self.store.unindex_user_room(target, room_id).await?;
+        }
+        self.revoke_live(room_id, target);
+        if let Some(member) = member {
+            let line = format!("{} was banned from the room.", member.display_name());
+            self.announce(room_id, MessageType::System, who, line).await;
+        }
+        Ok(())
+    }
+
+    /// Lifts a ban; only a moderator ranked at least as high as the one who banned may.
+    pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageMembers)?;
+        let Some(ban) = self.store.ban_record(room_id, target).await? else {
+            return Ok(());
+        };
+        if access.rank < Rank(ban.banner_rank) {
+            return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
+        }
+        self.store.lift_ban(room_id, target).await
+    }
+
+    /// True while a ban on `user` is in force.
+    pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
+        let ban = self.store.ban_record(room_id, user).await?;
+        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
+    }
+
+    /// Replaces a member's roles. Every role added or removed must rank below the caller, and
+    /// a role added must grant nothing the caller lacks. Compared with the row as it is when
+    /// written, so a concurrent change is never overwritten unchecked.
+    pub async fn set_member_roles(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        input: MemberRoles,
+    ) -> Result<MemberSummary> {
+        let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageRoles).await?;
+        if member.is_none() {
+            return Err(Error::not_found("member not found"));
+        }
+        if target != &who.user_id {
+            access.require_outranks(rank)?;
+        }
+        let roles = self.roles(room_id).await?;
+        let mut wanted: Vec<String> = Vec::new();
+        for id in &input.role_ids {
+            if !roles.iter().any(|r| &r.id == id) {
+                return Err(Error::validation(format!("no role {id:?} in this room")));
+            }
+            if !wanted.contains(id) {
+                wanted.push(id.clone());
+            }
+        }
+        let member = self
+            .store
+            .update_member(room_id, target, |member| {
+                for role in &roles {
+                    let added = wanted.contains(&role.id);
+                    if added != member.roles.contains(&role.id) {
+                        access.require_outranks(Rank(role.position))?;
+                        if added {
+                            access.require_grantable(role.permissions)?;
+                        }
+                    }
+                }
+                member.roles = wanted.clone();
+                Ok(())
+            })
+            .await?;
+        Ok(member.summary())
+    }
+}

@@ -1,0 +1,154 @@
+//! Reactions and the per-user companion rows of messages in `MessagesMetadata`.
+//!
+//! A reaction is one row per (message, emoji, user): `<message key>:r:<emoji>:<user>`. Adding
+//! is an upsert and removing a delete, so both are idempotent, and a caller can only ever
+//! touch their own row. Poll votes live beside them (`<message key>:v:<user>`). Because every
+//! row starts with its message's fixed-width key, the rows of a whole page of messages are one
+//! range read: `decorate` fills in reaction counts and poll tallies with it.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::messages::Message;
+use crate::messages::checks::refuse_timed_out;
+use crate::messages::operations::{Operation, authorize};
+use crate::messages::reactions::{MAX_EMOJI_PER_MESSAGE, MAX_ROWS_PER_PAGE, ReactionCount, checked_emoji};
+use crate::signals::Signal;
+use crate::store::companions::{Companion, CompanionKind, CompanionRow};
+use futures::future::try_join_all;
+use std::collections::HashMap;
+
+impl Chat {
+    /// Adds the caller's reaction (again is a no-op); answers the message's reactions.
+    pub async fn react(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+        let emoji = checked_emoji(emoji)?;
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::React)?;
+        refuse_timed_out(&access.member, chrono::Utc::now())?;
+        let current = self.reactions(room, &who.user_id, &message).await?;
+        if current.len() >= MAX_EMOJI_PER_MESSAGE && !current.iter().any(|r| r.emoji == emoji) {
+            return Err(Error::Conflict(format!(
+                "a message carries at most {MAX_EMOJI_PER_MESSAGE} different emoji"
+            )));
+        }
+        self.write_companion(room, &message, &who.user_id, Companion::Reaction { emoji })
+            .await?;
+        self.signal(
+            room,
+            Signal::Reacted {
+                message_id: message.id.clone(),
+            },
+        );
+        self.reactions(room, &who.user_id, &message).await
+    }
+
+    /// Removes the caller's own reaction (absent is a no-op); answers the message's reactions.
+    pub async fn unreact(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+        let emoji = checked_emoji(emoji)?;
+        let access = self.access(room, &who.user_id).await?;
+        let message = self.live_message(room, id).await?;
+        authorize(&access, &message, Operation::React)?;
+        self.store
+            .delete_companion(room, &message.key(), &who.user_id, Companion::Reaction { emoji })
+            .await?;
+        self.signal(
+            room,
+            Signal::Reacted {
+                message_id: message.id.clone(),
+            },
+        );
+        self.reactions(room, &who.user_id, &message).await
+    }
+
+    /// Writes a companion row of a live message. A delete may have raced the write: the message
+    /// is read again afterwards, and a row that landed after the tombstone is taken back (404),
+    /// so nothing of a deleted message is left behind.
+    pub(crate) async fn write_companion(
+        &self,
+        room: &RoomId,
+        message: &Message,
+        user: &UserId,
+        companion: Companion<'_>,
+    ) -> Result<()> {
+        let key = message.key();
+        self.store.put_companion(room, &key, user, companion).await?;
+        if let Err(gone) = self.live_message(room, &message.id).await {
+            self.store.delete_companion(room, &key, user, companion).await?;
+            return Err(gone);
+        }
+        Ok(())
+    }
+
+    async fn reactions(&self, room: &RoomId, reader: &UserId, message: &Message) -> Result<Vec<ReactionCount>> {
+        let mut one = [message.clone()];
+        self.tally(room, reader, &mut one).await?;
+        let [message] = one;
+        Ok(message.reactions)
+    }
+
+    /// `decorate` for messages scattered over the room: one companion-row read per message.
+    pub(crate) async fn decorate_each(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let reads = messages.chunks_mut(1).map(|one| self.tally(room, reader, one));
+        try_join_all(reads).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
+        Ok(())
+    }
+
+    /// Makes `messages` what `reader` is shown: reactions and poll tallies filled in (`tally`),
+    /// and the source room of a forwarded copy hidden unless the reader is a member of it.
+    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        self.tally(room, reader, messages).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
+        Ok(())
+    }
+
+    /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
+    /// range read over the companion rows of the span of keys they cover (a page of adjacent
+    /// messages; see `decorate_each` for scattered ones).
+    async fn tally(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let (Some(low), Some(high)) = (
+            messages.iter().map(|m| m.id.as_str()).min(),
+            messages.iter().map(|m| m.id.as_str()).max(),
+        ) else {
+            return Ok(());
+        };
+        let rows = self.store.companions(room, low, high, MAX_ROWS_PER_PAGE).await?;
+        let mut by_message: HashMap<&str, Vec<&CompanionRow>> = HashMap::new();
+        for row in &rows {
+            by_message.entry(row.message_id.as_str()).or_default().push(row);
+        }
+        let me = reader.as_str();
+        for message in messages.iter_mut() {
+            let Some(rows) = by_message.get(message.id.as_str()) else {
+                continue;
+            };
+            let mut reactions: Vec<ReactionCount> = Vec::new();
+            for row in rows {
+                let mine = row.user_id.as_deref() == Some(me);
+                match &row.kind {
+                    CompanionKind::Reaction { emoji } => match reactions.iter_mut().find(|r| &r.emoji == emoji) {
+                        Some(r) => {
+                            r.count += 1;
+                            r.me |= mine;
+                        }
+                        None => reactions.push(ReactionCount {
+                            emoji: emoji.clone(),
+                            count: 1,
+                            me: mine,
+                        }),
+                    },
+                    CompanionKind::Vote { option_id } => {
+                        if let Some(poll) = message.poll.as_mut() {
+                            poll.count(option_id, mine);
+                        }
+                    }
+                }
+            }
+            reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));
+            message.reactions = reactions;
+        }
+        Ok(())
+    }
+}

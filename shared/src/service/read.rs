@@ -1,0 +1,124 @@
+//! Reading messages: one message, or a page in either order.
+//!
+//! Newest first is a range read of `Messages` below the cursor. Oldest first reads a page of
+//! `MessagesAscending` after the cursor and joins it to `Messages` with ONE range query over
+//! the span of message keys the page covers (a filter of at most three comparisons, where a
+//! per-key OR-list would break Azure's 15-comparison limit). The joined rows are put back in
+//! index order; an index row without a message (a send in flight, or one whose write failed)
+//! is skipped, and the cursor still advances past it, so a client following `hasMore` never
+//! spins on it. Deleted messages (tombstones) are skipped the same way. Reactions and poll
+//! tallies come from one more range read over the page's companion rows. Every page costs
+//! the same at any depth: two or three range reads from the cursor.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::keys::{AscendingKey, MessageKey};
+use crate::messages::Message;
+use crate::messages::cursor::{Cursor, Order};
+use crate::messages::read::{DEFAULT_LIMIT, MAX_LIMIT, MessagePage, ReadMessages, keep_within_budget};
+
+impl Chat {
+    pub async fn read_messages(&self, who: &Principal, room: &RoomId, request: ReadMessages) -> Result<MessagePage> {
+        let order = request.order.unwrap_or(Order::NewestFirst);
+        let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
+        }
+        let cursor = request
+            .cursor
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(|c| Cursor::decode(c, room, order))
+            .transpose()?;
+        self.access(room, &who.user_id).await?;
+        let (mut messages, has_more, last) = match (order, cursor) {
+            (_, Some(Cursor::NewestFirst(key))) => self.newest_first(room, Some(key), limit).await?,
+            (_, Some(Cursor::OldestFirst(key))) => self.oldest_first(room, Some(key), limit).await?,
+            (Order::NewestFirst, None) => self.newest_first(room, None, limit).await?,
+            (Order::OldestFirst, None) => self.oldest_first(room, None, limit).await?,
+        };
+        let next_cursor = last
+            .map(|c| c.encode(room))
+            .or(request.cursor.filter(|c| !c.is_empty()));
+        self.decorate(room, &who.user_id, &mut messages).await?;
+        Ok(MessagePage {
+            messages,
+            has_more,
+            next_cursor,
+        })
+    }
+
+    /// One message by id; missing or deleted answers as missing.
+    pub async fn get_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+        self.access(room, &who.user_id).await?;
+        let mut message = self.live_message(room, id).await?;
+        self.decorate(room, &who.user_id, std::slice::from_mut(&mut message))
+            .await?;
+        Ok(message)
+    }
+
+    /// The message `id` names, unless it is missing or deleted (both 404): every operation on
+    /// a message starts here.
+    pub(crate) async fn live_message(&self, room: &RoomId, id: &str) -> Result<Message> {
+        let missing = || Error::not_found("message not found");
+        let key = MessageKey::parse(id).ok_or_else(missing)?;
+        self.find_message(room, &key)
+            .await?
+            .filter(Message::is_live)
+            .ok_or_else(missing)
+    }
+
+    pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
+        self.store.message(room, key).await
+    }
+
+    async fn newest_first(
+        &self,
+        room: &RoomId,
+        after: Option<MessageKey>,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
+        let (rows, more) = self.store.messages_newest_first(room, after.as_ref(), limit).await?;
+        // A whole page resumes after its last row, tombstone or not.
+        let last_row = rows.last().map(Message::key);
+        let mut messages: Vec<Message> = rows.into_iter().filter(Message::is_live).collect();
+        let cut = keep_within_budget(&mut messages);
+        // A cut page resumes after its last kept message.
+        let last = if cut {
+            messages.last().map(Message::key)
+        } else {
+            last_row
+        };
+        Ok((messages, more || cut, last.map(Cursor::NewestFirst)))
+    }
+
+    async fn oldest_first(
+        &self,
+        room: &RoomId,
+        after: Option<AscendingKey>,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
+        let (keys, more) = self.store.index_page(room, after.as_ref(), limit).await?;
+        let Some(last) = keys.last() else {
+            return Ok((Vec::new(), false, None));
+        };
+        let mut by_key = self.store.messages_of(room, &keys).await?;
+        let mut messages = Vec::with_capacity(keys.len());
+        let mut matched = Vec::with_capacity(keys.len());
+        for key in &keys {
+            if let Some(message) = by_key.remove(key.ticks().message_key().as_str())
+                && message.is_live()
+            {
+                messages.push(message);
+                matched.push(key);
+            }
+        }
+        let cut = keep_within_budget(&mut messages);
+        // A cut page resumes after its last kept message; a whole one after its last index
+        // row, matched or not.
+        let resume = if cut { matched[messages.len() - 1] } else { last };
+        Ok((messages, more || cut, Some(Cursor::OldestFirst(resume.clone()))))
+    }
+}

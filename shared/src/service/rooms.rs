@@ -1,0 +1,147 @@
+//! Rooms and membership: create (the creator owns it), join, leave, list mine with unread
+//! counts, get one; room settings (`settings`) and deleting a room with every row it has
+//! (`delete`).
+//!
+//! A room and its members share one `Rooms` partition, so a room is created together with its
+//! owner's membership in one transaction. `UserRooms` indexes a user's rooms for listing: the
+//! index row is written before a membership appears (and taken back if the membership is not
+//! written) and removed before it goes, so no index row outlives its membership for good; every
+//! listing re-checks membership, so a stale one never shows a room the user is not in.
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::keys::Ticks;
+use crate::members::{Member, MemberRole};
+use crate::messages::{Message, MessageType};
+use crate::permissions::Permissions;
+use crate::rooms::WordFilterSettings;
+use crate::rooms::{
+    MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
+};
+use crate::store::members::Joined;
+use crate::text::{plain_lines, plain_text};
+use chrono::Utc;
+use futures::future::try_join_all;
+
+impl Chat {
+    pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
+        let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
+        let description = plain_lines(
+            input.description.as_deref().unwrap_or(""),
+            "description",
+            MAX_DESCRIPTION_CHARS,
+        )?;
+        let id = RoomId::generate();
+        let now = crate::storage::entity::truncate_to_micros(Utc::now());
+        let room = Room {
+            id: id.to_string(),
+            name,
+            description,
+            owner_id: who.user_id.to_string(),
+            created_at: now,
+            read_only: false,
+            slowmode_seconds: 0,
+            word_filter: WordFilterSettings::default(),
+            everyone_permissions: Permissions::DEFAULT_EVERYONE,
+            retention_seconds: None,
+        };
+        let owner = Member::new(who, MemberRole::Owner, now);
+        self.store.create_room(&room, &owner).await?;
+        Ok(room)
+    }
+
+    /// Joins a room by id (the id is the invitation). Joining twice is a no-op; a banned user
+    /// is refused.
+    pub async fn join_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
+        let room = self.room(room_id).await?;
+        if self.store.member(room_id, &who.user_id).await?.is_some() {
+            return Ok(room);
+        }
+        if self.is_banned(room_id, &who.user_id).await? {
+            return Err(Error::Forbidden("you are banned from this room".into()));
+        }
+        let member = Member::new(who, MemberRole::Member, Utc::now());
+        if self.store.add_member(room_id, &member).await? == Joined::AlreadyMember {
+            return Ok(room);
+        }
+        // A ban that committed between the check above and the insert wins.
+        if self.is_banned(room_id, &who.user_id).await? {
+            self.store.remove_member(room_id, &who.user_id).await?;
+            return Err(Error::Forbidden("you are banned from this room".into()));
+        }
+        let line = format!("{} joined the room.", who.name);
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(room)
+    }
+
+    /// Leaves a room. The owner cannot leave (the room would have no owner).
+    pub async fn leave_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
+        let access = self.access(room_id, &who.user_id).await?;
+        if access.is_owner() {
+            return Err(Error::Conflict("the owner cannot leave the room".into()));
+        }
+        self.store.remove_member(room_id, &who.user_id).await?;
+        self.revoke_live(room_id, &who.user_id);
+        let line = format!("{} left the room.", access.member.display_name());
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(())
+    }
+
+    /// The rooms the caller belongs to, oldest id first, with unread and mention counts.
+    pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
+        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let lookups = rooms.into_iter().map(|room_id| async move {
+            let (member, room) = tokio::try_join!(self.store.member(&room_id, &who.user_id), self.find_room(&room_id))?;
+            let (Some(member), Some(room)) = (member, room) else {
+                return Ok(None);
+            };
+            self.room_entry(room, &member).await.map(Some)
+        });
+        let rooms: Vec<Option<RoomEntry>> = try_join_all(lookups).await?;
+        Ok(rooms.into_iter().flatten().collect())
+    }
+
+    /// Counts what `member` has not read: messages from others newer than their read position
+    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
+    async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
+        let room_id = RoomId::parse(&room.id)?;
+        let position = member
+            .last_read
+            .clone()
+            .unwrap_or_else(|| Ticks::from_datetime(member.joined_at).message_key());
+        let (rows, capped) = self
+            .store
+            .messages_newer_than(&room_id, &position, MAX_UNREAD_COUNTED)
+            .await?;
+        let me = member.user_id.as_str();
+        let unread: Vec<Message> = rows.into_iter().filter(|m| m.is_live() && m.author_id != me).collect();
+        let mention_count = unread.iter().filter(|m| m.mentions.reaches(me, &member.roles)).count();
+        Ok(RoomEntry {
+            room,
+            unread_count: unread.len(),
+            unread_capped: capped,
+            mention_count,
+            last_read_at: position.ticks().to_datetime(),
+            notifications: member.notifications,
+            muted: member.muted,
+        })
+    }
+
+    /// A room the caller belongs to; any other room answers as missing.
+    pub async fn get_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
+        Ok(self.access(room_id, &who.user_id).await?.room)
+    }
+
+    /// The room, unless it is missing or being deleted (both answer as missing).
+    pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
+        self.store.room(room_id).await
+    }
+
+    async fn room(&self, room_id: &RoomId) -> Result<Room> {
+        self.find_room(room_id)
+            .await?
+            .ok_or_else(|| Error::not_found("room not found"))
+    }
+}
