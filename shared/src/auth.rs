@@ -21,13 +21,7 @@ pub use jwks::JwksPolicy;
 /// Longest display name kept from a token; longer names are cut.
 pub const MAX_NAME_CHARS: usize = 100;
 
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub user_id: UserId,
-    /// Display name: the `name` claim, else the user id.
-    pub name: String,
-}
+pub use crate::principal::Principal;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {

@@ -1,32 +1,22 @@
-//! tabletalk's library: the domain and the message service (the one door every message goes
-//! through), over table storage (the `tabletalk-tables` crate, re-exported as `storage`). No HTTP framework types live here; `functions/` adapts HTTP and
-//! triggers to what this crate offers.
+//! tabletalk's service crate: the store (`store`, the only code that knows tables), the
+//! adapters (`adapters`: the live channel, the event sink, push delivery, the SSRF-safe
+//! client), the notification consumer (`notify`) and `Chat`, the façade every use case goes
+//! through (`service`), with authentication (`auth`) and configuration (`config`). The pure
+//! domain is the `tabletalk-domain` crate and table storage the `tabletalk-tables` crate; both
+//! are re-exported so that callers name one crate. No HTTP framework types live here:
+//! `functions/` adapts HTTP and triggers to what this crate offers.
 
-pub mod access;
 pub mod adapters;
 pub mod auth;
 pub mod config;
-pub mod error;
-pub mod events;
-pub mod housekeeping;
-pub mod html;
-pub mod ids;
-pub mod keys;
-pub mod members;
-pub mod messages;
 pub mod notify;
-pub mod outbox;
-pub mod permissions;
-pub mod push;
-pub mod roles;
-pub mod rooms;
 pub mod service;
-pub mod signals;
 pub mod store;
-pub(crate) mod text;
-pub mod word_filter;
 
+pub use tabletalk_domain::{
+    Error, Result, access, error, events, html, ids, keys, members, messages, permissions, principal, roles, rooms,
+    signals, subscriptions, text, word_filter,
+};
 pub use tabletalk_tables as storage;
 
-pub use error::{Error, Result};
 pub use service::Chat;

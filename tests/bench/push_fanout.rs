@@ -21,8 +21,8 @@ use tabletalk::auth::Principal;
 use tabletalk::config::Settings;
 use tabletalk::ids::UserId;
 use tabletalk::messages::send::NewMessage;
-use tabletalk::push::subscriptions::{NewSubscription, PushKeys};
 use tabletalk::rooms::NewRoom;
+use tabletalk::subscriptions::{NewSubscription, PushKeys};
 
 const SUBSCRIBERS: usize = 1000;
 const MESSAGES: usize = 3;

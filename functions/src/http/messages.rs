@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde::Serialize;
 use tabletalk::ids::RoomId;
 use tabletalk::messages::Message;
 use tabletalk::messages::changes::Edit;
@@ -13,9 +14,10 @@ use tabletalk::messages::reactions::ReactionCount;
 use tabletalk::messages::read::{MessagePage, ReadMessages};
 use tabletalk::messages::send::NewMessage;
 use tabletalk::messages::threads::{ReadThread, ThreadPage};
+use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiResult, ErrorBody};
+use super::error::{self, ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
 /// 201 with the stored message; 200 with the first stored message when the `clientId` was sent
@@ -151,23 +153,50 @@ pub async fn unreact(
     ))
 }
 
+/// How the forward into one room went, as the API answers it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardResult {
+    pub room_id: String,
+    /// 201 when the copy was stored; otherwise the status a send into that room answered.
+    pub status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl From<ForwardOutcome> for ForwardResult {
+    fn from(outcome: ForwardOutcome) -> ForwardResult {
+        let (status, message, error) = match outcome.copy {
+            Ok(message) => (201, Some(message), None),
+            Err(e) => (error::status(&e).as_u16(), None, Some(error::body(&e))),
+        };
+        ForwardResult {
+            room_id: outcome.room_id,
+            status,
+            message,
+            error,
+        }
+    }
+}
+
 /// One outcome per room, in request order: each room succeeds or fails on its own.
 #[utoipa::path(post, path = "/api/rooms/{roomId}/messages/{messageId}/forward", tag = "messages",
     operation_id = "forwardMessage",
     params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Forward,
-    responses((status = 200, body = [ForwardOutcome]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [ForwardResult]), (status = "4XX", body = ErrorBody)))]
 pub async fn forward(
     State(state): State<AppState>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(String, String)>,
     JsonBody(forward): JsonBody<Forward>,
-) -> ApiResult<Json<Vec<ForwardOutcome>>> {
-    Ok(Json(
-        state
-            .chat
-            .forward_message(&who, &RoomId::parse(&room)?, &id, forward)
-            .await?,
-    ))
+) -> ApiResult<Json<Vec<ForwardResult>>> {
+    let outcomes = state
+        .chat
+        .forward_message(&who, &RoomId::parse(&room)?, &id, forward)
+        .await?;
+    Ok(Json(outcomes.into_iter().map(ForwardResult::from).collect()))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}/thread", tag = "messages",

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use tabletalk::Error;
-use tabletalk::push::subscriptions::{NewSubscription, PushSubscription, Unsubscribe};
+use tabletalk::subscriptions::{NewSubscription, PushSubscription, Unsubscribe};
 use utoipa::ToSchema;
 
 use super::AppState;

@@ -19,7 +19,7 @@ use web_push::{
 
 use super::outbound::{self, OutboundClient, Reach};
 use crate::error::{Error, Result};
-use crate::push::subscriptions::PushSubscription;
+use crate::subscriptions::PushSubscription;
 
 /// How long a push service may take to answer one request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -244,7 +244,7 @@ mod tests {
         let (_, browser_key) = generate_vapid_key().unwrap();
         let subscription = |endpoint: &str| PushSubscription {
             endpoint: endpoint.to_owned(),
-            keys: crate::push::subscriptions::PushKeys {
+            keys: crate::subscriptions::PushKeys {
                 p256dh: browser_key.clone(),
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },
@@ -279,7 +279,7 @@ mod tests {
         let audience = |endpoint: &str| {
             let subscription = PushSubscription {
                 endpoint: endpoint.to_owned(),
-                keys: crate::push::subscriptions::PushKeys {
+                keys: crate::subscriptions::PushKeys {
                     p256dh: browser_key.clone(),
                     auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
                 },
@@ -380,7 +380,7 @@ mod tests {
         let (_, browser_key) = generate_vapid_key().unwrap();
         PushSubscription {
             endpoint,
-            keys: crate::push::subscriptions::PushKeys {
+            keys: crate::subscriptions::PushKeys {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },

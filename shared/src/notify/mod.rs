@@ -39,10 +39,11 @@ use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, NotificationLevel};
 use crate::messages::mentions::Mentions;
-use crate::push::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
 use crate::storage::ETag;
 use crate::store::Store;
 use crate::store::claims::ClaimRow;
+use crate::store::error::reported;
+use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
@@ -284,7 +285,7 @@ impl Notifier {
             Ok(pending) => pending,
             Err(e) => {
                 self.release(&run).await;
-                return Err(e);
+                return Err(e.into());
             }
         };
         let accepted = Accepted::Pushing {
@@ -392,7 +393,7 @@ impl Notifier {
                     tracing::warn!(error = %e, attempt, "an event's pushes are done but not yet recorded; trying again");
                     tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(reported(e)),
             }
         }
         Ok(report)
@@ -426,7 +427,7 @@ impl Notifier {
             },
             ClaimRow::Done => Claim::Done,
             ClaimRow::Claimed { at, etag: Some(etag) } if !at.is_some_and(|at| now - at < lease) => {
-                match self.store.reclaim(room, key, &etag, now).await? {
+                match self.store.reclaim(room, key, &etag, now).await.map_err(reported)? {
                     Some(etag) => Claim::Ours(etag),
                     None => Claim::Busy,
                 }
@@ -643,7 +644,7 @@ mod tests {
         let (_, browser_key) = crate::adapters::push::generate_vapid_key().unwrap();
         let subscription = PushSubscription {
             endpoint: format!("http://{addr}/push/silent"),
-            keys: crate::push::subscriptions::PushKeys {
+            keys: crate::subscriptions::PushKeys {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },

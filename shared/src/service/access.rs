@@ -17,7 +17,7 @@ use crate::rooms::Room;
 impl Chat {
     /// The caller's access to a room; a room they are not in answers exactly like a missing one.
     pub async fn access(&self, room_id: &RoomId, user: &UserId) -> Result<Access> {
-        let (room, member) = tokio::try_join!(self.find_room(room_id), self.store.member(room_id, user))?;
+        let (room, member) = tokio::try_join!(self.store.room(room_id), self.store.member(room_id, user))?;
         let (Some(room), Some(member)) = (room, member) else {
             return Err(Error::not_found("room not found"));
         };

@@ -56,19 +56,9 @@ impl Chat {
                     Ok(target_room) => self.send_as_member(who, &target_room, draft, None).await,
                     Err(e) => Err(e),
                 };
-                match sent {
-                    Ok(sent) => ForwardOutcome {
-                        room_id: target.clone(),
-                        status: 201,
-                        message: Some(sent.message),
-                        error: None,
-                    },
-                    Err(e) => ForwardOutcome {
-                        room_id: target.clone(),
-                        status: e.status(),
-                        message: None,
-                        error: Some(e.body()),
-                    },
+                ForwardOutcome {
+                    room_id: target.clone(),
+                    copy: sent.map(|sent| sent.message),
                 }
             }
         });

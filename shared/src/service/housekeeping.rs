@@ -14,10 +14,24 @@
 
 use super::Chat;
 use crate::error::Result;
-use crate::housekeeping::{IDEMPOTENCY_WINDOW, REGISTRATION_GRACE, Report};
 use crate::ids::RoomId;
 use crate::store::purge::RoomStanding;
 use chrono::{DateTime, Duration, Utc};
+
+/// How long a client id protects against a repeated send.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::hours(24);
+/// How long a housekeeping row may wait for its room to be created.
+pub const REGISTRATION_GRACE: Duration = Duration::hours(1);
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub rooms: usize,
+    /// Rooms whose housekeeping failed this time (logged; retried next run).
+    pub rooms_failed: usize,
+    pub messages_purged: usize,
+    pub idempotency_records_expired: usize,
+}
 
 impl Chat {
     /// One housekeeping run over every room.
@@ -44,7 +58,7 @@ impl Chat {
     ) -> Result<()> {
         let retention = match self.store.room_standing(room).await? {
             RoomStanding::Missing if now - registered < REGISTRATION_GRACE => return Ok(()),
-            RoomStanding::Missing => return self.store.unregister_room(room).await,
+            RoomStanding::Missing => return Ok(self.store.unregister_room(room).await?),
             RoomStanding::BeingDeleted => return Ok(()),
             RoomStanding::Kept { retention_seconds } => retention_seconds,
         };

@@ -33,7 +33,8 @@ impl Chat {
     ) -> Result<Member> {
         let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
         self.access(room_id, &who.user_id).await?;
-        self.store
+        Ok(self
+            .store
             .update_member(room_id, &who.user_id, |member| {
                 if let Some(nickname) = &nickname {
                     member.nickname = nickname.clone();
@@ -42,7 +43,7 @@ impl Chat {
                 member.muted = change.muted.unwrap_or(member.muted);
                 Ok(())
             })
-            .await
+            .await?)
     }
 
     pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {

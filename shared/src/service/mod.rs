@@ -23,6 +23,9 @@ pub mod send;
 pub mod subscriptions;
 pub mod threads;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
 use crate::adapters::events::{EventGrid, EventSink};
@@ -38,6 +41,7 @@ use crate::notify::{Notifier, PushSettings};
 use crate::storage::Tables;
 use crate::storage::azure::AzureTables;
 use crate::storage::sqlite::SqliteTables;
+use crate::store::error::reported;
 use crate::store::{Schema, Store};
 
 use self::live::TypingGate;
@@ -95,7 +99,7 @@ impl Chat {
     /// The service the settings describe.
     pub async fn from_settings(settings: &Settings) -> Result<Chat> {
         let tables = open_tables(&settings.storage)?;
-        let schema = Schema::with_prefix(&settings.table_prefix)?;
+        let schema = Schema::with_prefix(&settings.table_prefix).map_err(reported)?;
         let mut chat = Chat::open(tables, schema).await?;
         chat.workspace_id = Arc::from(settings.workspace_id.as_str());
         let sender = settings
@@ -189,10 +193,10 @@ impl Chat {
 pub fn open_tables(storage: &StorageSettings) -> Result<Tables> {
     Ok(match storage {
         StorageSettings::Azure { connection_string } => {
-            Tables::new(AzureTables::from_connection_string(connection_string)?)
+            Tables::new(AzureTables::from_connection_string(connection_string).map_err(reported)?)
         }
         StorageSettings::Embedded { data_dir, durability } => {
-            Tables::new(SqliteTables::open(data_dir.join("tabletalk.sqlite"), *durability)?)
+            Tables::new(SqliteTables::open(data_dir.join("tabletalk.sqlite"), *durability).map_err(reported)?)
         }
     })
 }

@@ -126,7 +126,7 @@ impl Chat {
         if access.rank < Rank(ban.banner_rank) {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
-        self.store.lift_ban(room_id, target).await
+        Ok(self.store.lift_ban(room_id, target).await?)
     }
 
     /// True while a ban on `user` is in force.

@@ -71,7 +71,7 @@ impl Chat {
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
-        self.store.message(room, key).await
+        Ok(self.store.message(room, key).await?)
     }
 
     async fn newest_first(

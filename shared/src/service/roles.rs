@@ -45,7 +45,8 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let name = change.name.as_deref().map(checked_name).transpose()?;
         self.role(room_id, id).await?;
-        self.store
+        Ok(self
+            .store
             .update_role(room_id, id, |role| {
                 access.require_outranks(Rank(role.position))?;
                 role.name = name.clone().unwrap_or(role.name.clone());
@@ -53,7 +54,7 @@ impl Chat {
                 role.position = change.position.unwrap_or(role.position);
                 check_grant(&access, role.position, role.permissions)
             })
-            .await
+            .await?)
     }
 
     pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
@@ -61,11 +62,11 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        self.store.delete_role(room_id, id).await
+        Ok(self.store.delete_role(room_id, id).await?)
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {
-        self.store.roles(room_id).await
+        Ok(self.store.roles(room_id).await?)
     }
 
     async fn role(&self, room_id: &RoomId, id: &str) -> Result<Role> {

@@ -40,6 +40,6 @@ impl Chat {
         self.store.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
         self.store.sweep_room(room_id).await?;
-        self.store.unregister_room(room_id).await
+        Ok(self.store.unregister_room(room_id).await?)
     }
 }

@@ -93,7 +93,8 @@ impl Chat {
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let lookups = rooms.into_iter().map(|room_id| async move {
-            let (member, room) = tokio::try_join!(self.store.member(&room_id, &who.user_id), self.find_room(&room_id))?;
+            let (member, room) =
+                tokio::try_join!(self.store.member(&room_id, &who.user_id), self.store.room(&room_id))?;
             let (Some(member), Some(room)) = (member, room) else {
                 return Ok(None);
             };
@@ -136,7 +137,7 @@ impl Chat {
 
     /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
-        self.store.room(room_id).await
+        Ok(self.store.room(room_id).await?)
     }
 
     async fn room(&self, room_id: &RoomId) -> Result<Room> {

@@ -29,6 +29,7 @@ use crate::messages::{Message, MessageType};
 use crate::permissions::Permission;
 use crate::signals::Signal;
 use crate::storage::ErrorKind;
+use crate::store::error::reported;
 use crate::store::messages::Inserted;
 use chrono::{DateTime, Duration, Utc};
 
@@ -186,7 +187,7 @@ impl Chat {
             && let Err(e) = self.store.mark_outbox(room).await
         {
             self.store.release_index_row(room, ticks).await;
-            return Err(e);
+            return Err(e.into());
         }
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let mut message = message;
@@ -211,7 +212,7 @@ impl Chat {
                 if !write_error.is(ErrorKind::Indeterminate) {
                     self.store.release_index_row(room, ticks).await;
                 }
-                return Err(write_error.into());
+                return Err(reported(write_error));
             }
         }
 
@@ -275,7 +276,7 @@ impl Chat {
                 })
                 .await;
             if let Err(e) = extended {
-                return e;
+                return e.into();
             }
         }
         Error::Forbidden("the message contains blocked content".into())

@@ -9,13 +9,26 @@
 //! needs: a 65-byte uncompressed P-256 point and a 16-byte auth secret.
 
 use super::Chat;
+use crate::adapters::outbound::{self, Reach};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
-use crate::push::subscriptions::{
-    MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe, check_endpoint, check_keys,
+use crate::subscriptions::{
+    MAX_ENDPOINT_CHARS, MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe, check_keys,
 };
 use chrono::Utc;
+
+/// Checks an endpoint URL when it is registered: https to a public host, unless private
+/// endpoints are allowed ([`outbound::check_url`], the rule every push is sent under). What a
+/// name resolves to is judged when a push connects, not here: it can change in between.
+fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
+    let invalid = |why: &str| Error::validation(format!("endpoint {why}"));
+    if endpoint.chars().count() > MAX_ENDPOINT_CHARS {
+        return Err(invalid("is too long"));
+    }
+    let url = reqwest::Url::parse(endpoint).map_err(|_| invalid("is not a URL"))?;
+    outbound::check_url(&url, Reach::allowing_private(allow_private)).map_err(|refused| invalid(&refused.0))
+}
 
 impl Chat {
     /// Registers (or, for a known endpoint, replaces) one of the caller's subscriptions.
@@ -47,10 +60,36 @@ impl Chat {
     }
 
     pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {
-        self.store.subscriptions(user, MAX_SUBSCRIPTIONS_PER_USER).await
+        Ok(self.store.subscriptions(user, MAX_SUBSCRIPTIONS_PER_USER).await?)
     }
 
     pub(crate) async fn forget_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
-        self.store.delete_subscription(user, endpoint).await
+        Ok(self.store.delete_subscription(user, endpoint).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_must_be_public_https_unless_allowed() {
+        assert!(check_endpoint("https://fcm.googleapis.com/fcm/send/abc", false).is_ok());
+        for bad in [
+            "http://push.example.com/x",
+            "https://127.0.0.1/x",
+            "https://10.1.2.3/x",
+            "https://169.254.169.254/latest",
+            "https://[::1]/x",
+            "https://[fe80::1]/x",
+            "https://localhost/x",
+            "https://user:pw@push.example.com/x",
+            "ftp://push.example.com/x",
+            "not a url",
+        ] {
+            assert!(check_endpoint(bad, false).is_err(), "{bad}");
+        }
+        assert!(check_endpoint("http://127.0.0.1:9000/push", true).is_ok());
+        assert!(check_endpoint("ftp://127.0.0.1/x", true).is_err());
     }
 }

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Store;
-use crate::error::Result;
+use super::error::Result;
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};

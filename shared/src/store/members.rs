@@ -6,8 +6,10 @@
 use chrono::{DateTime, Utc};
 
 use super::Store;
+use super::error::{Result, settle};
+use super::schema::user_key;
 use super::schema::{BAN_PREFIX, MEMBER_PREFIX};
-use crate::error::{Error, Result, settle};
+use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, MemberRole, NotificationLevel};
@@ -33,11 +35,11 @@ pub(crate) enum Joined {
 }
 
 pub(crate) fn member_key(user: &UserId) -> String {
-    format!("{MEMBER_PREFIX}{}", user.key())
+    format!("{MEMBER_PREFIX}{}", user_key(user))
 }
 
 fn ban_key(user: &UserId) -> String {
-    format!("{BAN_PREFIX}{}", user.key())
+    format!("{BAN_PREFIX}{}", user_key(user))
 }
 
 pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {
@@ -73,7 +75,7 @@ pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {
     entity
 }
 
-pub(crate) fn parse_member(entity: &Entity) -> Result<Member> {
+pub(crate) fn parse_member(entity: &Entity) -> crate::error::Result<Member> {
     let broken = || {
         Error::Internal(format!(
             "member row {}/{} is incomplete",
@@ -103,16 +105,17 @@ pub(crate) fn parse_member(entity: &Entity) -> Result<Member> {
 
 /// The "my rooms" row of `user` for `room`.
 pub(crate) fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> Entity {
-    Entity::new(user.key(), room.as_str()).with("joinedAt", Value::datetime(joined_at))
+    Entity::new(user_key(user), room.as_str()).with("joinedAt", Value::datetime(joined_at))
 }
 
 impl Store {
     pub(crate) async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
-        self.tables
+        Ok(self
+            .tables
             .get(&self.schema.rooms, room.as_str(), &member_key(user))
             .await?
             .map(|e| parse_member(&e))
-            .transpose()
+            .transpose()?)
     }
 
     /// Rewrites a member row through the conditional-write helper. `change` sees the current
@@ -121,7 +124,7 @@ impl Store {
         &self,
         room: &RoomId,
         user: &UserId,
-        mut change: impl FnMut(&mut Member) -> Result<()>,
+        mut change: impl FnMut(&mut Member) -> crate::error::Result<()>,
     ) -> Result<Member> {
         let entity = update_conditionally(
             &self.tables,
@@ -137,7 +140,7 @@ impl Store {
         )
         .await
         .map_err(|e| settle(e, "member not found"))?;
-        parse_member(&entity)
+        Ok(parse_member(&entity)?)
     }
 
     /// Every member of a room, up to `max` (those that cannot be read are an error when
@@ -146,7 +149,7 @@ impl Store {
         let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         match strict {
-            true => rows.iter().map(parse_member).collect(),
+            true => Ok(rows.iter().map(parse_member).collect::<crate::error::Result<_>>()?),
             false => Ok(rows.iter().filter_map(|row| parse_member(row).ok()).collect()),
         }
     }
@@ -176,13 +179,13 @@ impl Store {
 
     /// Takes `room` out of `user`'s "my rooms".
     pub(crate) async fn unindex_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user.key(), room.as_str())
+        self.delete_if_present(&self.schema.user_rooms, &user_key(user), room.as_str())
             .await
     }
 
     /// The rooms `user` is listed in, up to `max`.
     pub(crate) async fn user_rooms(&self, user: &UserId, max: usize) -> Result<Vec<RoomId>> {
-        let query = RangeQuery::partition(user.key(), 1000);
+        let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.user_rooms, &query, max).await?;
         Ok(rows.iter().filter_map(|row| RoomId::parse(&row.row_key).ok()).collect())
     }

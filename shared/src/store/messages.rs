@@ -13,9 +13,11 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::Store;
+use super::error::{Result, settle};
 use super::ledger::{feed_end, feed_key, feed_version};
+use super::schema::user_key;
 use super::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
-use crate::error::{Error, Result, settle};
+use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
@@ -42,7 +44,7 @@ pub(crate) enum Inserted {
 /// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
 /// keys.
 fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
-    let user = user.key().replace(':', "%3A");
+    let user = user_key(user).replace(':', "%3A");
     format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
 }
 
@@ -95,19 +97,19 @@ fn feed_row(message: &Message) -> Entity {
 }
 
 /// Reads a `Messages` row. A row that does not parse is a server fault, never the caller's.
-pub(crate) fn parse_message(room: &RoomId, entity: &Entity) -> Result<Message> {
+pub(crate) fn parse_message(room: &RoomId, entity: &Entity) -> crate::error::Result<Message> {
     parse_row(room, &entity.row_key, entity)
 }
 
 /// Reads a change-feed row.
-fn parse_feed_row(room: &RoomId, entity: &Entity) -> Result<Message> {
+fn parse_feed_row(room: &RoomId, entity: &Entity) -> crate::error::Result<Message> {
     let id = entity
         .str("messageId")
         .ok_or_else(|| Error::Internal(format!("feed row {room}/{} has no message id", entity.row_key)))?;
     parse_row(room, id, entity)
 }
 
-fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> Result<Message> {
+fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<Message> {
     let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
     MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
     let string = |name: &str| entity.str(name).map(str::to_owned);
@@ -152,8 +154,8 @@ pub(crate) fn json_value<T: Serialize>(value: &T) -> Value {
 /// The conditional helper's `apply` for a change to a live message: a deleted one is 404.
 fn live_change(
     room: &RoomId,
-    mut change: impl FnMut(&mut Message) -> Result<()>,
-) -> impl FnMut(Entity) -> Result<Entity> {
+    mut change: impl FnMut(&mut Message) -> crate::error::Result<()>,
+) -> impl FnMut(Entity) -> crate::error::Result<Entity> {
     move |entity| {
         let mut message = parse_message(room, &entity)?;
         if !message.is_live() {
@@ -167,11 +169,12 @@ fn live_change(
 impl Store {
     /// The message `key` names, tombstone or not.
     pub(crate) async fn message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
-        self.tables
+        Ok(self
+            .tables
             .get(&self.schema.messages, room.as_str(), key.as_str())
             .await?
             .map(|e| parse_message(room, &e))
-            .transpose()
+            .transpose()?)
     }
 
     /// Up to `limit` messages newest first, after `after` (tombstones included), and whether
@@ -191,7 +194,10 @@ impl Store {
             .from(from)
             .to(Bound::Excluded(high.to_owned()));
         let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, limit).await?;
-        let messages = rows.iter().map(|row| parse_message(room, row)).collect::<Result<_>>()?;
+        let messages = rows
+            .iter()
+            .map(|row| parse_message(room, row))
+            .collect::<crate::error::Result<_>>()?;
         Ok((messages, more))
     }
 
@@ -326,7 +332,7 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Unavailable("no free message key; try again".into()))
+        Err(Error::Unavailable("no free message key; try again".into()).into())
     }
 
     /// Compensation for a failed message write. A failure here is logged: the orphan index
@@ -400,7 +406,7 @@ impl Store {
         &self,
         room: &RoomId,
         key: &MessageKey,
-        change: impl FnMut(&mut Message) -> Result<()>,
+        change: impl FnMut(&mut Message) -> crate::error::Result<()>,
     ) -> Result<Message> {
         let entity = update_conditionally(
             &self.tables,
@@ -412,7 +418,7 @@ impl Store {
         )
         .await
         .map_err(|e| settle(e, "message not found"))?;
-        parse_message(room, &entity)
+        Ok(parse_message(room, &entity)?)
     }
 
     /// [`Store::rewrite_message`] for a change the feed carries (text edits, deletes): the row
@@ -422,7 +428,7 @@ impl Store {
         &self,
         room: &RoomId,
         key: &MessageKey,
-        change: impl FnMut(&mut Message) -> Result<()>,
+        change: impl FnMut(&mut Message) -> crate::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
         let write = |next: Entity, seen: ETag| {

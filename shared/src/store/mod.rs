@@ -9,6 +9,7 @@
 
 pub mod claims;
 pub mod companions;
+pub mod error;
 pub mod ledger;
 pub mod members;
 pub mod messages;
@@ -21,7 +22,7 @@ pub mod subscriptions;
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use self::error::Result;
 use crate::storage::{ErrorKind, IfMatch, TableName, Tables};
 
 pub use schema::Schema;

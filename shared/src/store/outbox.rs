@@ -12,8 +12,9 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::Store;
+use super::error::Result;
 use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::RoomId;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};

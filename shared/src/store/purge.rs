@@ -12,10 +12,10 @@ use std::ops::Bound;
 use chrono::{DateTime, Utc};
 
 use super::Store;
+use super::error::Result;
 use super::ledger::{Counter, feed_key, feed_version};
 use super::messages::{parse_message, thread_key};
 use super::schema::{FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW};
-use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::messages::Message;
@@ -104,7 +104,7 @@ impl Store {
             let messages = rows
                 .iter()
                 .map(|row| parse_message(room, row))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<crate::error::Result<Vec<_>>>()?;
             for message in &messages {
                 let index = message.key().ticks().ascending_key();
                 self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
@@ -196,7 +196,7 @@ impl Store {
             match self.tables.transact(&self.schema.messages, room.as_str(), batch).await {
                 Ok(_) => {}
                 Err(e) if e.is(ErrorKind::NotFound) => {}
-                Err(e) => return Err(Error::from(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(expired.len())

@@ -1,8 +1,9 @@
 //! Role rows: `r:<role id>` in the room's `Rooms` partition.
 
 use super::Store;
+use super::error::{Result, settle};
 use super::schema::ROLE_PREFIX;
-use crate::error::{Error, Result, settle};
+use crate::error::Error;
 use crate::ids::RoomId;
 use crate::permissions::Permissions;
 use crate::roles::{MAX_ROLES_PER_ROOM, Role};
@@ -65,7 +66,7 @@ impl Store {
         &self,
         room: &RoomId,
         id: &str,
-        mut change: impl FnMut(&mut Role) -> Result<()>,
+        mut change: impl FnMut(&mut Role) -> crate::error::Result<()>,
     ) -> Result<Role> {
         let entity = update_conditionally(
             &self.tables,
@@ -81,7 +82,7 @@ impl Store {
         )
         .await
         .map_err(|e| settle(e, "role not found"))?;
-        parse_role(&entity).ok_or_else(|| broken(id))
+        Ok(parse_role(&entity).ok_or_else(|| broken(id))?)
     }
 
     pub(crate) async fn delete_role(&self, room: &RoomId, id: &str) -> Result<()> {

@@ -5,9 +5,10 @@
 use chrono::Utc;
 
 use super::Store;
+use super::error::{Result, settle};
 use super::members::{member_row, user_room_row};
 use super::schema::{MEMBER_PREFIX, ROOM_ROW};
-use crate::error::{Error, Result, settle};
+use crate::error::Error;
 use crate::ids::RoomId;
 use crate::members::Member;
 use crate::permissions::Permissions;
@@ -40,7 +41,7 @@ fn room_row(room: &Room) -> Entity {
         )
 }
 
-fn parse_room(entity: &Entity) -> Result<Room> {
+fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
     let broken = || Error::Internal(format!("room row {} is incomplete", entity.partition_key));
     Ok(Room {
         id: entity.partition_key.clone(),
@@ -95,12 +96,13 @@ impl Store {
 
     /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn room(&self, room: &RoomId) -> Result<Option<Room>> {
-        self.tables
+        Ok(self
+            .tables
             .get(&self.schema.rooms, room.as_str(), ROOM_ROW)
             .await?
             .filter(|e| !is_being_deleted(e))
             .map(|e| parse_room(&e))
-            .transpose()
+            .transpose()?)
     }
 
     /// The room row as a delete needs it, marked or not.
@@ -117,7 +119,7 @@ impl Store {
     pub(crate) async fn update_room(
         &self,
         room: &RoomId,
-        mut change: impl FnMut(&mut Room) -> Result<()>,
+        mut change: impl FnMut(&mut Room) -> crate::error::Result<()>,
     ) -> Result<Room> {
         let entity = update_conditionally(
             &self.tables,
@@ -136,7 +138,7 @@ impl Store {
         )
         .await
         .map_err(|e| settle(e, "room not found"))?;
-        parse_room(&entity)
+        Ok(parse_room(&entity)?)
     }
 
     /// Marks the room row as being deleted: from then on the room answers as missing.

@@ -22,6 +22,8 @@
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition).
 
+use crate::ids::UserId;
+use crate::storage::rules::is_forbidden_key_char;
 use crate::storage::{Result, TableName, Tables};
 
 /// The `Housekeeping` partition listing every room.
@@ -95,5 +97,49 @@ impl Schema {
             tables.create_table(table).await?;
         }
         Ok(())
+    }
+}
+
+/// A user id as a table key part: characters Azure forbids in keys, and `%` itself, are
+/// percent-encoded, so any user id is a valid, reversible key.
+pub fn user_key(user: &UserId) -> String {
+    encode_key_part(user.as_str())
+}
+
+/// Percent-encodes `%` and every character forbidden in table keys.
+pub fn encode_key_part(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '%' || is_forbidden_key_char(c) {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_keys_are_valid_table_keys() {
+        for id in ["alice", "a/b\\c#d?e", "100%", "tab\there", "日本"] {
+            let key = encode_key_part(id);
+            assert!(
+                crate::storage::rules::check_key("RowKey", &key).is_ok(),
+                "{id} -> {key}"
+            );
+        }
+        assert_eq!(encode_key_part("a/b%"), "a%2Fb%25");
+        assert_ne!(
+            encode_key_part("a/b"),
+            encode_key_part("a%2Fb"),
+            "the encoding is injective"
+        );
     }
 }

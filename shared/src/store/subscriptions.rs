@@ -4,10 +4,11 @@
 use sha2::{Digest, Sha256};
 
 use super::Store;
-use crate::error::Result;
+use super::error::Result;
+use super::schema::user_key;
 use crate::ids::UserId;
-use crate::push::subscriptions::{PushKeys, PushSubscription};
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::subscriptions::{PushKeys, PushSubscription};
 
 fn subscription_key(endpoint: &str) -> String {
     let digest = Sha256::digest(endpoint.as_bytes());
@@ -15,7 +16,7 @@ fn subscription_key(endpoint: &str) -> String {
 }
 
 fn subscription_row(user: &UserId, subscription: &PushSubscription) -> Entity {
-    Entity::new(user.key(), subscription_key(&subscription.endpoint))
+    Entity::new(user_key(user), subscription_key(&subscription.endpoint))
         .with("endpoint", Value::String(subscription.endpoint.clone()))
         .with("p256dh", Value::String(subscription.keys.p256dh.clone()))
         .with("auth", Value::String(subscription.keys.auth.clone()))
@@ -48,7 +49,7 @@ impl Store {
 
     /// `user`'s subscriptions, up to `max` (a row that cannot be read is left out).
     pub(crate) async fn subscriptions(&self, user: &UserId, max: usize) -> Result<Vec<PushSubscription>> {
-        let query = RangeQuery::partition(user.key(), 1000);
+        let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self
             .tables
             .query_up_to(&self.schema.push_subscriptions, &query, max)
@@ -59,7 +60,7 @@ impl Store {
     pub(crate) async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
         self.delete_if_present(
             &self.schema.push_subscriptions,
-            &user.key(),
+            &user_key(user),
             &subscription_key(endpoint),
         )
         .await

@@ -47,7 +47,7 @@ impl WordFilterSettings {
         WordFilter::new(self.words.iter().map(String::as_str))
     }
 
-    pub(crate) fn checked(mut self) -> Result<WordFilterSettings> {
+    pub fn checked(mut self) -> Result<WordFilterSettings> {
         if self.words.len() > MAX_FILTER_WORDS {
             return Err(Error::validation(format!("at most {MAX_FILTER_WORDS} filter words")));
         }

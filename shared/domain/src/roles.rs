@@ -48,12 +48,12 @@ pub struct RoleChange {
     pub position: Option<u32>,
 }
 
-pub(crate) fn checked_name(name: &str) -> Result<String> {
+pub fn checked_name(name: &str) -> Result<String> {
     plain_text(name, "a role name", 1, MAX_ROLE_NAME_CHARS)
 }
 
 /// Checks that `access` may give a role this position and these permissions.
-pub(crate) fn check_grant(access: &Access, position: u32, permissions: Permissions) -> Result<()> {
+pub fn check_grant(access: &Access, position: u32, permissions: Permissions) -> Result<()> {
     if !(1..=MAX_POSITION).contains(&position) {
         return Err(Error::validation(format!("position must be 1..={MAX_POSITION}")));
     }

@@ -9,10 +9,10 @@ use super::mentions::Mentions;
 use super::polls::{NewPoll, Poll};
 use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
 use crate::access::Access;
-use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, UserId};
+use crate::principal::Principal;
 
 /// What a member sends.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -55,7 +55,7 @@ pub struct Sent {
 
 impl Sent {
     /// The answer to a repeat: the message the first send stored.
-    pub(crate) fn repeat(first: Message) -> Sent {
+    pub fn repeat(first: Message) -> Sent {
         Sent {
             message: first,
             created: false,
@@ -65,7 +65,7 @@ impl Sent {
 
 /// A member's message on its way through the checks: sanitized, not yet validated.
 #[derive(Debug, Clone)]
-pub(crate) struct Draft {
+pub struct Draft {
     pub kind: MessageType,
     pub text: Option<String>,
     pub poll: Option<NewPoll>,
@@ -74,7 +74,7 @@ pub(crate) struct Draft {
 }
 
 /// A draft that passed validation.
-pub(crate) struct Content {
+pub struct Content {
     pub text: String,
     pub poll: Option<Poll>,
     pub mentions: Mentions,
@@ -82,7 +82,7 @@ pub(crate) struct Content {
 
 impl Draft {
     /// What the word filter reads: the text, or a poll's question and options.
-    pub(crate) fn filter_text(&self) -> String {
+    pub fn filter_text(&self) -> String {
         match (&self.text, &self.poll) {
             (Some(text), _) => text.clone(),
             (None, Some(poll)) => html::escape(&poll.words()),
@@ -92,7 +92,7 @@ impl Draft {
 
     /// Content validation, the last of the checks: the body the type needs, and mentions the
     /// sender may make.
-    pub(crate) fn validate(&self, access: &Access) -> Result<Content> {
+    pub fn validate(&self, access: &Access) -> Result<Content> {
         let content = match (self.kind, &self.text, &self.poll) {
             (MessageType::Poll, None, Some(poll)) => Content {
                 text: String::new(),
@@ -116,7 +116,7 @@ impl Draft {
 
 /// A message ready to be written: what step 4 stores, whoever wrote it.
 #[derive(Debug, Clone)]
-pub(crate) struct Post {
+pub struct Post {
     pub kind: MessageType,
     pub author_id: String,
     pub author_name: String,
@@ -150,7 +150,7 @@ impl Post {
 }
 
 /// Checks a sanitized body: something visible, and not too long.
-pub(crate) fn checked_text(text: &str) -> Result<String> {
+pub fn checked_text(text: &str) -> Result<String> {
     if html::is_blank(text) {
         return Err(Error::validation("the message is empty (after removing unsafe HTML)"));
     }

@@ -6,6 +6,7 @@ use crate::messages::send::NewMessage;
 use crate::service::testing::{alice, chat_on, store, user};
 use crate::storage::faults::FaultyTables;
 use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+use crate::store::schema::user_key;
 
 fn unavailable() -> StoreError {
     StoreError::new(ErrorKind::Unavailable, "injected")
@@ -67,7 +68,7 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
         let index = chat
             .store
             .tables()
-            .get(&chat.store.schema().user_rooms, &who.user_id.key(), room.as_str())
+            .get(&chat.store.schema().user_rooms, &user_key(&who.user_id), room.as_str())
             .await;
         assert!(index.unwrap().is_none());
     }
@@ -125,7 +126,7 @@ async fn housekeeping_keeps_a_room_that_is_still_being_created() {
         listed(&chat, &coming).await,
         "kept while the room may still be on its way"
     );
-    let later = chrono::Utc::now() + crate::housekeeping::REGISTRATION_GRACE + chrono::Duration::minutes(1);
+    let later = chrono::Utc::now() + crate::service::housekeeping::REGISTRATION_GRACE + chrono::Duration::minutes(1);
     chat.housekeeping(later).await.unwrap();
     assert!(
         !listed(&chat, &coming).await,

@@ -6,10 +6,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
 use crate::keys::{MessageKey, Ticks};
+use crate::principal::Principal;
 use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
@@ -36,7 +36,7 @@ pub enum NotificationLevel {
 }
 
 impl NotificationLevel {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             NotificationLevel::All => "All",
             NotificationLevel::Mentions => "Mentions",
@@ -44,7 +44,7 @@ impl NotificationLevel {
         }
     }
 
-    pub(crate) fn parse(text: &str) -> NotificationLevel {
+    pub fn parse(text: &str) -> NotificationLevel {
         match text {
             "Mentions" => NotificationLevel::Mentions,
             "Never" => NotificationLevel::Never,
@@ -135,7 +135,7 @@ pub struct MemberRoles {
 }
 
 impl Member {
-    pub(crate) fn new(user: &Principal, role: MemberRole, joined_at: DateTime<Utc>) -> Member {
+    pub fn new(user: &Principal, role: MemberRole, joined_at: DateTime<Utc>) -> Member {
         Member {
             user_id: user.user_id.clone(),
             name: user.name.clone(),
@@ -174,7 +174,7 @@ impl Member {
     }
 }
 
-pub(crate) fn checked_nickname(nickname: &str) -> Result<Option<String>> {
+pub fn checked_nickname(nickname: &str) -> Result<Option<String>> {
     let nickname = plain_text(nickname, "a nickname", 0, MAX_NICKNAME_CHARS)?;
     Ok((!nickname.is_empty()).then_some(nickname))
 }

@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::adapters::outbound::{self, Reach};
 use crate::error::{Error, Result};
 
 /// Subscriptions one user may hold (browsers and devices).
@@ -55,19 +54,7 @@ fn decode(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
-/// Checks an endpoint URL when it is registered: https to a public host, unless private
-/// endpoints are allowed ([`outbound::check_url`], the rule every push is sent under). What a
-/// name resolves to is judged when a push connects, not here: it can change in between.
-pub(crate) fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
-    let invalid = |why: &str| Error::validation(format!("endpoint {why}"));
-    if endpoint.chars().count() > MAX_ENDPOINT_CHARS {
-        return Err(invalid("is too long"));
-    }
-    let url = reqwest::Url::parse(endpoint).map_err(|_| invalid("is not a URL"))?;
-    outbound::check_url(&url, Reach::allowing_private(allow_private)).map_err(|refused| invalid(&refused.0))
-}
-
-pub(crate) fn check_keys(keys: &PushKeys) -> Result<()> {
+pub fn check_keys(keys: &PushKeys) -> Result<()> {
     let p256dh = decode(&keys.p256dh).ok_or_else(|| Error::validation("keys.p256dh is not base64url"))?;
     if p256dh.len() != 65 || p256dh[0] != 0x04 {
         return Err(Error::validation(
@@ -84,27 +71,6 @@ pub(crate) fn check_keys(keys: &PushKeys) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_must_be_public_https_unless_allowed() {
-        assert!(check_endpoint("https://fcm.googleapis.com/fcm/send/abc", false).is_ok());
-        for bad in [
-            "http://push.example.com/x",
-            "https://127.0.0.1/x",
-            "https://10.1.2.3/x",
-            "https://169.254.169.254/latest",
-            "https://[::1]/x",
-            "https://[fe80::1]/x",
-            "https://localhost/x",
-            "https://user:pw@push.example.com/x",
-            "ftp://push.example.com/x",
-            "not a url",
-        ] {
-            assert!(check_endpoint(bad, false).is_err(), "{bad}");
-        }
-        assert!(check_endpoint("http://127.0.0.1:9000/push", true).is_ok());
-        assert!(check_endpoint("ftp://127.0.0.1/x", true).is_err());
-    }
 
     #[test]
     fn keys_have_the_rfc_8291_shapes() {

@@ -67,7 +67,7 @@ impl MessageType {
         }
     }
 
-    pub(crate) fn parse(text: &str) -> Option<MessageType> {
+    pub fn parse(text: &str) -> Option<MessageType> {
         MessageType::ALL.into_iter().find(|t| t.as_str() == text)
     }
 }
@@ -145,7 +145,7 @@ impl Message {
     }
 
     /// Drops the source room of a forwarded copy from what is shown (see [`ForwardSource`]).
-    pub(crate) fn hide_source_room(&mut self) {
+    pub fn hide_source_room(&mut self) {
         if let Some(source) = &mut self.forwarded_from {
             source.room_id = None;
         }
@@ -157,7 +157,7 @@ impl Message {
     }
 
     /// Turns the message into its tombstone: body, poll and mentions wiped, the row kept.
-    pub(crate) fn tombstone(&mut self, by: &str, at: DateTime<Utc>) {
+    pub fn tombstone(&mut self, by: &str, at: DateTime<Utc>) {
         self.moderated = by != self.author_id;
         self.deleted_at = Some(at);
         self.deleted_by = Some(by.to_owned());
@@ -168,6 +168,3 @@ impl Message {
         self.reactions.clear();
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,10 +1,9 @@
 //! A forward's input and its per-room outcome. Forwarding is `crate::service::forward`.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::Message;
-use crate::error::ErrorBody;
 
 /// Rooms one forward may reach.
 pub const MAX_FORWARD_ROOMS: usize = 10;
@@ -17,15 +16,9 @@ pub struct Forward {
     pub room_ids: Vec<String>,
 }
 
-/// How the forward into one room went.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
+/// How the forward into one room went: the stored copy, or why that room refused it.
+#[derive(Debug, Clone)]
 pub struct ForwardOutcome {
     pub room_id: String,
-    /// 201 when the copy was stored; otherwise the status a send into that room answered.
-    pub status: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<Message>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorBody>,
+    pub copy: Result<Message, crate::error::Error>,
 }

@@ -1,12 +1,10 @@
-//! The service layer's one error type. Each variant is a client-visible outcome with a stable
-//! code (BRIEF §7); the HTTP layer only maps variants to statuses. Storage failures that are
-//! not the client's doing become `Unavailable` or `Internal`, whose details are logged and
-//! never shown.
+//! The domain's one error type, which the service answers with. Each variant is a
+//! client-visible outcome with a stable code (BRIEF §7); the HTTP layer maps variants to
+//! statuses. Storage failures that are not the client's doing become `Unavailable` or
+//! `Internal` (`tabletalk::store::Error`), whose details are logged and never shown.
 
 use serde::Serialize;
 use utoipa::ToSchema;
-
-use crate::storage::{ErrorKind, StoreError};
 
 /// The body of every error response, and of each failed part of a partial success (forwards).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -68,32 +66,11 @@ impl Error {
         }
     }
 
-    pub fn status(&self) -> u16 {
-        match self {
-            Error::BadRequest(_) => 400,
-            Error::Unauthorized(_) => 401,
-            Error::Forbidden(_) => 403,
-            Error::NotFound(_) => 404,
-            Error::Conflict(_) => 409,
-            Error::PayloadTooLarge(_) => 413,
-            Error::Validation(_) => 422,
-            Error::TooManyRequests { .. } => 429,
-            Error::Unavailable(_) => 503,
-            Error::Internal(_) => 500,
-        }
-    }
-
-    /// What the client is shown: internal details are logged here and replaced.
+    /// What a client is shown: the code, and the message — except for an internal error,
+    /// whose details are for the logs only (the caller logs them).
     pub fn body(&self) -> ErrorBody {
         let message = match self {
-            Error::Internal(detail) => {
-                tracing::error!(%detail, "internal error");
-                "internal error".to_owned()
-            }
-            Error::Unavailable(detail) => {
-                tracing::warn!(%detail, "dependency unavailable");
-                detail.clone()
-            }
+            Error::Internal(_) => "internal error".to_owned(),
             other => other.to_string(),
         };
         ErrorBody {
@@ -115,30 +92,4 @@ impl Error {
     }
 }
 
-/// A storage failure reaching the service is ours, not the client's: input was validated
-/// before it got there.
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Error {
-        match e.kind {
-            ErrorKind::Unavailable => Error::Unavailable("storage is unavailable; try again".into()),
-            ErrorKind::Indeterminate => Error::Unavailable(
-                "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)"
-                    .into(),
-            ),
-            _ => Error::Internal(e.to_string()),
-        }
-    }
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A conditional update's failure as the service reports it; `missing` names what was gone.
-pub(crate) fn settle(e: crate::storage::conditional::ConditionalError<Error>, missing: &str) -> Error {
-    use crate::storage::conditional::ConditionalError;
-    match e {
-        ConditionalError::NotFound => Error::not_found(missing),
-        ConditionalError::Conflict => Error::Conflict("the change raced with others; try again".into()),
-        ConditionalError::Store(e) => e.into(),
-        ConditionalError::Rejected(e) => e,
-    }
-}

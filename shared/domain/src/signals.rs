@@ -47,7 +47,7 @@ pub enum Signal {
 
 impl Signal {
     /// The signal as every member of the room may see it.
-    pub(crate) fn for_everyone(mut self) -> Signal {
+    pub fn for_everyone(mut self) -> Signal {
         if let Signal::Created { message } | Signal::Updated { message } = &mut self {
             message.hide_source_room();
         }
@@ -57,7 +57,7 @@ impl Signal {
 
 /// A signal as it goes on the wire: the room it is about, and the signal.
 #[derive(Serialize)]
-pub(crate) struct Envelope<'a> {
+pub struct Envelope<'a> {
     #[serde(rename = "roomId")]
     pub room_id: &'a str,
     #[serde(flatten)]

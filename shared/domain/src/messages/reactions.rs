@@ -10,7 +10,7 @@ pub const MAX_EMOJI_CHARS: usize = 32;
 /// Distinct emoji one message can carry.
 pub const MAX_EMOJI_PER_MESSAGE: usize = 20;
 /// Companion rows read for one page; past this, counts are what was read.
-pub(crate) const MAX_ROWS_PER_PAGE: usize = 20_000;
+pub const MAX_ROWS_PER_PAGE: usize = 20_000;
 
 /// How many members reacted with one emoji, and whether the reader is among them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -22,7 +22,7 @@ pub struct ReactionCount {
 }
 
 /// An emoji as a reaction: a Unicode emoji or a `:shortcode:`, 1..=32 characters, no spaces.
-pub(crate) fn checked_emoji(emoji: &str) -> Result<&str> {
+pub fn checked_emoji(emoji: &str) -> Result<&str> {
     let valid = !emoji.is_empty()
         && emoji.chars().count() <= MAX_EMOJI_CHARS
         && !emoji.chars().any(|c| c.is_whitespace() || c.is_control());

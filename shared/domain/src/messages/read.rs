@@ -40,7 +40,7 @@ pub struct MessagePage {
 
 /// Cuts `messages` to its longest prefix within [`PAGE_BYTE_BUDGET`] (never below one
 /// message); true when something was cut.
-pub(crate) fn keep_within_budget(messages: &mut Vec<Message>) -> bool {
+pub fn keep_within_budget(messages: &mut Vec<Message>) -> bool {
     let mut bytes = 0;
     for (index, message) in messages.iter().enumerate() {
         bytes += serde_json::to_vec(message).map(|v| v.len()).unwrap_or(0);

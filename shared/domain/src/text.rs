@@ -5,16 +5,16 @@
 use crate::error::{Error, Result};
 
 /// `value` trimmed, if it is `min..=max` characters on one line.
-pub(crate) fn plain_text(value: &str, what: &str, min: usize, max: usize) -> Result<String> {
+pub fn plain_text(value: &str, what: &str, min: usize, max: usize) -> Result<String> {
     checked(value, what, min, max, false)
 }
 
 /// `value` trimmed, if it is at most `max` characters; line breaks allowed.
-pub(crate) fn plain_lines(value: &str, what: &str, max: usize) -> Result<String> {
+pub fn plain_lines(value: &str, what: &str, max: usize) -> Result<String> {
     checked(value, what, 0, max, true)
 }
 
-pub(crate) fn checked(value: &str, what: &str, min: usize, max: usize, multiline: bool) -> Result<String> {
+pub fn checked(value: &str, what: &str, min: usize, max: usize, multiline: bool) -> Result<String> {
     let value = value.trim();
     let chars = value.chars().count();
     let control = value.chars().any(|c| c.is_control() && !(multiline && c == '\n'));

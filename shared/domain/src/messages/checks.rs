@@ -90,10 +90,10 @@ pub fn slowmode(room: &Room, member: &Member, now: DateTime<Utc>) -> Result<()> 
 mod tests {
     use super::*;
     use crate::access::Rank;
-    use crate::auth::Principal;
     use crate::ids::UserId;
     use crate::members::MemberRole;
     use crate::permissions::Permissions;
+    use crate::principal::Principal;
     use crate::rooms::WordFilterSettings;
 
     fn access(role: MemberRole, permissions: Permissions) -> Access {

@@ -13,7 +13,7 @@ pub const MAX_LIMIT: i64 = 200;
 /// Changes one request returns at most, over all its conversations.
 pub const MAX_CHANGES_PER_REQUEST: usize = 1000;
 /// Reads of one conversation before a purge running alongside is reported as busy.
-pub(crate) const FLOOR_RACE_ATTEMPTS: usize = 3;
+pub const FLOOR_RACE_ATTEMPTS: usize = 3;
 
 /// The body of a `messageChanges` call: `{ "input": MessageChangesInput }`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -125,7 +125,7 @@ pub struct FeedMessage {
 }
 
 impl MessageChange {
-    pub(crate) fn of(message: Message) -> MessageChange {
+    pub fn of(message: Message) -> MessageChange {
         let live = message.is_live();
         let kind = match (live, message.edited_at) {
             (false, _) => ChangeKind::Deleted,
@@ -161,7 +161,7 @@ pub fn per_conversation_limit(limit: Option<i64>, conversations: usize) -> usize
 
 /// An entry with nothing to say: the cursor as it was sent ("0" for none, which every room
 /// takes as an initial sync).
-pub(crate) fn unchanged(conversation: &MessageChangeCursorInput, status: ChangeStatus) -> ConversationChanges {
+pub fn unchanged(conversation: &MessageChangeCursorInput, status: ChangeStatus) -> ConversationChanges {
     ConversationChanges {
         conversation_id: conversation.conversation_id.clone(),
         status,
@@ -174,9 +174,6 @@ pub(crate) fn unchanged(conversation: &MessageChangeCursorInput, status: ChangeS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Chat;
-    use crate::error::Error;
-    use crate::ids::RoomId;
 
     #[test]
     fn limits_are_clamped_then_shared() {
@@ -193,131 +190,5 @@ mod tests {
         assert_eq!(per_conversation_limit(None, 100), 10);
         assert_eq!(per_conversation_limit(Some(200), 7), 142);
         assert_eq!(per_conversation_limit(Some(3), 100), 3);
-    }
-
-    use crate::messages::send::NewMessage;
-    use crate::rooms::NewRoom;
-    use crate::service::testing::{alice, chat_on, store};
-    use crate::storage::faults::FaultyTables;
-    use crate::storage::{StoreError, Tables};
-
-    fn ask(conversations: &[(&RoomId, Option<&str>)]) -> MessageChangesInput {
-        MessageChangesInput {
-            server_id: "default".into(),
-            conversations: conversations
-                .iter()
-                .map(|(room, after)| MessageChangeCursorInput {
-                    conversation_id: room.to_string(),
-                    after: after.map(str::to_owned),
-                })
-                .collect(),
-            limit: None,
-        }
-    }
-
-    /// A second room alice owns, next to the one `chat_on` made.
-    async fn another_room(chat: &Chat) -> RoomId {
-        let room = NewRoom {
-            name: "other".into(),
-            description: None,
-        };
-        RoomId::parse(&chat.create_room(&alice(), room).await.unwrap().id).unwrap()
-    }
-
-    async fn post(chat: &Chat, room: &RoomId, text: &str) {
-        chat.send_message(&alice(), room, NewMessage::text(text)).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_cursor_from_another_conversation_is_refused() {
-        let (chat, first) = chat_on(Tables::new(store())).await;
-        let second = another_room(&chat).await;
-        post(&chat, &first, "one").await;
-        post(&chat, &second, "two").await;
-        let answer = chat.message_changes(&alice(), ask(&[(&first, None)])).await.unwrap();
-        let cursor = answer.message_changes[0].cursor.clone();
-
-        let refused = chat
-            .message_changes(&alice(), ask(&[(&second, Some(&cursor))]))
-            .await
-            .map(|a| a.message_changes[0].status);
-        assert!(matches!(refused, Err(Error::Validation(_))), "{refused:?}");
-        // The cursor still works where it was issued, and a plain version from before this
-        // binding is still taken for whatever conversation it is sent with.
-        let own = chat
-            .message_changes(&alice(), ask(&[(&first, Some(&cursor))]))
-            .await
-            .unwrap();
-        assert_eq!(own.message_changes[0].status, ChangeStatus::Ok);
-        let legacy = chat
-            .message_changes(&alice(), ask(&[(&second, Some("1"))]))
-            .await
-            .unwrap();
-        assert_eq!(legacy.message_changes[0].status, ChangeStatus::Ok);
-    }
-
-    #[tokio::test]
-    async fn a_store_error_in_one_conversation_leaves_the_others_answered() {
-        let faults = FaultyTables::new(store());
-        let (chat, first) = chat_on(Tables::new(faults.clone())).await;
-        let second = another_room(&chat).await;
-        post(&chat, &first, "one").await;
-        post(&chat, &second, "two").await;
-        // One of the two range reads of the feed fails.
-        faults.fail_operation(
-            "query",
-            Some(&chat.store.schema.messages),
-            1,
-            StoreError::unavailable("injected"),
-        );
-        let answer = chat
-            .message_changes(&alice(), ask(&[(&first, Some("0")), (&second, None)]))
-            .await
-            .expect("one conversation's failure does not fail the request");
-        let entries = &answer.message_changes;
-        let statuses: Vec<String> = entries
-            .iter()
-            .map(|e| serde_json::to_value(e).unwrap()["status"].as_str().unwrap().to_owned())
-            .collect();
-        let failed = statuses.iter().position(|s| s == "UNAVAILABLE").expect("{statuses:?}");
-        let answered = 1 - failed;
-        assert_eq!(statuses[answered], "OK", "{statuses:?}");
-        assert!(!entries[answered].changes.is_empty());
-        // The failed one: nothing, its cursor as sent, and no hasMore to spin on.
-        assert!(entries[failed].changes.is_empty() && !entries[failed].has_more);
-        assert_eq!(entries[failed].cursor, "0");
-        // Asked again, it is answered.
-        let again = chat
-            .message_changes(&alice(), ask(&[(&[&first, &second][failed], Some("0"))]))
-            .await
-            .unwrap();
-        assert_eq!(again.message_changes[0].status, ChangeStatus::Ok);
-    }
-
-    #[tokio::test]
-    async fn the_cursor_of_an_initial_sync_of_a_purged_room_is_accepted_by_it() {
-        let (chat, room) = chat_on(Tables::new(store())).await;
-        post(&chat, &room, "soon gone").await;
-        let purged = chat
-            .store
-            .purge_room(&room, Utc::now() + chrono::Duration::hours(1))
-            .await
-            .unwrap();
-        assert!(purged > 0);
-        assert!(chat.store.counter(&room).await.unwrap().floor > 0, "the floor moved up");
-
-        let initial = chat.message_changes(&alice(), ask(&[(&room, None)])).await.unwrap();
-        let entry = &initial.message_changes[0];
-        assert_eq!((entry.status, entry.changes.len()), (ChangeStatus::Ok, 0));
-        let next = chat
-            .message_changes(&alice(), ask(&[(&room, Some(&entry.cursor))]))
-            .await
-            .unwrap();
-        assert_eq!(
-            next.message_changes[0].status,
-            ChangeStatus::Ok,
-            "the cursor {:?} was issued by this room",
-            entry.cursor
-        );
     }
 }

@@ -27,7 +27,7 @@ pub struct NewPoll {
 
 /// A poll as stored: its question and options, nothing about votes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct PollDefinition {
+pub struct PollDefinition {
     question: String,
     options: Vec<StoredOption>,
 }
@@ -65,7 +65,7 @@ pub struct Vote {
 }
 
 impl NewPoll {
-    pub(crate) fn validate(&self) -> Result<Poll> {
+    pub fn validate(&self) -> Result<Poll> {
         let question = plain_text(&self.question, "a poll question", 1, MAX_QUESTION_CHARS)?;
         if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&self.options.len()) {
             return Err(Error::validation(format!(
@@ -92,7 +92,7 @@ impl NewPoll {
     }
 
     /// The words the word filter reads.
-    pub(crate) fn words(&self) -> String {
+    pub fn words(&self) -> String {
         std::iter::once(self.question.as_str())
             .chain(self.options.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -101,7 +101,7 @@ impl NewPoll {
 }
 
 impl Poll {
-    pub(crate) fn definition(&self) -> PollDefinition {
+    pub fn definition(&self) -> PollDefinition {
         PollDefinition {
             question: self.question.clone(),
             options: self
@@ -116,7 +116,7 @@ impl Poll {
     }
 
     /// Counts one vote for `option` (a vote for an option that no longer exists is ignored).
-    pub(crate) fn count(&mut self, option: &str, mine: bool) {
+    pub fn count(&mut self, option: &str, mine: bool) {
         if let Some(o) = self.options.iter_mut().find(|o| o.id == option) {
             o.votes += 1;
             if mine {

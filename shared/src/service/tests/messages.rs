@@ -226,7 +226,7 @@ async fn idempotency_records_expire_after_their_window() {
     assert_eq!(report.idempotency_records_expired, 0, "inside the window");
     assert!(!chat.send_message(&alice(), &room, once.clone()).await.unwrap().created);
 
-    let later = chrono::Utc::now() + crate::housekeeping::IDEMPOTENCY_WINDOW + chrono::Duration::minutes(1);
+    let later = chrono::Utc::now() + crate::service::housekeeping::IDEMPOTENCY_WINDOW + chrono::Duration::minutes(1);
     let report = chat.housekeeping(later).await.unwrap();
     assert_eq!(report.idempotency_records_expired, 1);
     let again = chat.send_message(&alice(), &room, once).await.unwrap();

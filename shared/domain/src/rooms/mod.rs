@@ -3,8 +3,6 @@
 //! `room_deletion`.
 
 pub mod settings;
-#[cfg(test)]
-mod tests;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,25 @@
+//! tabletalk's domain, pure: ids and keys, the models (rooms, members, roles, messages, polls,
+//! reactions, subscriptions), the rules (who may do what — `access` and the operation map in
+//! `messages::operations` —, the send checks, content validation, the word filter, HTML
+//! sanitizing), the change feed's cursors and wire types, and the event and signal types.
+//! Nothing here does I/O or knows a table: the store and the adapters depend on this crate,
+//! never the other way round.
+
+pub mod access;
+pub mod error;
+pub mod events;
+pub mod html;
+pub mod ids;
+pub mod keys;
+pub mod members;
+pub mod messages;
+pub mod permissions;
+pub mod principal;
+pub mod roles;
+pub mod rooms;
+pub mod signals;
+pub mod subscriptions;
+pub mod text;
+pub mod word_filter;
+
+pub use error::{Error, Result};

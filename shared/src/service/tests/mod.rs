@@ -1,0 +1,5 @@
+//! Service-level tests of the send and read paths and of rooms, on a real embedded store,
+//! with faults injected where a failure path needs one.
+
+mod messages;
+mod rooms;
