@@ -13,6 +13,7 @@
 //! - `tabletalk package [--out FILE] [--app-dir DIR]`: writes the deployable Functions app zip
 //!   of this very binary (`cargo package-app` builds the release binary and runs this).
 
+mod compose;
 mod http;
 mod package;
 
@@ -207,7 +208,7 @@ async fn serve(args: &Args) -> Result<(), String> {
         .auth
         .check_listen_address(addr.ip())
         .map_err(|e| e.to_string())?;
-    let mut chat = Chat::from_settings(&settings)
+    let mut chat = compose::chat(&settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?;
     if !custom_handler {
@@ -239,7 +240,7 @@ async fn serve(args: &Args) -> Result<(), String> {
 /// No timers run here and there is no live hub (no WebSockets through an HTTP API); events are
 /// published before a send answers, since Lambda freezes the process after each response.
 async fn serve_lambda(settings: &Settings) -> Result<(), String> {
-    let chat = Chat::from_settings(settings)
+    let chat = compose::chat(settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?
         .with_inline_events();

@@ -7,6 +7,10 @@
 //! cargo bench -p tabletalk-functions --bench push_fanout
 //! ```
 
+// The binary's own composition root: the bench runs the service as the server assembles it.
+#[path = "../../functions/src/compose.rs"]
+mod compose;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +19,6 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use p256::elliptic_curve::sec1::ToEncodedPoint;
-use tabletalk::Chat;
 use tabletalk::adapters::push::{Push, PushSender};
 use tabletalk::auth::Principal;
 use tabletalk::config::Settings;
@@ -82,9 +85,7 @@ async fn run() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let chat = Chat::from_settings(&Settings::from_values(&values).unwrap())
-        .await
-        .unwrap();
+    let chat = compose::chat(&Settings::from_values(&values).unwrap()).await.unwrap();
     let (count, base) = push_service().await;
 
     let owner = principal("owner");

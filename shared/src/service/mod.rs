@@ -31,17 +31,11 @@ use std::sync::Arc;
 use crate::adapters::events::{EventGrid, EventSink};
 use crate::adapters::live::LiveChannel;
 use crate::adapters::live::local_hub::LocalHub;
-use crate::adapters::live::web_pubsub::WebPubSub;
-use crate::adapters::outbound::{OutboundClient, Reach};
 use crate::adapters::push::PushSender;
-use crate::config::{Settings, StorageSettings};
 use crate::error::Result;
 use crate::keys::Ticks;
 use crate::notify::{Notifier, PushSettings};
 use crate::storage::Tables;
-use crate::storage::azure::AzureTables;
-use crate::storage::sqlite::SqliteTables;
-use crate::store::error::reported;
 use crate::store::{Schema, Store};
 
 use self::live::TypingGate;
@@ -96,34 +90,23 @@ impl Chat {
         })
     }
 
-    /// The service the settings describe.
-    pub async fn from_settings(settings: &Settings) -> Result<Chat> {
-        let tables = open_tables(&settings.storage)?;
-        let schema = Schema::with_prefix(&settings.table_prefix).map_err(reported)?;
-        let mut chat = Chat::open(tables, schema).await?;
-        chat.workspace_id = Arc::from(settings.workspace_id.as_str());
-        let sender = settings
-            .vapid_private_key
-            .as_deref()
-            .map(|key| -> Result<PushSender> {
-                let reach = Reach::allowing_private(settings.push_allow_private_endpoints);
-                let client = OutboundClient::new(reach, crate::adapters::push::REQUEST_TIMEOUT)?;
-                Ok(PushSender::new(key, &settings.vapid_subject)?.with_client(client))
-            })
-            .transpose()?;
-        if let Some(connection) = &settings.web_pubsub_connection {
-            let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)?;
-            chat.live = Some(Arc::new(Arc::new(web_pubsub)));
-        }
-        if let Some((endpoint, key)) = &settings.event_grid {
-            chat.event_grid = Some(Arc::new(EventGrid::new(endpoint, key, &settings.workspace_id)?));
-        }
-        Ok(chat.with_push(PushSettings {
-            sender,
-            allow_private_endpoints: settings.push_allow_private_endpoints,
-            claim_lease: settings.push_claim_lease,
-            ..PushSettings::default()
-        }))
+    /// The same service answering the change feed for `workspace`.
+    pub fn with_workspace(mut self, workspace: &str) -> Chat {
+        self.workspace_id = Arc::from(workspace);
+        self
+    }
+
+    /// The same service sending live signals to `live` (Azure Web PubSub).
+    pub fn with_live(mut self, live: Arc<dyn LiveChannel>) -> Chat {
+        self.live = Some(live);
+        self.local_hub = None;
+        self.rewired()
+    }
+
+    /// The same service publishing message events to an Event Grid topic.
+    pub fn with_event_grid(mut self, topic: EventGrid) -> Chat {
+        self.event_grid = Some(Arc::new(topic));
+        self.rewired()
     }
 
     /// The same service with `push` configured.
@@ -187,18 +170,6 @@ impl Chat {
     pub fn vapid_public_key(&self) -> Option<&str> {
         self.push.sender.as_ref().map(PushSender::public_key)
     }
-}
-
-/// The store the settings name: Azure Tables for a connection string, else the embedded one.
-pub fn open_tables(storage: &StorageSettings) -> Result<Tables> {
-    Ok(match storage {
-        StorageSettings::Azure { connection_string } => {
-            Tables::new(AzureTables::from_connection_string(connection_string).map_err(reported)?)
-        }
-        StorageSettings::Embedded { data_dir, durability } => {
-            Tables::new(SqliteTables::open(data_dir.join("tabletalk.sqlite"), *durability).map_err(reported)?)
-        }
-    })
 }
 
 /// What the service-level tests share: a scratch embedded store and a room in it.
