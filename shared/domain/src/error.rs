@@ -66,19 +66,6 @@ impl Error {
         }
     }
 
-    /// What a client is shown: the code, and the message — except for an internal error,
-    /// whose details are for the logs only (the caller logs them).
-    pub fn body(&self) -> ErrorBody {
-        let message = match self {
-            Error::Internal(_) => "internal error".to_owned(),
-            other => other.to_string(),
-        };
-        ErrorBody {
-            code: self.code().to_owned(),
-            message,
-        }
-    }
-
     pub fn bad_request(message: impl Into<String>) -> Error {
         Error::BadRequest(message.into())
     }
