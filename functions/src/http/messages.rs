@@ -156,6 +156,7 @@ pub async fn unreact(
 /// How the forward into one room went, as the API answers it.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ForwardOutcome)]
 pub struct ForwardResult {
     pub room_id: String,
     /// 201 when the copy was stored; otherwise the status a send into that room answered.

@@ -16,7 +16,7 @@
 //! pushing, however long that takes — pushes nothing again (and the row goes with the message
 //! when it is purged). Deliveries that must be answered quickly (Event Grid's webhook waits
 //! 30 s) are answered once the event is claimed and recorded pending, and pushed in the
-//! background (`accept_notification`).
+//! background (`Notifier::accept`).
 
 use std::time::Duration;
 
@@ -39,10 +39,8 @@ use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, NotificationLevel};
 use crate::messages::mentions::Mentions;
-use crate::storage::ETag;
 use crate::store::Store;
-use crate::store::claims::ClaimRow;
-use crate::store::error::reported;
+use crate::store::claims::{ClaimRow, ClaimToken};
 use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
 
 /// How long a push service keeps an undelivered notification.
@@ -174,8 +172,8 @@ pub(crate) enum NotificationState {
 
 /// How an event's claim stands.
 enum Claim {
-    /// This run holds it (with the marker's ETag).
-    Ours(ETag),
+    /// This run holds it.
+    Ours(ClaimToken),
     /// Processed before: nothing to do.
     Done,
     /// Another run holds it right now.
@@ -186,8 +184,8 @@ enum Claim {
 struct Run {
     room: RoomId,
     key: MessageKey,
-    /// The claim's ETag, renewed as the run goes.
-    etag: ETag,
+    /// The claim, renewed as the run goes.
+    etag: ClaimToken,
     plan: Plan,
 }
 
@@ -255,7 +253,7 @@ impl Notifier {
     /// [`Notifier::notify`] for a delivery that must be answered before a slow fan-out ends —
     /// Event Grid waits 30 s for its webhook, then redelivers. It answers once the event is
     /// claimed, every recipient's subscriptions are read, and the event is recorded pending
-    /// in the outbox (`outbox:<message id>:fanout`, [`crate::outbox`]); the pushes go on in
+    /// in the outbox (`outbox:<message id>:fanout`, `crate::service::outbox`); the pushes go on in
     /// the background, renewing the claim, and clear that row when they are done.
     ///
     /// Why the outbox, and not just the claim: once this answers, Event Grid holds the event
@@ -393,7 +391,7 @@ impl Notifier {
                     tracing::warn!(error = %e, attempt, "an event's pushes are done but not yet recorded; trying again");
                     tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                 }
-                Err(e) => return Err(reported(e)),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(report)
@@ -426,8 +424,8 @@ impl Notifier {
                 None => Claim::Busy,
             },
             ClaimRow::Done => Claim::Done,
-            ClaimRow::Claimed { at, etag: Some(etag) } if !at.is_some_and(|at| now - at < lease) => {
-                match self.store.reclaim(room, key, &etag, now).await.map_err(reported)? {
+            ClaimRow::Claimed { at, token: Some(token) } if !at.is_some_and(|at| now - at < lease) => {
+                match self.store.reclaim(room, key, &token, now).await? {
                     Some(etag) => Claim::Ours(etag),
                     None => Claim::Busy,
                 }

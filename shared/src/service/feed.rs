@@ -10,7 +10,7 @@
 //! cursor at version 0, which has seen no change and so cannot have missed a purged one.
 //! Cursors are bound to their conversation (`change_cursor`).
 //! A conversation costs a membership check, a counter read and one range read of its feed rows
-//! (`versions`), whatever its size.
+//! (`store::ledger`), whatever its size.
 //!
 //! The client's side (catch-up): store each conversation's `cursor`; after a reconnect, or when
 //! a live signal arrives, call with the stored cursors and follow `hasMore`; apply every change

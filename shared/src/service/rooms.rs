@@ -21,6 +21,7 @@ use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
 use crate::store::members::Joined;
+use crate::store::stored_time;
 use crate::text::{plain_lines, plain_text};
 use chrono::Utc;
 use futures::future::try_join_all;
@@ -34,7 +35,7 @@ impl Chat {
             MAX_DESCRIPTION_CHARS,
         )?;
         let id = RoomId::generate();
-        let now = crate::storage::entity::truncate_to_micros(Utc::now());
+        let now = stored_time(Utc::now());
         let room = Room {
             id: id.to_string(),
             name,

@@ -1,8 +1,8 @@
 //! The one door: every message is created here, in BRIEF §4's fixed order — a member's send,
 //! a reply, each copy of a forward, and the lines the server writes itself.
 //!
-//! 1. idempotency lookup — a repeat of a client id returns the first stored message and
-//!    triggers nothing again;
+//! 1. membership, then the idempotency lookup — a repeat of a client id returns the first
+//!    stored message and triggers nothing again (only to a member of the room);
 //! 2. checks (`checks::admit`: member → timed out → read-only → slowmode → word filter), then
 //!    content validation (text, poll, mentions, reply target); the server's own lines skip both.
 //!    BRIEF §4's per-user rate limit between slowmode and the filter does not exist yet;
@@ -11,8 +11,9 @@
 //! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
 //!    in this process or another: take the next one, never overwrite), then the message row,
 //!    its change-feed row, its idempotency record and its thread index row in one entity group
-//!    transaction with the room's version counter (`versions`); if that fails, the index row is
-//!    deleted again, so a failed send leaves nothing readable;
+//!    transaction with the room's version counter (`store::ledger`); if that fails, the index
+//!    row is deleted again, so a failed send leaves nothing readable — unless the store cannot
+//!    tell whether it committed: a message that may be stored keeps its index row;
 //! 5. after the durable write only: side effects, which never fail the send.
 
 use super::Chat;
@@ -28,9 +29,8 @@ use crate::messages::send::{Draft, NewMessage, Post, Sent};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permission;
 use crate::signals::Signal;
-use crate::storage::ErrorKind;
-use crate::store::error::reported;
-use crate::store::messages::Inserted;
+use crate::store::messages::{Inserted, NotInserted};
+use crate::store::stored_time;
 use chrono::{DateTime, Duration, Utc};
 
 impl Chat {
@@ -162,7 +162,7 @@ impl Chat {
             author_id: post.author_id,
             author_name: post.author_name,
             text: post.text,
-            created_at: crate::storage::entity::truncate_to_micros(ticks.to_datetime()),
+            created_at: stored_time(ticks.to_datetime()),
             version: 0,
             client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
             edited_at: None,
@@ -202,17 +202,17 @@ impl Chat {
                 {
                     return Ok(Sent::repeat(first));
                 }
-                return Err(Error::Conflict(
-                    "a send with this clientId is in progress; try again".into(),
-                ));
+                return Err(Error::Internal(format!(
+                    "the idempotency record of a send in {room} names no message"
+                )));
             }
-            Err(write_error) => {
+            Err(NotInserted { may_be_stored, error }) => {
                 // A message that may be stored keeps its index row: deleting it would hide a
                 // stored message from oldest-first reads for good.
-                if !write_error.is(ErrorKind::Indeterminate) {
+                if !may_be_stored {
                     self.store.release_index_row(room, ticks).await;
                 }
-                return Err(reported(write_error));
+                return Err(error);
             }
         }
 

@@ -13,6 +13,7 @@ use crate::adapters::outbound::{self, Reach};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
+use crate::store::stored_time;
 use crate::subscriptions::{
     MAX_ENDPOINT_CHARS, MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe, check_keys,
 };
@@ -45,7 +46,7 @@ impl Chat {
         let subscription = PushSubscription {
             endpoint: input.endpoint,
             keys: input.keys,
-            created_at: crate::storage::entity::truncate_to_micros(Utc::now()),
+            created_at: stored_time(Utc::now()),
         };
         self.store.put_subscription(&who.user_id, &subscription).await?;
         Ok(subscription)

@@ -6,9 +6,14 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::Result;
+use super::schema::claim_key;
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
 use crate::storage::{ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
+
+/// Proof of holding a claim (the claim row's ETag): what renews, releases and completes it.
+#[derive(Debug, Clone)]
+pub struct ClaimToken(ETag);
 
 /// An event's claim row as read.
 #[derive(Debug, Clone)]
@@ -17,15 +22,11 @@ pub(crate) enum ClaimRow {
     Missing,
     /// Processed (rows from before claims existed have no state, and count as processed).
     Done,
-    /// A run holds or held it: when it last claimed it, and the row's ETag.
+    /// A run holds or held it: when it last claimed it, and the token that proves the claim.
     Claimed {
         at: Option<DateTime<Utc>>,
-        etag: Option<ETag>,
+        token: Option<ClaimToken>,
     },
-}
-
-fn claim_key(message: &MessageKey) -> String {
-    format!("{}:n", message.as_str())
 }
 
 fn claim_row(room: &RoomId, message: &MessageKey, state: &str, time_name: &str, at: DateTime<Utc>) -> Entity {
@@ -51,96 +52,82 @@ impl Store {
             Some(row) if row.str("state") != Some("claimed") => ClaimRow::Done,
             Some(row) => ClaimRow::Claimed {
                 at: row.datetime("claimedAt"),
-                etag: row.etag.clone(),
+                token: row.etag.clone().map(ClaimToken),
             },
         })
     }
 
-    /// Claims an event no run has begun: its ETag, or `None` when another run just did.
+    /// Claims an event no run has begun, or `None` when another run just did.
     pub(crate) async fn insert_claim(
         &self,
         room: &RoomId,
         message: &MessageKey,
         now: DateTime<Utc>,
-    ) -> Result<Option<ETag>> {
+    ) -> Result<Option<ClaimToken>> {
         let row = claim_row(room, message, "claimed", "claimedAt", now);
         match self.tables.insert(&self.schema.metadata, &row).await {
-            Ok(etag) => Ok(Some(etag)),
+            Ok(etag) => Ok(Some(ClaimToken(etag))),
             Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Claims (or renews) the event whose claim row had `etag`: the new ETag, or `None` when
-    /// another run changed the row first.
+    /// Claims (or renews) the event whose claim `token` was read: the new token, or `None`
+    /// when another run changed the claim first.
     pub(crate) async fn reclaim(
         &self,
         room: &RoomId,
         message: &MessageKey,
-        etag: &ETag,
+        token: &ClaimToken,
         now: DateTime<Utc>,
-    ) -> Result<Option<ETag>, StoreError> {
+    ) -> Result<Option<ClaimToken>> {
         let row = claim_row(room, message, "claimed", "claimedAt", now);
-        match self
+        let written = self
             .tables
-            .update(
-                &self.schema.metadata,
-                &row,
-                UpdateMode::Replace,
-                &IfMatch::Etag(etag.clone()),
-            )
-            .await
-        {
-            Ok(etag) => Ok(Some(etag)),
+            .update(&self.schema.metadata, &row, UpdateMode::Replace, &token.if_match())
+            .await;
+        match written {
+            Ok(etag) => Ok(Some(ClaimToken(etag))),
             Err(e) if lost(&e) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Gives a claim up, so that a retry starts clean; `Ok` also when it was no longer ours.
-    pub(crate) async fn release_claim(
-        &self,
-        room: &RoomId,
-        message: &MessageKey,
-        etag: &ETag,
-    ) -> Result<(), StoreError> {
-        match self
+    pub(crate) async fn release_claim(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<()> {
+        let deleted = self
             .tables
             .delete(
                 &self.schema.metadata,
                 room.as_str(),
                 &claim_key(message),
-                &IfMatch::Etag(etag.clone()),
+                &token.if_match(),
             )
-            .await
-        {
-            Err(e) if !lost(&e) => Err(e),
+            .await;
+        match deleted {
+            Err(e) if !lost(&e) => Err(e.into()),
             _ => Ok(()),
         }
     }
 
-    /// Records the event processed, if the claim with `etag` is still ours (`false` when
+    /// Records the event processed, if the claim `token` proves is still ours (`false` when
     /// another run took it over, which then records it itself).
-    pub(crate) async fn record_done(
-        &self,
-        room: &RoomId,
-        message: &MessageKey,
-        etag: &ETag,
-    ) -> Result<bool, StoreError> {
+    pub(crate) async fn record_done(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<bool> {
         let row = claim_row(room, message, "done", "notifiedAt", Utc::now());
-        match self
+        let written = self
             .tables
-            .update(
-                &self.schema.metadata,
-                &row,
-                UpdateMode::Replace,
-                &IfMatch::Etag(etag.clone()),
-            )
-            .await
-        {
+            .update(&self.schema.metadata, &row, UpdateMode::Replace, &token.if_match())
+            .await;
+        match written {
             Ok(_) => Ok(true),
             Err(e) if lost(&e) => Ok(false),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl ClaimToken {
+    fn if_match(&self) -> IfMatch {
+        IfMatch::Etag(self.0.clone())
     }
 }

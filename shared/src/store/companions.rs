@@ -7,7 +7,7 @@ use std::ops::Bound;
 
 use super::Store;
 use super::error::Result;
-use super::schema::{encode_key_part, user_key};
+use super::schema::{reaction_key, vote_key};
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
@@ -31,16 +31,6 @@ pub(crate) struct CompanionRow {
 pub(crate) enum CompanionKind {
     Reaction { emoji: String },
     Vote { option_id: String },
-}
-
-fn vote_key(message: &MessageKey, user: &UserId) -> String {
-    format!("{}:v:{}", message.as_str(), user_key(user))
-}
-
-fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
-    // The emoji part must not contain the separator, so `:` is encoded too.
-    let emoji = encode_key_part(emoji).replace(':', "%3A");
-    format!("{}:r:{emoji}:{}", message.as_str(), user_key(user))
 }
 
 /// Every companion row of one message.

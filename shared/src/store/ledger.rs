@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::Store;
-use super::schema::{COUNTER_ROW, FEED_PREFIX};
+use super::schema::{COUNTER_ROW, feed_key};
 use crate::ids::RoomId;
 use crate::storage::conditional::{ConditionalError, update_conditionally_with};
 use crate::storage::rules::MAX_BATCH_OPS;
@@ -39,24 +39,6 @@ const MAX_IDLE_ROOMS: usize = 1024;
 /// Rounds of the conditional helper a group may lose to other processes before its senders
 /// are told the room is busy.
 const MAX_CONTENDED_ROUNDS: u32 = 8;
-
-/// The feed row key of a version: fixed width, so key order is version order.
-pub(crate) fn feed_key(version: u64) -> String {
-    format!("{FEED_PREFIX}{version:020}")
-}
-
-/// The first key after every feed row.
-pub(crate) fn feed_end() -> String {
-    let mut end = FEED_PREFIX.to_owned();
-    end.pop();
-    end.push(';');
-    end
-}
-
-/// The version a feed row key names.
-pub(crate) fn feed_version(key: &str) -> Option<u64> {
-    key.strip_prefix(FEED_PREFIX)?.parse().ok()
-}
 
 /// A room's counter: the last version handed out, and the retention floor (every version at
 /// or below it may have been purged).
@@ -337,9 +319,10 @@ impl Store {
     /// Every step stamps the counter row with a fresh commit id (the row keeps the last
     /// [`RECENT_COMMITS`]). A transaction answered ambiguously — a timeout or a 500 after the
     /// request went out — may have committed; the row then tells whether it did. A commit
-    /// that landed is answered as one; one that did not is an ordinary failure (retried if the
-    /// counter moved meanwhile); one that cannot be told is [`ErrorKind::Indeterminate`], and
-    /// never retried, since a retry could commit it twice.
+    /// that landed is answered as one; one that did not (and, fenced out, never will) is
+    /// answered as the failure it was — `Unavailable`, safe for the sender to retry — and not
+    /// retried here, as the conditional helper never re-applies a write that may have been
+    /// applied; one that cannot be told is [`ErrorKind::Indeterminate`].
     pub(crate) async fn step_counter(
         &self,
         room: &RoomId,
@@ -417,7 +400,7 @@ impl Store {
 
     /// After an ambiguous answer to the commit stamped `id`, which was conditional on the
     /// counter's ETag `seen`: the counter row as it is now if the commit landed, `failure` (as
-    /// a failure of the whole transaction, so it is retried whole) if it did not and never
+    /// a failure of the whole transaction, not of one change in its group) if it did not and never
     /// will, and an [`ErrorKind::Indeterminate`] error if that cannot be told.
     ///
     /// A commit still in flight may land after a look that did not find it, as long as the
@@ -604,11 +587,6 @@ mod tests {
                 Entity::new(room.clone(), key).with("v", Value::Int64(version as i64)),
             )]
         })
-    }
-
-    #[test]
-    fn every_feed_key_is_below_the_end() {
-        assert!(feed_key(7) < feed_end() && feed_key(u64::MAX) < feed_end());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

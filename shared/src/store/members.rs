@@ -7,8 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::{Result, settle};
-use super::schema::user_key;
-use super::schema::{BAN_PREFIX, MEMBER_PREFIX};
+use super::schema::{MEMBER_PREFIX, ban_key, member_key, user_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
@@ -32,14 +31,6 @@ pub(crate) enum Joined {
     Joined,
     /// The user was a member already.
     AlreadyMember,
-}
-
-pub(crate) fn member_key(user: &UserId) -> String {
-    format!("{MEMBER_PREFIX}{}", user_key(user))
-}
-
-fn ban_key(user: &UserId) -> String {
-    format!("{BAN_PREFIX}{}", user_key(user))
 }
 
 pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {

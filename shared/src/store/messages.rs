@@ -13,10 +13,8 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::Store;
-use super::error::{Result, settle};
-use super::ledger::{feed_end, feed_key, feed_version};
-use super::schema::user_key;
-use super::schema::{IDEMPOTENCY_PREFIX, THREAD_PREFIX};
+use super::error::{Result, reported, settle};
+use super::schema::{THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
 use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
@@ -30,6 +28,14 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, Stor
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
 const MAX_TICK_ATTEMPTS: usize = 64;
 
+/// A new message's write that failed.
+#[derive(Debug)]
+pub(crate) struct NotInserted {
+    /// True when the store could not tell whether it committed: then it may be readable.
+    pub may_be_stored: bool,
+    pub error: Error,
+}
+
 /// How a new message's write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Inserted {
@@ -37,21 +43,6 @@ pub(crate) enum Inserted {
     Committed(u64),
     /// Not stored: a concurrent send with the same client id stored its message first.
     ClientIdTaken,
-}
-
-/// Row key of a send's idempotency record: scoped to the sender, so client ids of different
-/// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
-/// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
-/// keys.
-fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
-    let user = user_key(user).replace(':', "%3A");
-    format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
-}
-
-/// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
-/// one range read, oldest reply first.
-pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
-    format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
 }
 
 /// The `Messages` row of a message.
@@ -350,15 +341,14 @@ impl Store {
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them. The error is the store's; a message of unknown outcome ([`ErrorKind::Indeterminate`])
-    /// may be stored.
+    /// them.
     pub(crate) async fn insert_message(
         &self,
         room: &RoomId,
         message: &Message,
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
-    ) -> Result<Inserted, StoreError> {
+    ) -> Result<Inserted, NotInserted> {
         let mut extra = Vec::new();
         // The idempotency record comes right after the message and its feed row: a failure
         // there (and only there) is a concurrent send of the same client id.
@@ -375,9 +365,11 @@ impl Store {
             extra.push(BatchOp::Insert(row));
         }
         if let Some(event) = event {
-            extra.push(BatchOp::Insert(
-                super::outbox::event_row(room, event).map_err(|e| StoreError::internal(e.to_string()))?,
-            ));
+            let row = super::outbox::event_row(room, event).map_err(|error| NotInserted {
+                may_be_stored: false,
+                error: error.into(),
+            })?;
+            extra.push(BatchOp::Insert(row));
         }
         let draft = message.clone();
         let build = move |version| {
@@ -395,7 +387,10 @@ impl Store {
             Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
                 Ok(Inserted::ClientIdTaken)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(NotInserted {
+                may_be_stored: e.is(ErrorKind::Indeterminate),
+                error: reported(e),
+            }),
         }
     }
 

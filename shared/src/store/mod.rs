@@ -1,7 +1,8 @@
 //! The store: the only code that knows tables, partitions and row keys. [`schema`] lists every
 //! table and every row-key format; each aggregate has a module that converts its rows to and
 //! from the models and makes the table calls the use cases need (messages, members, rooms,
-//! roles, reactions, subscriptions, the outbox, notification claims, the retention purge);
+//! roles, companions — reactions and votes —, subscriptions, the outbox, notification claims,
+//! the retention purge);
 //! [`ledger`] numbers every change to a message with its room's next version (group commit).
 //!
 //! The service asks the store for what it needs in its own terms — a member, a page of
@@ -21,6 +22,8 @@ pub mod schema;
 pub mod subscriptions;
 
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use self::error::Result;
 use crate::storage::{ErrorKind, IfMatch, TableName, Tables};
@@ -69,4 +72,10 @@ impl Store {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// A time as the tables keep it (to the microsecond), so that what a write answers is what a
+/// later read returns.
+pub fn stored_time(at: DateTime<Utc>) -> DateTime<Utc> {
+    crate::storage::entity::truncate_to_micros(at)
 }

@@ -3,7 +3,7 @@
 //! event whose delivery was answered before its fan-out ended; and the markers in
 //! `Housekeeping`'s `outbox` partition, one per room that may hold pending events, so the
 //! timer's cost follows pending events, never messages stored. What the rows mean, and when
-//! they are written and cleared, is the outbox's (`crate::outbox`); their shape is here.
+//! they are written and cleared, is the outbox's (`crate::service::outbox`); their shape is here.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::Result;
-use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX};
+use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX, fan_out_key, outbox_key};
 use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::RoomId;
@@ -45,17 +45,6 @@ pub(crate) struct Pending {
     pub created_at: Option<DateTime<Utc>>,
     /// `None` for a row that cannot be read.
     pub event: Option<MessageEvent>,
-}
-
-fn outbox_key(message_id: &str) -> String {
-    format!("{OUTBOX_PREFIX}{message_id}")
-}
-
-/// The row of an event whose delivery was answered before its fan-out ended: apart from the
-/// send's own row, which the send deletes once the event is published, whatever becomes of
-/// the fan-out.
-fn fan_out_key(message_id: &str) -> String {
-    format!("{OUTBOX_PREFIX}{message_id}:fanout")
 }
 
 /// The send's outbox row of `event`, to commit with its message.

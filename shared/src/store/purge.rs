@@ -13,9 +13,11 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::Result;
-use super::ledger::{Counter, feed_key, feed_version};
-use super::messages::{parse_message, thread_key};
-use super::schema::{FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW};
+use super::ledger::Counter;
+use super::messages::parse_message;
+use super::schema::{
+    FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, feed_key, feed_version, thread_key,
+};
 use crate::ids::RoomId;
 use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
 use crate::messages::Message;

@@ -2,17 +2,13 @@
 
 use super::Store;
 use super::error::{Result, settle};
-use super::schema::ROLE_PREFIX;
+use super::schema::{ROLE_PREFIX, role_key};
 use crate::error::Error;
 use crate::ids::RoomId;
 use crate::permissions::Permissions;
 use crate::roles::{MAX_ROLES_PER_ROOM, Role};
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
-
-fn role_key(id: &str) -> String {
-    format!("{ROLE_PREFIX}{id}")
-}
 
 fn role_row(room: &RoomId, role: &Role) -> Entity {
     Entity::new(room.as_str(), role_key(&role.id))

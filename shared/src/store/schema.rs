@@ -11,7 +11,8 @@
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
 //! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
 //!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
-//!   so one range read covers a page of messages and concurrent voters never write the same row.
+//!   so one range read covers a page of messages and concurrent voters never write the same
+//!   row; and each message's notification claim, `<message key>:n`.
 //! - `Rooms` (partition = room): the room row (`room`), one row per member (`m:<user>`), role
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
 //!   transaction.
@@ -20,9 +21,15 @@
 //!   subscriptions.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
-//!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition).
+//!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
+//!   and `outbox:<message id>:fanout` for a fan-out still running).
+//!
+//! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
-use crate::ids::UserId;
+use sha2::{Digest, Sha256};
+
+use crate::ids::{ClientId, UserId};
+use crate::keys::{AscendingKey, MessageKey};
 use crate::storage::rules::is_forbidden_key_char;
 use crate::storage::{Result, TableName, Tables};
 
@@ -100,6 +107,81 @@ impl Schema {
     }
 }
 
+pub(crate) fn claim_key(message: &MessageKey) -> String {
+    format!("{}:n", message.as_str())
+}
+
+pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {
+    format!("{}:v:{}", message.as_str(), user_key(user))
+}
+
+pub(crate) fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
+    // The emoji part must not contain the separator, so `:` is encoded too.
+    let emoji = encode_key_part(emoji).replace(':', "%3A");
+    format!("{}:r:{emoji}:{}", message.as_str(), user_key(user))
+}
+
+/// The feed row key of a version: fixed width, so key order is version order.
+pub(crate) fn feed_key(version: u64) -> String {
+    format!("{FEED_PREFIX}{version:020}")
+}
+
+/// The first key after every feed row.
+pub(crate) fn feed_end() -> String {
+    let mut end = FEED_PREFIX.to_owned();
+    end.pop();
+    end.push(';');
+    end
+}
+
+/// The version a feed row key names.
+pub(crate) fn feed_version(key: &str) -> Option<u64> {
+    key.strip_prefix(FEED_PREFIX)?.parse().ok()
+}
+
+pub(crate) fn member_key(user: &UserId) -> String {
+    format!("{MEMBER_PREFIX}{}", user_key(user))
+}
+
+pub(crate) fn ban_key(user: &UserId) -> String {
+    format!("{BAN_PREFIX}{}", user_key(user))
+}
+
+/// Row key of a send's idempotency record: scoped to the sender, so client ids of different
+/// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
+/// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
+/// keys.
+pub(crate) fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
+}
+
+/// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
+/// one range read, oldest reply first.
+pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
+    format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
+}
+
+pub(crate) fn outbox_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}")
+}
+
+/// The row of an event whose delivery was answered before its fan-out ended: apart from the
+/// send's own row, which the send deletes once the event is published, whatever becomes of
+/// the fan-out.
+pub(crate) fn fan_out_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}:fanout")
+}
+
+pub(crate) fn role_key(id: &str) -> String {
+    format!("{ROLE_PREFIX}{id}")
+}
+
+pub(crate) fn subscription_key(endpoint: &str) -> String {
+    let digest = Sha256::digest(endpoint.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A user id as a table key part: characters Azure forbids in keys, and `%` itself, are
 /// percent-encoded, so any user id is a valid, reversible key.
 pub fn user_key(user: &UserId) -> String {
@@ -125,6 +207,11 @@ pub fn encode_key_part(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_feed_key_is_below_the_end() {
+        assert!(feed_key(7) < feed_end() && feed_key(u64::MAX) < feed_end());
+    }
 
     #[test]
     fn user_keys_are_valid_table_keys() {

@@ -1,19 +1,12 @@
 //! Push subscription rows: `PushSubscriptions`, partition = user, row = SHA-256 of the
 //! endpoint, so re-registering an endpoint replaces it and "mine" is one partition read.
 
-use sha2::{Digest, Sha256};
-
 use super::Store;
 use super::error::Result;
-use super::schema::user_key;
+use super::schema::{subscription_key, user_key};
 use crate::ids::UserId;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
 use crate::subscriptions::{PushKeys, PushSubscription};
-
-fn subscription_key(endpoint: &str) -> String {
-    let digest = Sha256::digest(endpoint.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 fn subscription_row(user: &UserId, subscription: &PushSubscription) -> Entity {
     Entity::new(user_key(user), subscription_key(&subscription.endpoint))
