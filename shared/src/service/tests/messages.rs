@@ -36,6 +36,15 @@ async fn all_ids(chat: &Chat, room: &RoomId, order: Order) -> Vec<String> {
     }
 }
 
+/// Every message id, newest first and oldest first: a stored message without its index row
+/// shows in the first and not in the second.
+async fn both_orders(chat: &Chat, room: &RoomId) -> (Vec<String>, Vec<String>) {
+    (
+        all_ids(chat, room, Order::NewestFirst).await,
+        all_ids(chat, room, Order::OldestFirst).await,
+    )
+}
+
 /// Every send starts at the same tick, as two processes with equal clocks would: each must
 /// detect the taken key and move to the next free one, never overwriting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,8 +305,7 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
         "committed once"
     );
     let id = sent.message.id.clone();
-    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
-    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    let (newest_first, oldest_first) = both_orders(&chat, &room).await;
     assert_eq!(newest_first.iter().filter(|m| **m == id).count(), 1);
     assert_eq!(
         oldest_first.iter().filter(|m| **m == id).count(),
@@ -362,8 +370,7 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
     );
     let err = chat.send_message(&alice(), &room, text("maybe")).await.unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
-    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
-    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    let (newest_first, oldest_first) = both_orders(&chat, &room).await;
     assert_eq!(newest_first.len(), lines + 2, "warm and maybe are stored");
     assert_eq!(oldest_first.len(), newest_first.len(), "no index row was deleted");
 }
@@ -422,8 +429,7 @@ async fn a_send_whose_commit_would_land_after_its_error_is_fenced_out() {
     let err = chat.send_message(&alice(), &room, input.clone()).await.unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    let newest_first = all_ids(&chat, &room, Order::NewestFirst).await;
-    let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
+    let (newest_first, oldest_first) = both_orders(&chat, &room).await;
     assert_eq!(
         newest_first.len(),
         lines + 1,
