@@ -3,14 +3,13 @@
 //! re-apply. Every read-modify-write of tabletalk goes through here, so the retry bound and the
 //! meaning of each failure are decided once (seed 000, "Conditional writes").
 //!
-//! After a failed write the entity is re-read to tell a lost race from a real failure:
-//! - the ETag changed, and the write was refused (not a timeout or a 5xx, which may have been
-//!   applied: [`StoreError::may_have_applied`]) → someone else wrote; re-apply the intent to
-//!   the new state and retry;
-//! - the ETag is unchanged, or the write may have been applied (re-applying could apply it
-//!   twice), or a transaction failed on one of its other operations, or the write's outcome
-//!   is unknown ([`ErrorKind::Indeterminate`]) → it was no race; the write's own error
-//!   propagates as itself;
+//! A write that may have been applied (a timeout or a 5xx: [`StoreError::may_have_applied`]),
+//! whose outcome is unknown ([`ErrorKind::Indeterminate`]), or a transaction that failed on
+//! another of its operations, lost no race: its own error propagates as itself, and it is
+//! never re-applied (that could apply it twice). After any other failed write the entity is
+//! re-read to tell a lost race from a real failure:
+//! - the ETag changed → someone else wrote; re-apply the intent to the new state and retry;
+//! - the ETag is unchanged → it was no race; the write's own error propagates as itself;
 //! - the entity is gone → `NotFound`;
 //! - the re-read itself fails → `Conflict` (the caller may try again);
 //! - [`MAX_ATTEMPTS`] writes all lost → `Conflict`.
@@ -90,15 +89,18 @@ where
                 return Ok(next);
             }
             // A transaction that failed on another of its operations lost no race on this one;
-            // a write that may have landed must not be applied again.
-            Err(e) if e.batch_index.is_some_and(|i| i > 0) || e.is(ErrorKind::Indeterminate) => {
+            // a write that may have landed (or whose outcome is unknown) must not be applied
+            // again, and a look at the entity could not tell a race from its own success.
+            Err(e)
+                if e.batch_index.is_some_and(|i| i > 0) || e.is(ErrorKind::Indeterminate) || e.may_have_applied() =>
+            {
                 return Err(ConditionalError::Store(e));
             }
             Err(e) => e,
         };
         match tables.get(table, partition_key, row_key).await {
             Ok(None) => return Err(ConditionalError::NotFound),
-            Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) || write_error.may_have_applied() => {
+            Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) => {
                 return Err(ConditionalError::Store(write_error));
             }
             Ok(Some(reread)) => {
@@ -251,6 +253,25 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1, "no retry");
     }
 
+    /// A timeout may have applied the write: it is reported as itself, neither re-applied nor
+    /// looked into (a changed ETag could be its own).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_write_that_may_have_been_applied_is_reported_as_itself() {
+        let s = setup().await;
+        s.faults
+            .fail_operation_after_applying("update", None, 1, StoreError::unavailable("timed out"));
+        let before = s.faults.calls();
+        let result =
+            update_conditionally::<()>(&s.tables, &s.table, "p", "r", UpdateMode::Replace, |e| Ok(add_vote(e))).await;
+        assert!(
+            matches!(&result, Err(ConditionalError::Store(e)) if e.kind == ErrorKind::Unavailable),
+            "{result:?}"
+        );
+        assert_eq!(s.faults.calls() - before, 2, "the read and the write, no re-read");
+        let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        assert_eq!(stored.i64("votes"), Some(1), "applied once");
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn vanished_entity_is_not_found() {
         let s = setup().await;
@@ -272,8 +293,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn failed_re_read_is_a_conflict() {
         let s = setup().await;
-        s.faults
-            .fail_operation("update", None, 1, StoreError::unavailable("write lost"));
+        s.faults.fail_operation(
+            "update",
+            None,
+            1,
+            StoreError::new(ErrorKind::PreconditionFailed, "someone wrote"),
+        );
         // The helper's first get succeeds; the re-read after the failed write fails.
         s.faults.fail_nth_call(3, StoreError::unavailable("re-read lost"));
         let result =
