@@ -12,6 +12,9 @@
 //! - the body is read up to `max_body` bytes and refused beyond.
 //!
 //! A failed fetch keeps the keys already cached, so tokens signed with them keep verifying.
+//! Keys older than `max_age` are refreshed in the background by the next token that uses one
+//! (it is still answered from the cache), so a key the provider withdraws stops verifying
+//! within about `max_age`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,6 +38,8 @@ pub struct JwksPolicy {
     pub max_body: usize,
     /// How long one fetch may take.
     pub timeout: Duration,
+    /// Cached keys older than this are fetched again, in the background.
+    pub max_age: Duration,
 }
 
 impl Default for JwksPolicy {
@@ -48,6 +53,8 @@ impl Default for JwksPolicy {
             unknown_ttl: Duration::from_secs(30),
             max_body: 128 * 1024,
             timeout: Duration::from_secs(10),
+            // A withdrawn (say, leaked) key stops verifying within the hour.
+            max_age: Duration::from_secs(3600),
         }
     }
 }
@@ -80,6 +87,8 @@ struct State {
     unknown: HashMap<String, Instant>,
     /// When the last fetch started.
     last_fetch: Option<Instant>,
+    /// When the keys were last fetched successfully.
+    fetched_at: Option<Instant>,
     /// Why the last fetch failed; `None` once one succeeded.
     failure: Option<String>,
     in_flight: Option<Fetch>,
@@ -116,8 +125,14 @@ impl Jwks {
         let policy = &self.inner.policy;
         let fetch = {
             let mut state = self.inner.lock();
-            if let Some(key) = state.keys.get(kid) {
-                return Ok(key.clone());
+            if let Some(key) = state.keys.get(kid).cloned() {
+                let stale = state.fetched_at.is_some_and(|at| at.elapsed() >= policy.max_age);
+                let may_fetch = !state.last_fetch.is_some_and(|at| at.elapsed() < policy.min_interval);
+                if stale && may_fetch && state.in_flight.is_none() {
+                    state.last_fetch = Some(Instant::now());
+                    state.in_flight = Some(self.start_fetch());
+                }
+                return Ok(key);
             }
             if state
                 .unknown
@@ -167,6 +182,7 @@ impl Jwks {
                 Ok(keys) => {
                     state.keys = keys;
                     state.failure = None;
+                    state.fetched_at = Some(Instant::now());
                 }
                 Err(failure) => {
                     tracing::warn!(url = %inner.url, %failure, "cannot refresh the JWKS; keeping the cached keys");
@@ -354,6 +370,47 @@ mod tests {
         // The fetch that found it missing did load the real key.
         auth.authenticate(Some(&token(KID))).await.unwrap();
         assert_eq!(server.requests(), 1);
+    }
+
+    /// The provider withdraws the key: once the cached keys are older than their maximum age,
+    /// the next token still verifies from the cache but starts a refresh, after which the
+    /// withdrawn key is refused. Younger keys are not fetched again.
+    #[tokio::test]
+    async fn a_withdrawn_key_stops_verifying_once_the_cached_keys_are_too_old() {
+        let server = JwksServer::start(Answer::Jwks { padding: 0 }).await;
+        let young = server.authenticator(long());
+        young.authenticate(Some(&token(KID))).await.unwrap();
+        let aged = server.authenticator(JwksPolicy {
+            min_interval: Duration::ZERO,
+            max_age: Duration::ZERO,
+            ..long()
+        });
+        aged.authenticate(Some(&token(KID))).await.unwrap();
+        assert_eq!(server.requests(), 2);
+
+        server.answer(Answer::NoKeys);
+        young.authenticate(Some(&token(KID))).await.unwrap();
+        assert_eq!(
+            server.requests(),
+            2,
+            "keys younger than their maximum age are not fetched"
+        );
+        aged.authenticate(Some(&token(KID)))
+            .await
+            .expect("answered from the cache while the refresh runs");
+        tokio::time::timeout(Duration::from_secs(10), server.received(3))
+            .await
+            .expect("a token using an aged key starts a refresh");
+        let mut refused = None;
+        for _ in 0..100 {
+            if let Err(e) = aged.authenticate(Some(&token(KID))).await {
+                refused = Some(e);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let refused = refused.expect("the withdrawn key stops verifying");
+        assert_eq!(refused.code(), "UNAUTHORIZED", "{refused}");
     }
 
     #[tokio::test]

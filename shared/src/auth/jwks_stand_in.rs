@@ -54,6 +54,8 @@ pub enum Answer {
     /// 200 with the JWKS, `padding` spaces after it, and no `Content-Length` (the body ends
     /// when the connection closes, so only the reader's own count can cap it).
     Jwks { padding: usize },
+    /// 200 with a JWKS that publishes no key (the test key withdrawn).
+    NoKeys,
     /// An error status with an empty body.
     Status(u16),
 }
@@ -96,6 +98,12 @@ impl JwksServer {
                             jwks_body(),
                             " ".repeat(padding)
                         ),
+                        Answer::NoKeys => {
+                            let body = r#"{"keys":[]}"#;
+                            format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{body}"
+                            )
+                        }
                         Answer::Status(status) => {
                             format!("HTTP/1.1 {status} Oops\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                         }
