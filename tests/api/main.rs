@@ -18,6 +18,7 @@ mod lambda;
 mod live;
 mod mentions;
 mod messages;
+mod ownership;
 mod permissions;
 mod pins;
 mod polls;

@@ -64,6 +64,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
         .routes(routes!(rooms::join))
         .routes(routes!(rooms::leave))
+        .routes(routes!(rooms::transfer))
         .routes(routes!(members::mark_read))
         .routes(routes!(members::list))
         .routes(routes!(members::update_mine))

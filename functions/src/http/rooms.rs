@@ -1,10 +1,10 @@
-//! Room functions: create, list mine, get, join, leave, change, delete.
+//! Room functions: create, list mine, get, join, leave, change, hand over, delete.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
-use tabletalk::rooms::{NewRoom, Room, RoomChange, RoomEntry};
+use tabletalk::rooms::{NewRoom, OwnershipTransfer, Room, RoomChange, RoomEntry};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
@@ -47,6 +47,25 @@ pub async fn join(
     PathParams(room): PathParams<String>,
 ) -> ApiResult<Json<Room>> {
     Ok(Json(state.chat.join_room(&who, &RoomId::parse(&room)?).await?))
+}
+
+/// Only the owner; the new owner must be a member. The caller becomes an ordinary member, who
+/// may then leave.
+#[utoipa::path(put, path = "/api/rooms/{roomId}/owner", tag = "rooms", operation_id = "transferOwnership",
+    params(("roomId" = String, Path)), request_body = OwnershipTransfer,
+    responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn transfer(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+    JsonBody(input): JsonBody<OwnershipTransfer>,
+) -> ApiResult<Json<Room>> {
+    Ok(Json(
+        state
+            .chat
+            .transfer_ownership(&who, &RoomId::parse(&room)?, input)
+            .await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/leave", tag = "rooms", operation_id = "leaveRoom",

@@ -13,13 +13,13 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::keys::Ticks;
-use crate::members::{Member, MemberRole};
+use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permissions;
-use crate::rooms::WordFilterSettings;
 use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
+use crate::rooms::{OwnershipTransfer, WordFilterSettings};
 use crate::store::members::Joined;
 use crate::store::stored_time;
 use crate::text::{plain_lines, plain_text};
@@ -145,5 +145,40 @@ impl Chat {
         self.find_room(room_id)
             .await?
             .ok_or_else(|| Error::not_found("room not found"))
+    }
+
+    /// Hands the room to another member: they become its owner, and the caller an ordinary
+    /// member (who may then leave). Only the owner may; a line in the room's voice says so.
+    pub async fn transfer_ownership(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        input: OwnershipTransfer,
+    ) -> Result<Room> {
+        let target = target_user(&input.user_id)?;
+        let access = self.access(room_id, &who.user_id).await?;
+        if !access.is_owner() {
+            return Err(Error::Forbidden("only the owner can hand the room over".into()));
+        }
+        if target == who.user_id {
+            return Err(Error::validation("you own the room already"));
+        }
+        let member = self
+            .store
+            .member(room_id, &target)
+            .await?
+            .ok_or_else(|| Error::not_found("member not found"))?;
+        let room = self
+            .store
+            .transfer_ownership(room_id, &who.user_id, &target)
+            .await?
+            .ok_or_else(|| Error::Conflict("the room or its members changed meanwhile; try again".into()))?;
+        let line = format!(
+            "{} handed the room to {}.",
+            access.member.display_name(),
+            member.display_name()
+        );
+        self.announce(room_id, MessageType::System, who, line).await;
+        Ok(room)
     }
 }

@@ -6,15 +6,15 @@ use chrono::Utc;
 
 use super::Store;
 use super::error::{Result, settle};
-use super::members::{member_row, user_room_row};
-use super::schema::{MEMBER_PREFIX, ROOM_ROW};
+use super::members::{member_row, parse_member, user_room_row};
+use super::schema::{MEMBER_PREFIX, ROOM_ROW, member_key};
 use crate::error::Error;
-use crate::ids::RoomId;
-use crate::members::Member;
+use crate::ids::{RoomId, UserId};
+use crate::members::{Member, MemberRole};
 use crate::permissions::Permissions;
 use crate::rooms::Room;
 use crate::storage::conditional::update_conditionally;
-use crate::storage::{BatchOp, Entity, RangeQuery, UpdateMode, Value};
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// More members than any room has; a sweep reads them all, page by page.
 const ALL_MEMBERS: usize = 10_000_000;
@@ -141,6 +141,48 @@ impl Store {
         Ok(parse_room(&entity)?)
     }
 
+    /// Makes `to` the owner of the room `from` owns, and `from` an ordinary member: the room
+    /// row and both member rows in one transaction, each conditional on the row as read here.
+    /// `None` when any of them changed meanwhile (or `to` is no member, `from` not the owner).
+    pub(crate) async fn transfer_ownership(&self, room: &RoomId, from: &UserId, to: &UserId) -> Result<Option<Room>> {
+        let (from_key, to_key) = (member_key(from), member_key(to));
+        let (table, partition) = (&self.schema.rooms, room.as_str());
+        let rows = tokio::try_join!(
+            self.tables.get(table, partition, ROOM_ROW),
+            self.tables.get(table, partition, &from_key),
+            self.tables.get(table, partition, &to_key),
+        )?;
+        let (Some(room_entity), Some(from_row), Some(to_row)) = rows else {
+            return Ok(None);
+        };
+        let (mut owned, mut giver, mut taker) = (
+            parse_room(&room_entity)?,
+            parse_member(&from_row)?,
+            parse_member(&to_row)?,
+        );
+        if is_being_deleted(&room_entity) || owned.owner_id != from.as_str() || giver.role != MemberRole::Owner {
+            return Ok(None);
+        }
+        owned.owner_id = to.to_string();
+        giver.role = MemberRole::Member;
+        taker.role = MemberRole::Owner;
+        let update = |entity: Entity, read: &Entity| BatchOp::Update {
+            entity,
+            mode: UpdateMode::Replace,
+            if_match: read.etag.clone().map_or(IfMatch::Any, IfMatch::Etag),
+        };
+        let ops = [
+            update(room_row(&owned), &room_entity),
+            update(member_row(room, &giver), &from_row),
+            update(member_row(room, &taker), &to_row),
+        ];
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+            Ok(_) => Ok(Some(owned)),
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Marks the room row as being deleted: from then on the room answers as missing.
     pub(crate) async fn mark_room_deleted(&self, room: &RoomId) -> Result<()> {
         update_conditionally(
@@ -182,7 +224,7 @@ impl Store {
     }
 
     /// Lists `user` in the room's "my rooms" index (before their membership is written).
-    pub(crate) async fn index_user_room(&self, user: &crate::ids::UserId, room: &RoomId) -> Result<()> {
+    pub(crate) async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
         let row = user_room_row(user, room, Utc::now());
         self.tables
             .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)

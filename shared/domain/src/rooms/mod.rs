@@ -52,6 +52,14 @@ pub struct NewRoom {
     pub description: Option<String>,
 }
 
+/// Hands a room to another member.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OwnershipTransfer {
+    /// The member who becomes the owner.
+    pub user_id: String,
+}
+
 /// A room in the caller's list, with where they stand in it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

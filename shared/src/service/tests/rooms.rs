@@ -165,3 +165,36 @@ async fn a_ban_racing_a_join_leaves_no_membership() {
     let listed = chat.my_rooms(&bob).await.unwrap();
     assert!(listed.is_empty(), "the room is not in bob's rooms");
 }
+
+/// The new owner leaves while the hand-over is being written: the transaction, conditional on
+/// the rows it read, changes nothing, and the owner is told to try again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_over_racing_the_new_owner_leaving_changes_nothing() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    faults.delay_operation(
+        "transact",
+        Some(&chat.store.schema().rooms),
+        1,
+        std::time::Duration::from_millis(300),
+    );
+    let handing = {
+        let (chat, room) = (chat.clone(), room.clone());
+        tokio::spawn(async move {
+            let to = crate::rooms::OwnershipTransfer { user_id: "bob".into() };
+            chat.transfer_ownership(&alice(), &room, to).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    chat.leave_room(&bob, &room).await.unwrap();
+    let refused = handing.await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), "CONFLICT", "{refused}");
+    let room_now = chat.get_room(&alice(), &room).await.unwrap();
+    assert_eq!(room_now.owner_id, "alice");
+    assert!(
+        chat.store.member(&room, &bob.user_id).await.unwrap().is_none(),
+        "bob left"
+    );
+}
