@@ -231,8 +231,48 @@ pub fn generate_vapid_key() -> Result<(String, String)> {
     Ok((encoded, public))
 }
 
+/// What the push tests share: a push, a browser's subscription, and the VAPID header a
+/// prepared push carries.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub fn a_push() -> Push {
+        Push {
+            payload: b"{}".to_vec(),
+            ttl: 60,
+            urgency: Urgency::Normal,
+            topic: None,
+        }
+    }
+
+    /// A subscription at `endpoint` with a fresh browser key.
+    pub fn subscription_at(endpoint: impl Into<String>) -> PushSubscription {
+        let (_, browser_key) = generate_vapid_key().unwrap();
+        PushSubscription {
+            endpoint: endpoint.into(),
+            keys: crate::subscriptions::PushKeys {
+                p256dh: browser_key,
+                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
+            },
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    /// The `authorization` header (`vapid t=…, k=…`) of a prepared push.
+    pub fn authorization(prepared: Prepared) -> String {
+        let (_, value) = prepared
+            .headers
+            .into_iter()
+            .find(|(name, _)| name == "authorization")
+            .unwrap();
+        String::from_utf8(value).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::{a_push, authorization, subscription_at};
     use super::*;
 
     /// One VAPID token serves every push to a push service; another service gets its own.
@@ -240,31 +280,8 @@ mod tests {
     fn vapid_tokens_are_signed_once_per_push_service() {
         let (key, _) = generate_vapid_key().unwrap();
         let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
-        // Any P-256 public key will do for the browser's.
-        let (_, browser_key) = generate_vapid_key().unwrap();
-        let subscription = |endpoint: &str| PushSubscription {
-            endpoint: endpoint.to_owned(),
-            keys: crate::subscriptions::PushKeys {
-                p256dh: browser_key.clone(),
-                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
-            },
-            created_at: chrono::Utc::now(),
-        };
-        let push = Push {
-            payload: b"{}".to_vec(),
-            ttl: 60,
-            urgency: Urgency::Normal,
-            topic: None,
-        };
-        let authorization = |endpoint: &str| {
-            let prepared = sender.prepare(&subscription(endpoint), &push).unwrap();
-            let (_, value) = prepared
-                .headers
-                .into_iter()
-                .find(|(name, _)| name == "authorization")
-                .unwrap();
-            String::from_utf8(value).unwrap()
-        };
+        let authorization =
+            |endpoint: &str| authorization(sender.prepare(&subscription_at(endpoint), &a_push()).unwrap());
         let first = authorization("https://push.example.com/a");
         assert_eq!(first, authorization("https://push.example.com/b"));
         assert_ne!(first, authorization("https://other.example.net/a"));
@@ -275,29 +292,8 @@ mod tests {
     fn the_vapid_audience_is_the_endpoints_origin_with_its_port() {
         let (key, _) = generate_vapid_key().unwrap();
         let sender = PushSender::new(&key, "mailto:test@example.com").unwrap();
-        let (_, browser_key) = generate_vapid_key().unwrap();
         let audience = |endpoint: &str| {
-            let subscription = PushSubscription {
-                endpoint: endpoint.to_owned(),
-                keys: crate::subscriptions::PushKeys {
-                    p256dh: browser_key.clone(),
-                    auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
-                },
-                created_at: chrono::Utc::now(),
-            };
-            let push = Push {
-                payload: b"{}".to_vec(),
-                ttl: 60,
-                urgency: Urgency::Normal,
-                topic: None,
-            };
-            let prepared = sender.prepare(&subscription, &push).unwrap();
-            let (_, value) = prepared
-                .headers
-                .into_iter()
-                .find(|(name, _)| name == "authorization")
-                .unwrap();
-            let value = String::from_utf8(value).unwrap();
+            let value = authorization(sender.prepare(&subscription_at(endpoint), &a_push()).unwrap());
             let token = value.split("t=").nth(1).unwrap().split(',').next().unwrap();
             use base64::Engine as _;
             let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -365,27 +361,6 @@ mod tests {
             }
         });
         (connections, port)
-    }
-
-    fn a_push() -> Push {
-        Push {
-            payload: b"{}".to_vec(),
-            ttl: 60,
-            urgency: Urgency::Normal,
-            topic: None,
-        }
-    }
-
-    fn subscription_at(endpoint: String) -> PushSubscription {
-        let (_, browser_key) = generate_vapid_key().unwrap();
-        PushSubscription {
-            endpoint,
-            keys: crate::subscriptions::PushKeys {
-                p256dh: browser_key,
-                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
-            },
-            created_at: chrono::Utc::now(),
-        }
     }
 
     /// A public-looking name whose DNS answer is 127.0.0.1 is refused when the push connects:

@@ -537,6 +537,7 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapters::push::testing::{a_push, subscription_at};
     use crate::events::PREVIEW_CHARS;
     use crate::messages::send::NewMessage;
     use crate::messages::{Message, MessageType};
@@ -639,21 +640,8 @@ mod tests {
             delivery_deadline: Duration::from_millis(300),
             ..PushSettings::default()
         });
-        let (_, browser_key) = crate::adapters::push::generate_vapid_key().unwrap();
-        let subscription = PushSubscription {
-            endpoint: format!("http://{addr}/push/silent"),
-            keys: crate::subscriptions::PushKeys {
-                p256dh: browser_key,
-                auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
-            },
-            created_at: chrono::Utc::now(),
-        };
-        let push = Push {
-            payload: b"{}".to_vec(),
-            ttl: 60,
-            urgency: Urgency::Normal,
-            topic: None,
-        };
+        let subscription = subscription_at(format!("http://{addr}/push/silent"));
+        let push = a_push();
         let outcome = chat
             .notifier
             .deliver_in_time(&sender, user("bob").user_id, subscription, push)
