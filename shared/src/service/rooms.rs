@@ -21,6 +21,7 @@ use crate::rooms::{
 };
 use crate::rooms::{OwnershipTransfer, WordFilterSettings};
 use crate::store::members::Joined;
+use crate::store::rooms::Handover;
 use crate::store::stored_time;
 use crate::text::{plain_lines, plain_text};
 use chrono::Utc;
@@ -163,20 +164,19 @@ impl Chat {
         if target == who.user_id {
             return Err(Error::validation("you own the room already"));
         }
-        let member = self
-            .store
-            .member(room_id, &target)
-            .await?
-            .ok_or_else(|| Error::not_found("member not found"))?;
-        let room = self
-            .store
-            .transfer_ownership(room_id, &who.user_id, &target)
-            .await?
-            .ok_or_else(|| Error::Conflict("the room or its members changed meanwhile; try again".into()))?;
+        let (room, owner) = match self.store.transfer_ownership(room_id, &who.user_id, &target).await? {
+            Handover::Done { room, owner } => (room, owner),
+            Handover::NoSuchMember => return Err(Error::not_found("member not found")),
+            Handover::Changed => {
+                return Err(Error::Conflict(
+                    "the room or its members changed meanwhile; try again".into(),
+                ));
+            }
+        };
         let line = format!(
             "{} handed the room to {}.",
             access.member.display_name(),
-            member.display_name()
+            owner.display_name()
         );
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(room)

@@ -75,6 +75,17 @@ pub(crate) fn is_being_deleted(row: &Entity) -> bool {
     row.bool("deleting").unwrap_or(false)
 }
 
+/// How a hand-over of a room ended.
+#[derive(Debug)]
+pub(crate) enum Handover {
+    /// The room as it is now, and its new owner.
+    Done { room: Room, owner: Member },
+    /// The one who was to become the owner is no member.
+    NoSuchMember,
+    /// The room or one of the two members changed meanwhile (or the giver is not the owner).
+    Changed,
+}
+
 /// A room row as a delete sees it: marked or not.
 #[derive(Debug, Clone)]
 pub(crate) struct RoomRow {
@@ -143,8 +154,7 @@ impl Store {
 
     /// Makes `to` the owner of the room `from` owns, and `from` an ordinary member: the room
     /// row and both member rows in one transaction, each conditional on the row as read here.
-    /// `None` when any of them changed meanwhile (or `to` is no member, `from` not the owner).
-    pub(crate) async fn transfer_ownership(&self, room: &RoomId, from: &UserId, to: &UserId) -> Result<Option<Room>> {
+    pub(crate) async fn transfer_ownership(&self, room: &RoomId, from: &UserId, to: &UserId) -> Result<Handover> {
         let (from_key, to_key) = (member_key(from), member_key(to));
         let (table, partition) = (&self.schema.rooms, room.as_str());
         let rows = tokio::try_join!(
@@ -153,7 +163,10 @@ impl Store {
             self.tables.get(table, partition, &to_key),
         )?;
         let (Some(room_entity), Some(from_row), Some(to_row)) = rows else {
-            return Ok(None);
+            return Ok(match rows.2 {
+                None => Handover::NoSuchMember,
+                Some(_) => Handover::Changed,
+            });
         };
         let (mut owned, mut giver, mut taker) = (
             parse_room(&room_entity)?,
@@ -161,7 +174,7 @@ impl Store {
             parse_member(&to_row)?,
         );
         if is_being_deleted(&room_entity) || owned.owner_id != from.as_str() || giver.role != MemberRole::Owner {
-            return Ok(None);
+            return Ok(Handover::Changed);
         }
         owned.owner_id = to.to_string();
         giver.role = MemberRole::Member;
@@ -177,8 +190,11 @@ impl Store {
             update(member_row(room, &taker), &to_row),
         ];
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
-            Ok(_) => Ok(Some(owned)),
-            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(None),
+            Ok(_) => Ok(Handover::Done {
+                room: owned,
+                owner: taker,
+            }),
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(Handover::Changed),
             Err(e) => Err(e.into()),
         }
     }
