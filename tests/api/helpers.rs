@@ -272,7 +272,7 @@ impl TestApp {
                 Method::POST,
                 "/api/rooms",
                 Some(owner),
-                Some(json!({ "name": "general" })),
+                Some(json!({ "name": "general", "visibility": "public" })),
             )
             .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);

@@ -277,7 +277,7 @@ pub(crate) async fn subscribe(app: &TestApp, user: &str, device: &Device) {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
 
-async fn set_level(app: &TestApp, user: &str, room: &str, change: Value) {
+pub(crate) async fn set_level(app: &TestApp, user: &str, room: &str, change: Value) {
     let reply = app
         .act(Method::PATCH, user, &format!("/rooms/{room}/members/me"), change)
         .await;

@@ -95,6 +95,7 @@ async fn run() {
             NewRoom {
                 name: "fan-out".into(),
                 description: None,
+                visibility: tabletalk::rooms::Visibility::Public,
             },
         )
         .await

@@ -7,6 +7,7 @@ pub mod events;
 pub mod extract;
 pub mod function_table;
 pub mod hub;
+pub mod invitations;
 pub mod live;
 pub mod members;
 pub mod messages;
@@ -62,6 +63,14 @@ pub fn user_api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(rooms::create, rooms::list))
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
+        .routes(routes!(rooms::directory))
+        .routes(routes!(rooms::open_direct))
+        .routes(routes!(invitations::create, invitations::list))
+        .routes(routes!(invitations::revoke))
+        .routes(routes!(invitations::mine))
+        .routes(routes!(invitations::accept))
+        .routes(routes!(invitations::decline))
+        .routes(routes!(invitations::redeem))
         .routes(routes!(rooms::join))
         .routes(routes!(rooms::leave))
         .routes(routes!(rooms::transfer))

@@ -1,14 +1,16 @@
-//! Room functions: create, list mine, get, join, leave, change, hand over, delete.
+//! Room functions: create, list mine, the directory, get, join, leave, change, hand over,
+//! delete, and opening a direct conversation.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
-use tabletalk::rooms::{NewRoom, OwnershipTransfer, Room, RoomChange, RoomEntry};
+use tabletalk::rooms::directory::{DirectoryPage, DirectoryQuery};
+use tabletalk::rooms::{NewDirect, NewRoom, OwnershipTransfer, Room, RoomChange, RoomEntry};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody, PathParams};
+use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
 #[utoipa::path(post, path = "/api/rooms", tag = "rooms", operation_id = "createRoom",
     request_body = NewRoom,
@@ -27,6 +29,31 @@ pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResu
     Ok(Json(state.chat.my_rooms(&who).await?))
 }
 
+/// Public rooms, in name order, whose names have words beginning with each word of `q`.
+#[utoipa::path(get, path = "/api/rooms/directory", tag = "rooms", operation_id = "roomDirectory",
+    params(DirectoryQuery),
+    responses((status = 200, body = DirectoryPage), (status = "4XX", body = ErrorBody)))]
+pub async fn directory(
+    State(state): State<AppState>,
+    Caller(_who): Caller,
+    QueryParams(query): QueryParams<DirectoryQuery>,
+) -> ApiResult<Json<DirectoryPage>> {
+    Ok(Json(state.chat.directory(query).await?))
+}
+
+/// Opens the caller's direct conversation with `userId`, or returns it: the same room from
+/// either side.
+#[utoipa::path(post, path = "/api/dms", tag = "rooms", operation_id = "openDirect",
+    request_body = NewDirect,
+    responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
+pub async fn open_direct(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(input): JsonBody<NewDirect>,
+) -> ApiResult<Json<Room>> {
+    Ok(Json(state.chat.open_direct(&who, input).await?))
+}
+
 #[utoipa::path(get, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "getRoom",
     params(("roomId" = String, Path)),
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
@@ -38,6 +65,7 @@ pub async fn get(
     Ok(Json(state.chat.get_room(&who, &RoomId::parse(&room)?).await?))
 }
 
+/// A public room only: a private one answers 404 (join it through an invitation).
 #[utoipa::path(post, path = "/api/rooms/{roomId}/join", tag = "rooms", operation_id = "joinRoom",
     params(("roomId" = String, Path)),
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]

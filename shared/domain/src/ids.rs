@@ -14,6 +14,27 @@ impl RoomId {
         RoomId(uuid::Uuid::new_v4().to_string())
     }
 
+    /// The one room of a direct conversation between `a` and `b`, the same from either side: a
+    /// UUID (version 8) made from a digest of the unordered pair, so opening it twice, or from
+    /// both sides at once, meets the same row and no lookup table is needed.
+    pub fn direct(a: &UserId, b: &UserId) -> RoomId {
+        use sha2::{Digest, Sha256};
+        let (low, high) = if a <= b { (a, b) } else { (b, a) };
+        let mut digest = Sha256::new();
+        for part in ["direct", low.as_str(), high.as_str()] {
+            // Length-prefixed, so no two pairs share an input.
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part.as_bytes());
+        }
+        let bytes: [u8; 16] = digest.finalize()[..16].try_into().expect("16 of 32 bytes");
+        RoomId(
+            uuid::Builder::from_custom_bytes(bytes)
+                .into_uuid()
+                .hyphenated()
+                .to_string(),
+        )
+    }
+
     /// Anything that is not a UUID cannot name a room: answered as a missing room.
     pub fn parse(text: &str) -> Result<RoomId> {
         uuid::Uuid::try_parse(text)
@@ -96,6 +117,11 @@ mod tests {
     #[test]
     fn ids_parse() {
         assert!(RoomId::parse("not-a-uuid").is_err());
+        let (alice, bob) = (UserId::parse("alice").unwrap(), UserId::parse("bob").unwrap());
+        let direct = RoomId::direct(&alice, &bob);
+        assert_eq!(direct, RoomId::direct(&bob, &alice), "either side opens the same room");
+        assert_eq!(RoomId::parse(direct.as_str()).unwrap(), direct);
+        assert_ne!(direct, RoomId::direct(&alice, &UserId::parse("carol").unwrap()));
         let id = RoomId::generate();
         assert_eq!(RoomId::parse(&id.as_str().to_uppercase()).unwrap(), id);
         assert!(UserId::parse("").is_err());

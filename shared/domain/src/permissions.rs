@@ -23,16 +23,19 @@ pub enum Permission {
     ManageWebhooks,
     /// Mention `@everyone` and `@here`.
     MentionEveryone,
+    /// Invite people: a user, or a shareable code. Every member of a new room holds it.
+    CreateInvites,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 6] = [
+    pub const ALL: [Permission; 7] = [
         Permission::ManageMessages,
         Permission::ManageRoom,
         Permission::ManageRoles,
         Permission::ManageMembers,
         Permission::ManageWebhooks,
         Permission::MentionEveryone,
+        Permission::CreateInvites,
     ];
 
     /// The flag's bit in the stored field.
@@ -44,6 +47,7 @@ impl Permission {
             Permission::ManageMembers => 3,
             Permission::ManageWebhooks => 4,
             Permission::MentionEveryone => 5,
+            Permission::CreateInvites => 6,
         }
     }
 }
@@ -54,8 +58,10 @@ impl Permission {
 pub struct Permissions(u64);
 
 impl Permissions {
-    /// What every member of a new room may do.
-    pub const DEFAULT_EVERYONE: Permissions = Permissions(1 << 5);
+    /// What every member of a new room may do: mention everyone, invite.
+    pub const DEFAULT_EVERYONE: Permissions = Permissions(1 << 5 | 1 << 6);
+    /// What each person in a direct conversation may do: nobody else can be invited into one.
+    pub const DIRECT: Permissions = Permissions(1 << 5);
 
     pub fn from_bits(bits: u64) -> Permissions {
         Permissions(bits)

@@ -3,8 +3,8 @@
 //!
 //! Recipients are the room's members minus the sender, by their notification level: `All`
 //! always, `Mentions` when the message mentions them (directly, through one of their roles, or
-//! `@everyone`; `@here` only reaches members who are online, and those are not pushed),
-//! `Never` never; a muted room never; and never a member with a live connection open (they
+//! `@everyone`; `@here` only reaches members who are online, and those are not pushed; every
+//! message of a direct conversation mentions the other person), `Never` never; a muted room never; and never a member with a live connection open (they
 //! see the message live). The payload carries ids, the sender's name and a short
 //! preview only. Deliveries run with bounded concurrency, each on its own: 404/410 delete the
 //! subscription, 429 waits for `Retry-After`, 5xx retries with a bounded backoff, and one
@@ -137,9 +137,11 @@ pub struct Report {
     pub repeat: bool,
 }
 
-/// Whether `member` is pushed for a message with `mentions`, and whether it mentions them.
-fn wants(member: &Member, mentions: &Mentions) -> Option<bool> {
-    let mentioned = mentions.everyone
+/// Whether `member` is pushed for a message with `mentions`, and whether it mentions them (a
+/// message in a `direct` conversation always does).
+fn wants(member: &Member, mentions: &Mentions, direct: bool) -> Option<bool> {
+    let mentioned = direct
+        || mentions.everyone
         || mentions.users.iter().any(|u| u == member.user_id.as_str())
         || mentions.roles.iter().any(|r| member.roles.contains(r));
     let pushed = !member.muted
@@ -443,14 +445,16 @@ impl Notifier {
             return Ok(plan);
         };
         // A member row that cannot be read costs that member their push, not everyone theirs.
-        let members = self
-            .store
-            .members(room, crate::members::MAX_LISTED_MEMBERS, false)
-            .await?;
+        let (members, direct) = tokio::try_join!(
+            self.store.members(room, crate::members::MAX_LISTED_MEMBERS, false),
+            self.store.room(room),
+        )?;
+        // In a direct conversation every message is addressed to the other person.
+        let direct = direct.is_some_and(|room| room.direct);
         let recipients: Vec<(UserId, bool)> = members
             .into_iter()
             .filter(|member| member.user_id.as_str() != event.sender_id)
-            .filter_map(|member| wants(&member, &event.mentions).map(|mentioned| (member.user_id, mentioned)))
+            .filter_map(|member| wants(&member, &event.mentions, direct).map(|mentioned| (member.user_id, mentioned)))
             .collect();
         plan.recipients = recipients.len();
         let reached: Vec<Result<Option<(UserId, bool, Vec<PushSubscription>)>>> = futures::stream::iter(recipients)

@@ -149,6 +149,7 @@ mod tests {
         let room = NewRoom {
             name: "other".into(),
             description: None,
+            visibility: crate::rooms::Visibility::Public,
         };
         RoomId::parse(&chat.create_room(&alice(), room).await.unwrap().id).unwrap()
     }

@@ -5,9 +5,12 @@
 
 pub mod access;
 pub mod changes;
+pub mod direct;
+pub mod directory;
 pub mod feed;
 pub mod forward;
 pub mod housekeeping;
+pub mod invitations;
 pub mod live;
 pub mod members;
 pub mod moderation;
@@ -208,6 +211,7 @@ pub(crate) mod testing {
                 NewRoom {
                     name: "r".into(),
                     description: None,
+                    visibility: crate::rooms::Visibility::Public,
                 },
             )
             .await

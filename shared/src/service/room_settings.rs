@@ -1,4 +1,5 @@
-//! Changing a room: name, description, read-only, slowmode, the word filter (ManageRoom) and
+//! Changing a room: name, description, visibility, read-only, slowmode, the word filter
+//! (ManageRoom) and
 //! what every member may do (ManageRoles). The room row is rewritten through the
 //! conditional-write helper, so two moderators changing different settings both land. A
 //! rename writes an `EditRoom` line in the room's own voice.
@@ -10,7 +11,7 @@ use crate::ids::RoomId;
 use crate::messages::MessageType;
 use crate::permissions::Permission;
 use crate::rooms::settings::{MAX_RETENTION_SECONDS, MAX_SLOWMODE_SECONDS, RoomChange, WordFilterSettings};
-use crate::rooms::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room};
+use crate::rooms::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, Visibility};
 use crate::text::{plain_lines, plain_text};
 
 impl Chat {
@@ -40,8 +41,12 @@ impl Chat {
         }
 
         let access = self.access(room_id, &who.user_id).await?;
+        if access.room.direct && change.visibility.is_some_and(|v| v != Visibility::Private) {
+            return Err(Error::Conflict("a direct conversation is always private".into()));
+        }
         let room_fields = name.is_some()
             || description.is_some()
+            || change.visibility.is_some()
             || change.read_only.is_some()
             || change.slowmode_seconds.is_some()
             || change.retention_seconds.is_some()
@@ -54,23 +59,33 @@ impl Chat {
             access.require_grantable(permissions)?;
         }
 
+        let apply = |room: &mut Room| {
+            if let Some(name) = &name {
+                room.name = name.clone();
+            }
+            room.description = description.clone().unwrap_or(room.description.clone());
+            room.read_only = change.read_only.unwrap_or(room.read_only);
+            room.visibility = change.visibility.unwrap_or(room.visibility);
+            room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
+            room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
+            room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
+            room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
+        };
+        // The directory row is written before the room becomes listed under a name, and the
+        // rows it no longer has are removed after (see `store::directory`).
+        let mut expected = access.room.clone();
+        apply(&mut expected);
+        self.store.list_in_directory(&expected).await?;
         let mut renamed = false;
         let room = self
             .store
             .update_room(room_id, |room| {
-                if let Some(name) = &name {
-                    renamed = &room.name != name;
-                    room.name = name.clone();
-                }
-                room.description = description.clone().unwrap_or(room.description.clone());
-                room.read_only = change.read_only.unwrap_or(room.read_only);
-                room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
-                room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
-                room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
-                room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
+                renamed = name.as_ref().is_some_and(|name| &room.name != name);
+                apply(room);
                 Ok(())
             })
             .await?;
+        self.store.relist(&room, [&access.room, &expected]).await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
             self.announce(room_id, MessageType::EditRoom, who, line).await;

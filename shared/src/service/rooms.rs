@@ -1,6 +1,7 @@
-//! Rooms and membership: create (the creator owns it), join, leave, list mine with unread
-//! counts, get one; room settings (`settings`) and deleting a room with every row it has
-//! (`delete`).
+//! Rooms and membership: create (the creator owns it), join (the one way in, by id for a
+//! public room or through an invitation), leave, list mine with unread counts, get one, hand
+//! over. Settings are `room_settings`, deletion `room_deletion`, invitations `invitations`,
+//! direct conversations `direct`, the directory `directory`.
 //!
 //! A room and its members share one `Rooms` partition, so a room is created together with its
 //! owner's membership in one transaction. `UserRooms` indexes a user's rooms for listing: the
@@ -48,21 +49,40 @@ impl Chat {
             word_filter: WordFilterSettings::default(),
             everyone_permissions: Permissions::DEFAULT_EVERYONE,
             retention_seconds: None,
+            visibility: input.visibility,
+            direct: false,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
         self.store.create_room(&room, &owner).await?;
         Ok(room)
     }
 
-    /// Joins a room by id (the id is the invitation). Joining twice is a no-op; a banned user
-    /// is refused.
+    /// Joins a public room by id. A private room (or a direct conversation) answers as
+    /// missing: it is joined only through an invitation (`accept_invitation`, `redeem`).
     pub async fn join_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
+        self.admit(who, room_id, None).await
+    }
+
+    /// The one way into a room, by id or through an invitation (`invitation`: its id).
+    /// Joining twice is a no-op and uses no invitation; a banned user is refused, before a
+    /// code's use is counted and again after the membership is written (of a ban and a join
+    /// racing, whichever writes second sees the other). A user's invitation goes once used.
+    pub(crate) async fn admit(&self, who: &Principal, room_id: &RoomId, invitation: Option<&str>) -> Result<Room> {
         let room = self.room(room_id).await?;
         if self.store.member(room_id, &who.user_id).await?.is_some() {
             return Ok(room);
         }
+        let invitation = match invitation {
+            None if room.is_listed() => None,
+            // To anyone but its members, a private room does not exist.
+            None => return Err(Error::not_found("room not found")),
+            Some(id) => Some(self.open_invitation(room_id, id, &who.user_id).await?),
+        };
         if self.is_banned(room_id, &who.user_id).await? {
             return Err(Error::Forbidden("you are banned from this room".into()));
+        }
+        if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
+            self.store.use_invitation(room_id, &invitation.id, Utc::now()).await?;
         }
         let member = Member::new(who, MemberRole::Member, Utc::now());
         if self.store.add_member(room_id, &member).await? == Joined::AlreadyMember {
@@ -72,6 +92,9 @@ impl Chat {
         if self.is_banned(room_id, &who.user_id).await? {
             self.store.remove_member(room_id, &who.user_id).await?;
             return Err(Error::Forbidden("you are banned from this room".into()));
+        }
+        if let Some(invitation) = invitation.filter(|i| i.user_id.is_some()) {
+            self.store.remove_invitation(&invitation).await?;
         }
         let line = format!("{} joined the room.", who.name);
         self.announce(room_id, MessageType::System, who, line).await;
@@ -83,6 +106,11 @@ impl Chat {
         let access = self.access(room_id, &who.user_id).await?;
         if access.is_owner() {
             return Err(Error::Conflict("the owner cannot leave the room".into()));
+        }
+        if access.room.direct {
+            return Err(Error::Conflict(
+                "a direct conversation cannot be left; mute it instead".into(),
+            ));
         }
         self.store.remove_member(room_id, &who.user_id).await?;
         self.revoke_live(room_id, &who.user_id);

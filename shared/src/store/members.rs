@@ -7,13 +7,14 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::{Result, settle};
-use super::schema::{MEMBER_PREFIX, ban_key, member_key, user_key};
+use super::schema::{INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, user_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use std::ops::Bound;
 
 /// A ban as its row keeps it.
 #[derive(Debug, Clone)]
@@ -176,7 +177,8 @@ impl Store {
 
     /// The rooms `user` is listed in, up to `max`.
     pub(crate) async fn user_rooms(&self, user: &UserId, max: usize) -> Result<Vec<RoomId>> {
-        let query = RangeQuery::partition(user_key(user), 1000);
+        // Room ids only: the user's invitations sort after them.
+        let query = RangeQuery::partition(user_key(user), 1000).to(Bound::Excluded(INVITATION_PREFIX.to_owned()));
         let (rows, _) = self.tables.query_up_to(&self.schema.user_rooms, &query, max).await?;
         Ok(rows.iter().filter_map(|row| RoomId::parse(&row.row_key).ok()).collect())
     }

@@ -10,7 +10,9 @@
 
 pub mod claims;
 pub mod companions;
+pub mod directory;
 pub mod error;
+pub mod invitations;
 pub mod ledger;
 pub mod members;
 pub mod messages;

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::members::{Member, MemberRole};
 use crate::permissions::Permissions;
-use crate::rooms::Room;
+use crate::rooms::{Room, Visibility};
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
@@ -39,6 +39,17 @@ fn room_row(room: &Room) -> Entity {
             "retentionSeconds",
             Value::Int64(room.retention_seconds.map_or(0, i64::from)),
         )
+        .with(
+            "visibility",
+            Value::String(
+                match room.visibility {
+                    Visibility::Public => "public",
+                    Visibility::Private => "private",
+                }
+                .into(),
+            ),
+        )
+        .with("direct", Value::Bool(room.direct))
 }
 
 fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
@@ -67,6 +78,12 @@ fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
             .i64("retentionSeconds")
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| *s > 0),
+        // Rooms from before visibility were joinable by id: they stay public.
+        visibility: match entity.str("visibility") {
+            Some("private") => Visibility::Private,
+            _ => Visibility::Public,
+        },
+        direct: entity.bool("direct").unwrap_or(false),
     })
 }
 
@@ -100,9 +117,31 @@ impl Store {
         let id = RoomId::parse(&room.id)?;
         self.register_room(&id).await?;
         self.index_user_room(&owner.user_id, &id).await?;
+        self.list_in_directory(room).await?;
         let ops = [BatchOp::Insert(room_row(room)), BatchOp::Insert(member_row(&id, owner))];
         self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
         Ok(())
+    }
+
+    /// Creates a direct conversation with both its members in one transaction, each listed in
+    /// "my rooms" first. `Ok(false)` when the room exists already (opened before, or by the
+    /// other side at the same moment).
+    pub(crate) async fn create_direct_room(&self, room: &Room, members: [&Member; 2]) -> Result<bool> {
+        let id = RoomId::parse(&room.id)?;
+        self.register_room(&id).await?;
+        for member in members {
+            self.index_user_room(&member.user_id, &id).await?;
+        }
+        let ops = [
+            BatchOp::Insert(room_row(room)),
+            BatchOp::Insert(member_row(&id, members[0])),
+            BatchOp::Insert(member_row(&id, members[1])),
+        ];
+        match self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The room, unless it is missing or being deleted (both answer as missing).
@@ -235,6 +274,8 @@ impl Store {
                     .await?;
             }
         }
+        self.unlist_invitations(room).await?;
+        self.unlist_from_directory(room, None).await?;
         self.tables.delete_range(&self.schema.rooms, &everything).await?;
         Ok(())
     }

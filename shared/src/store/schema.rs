@@ -16,19 +16,24 @@
 //! - `Rooms` (partition = room): the room row (`room`), one row per member (`m:<user>`), role
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
 //!   transaction.
-//! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
+//!   Invitations are rows there too (`inv:<invitation id>`), so accepting one can check it
+//!   next to the member and ban rows it concerns.
+//! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
+//!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
+//!   (`inv:<room id>`).
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
 //!   subscriptions.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
-//!   and `outbox:<message id>:fanout` for a fan-out still running).
+//!   and `outbox:<message id>:fanout` for a fan-out still running); partition `directory` one
+//!   row per public room (`<sort key>:<room id>`, see `store::directory`).
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
 use sha2::{Digest, Sha256};
 
-use crate::ids::{ClientId, UserId};
+use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MessageKey};
 use crate::storage::rules::is_forbidden_key_char;
 use crate::storage::{Result, TableName, Tables};
@@ -37,6 +42,11 @@ use crate::storage::{Result, TableName, Tables};
 pub const HOUSEKEEPING_PARTITION: &str = "rooms";
 /// The `Housekeeping` partition marking rooms that may hold pending outbox events.
 pub const OUTBOX_PARTITION: &str = "outbox";
+/// The `Housekeeping` partition listing public rooms by name.
+pub const DIRECTORY_PARTITION: &str = "directory";
+/// Prefix of invitation rows, in a `Rooms` partition and in a `UserRooms` partition. Sorts
+/// after every room id (a UUID), so "my rooms" reads end before it.
+pub const INVITATION_PREFIX: &str = "inv:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -171,6 +181,22 @@ pub(crate) fn outbox_key(message_id: &str) -> String {
 /// the fan-out.
 pub(crate) fn fan_out_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}:fanout")
+}
+
+/// A public room's directory row key: its name's sort key, then its id.
+pub(crate) fn directory_key(name: &str, room: &str) -> String {
+    let sort_key = crate::rooms::directory::sort_key(name);
+    format!("{}:{room}", encode_key_part(&sort_key))
+}
+
+/// An invitation's row key in its room's `Rooms` partition.
+pub(crate) fn invitation_key(id: &str) -> String {
+    format!("{INVITATION_PREFIX}{id}")
+}
+
+/// The row key, in the invited user's `UserRooms` partition, of their invitation into `room`.
+pub(crate) fn pending_invitation_key(room: &RoomId) -> String {
+    format!("{INVITATION_PREFIX}{room}")
 }
 
 pub(crate) fn role_key(id: &str) -> String {

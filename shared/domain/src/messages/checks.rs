@@ -114,6 +114,8 @@ mod tests {
                 word_filter: WordFilterSettings::default(),
                 everyone_permissions: Permissions::default(),
                 retention_seconds: None,
+                visibility: crate::rooms::Visibility::Private,
+                direct: false,
             },
             member: Member::new(&who, role, now),
             permissions,

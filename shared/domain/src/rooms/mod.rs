@@ -2,6 +2,8 @@
 //! (`settings`). The use cases are `crate::service::rooms`, `room_settings` and
 //! `room_deletion`.
 
+pub mod directory;
+pub mod invitations;
 pub mod settings;
 
 use chrono::{DateTime, Utc};
@@ -20,14 +22,30 @@ pub const MAX_ROOMS_PER_USER: usize = 1000;
 /// Unread messages counted per room; past this the listing says "at least".
 pub const MAX_UNREAD_COUNTED: usize = 100;
 
+/// Who can find a room and join it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    /// Listed in the directory; anyone may join by its id.
+    Public,
+    /// Not listed; joined only through an invitation. To anyone else it does not exist.
+    #[default]
+    Private,
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Room {
     pub id: String,
+    /// Empty for a direct conversation, which clients name after the other person.
     pub name: String,
     pub description: String,
+    /// Empty for a direct conversation: it has no owner.
     pub owner_id: String,
     pub created_at: DateTime<Utc>,
+    pub visibility: Visibility,
+    /// A direct conversation: the one room of two people; nobody else joins it.
+    pub direct: bool,
     /// Only members with ManageMessages may send.
     pub read_only: bool,
     /// Seconds a member waits between sends (0: off). ManageMessages is exempt.
@@ -40,6 +58,13 @@ pub struct Room {
     pub retention_seconds: Option<u32>,
 }
 
+impl Room {
+    /// True for a room anyone may find in the directory and join by id.
+    pub fn is_listed(&self) -> bool {
+        self.visibility == Visibility::Public && !self.direct
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewRoom {
@@ -50,6 +75,17 @@ pub struct NewRoom {
     #[serde(default)]
     #[schema(max_length = 500)]
     pub description: Option<String>,
+    /// `private` (the default) or `public`.
+    #[serde(default)]
+    pub visibility: Visibility,
+}
+
+/// Opens the direct conversation with another user.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewDirect {
+    /// The other person.
+    pub user_id: String,
 }
 
 /// Hands a room to another member.

@@ -83,6 +83,9 @@ pub struct RoomChange {
     #[schema(max_length = 500)]
     pub description: Option<String>,
     pub read_only: Option<bool>,
+    /// `public` lists the room in the directory and lets anyone join by id; `private` takes
+    /// it out (members stay). Not for a direct conversation.
+    pub visibility: Option<super::Visibility>,
     /// 0 turns slowmode off; at most 21600.
     #[schema(maximum = 21600)]
     pub slowmode_seconds: Option<u32>,

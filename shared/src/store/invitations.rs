@@ -1,0 +1,146 @@
+//! Invitation rows: `inv:<id>` in the room's `Rooms` partition (beside the member and ban rows
+//! an acceptance concerns), and for a user's invitation a pointer row `inv:<room id>` in that
+//! user's `UserRooms` partition, behind "my invitations". The pointer is written before the
+//! invitation and removed after it, and every listing re-checks the invitation, so a pointer
+//! left behind never shows an invitation that is gone.
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::error::{Result, settle};
+use super::schema::{INVITATION_PREFIX, invitation_key, pending_invitation_key, user_key};
+use crate::error::Error;
+use crate::ids::{RoomId, UserId};
+use crate::rooms::invitations::{Invitation, MAX_LISTED};
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+
+fn invitation_row(invitation: &Invitation) -> Entity {
+    let mut row = Entity::new(&invitation.room_id, invitation_key(&invitation.id))
+        .with("createdBy", Value::String(invitation.created_by.clone()))
+        .with("createdAt", Value::datetime(invitation.created_at))
+        .with("uses", Value::Int64(i64::from(invitation.uses)));
+    if let Some(user) = &invitation.user_id {
+        row.set("userId", Value::String(user.clone()));
+    }
+    if let Some(at) = invitation.expires_at {
+        row.set("expiresAt", Value::datetime(at));
+    }
+    if let Some(max) = invitation.max_uses {
+        row.set("maxUses", Value::Int64(i64::from(max)));
+    }
+    row
+}
+
+fn parse_invitation(row: &Entity) -> Option<Invitation> {
+    Some(Invitation {
+        id: row.row_key.strip_prefix(INVITATION_PREFIX)?.to_owned(),
+        room_id: row.partition_key.clone(),
+        user_id: row.str("userId").map(str::to_owned),
+        code: None,
+        created_by: row.str("createdBy")?.to_owned(),
+        created_at: row.datetime("createdAt")?,
+        expires_at: row.datetime("expiresAt"),
+        max_uses: row.i64("maxUses").and_then(|m| u32::try_from(m).ok()),
+        uses: row.i64("uses").and_then(|u| u32::try_from(u).ok()).unwrap_or(0),
+    })
+}
+
+impl Store {
+    /// Writes an invitation (a user's replaces their earlier one into the same room), a
+    /// user's pointer row first.
+    pub(crate) async fn put_invitation(&self, invitation: &Invitation) -> Result<()> {
+        if let Some(user) = &invitation.user_id {
+            let room = RoomId::parse(&invitation.room_id)?;
+            let user = UserId::parse(user)?;
+            let pointer = Entity::new(user_key(&user), pending_invitation_key(&room))
+                .with("invitationId", Value::String(invitation.id.clone()));
+            self.tables
+                .upsert(&self.schema.user_rooms, &pointer, UpdateMode::Replace)
+                .await?;
+        }
+        self.tables
+            .upsert(&self.schema.rooms, &invitation_row(invitation), UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// The invitation, open or not.
+    pub(crate) async fn invitation(&self, room: &RoomId, id: &str) -> Result<Option<Invitation>> {
+        let row = self
+            .tables
+            .get(&self.schema.rooms, room.as_str(), &invitation_key(id))
+            .await?;
+        Ok(row.as_ref().and_then(parse_invitation))
+    }
+
+    /// A room's invitations, open or not, up to [`MAX_LISTED`].
+    pub(crate) async fn invitations(&self, room: &RoomId) -> Result<Vec<Invitation>> {
+        let query = RangeQuery::prefix(room.as_str(), INVITATION_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, MAX_LISTED).await?;
+        Ok(rows.iter().filter_map(parse_invitation).collect())
+    }
+
+    /// Counts one use of a code, conditionally on the row as read, if it is still open at
+    /// `now`; a closed or missing invitation answers 404, as a missing one does.
+    pub(crate) async fn use_invitation(&self, room: &RoomId, id: &str, now: DateTime<Utc>) -> Result<Invitation> {
+        let row = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room.as_str(),
+            &invitation_key(id),
+            UpdateMode::Replace,
+            |row| {
+                let mut invitation = parse_invitation(&row)
+                    .filter(|i| i.is_open(now))
+                    .ok_or_else(|| Error::not_found("invitation not found"))?;
+                invitation.uses += 1;
+                Ok(invitation_row(&invitation))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "invitation not found"))?;
+        parse_invitation(&row).ok_or_else(|| Error::Internal("an invitation row did not read back".into()).into())
+    }
+
+    /// Removes an invitation, then a user's pointer row to it.
+    pub(crate) async fn remove_invitation(&self, invitation: &Invitation) -> Result<()> {
+        let room = RoomId::parse(&invitation.room_id)?;
+        self.delete_if_present(&self.schema.rooms, room.as_str(), &invitation_key(&invitation.id))
+            .await?;
+        if let Some(user) = &invitation.user_id {
+            self.drop_pending_invitation(&UserId::parse(user)?, &room).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes `user`'s pointer to an invitation into `room`.
+    pub(crate) async fn drop_pending_invitation(&self, user: &UserId, room: &RoomId) -> Result<()> {
+        self.delete_if_present(&self.schema.user_rooms, &user_key(user), &pending_invitation_key(room))
+            .await
+    }
+
+    /// The rooms `user` has an invitation pointer for, up to [`MAX_LISTED`].
+    pub(crate) async fn pending_invitations(&self, user: &UserId) -> Result<Vec<RoomId>> {
+        let query = RangeQuery::prefix(user_key(user), INVITATION_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.user_rooms, &query, MAX_LISTED)
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| RoomId::parse(row.row_key.strip_prefix(INVITATION_PREFIX)?).ok())
+            .collect())
+    }
+
+    /// Removes the pointer rows of a room's user invitations (the room is being deleted; its
+    /// own partition goes with it).
+    pub(crate) async fn unlist_invitations(&self, room: &RoomId) -> Result<()> {
+        for invitation in self.invitations(room).await? {
+            if let Some(user) = invitation.user_id.as_deref().and_then(|u| UserId::parse(u).ok()) {
+                self.drop_pending_invitation(&user, room).await?;
+            }
+        }
+        Ok(())
+    }
+}
