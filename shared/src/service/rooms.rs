@@ -15,6 +15,7 @@ use crate::ids::RoomId;
 use crate::keys::Ticks;
 use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permissions;
 use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
@@ -149,7 +150,8 @@ impl Chat {
     }
 
     /// Hands the room to another member: they become its owner, and the caller an ordinary
-    /// member (who may then leave). Only the owner may; a line in the room's voice says so.
+    /// member (who may then leave). Only the owner may; a line in the room's voice says so, and
+    /// the moderation log records it in the hand-over's transaction.
     pub async fn transfer_ownership(
         &self,
         who: &Principal,
@@ -164,7 +166,12 @@ impl Chat {
         if target == who.user_id {
             return Err(Error::validation("you own the room already"));
         }
-        let (room, owner) = match self.store.transfer_ownership(room_id, &who.user_id, &target).await? {
+        let entry = ModerationEntry::by(ModerationAction::OwnershipTransferred, &who.user_id).user(&target);
+        let handover = self
+            .store
+            .transfer_ownership(room_id, &who.user_id, &target, Some(&entry))
+            .await?;
+        let (room, owner) = match handover {
             Handover::Done { room, owner } => (room, owner),
             Handover::NoSuchMember => return Err(Error::not_found("member not found")),
             Handover::Changed => {
