@@ -17,6 +17,7 @@ pub use tabletalk_domain::{
     Error, Result, access, error, events, html, ids, keys, members, messages, permissions, principal, roles, rooms,
     signals, subscriptions, text, word_filter,
 };
+pub use tabletalk_domain::{moderation, reports};
 pub use tabletalk_tables as storage;
 
 pub use service::Chat;

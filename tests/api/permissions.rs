@@ -100,6 +100,10 @@ async fn perform(app: &TestApp, user: &str, room: &str, other: &str, id: &str, o
             }
             reply
         }
+        Operation::Report => {
+            app.act(Method::POST, user, &format!("{at}/report"), json!({ "reason": "spam" }))
+                .await
+        }
     };
     if !reply.status.is_success() {
         let code = reply.body["code"].as_str().unwrap_or_default();
@@ -133,7 +137,7 @@ async fn every_type_operation_and_caller_answers_as_the_map_says(backend: Backen
                     Some(who) if !caller.allowed(who) => 403,
                     Some(_) => match operation {
                         Operation::Delete => 204,
-                        Operation::Reply | Operation::Forward => 201,
+                        Operation::Reply | Operation::Forward | Operation::Report => 201,
                         _ => 200,
                     },
                 };
@@ -142,7 +146,7 @@ async fn every_type_operation_and_caller_answers_as_the_map_says(backend: Backen
             }
         }
     }
-    assert_eq!(checked, 7 * 7 * 4);
+    assert_eq!(checked, 7 * 8 * 4);
 }
 
 async fn members_create_only_messages_and_polls(backend: Backend) {

@@ -320,6 +320,25 @@ async fn an_invited_user_joins_a_private_room_and_nobody_else_does(backend: Back
         .assert_error(403, "FORBIDDEN");
     let own = revoke("bob", bobs.body["id"].as_str().unwrap().to_owned()).await;
     assert_eq!(own.status, StatusCode::NO_CONTENT, "{}", own.body);
+
+    // The revocation is in the moderation log, with who did it.
+    let log = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/moderation-log"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    let revocations: Vec<&Value> = log.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "invitationRevoked")
+        .collect();
+    assert_eq!(revocations.len(), 1, "{backend:?}: {}", log.body);
+    assert_eq!(revocations[0]["actorId"], "bob");
+    assert_eq!(revocations[0]["details"]["invitationId"], bobs.body["id"]);
 }
 
 async fn a_code_that_is_expired_used_up_or_revoked_answers_as_a_missing_one(backend: Backend) {

@@ -80,3 +80,35 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathPar
         }
     }
 }
+
+/// A JSON request body a route has not always taken: no body (or only whitespace) is
+/// `T::default()`, so a request from before the body existed still works; any other body is
+/// read as JSON, whatever its content type, and refused as [`JsonBody`] refuses it.
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<OptionalJsonBody<T>, ApiError> {
+        let bytes = match axum::body::Bytes::from_request(req, state).await {
+            Ok(bytes) => bytes,
+            Err(rejection) if rejection.status().as_u16() == 413 => {
+                return Err(ApiError(Error::PayloadTooLarge(format!(
+                    "the body is larger than {} bytes",
+                    super::MAX_BODY_BYTES
+                ))));
+            }
+            Err(rejection) => return Err(ApiError(Error::bad_request(rejection.body_text()))),
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        match serde_json::from_slice(&bytes) {
+            Ok(value) => Ok(OptionalJsonBody(value)),
+            Err(e) if e.is_data() => Err(ApiError(Error::Validation(format!(
+                "the body does not match the expected shape: {e}"
+            )))),
+            Err(_) => Err(ApiError(Error::bad_request("the body is not valid JSON"))),
+        }
+    }
+}

@@ -6,10 +6,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::members::{Ban, MarkRead, Member, MemberRoles, MemberSummary, MembershipChange, Timeout, target_user};
+use tabletalk::moderation::{BanEntry, Kick};
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, JsonBody, PathParams};
+use super::extract::{Caller, JsonBody, OptionalJsonBody, PathParams};
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/members", tag = "members", operation_id = "listMembers",
     params(("roomId" = String, Path)),
@@ -52,20 +53,35 @@ pub async fn mark_read(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Needs ManageMembers and a higher rank than the member.
+/// Needs ManageMembers and a higher rank than the member. The body is optional (no body is a
+/// kick without a reason).
 #[utoipa::path(post, path = "/api/rooms/{roomId}/members/{userId}/kick", tag = "members", operation_id = "kickMember",
     params(("roomId" = String, Path), ("userId" = String, Path)),
+    request_body(content = Kick, description = "Optional: the reason for the moderation log."),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn kick(
     State(state): State<AppState>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(String, String)>,
+    OptionalJsonBody(input): OptionalJsonBody<Kick>,
 ) -> ApiResult<StatusCode> {
     state
         .chat
-        .kick(&who, &RoomId::parse(&room)?, &target_user(&user)?)
+        .kick(&who, &RoomId::parse(&room)?, &target_user(&user)?, input)
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The bans in force, with who made each, why and until when. Needs ManageMembers.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/bans", tag = "members", operation_id = "listBans",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [BanEntry]), (status = "4XX", body = ErrorBody)))]
+pub async fn bans(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+) -> ApiResult<Json<Vec<BanEntry>>> {
+    Ok(Json(state.chat.list_bans(&who, &RoomId::parse(&room)?).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member.

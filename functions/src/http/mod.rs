@@ -11,6 +11,7 @@ pub mod invitations;
 pub mod live;
 pub mod members;
 pub mod messages;
+pub mod moderation;
 pub mod openapi;
 pub mod push;
 pub mod roles;
@@ -97,6 +98,11 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(live::negotiate))
         .routes(routes!(live::typing))
         .routes(routes!(openapi::document))
+        .routes(routes!(members::bans))
+        .routes(routes!(moderation::log))
+        .routes(routes!(moderation::report))
+        .routes(routes!(moderation::queue))
+        .routes(routes!(moderation::resolve))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

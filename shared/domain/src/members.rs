@@ -114,11 +114,15 @@ pub struct MarkRead {
     pub message_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Timeout {
     /// When the timeout ends: in the future, at most 28 days ahead; null (or absent) lifts it.
     pub until: Option<DateTime<Utc>>,
+    /// At most 500 characters; recorded in the moderation log.
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -126,6 +130,10 @@ pub struct Timeout {
 pub struct Ban {
     /// When the ban ends: in the future, before the year 10000; null or absent means never.
     pub until: Option<DateTime<Utc>>,
+    /// At most 500 characters; listed with the ban and recorded in the moderation log.
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]

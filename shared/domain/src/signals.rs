@@ -18,6 +18,8 @@ pub enum Signal {
     Deleted {
         #[serde(rename = "messageId")]
         message_id: String,
+        /// True when someone other than the author deleted it (a moderator).
+        moderated: bool,
     },
     #[serde(rename = "message.pinned")]
     Pinned {

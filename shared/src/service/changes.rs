@@ -14,6 +14,7 @@ use crate::messages::mentions::Mentions;
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Post, checked_text};
 use crate::messages::{Message, MessageType};
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::signals::Signal;
 use chrono::Utc;
 
@@ -58,11 +59,33 @@ impl Chat {
     /// Its reactions and votes are deleted after it: nothing of it is shown again, so nothing
     /// of it is kept.
     pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+        self.delete_message_for(who, room, id, None).await
+    }
+
+    /// [`Chat::delete_message`] with a moderator's `reason` for the log: every delete goes
+    /// through here, so its reports are resolved and a moderated one is logged whoever did it,
+    /// however they got here.
+    ///
+    /// A moderated delete is logged after its tombstone commits, not in its transaction: the
+    /// tombstone commits in the `Messages` partition through the version ledger, and the log
+    /// lives in the `Rooms` partition, beside the rows of every other moderation action, so
+    /// that reading it is one range read in one order. A crash between the two loses the log
+    /// line, never the fact: the tombstone keeps who deleted it, when, and that it was
+    /// moderated. The line is written together with the closing of the message's reports,
+    /// in one transaction.
+    pub(crate) async fn delete_message_for(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        reason: Option<String>,
+    ) -> Result<()> {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
         let now = Utc::now();
-        self.store
+        let deleted = self
+            .store
             .rewrite_message_versioned(room, &message.key(), |m| {
                 m.tombstone(who.user_id.as_str(), now);
                 Ok(())
@@ -72,8 +95,17 @@ impl Chat {
             room,
             Signal::Deleted {
                 message_id: message.id.clone(),
+                moderated: deleted.moderated,
             },
         );
+        let line = deleted.moderated.then(|| ModerationEntry {
+            target_user_id: Some(message.author_id.clone()),
+            ..ModerationEntry::by(ModerationAction::ModeratedDelete, &who.user_id)
+                .message(&message.id)
+                .reason(reason)
+        });
+        self.resolve_reports_of_deleted(room, &deleted, line.into_iter().collect())
+            .await;
         self.store.delete_companions(room, &message.key()).await?;
         Ok(())
     }

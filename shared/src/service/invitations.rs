@@ -10,6 +10,7 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::rooms::Room;
 use crate::rooms::invitations::{
@@ -82,7 +83,10 @@ impl Chat {
         if invitation.created_by != who.user_id.as_str() {
             access.require(Permission::ManageMembers)?;
         }
-        Ok(self.store.remove_invitation(&invitation).await?)
+        let mut entry = ModerationEntry::by(ModerationAction::InvitationRevoked, &who.user_id)
+            .detail("invitationId", &invitation.id);
+        entry.target_user_id = invitation.user_id.clone();
+        Ok(self.store.remove_invitation(&invitation, Some(&entry)).await?)
     }
 
     /// The invitations waiting for the caller: open ones, into rooms they are not in.
@@ -129,7 +133,7 @@ impl Chat {
             self.store.drop_pending_invitation(&who.user_id, room_id).await?;
             return Err(Error::not_found("invitation not found"));
         };
-        Ok(self.store.remove_invitation(&invitation).await?)
+        Ok(self.store.remove_invitation(&invitation, None).await?)
     }
 
     /// Joins the room a shared code invites into.

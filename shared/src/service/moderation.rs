@@ -1,6 +1,9 @@
 //! Moderation: kick, timeout, ban and unban, and a member's roles. Each needs its permission
 //! (`ManageMembers`; `ManageRoles` for roles) and a rank strictly above the target's.
 //!
+//! Each action writes its moderation log entry (`ModerationEntry`) in the transaction that
+//! makes the change (`store::moderation_log`), with the reason the moderator gave.
+//!
 //! A ban removes the membership and writes a `ban:<user>` row in one transaction; the row
 //! refuses joins and so, with the membership gone, every send, until it expires or is lifted.
 //! A join checks for a ban again after its insert, and a ban for a membership again after
@@ -11,8 +14,9 @@ use crate::access::{Access, Rank};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
-use crate::members::{Ban, MAX_TIMEOUT, Member, MemberRoles, MemberSummary, Timeout};
+use crate::members::{Ban, MAX_LISTED_MEMBERS, MAX_TIMEOUT, Member, MemberRoles, MemberSummary, Timeout};
 use crate::messages::MessageType;
+use crate::moderation::{BanEntry, Kick, ModerationAction, ModerationEntry, checked_reason};
 use crate::permissions::Permission;
 use crate::store::members::BanRecord;
 use chrono::{Datelike, Utc};
@@ -45,9 +49,16 @@ impl Chat {
         Ok(member)
     }
 
-    pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
+    pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Kick) -> Result<()> {
+        let reason = checked_reason(input.reason.as_deref())?;
         let member = self.moderated(who, room_id, target).await?;
-        self.store.remove_member(room_id, target).await?;
+        let entry = ModerationEntry::by(ModerationAction::Kick, &who.user_id)
+            .user(target)
+            .reason(reason);
+        if !self.store.kick(room_id, target, &entry).await? {
+            // They left meanwhile: there was no one to kick.
+            return Ok(());
+        }
         self.revoke_live(room_id, target);
         let line = format!("{} was removed from the room.", member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
@@ -69,13 +80,26 @@ impl Chat {
                 "until must be in the future and at most 28 days ahead",
             ));
         }
+        let reason = checked_reason(input.reason.as_deref())?;
         self.moderated(who, room_id, target).await?;
+        let entry = |_: &Member, after: &Member| {
+            let entry = ModerationEntry::by(ModerationAction::Timeout, &who.user_id)
+                .user(target)
+                .reason(reason.clone())
+                .detail("until", after.timeout_until);
+            vec![entry]
+        };
         let member = self
             .store
-            .update_member(room_id, target, |member| {
-                member.timeout_until = input.until;
-                Ok(())
-            })
+            .update_member_logged(
+                room_id,
+                target,
+                |member| {
+                    member.timeout_until = input.until;
+                    Ok(())
+                },
+                entry,
+            )
             .await?;
         Ok(member.summary())
     }
@@ -91,6 +115,7 @@ impl Chat {
         {
             return Err(Error::validation("until must be in the future, before the year 10000"));
         }
+        let reason = checked_reason(input.reason.as_deref())?;
         let (access, member, rank) = self.moderation(who, room_id, target, Permission::ManageMembers).await?;
         access.require_outranks(rank)?;
         let record = BanRecord {
@@ -98,8 +123,15 @@ impl Chat {
             banner_rank: access.rank.0,
             banned_at: Utc::now(),
             until: input.until,
+            reason: reason.clone(),
         };
-        self.store.ban(room_id, target, &record, member.is_some()).await?;
+        let entry = ModerationEntry::by(ModerationAction::Ban, &who.user_id)
+            .user(target)
+            .reason(reason)
+            .detail("until", input.until);
+        self.store
+            .ban(room_id, target, &record, member.is_some(), &entry)
+            .await?;
         // A join that read no ban before this one committed may have added a membership the
         // transaction did not remove (a join checks again after its insert; this is the ban's
         // side of that, so whichever of the two writes second sees the other).
@@ -126,7 +158,28 @@ impl Chat {
         if access.rank < Rank(ban.banner_rank) {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
-        Ok(self.store.lift_ban(room_id, target).await?)
+        let entry = ModerationEntry::by(ModerationAction::Unban, &who.user_id).user(target);
+        self.store.lift_ban_logged(room_id, target, &entry).await?;
+        Ok(())
+    }
+
+    /// The bans in force, with who made each, why and until when (ManageMembers).
+    pub async fn list_bans(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<BanEntry>> {
+        let access = self.access(room_id, &who.user_id).await?;
+        access.require(Permission::ManageMembers)?;
+        let now = Utc::now();
+        let bans = self.store.bans(room_id, MAX_LISTED_MEMBERS).await?;
+        Ok(bans
+            .into_iter()
+            .filter(|(_, ban)| ban.until.is_none_or(|until| until > now))
+            .map(|(user_id, ban)| BanEntry {
+                user_id,
+                banned_by: ban.banned_by,
+                banned_at: ban.banned_at,
+                until: ban.until,
+                reason: ban.reason,
+            })
+            .collect())
     }
 
     /// True while a ban on `user` is in force.
@@ -162,21 +215,33 @@ impl Chat {
                 wanted.push(id.clone());
             }
         }
+        let entry = |before: &Member, after: &Member| {
+            let changed = before.roles != after.roles;
+            let entry = ModerationEntry::by(ModerationAction::MemberRolesSet, &who.user_id)
+                .user(target)
+                .detail("roleIds", &after.roles);
+            changed.then_some(entry).into_iter().collect()
+        };
         let member = self
             .store
-            .update_member(room_id, target, |member| {
-                for role in &roles {
-                    let added = wanted.contains(&role.id);
-                    if added != member.roles.contains(&role.id) {
-                        access.require_outranks(Rank(role.position))?;
-                        if added {
-                            access.require_grantable(role.permissions)?;
+            .update_member_logged(
+                room_id,
+                target,
+                |member| {
+                    for role in &roles {
+                        let added = wanted.contains(&role.id);
+                        if added != member.roles.contains(&role.id) {
+                            access.require_outranks(Rank(role.position))?;
+                            if added {
+                                access.require_grantable(role.permissions)?;
+                            }
                         }
                     }
-                }
-                member.roles = wanted.clone();
-                Ok(())
-            })
+                    member.roles = wanted.clone();
+                    Ok(())
+                },
+                entry,
+            )
             .await?;
         Ok(member.summary())
     }

@@ -4,13 +4,15 @@
 //! Managing roles needs `ManageRoles`, and only below one's own rank: a role's position must
 //! stay under the actor's rank, and a non-owner can grant only permissions they hold. A deleted
 //! role's id may linger on member rows; it grants nothing, because permissions are computed
-//! from the roles that exist.
+//! from the roles that exist. Each change writes its moderation log entry in its own
+//! transaction.
 
 use super::Chat;
 use crate::access::Rank;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::roles::{MAX_ROLES_PER_ROOM, NewRole, Role, RoleChange, check_grant, checked_name};
 
@@ -36,7 +38,12 @@ impl Chat {
             permissions: input.permissions,
             position: input.position,
         };
-        self.store.insert_role(room_id, &role).await?;
+        let entry = ModerationEntry::by(ModerationAction::RoleCreated, &who.user_id)
+            .role(&role.id)
+            .detail("name", &role.name)
+            .detail("permissions", role.permissions)
+            .detail("position", role.position);
+        self.store.insert_role(room_id, &role, &entry).await?;
         Ok(role)
     }
 
@@ -45,16 +52,24 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let name = change.name.as_deref().map(checked_name).transpose()?;
         self.role(room_id, id).await?;
-        Ok(self
-            .store
-            .update_role(room_id, id, |role| {
-                access.require_outranks(Rank(role.position))?;
-                role.name = name.clone().unwrap_or(role.name.clone());
-                role.permissions = change.permissions.unwrap_or(role.permissions);
-                role.position = change.position.unwrap_or(role.position);
-                check_grant(&access, role.position, role.permissions)
-            })
-            .await?)
+        let entry = |before: &Role, after: &Role| {
+            let changed =
+                (&before.name, before.permissions, before.position) != (&after.name, after.permissions, after.position);
+            let entry = ModerationEntry::by(ModerationAction::RoleChanged, &who.user_id)
+                .role(id)
+                .detail("name", &after.name)
+                .detail("permissions", after.permissions)
+                .detail("position", after.position);
+            changed.then_some(entry).into_iter().collect()
+        };
+        let change = |role: &mut Role| {
+            access.require_outranks(Rank(role.position))?;
+            role.name = name.clone().unwrap_or(role.name.clone());
+            role.permissions = change.permissions.unwrap_or(role.permissions);
+            role.position = change.position.unwrap_or(role.position);
+            check_grant(&access, role.position, role.permissions)
+        };
+        Ok(self.store.update_role(room_id, id, change, entry).await?)
     }
 
     pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
@@ -62,7 +77,10 @@ impl Chat {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        Ok(self.store.delete_role(room_id, id).await?)
+        let entry = ModerationEntry::by(ModerationAction::RoleDeleted, &who.user_id)
+            .role(id)
+            .detail("name", &role.name);
+        Ok(self.store.delete_role(room_id, id, &entry).await?)
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {

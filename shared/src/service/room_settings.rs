@@ -1,14 +1,16 @@
 //! Changing a room: name, description, visibility, read-only, slowmode, the word filter
-//! (ManageRoom) and
-//! what every member may do (ManageRoles). The room row is rewritten through the
+//! (ManageRoom) and what every member may do (ManageRoles). The room row is rewritten through the
 //! conditional-write helper, so two moderators changing different settings both land. A
-//! rename writes an `EditRoom` line in the room's own voice.
+//! rename writes an `EditRoom` line in the room's own voice. A change that changes something
+//! logs it (`roomSettingsChanged` with the new values of the settings that changed, and
+//! `everyonePermissionsChanged`) in the room row's own transaction.
 
 use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::messages::MessageType;
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::rooms::settings::{MAX_RETENTION_SECONDS, MAX_SLOWMODE_SECONDS, RoomChange, WordFilterSettings};
 use crate::rooms::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, Visibility};
@@ -77,13 +79,55 @@ impl Chat {
         apply(&mut expected);
         self.store.list_in_directory(&expected).await?;
         let mut renamed = false;
+        let entries = |before: &Room, after: &Room| {
+            let mut entries = Vec::new();
+            let mut settings = ModerationEntry::by(ModerationAction::RoomSettingsChanged, &who.user_id);
+            let diff = |a: serde_json::Value, b: serde_json::Value| (a != b).then_some(b);
+            let fields = [
+                ("name", diff(before.name.clone().into(), after.name.clone().into())),
+                (
+                    "description",
+                    diff(before.description.clone().into(), after.description.clone().into()),
+                ),
+                ("readOnly", diff(before.read_only.into(), after.read_only.into())),
+                ("visibility", diff(json(&before.visibility), json(&after.visibility))),
+                (
+                    "slowmodeSeconds",
+                    diff(before.slowmode_seconds.into(), after.slowmode_seconds.into()),
+                ),
+                ("wordFilter", diff(json(&before.word_filter), json(&after.word_filter))),
+                (
+                    "retentionSeconds",
+                    diff(before.retention_seconds.into(), after.retention_seconds.into()),
+                ),
+            ];
+            for (field, value) in fields {
+                if let Some(value) = value {
+                    settings = settings.detail(field, value);
+                }
+            }
+            if !settings.details.is_empty() {
+                entries.push(settings);
+            }
+            if before.everyone_permissions != after.everyone_permissions {
+                let entry = ModerationEntry::by(ModerationAction::EveryonePermissionsChanged, &who.user_id)
+                    .detail("from", before.everyone_permissions)
+                    .detail("to", after.everyone_permissions);
+                entries.push(entry);
+            }
+            entries
+        };
         let room = self
             .store
-            .update_room(room_id, |room| {
-                renamed = name.as_ref().is_some_and(|name| &room.name != name);
-                apply(room);
-                Ok(())
-            })
+            .update_room(
+                room_id,
+                |room| {
+                    renamed = name.as_ref().is_some_and(|name| &room.name != name);
+                    apply(room);
+                    Ok(())
+                },
+                entries,
+            )
             .await?;
         self.store.relist(&room, [&access.room, &expected]).await?;
         if renamed {
@@ -92,4 +136,8 @@ impl Chat {
         }
         Ok(room)
     }
+}
+
+fn json(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
 }

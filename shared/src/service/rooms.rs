@@ -16,6 +16,7 @@ use crate::ids::RoomId;
 use crate::keys::Ticks;
 use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permissions;
 use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
@@ -94,7 +95,7 @@ impl Chat {
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
         if let Some(invitation) = invitation.filter(|i| i.user_id.is_some()) {
-            self.store.remove_invitation(&invitation).await?;
+            self.store.remove_invitation(&invitation, None).await?;
         }
         let line = format!("{} joined the room.", who.name);
         self.announce(room_id, MessageType::System, who, line).await;
@@ -177,7 +178,8 @@ impl Chat {
     }
 
     /// Hands the room to another member: they become its owner, and the caller an ordinary
-    /// member (who may then leave). Only the owner may; a line in the room's voice says so.
+    /// member (who may then leave). Only the owner may; a line in the room's voice says so, and
+    /// the moderation log records it in the hand-over's transaction.
     pub async fn transfer_ownership(
         &self,
         who: &Principal,
@@ -192,7 +194,12 @@ impl Chat {
         if target == who.user_id {
             return Err(Error::validation("you own the room already"));
         }
-        let (room, owner) = match self.store.transfer_ownership(room_id, &who.user_id, &target).await? {
+        let entry = ModerationEntry::by(ModerationAction::OwnershipTransferred, &who.user_id).user(&target);
+        let handover = self
+            .store
+            .transfer_ownership(room_id, &who.user_id, &target, Some(&entry))
+            .await?;
+        let (room, owner) = match handover {
             Handover::Done { room, owner } => (room, owner),
             Handover::NoSuchMember => return Err(Error::not_found("member not found")),
             Handover::Changed => {

@@ -8,12 +8,14 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::{Result, settle};
+use super::moderation_log::log_op;
 use super::schema::{INVITATION_PREFIX, invitation_key, pending_invitation_key, user_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
+use crate::moderation::ModerationEntry;
 use crate::rooms::invitations::{Invitation, MAX_LISTED};
 use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 fn invitation_row(invitation: &Invitation) -> Entity {
     let mut row = Entity::new(&invitation.room_id, invitation_key(&invitation.id))
@@ -103,11 +105,25 @@ impl Store {
         parse_invitation(&row).ok_or_else(|| Error::Internal("an invitation row did not read back".into()).into())
     }
 
-    /// Removes an invitation, then a user's pointer row to it.
-    pub(crate) async fn remove_invitation(&self, invitation: &Invitation) -> Result<()> {
+    /// Removes an invitation (with its revocation's log line, in one transaction), then a
+    /// user's pointer row to it. One gone already is left so, and logs nothing.
+    pub(crate) async fn remove_invitation(
+        &self,
+        invitation: &Invitation,
+        revoked: Option<&ModerationEntry>,
+    ) -> Result<()> {
         let room = RoomId::parse(&invitation.room_id)?;
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &invitation_key(&invitation.id))
-            .await?;
+        let mut ops = vec![BatchOp::Delete {
+            partition_key: room.to_string(),
+            row_key: invitation_key(&invitation.id),
+            if_match: IfMatch::Any,
+        }];
+        ops.extend(revoked.map(|entry| log_op(&room, entry)));
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+            Ok(_) => {}
+            Err(e) if e.is(ErrorKind::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
         if let Some(user) = &invitation.user_id {
             self.drop_pending_invitation(&UserId::parse(user)?, &room).await?;
         }

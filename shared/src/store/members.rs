@@ -7,11 +7,13 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::{Result, settle};
-use super::schema::{INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, user_key};
+use super::moderation_log::log_op;
+use super::schema::{BAN_PREFIX, INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, user_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, MemberRole, NotificationLevel};
+use crate::moderation::ModerationEntry;
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 use std::ops::Bound;
@@ -24,6 +26,17 @@ pub(crate) struct BanRecord {
     pub banner_rank: u32,
     pub banned_at: DateTime<Utc>,
     pub until: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+fn parse_ban(row: &Entity) -> BanRecord {
+    BanRecord {
+        banned_by: row.str("bannedBy").unwrap_or_default().to_owned(),
+        banner_rank: row.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0),
+        banned_at: row.datetime("bannedAt").unwrap_or_default(),
+        until: row.datetime("until"),
+        reason: row.str("reason").map(str::to_owned),
+    }
 }
 
 /// How a new membership's write ended.
@@ -135,6 +148,46 @@ impl Store {
         Ok(parse_member(&entity)?)
     }
 
+    /// [`Store::update_member`] with the moderation log entries `log` makes of the row before
+    /// and after the change, in the same transaction.
+    pub(crate) async fn update_member_logged(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        change: impl FnMut(&mut Member) -> crate::error::Result<()>,
+        log: impl Fn(&Member, &Member) -> Vec<ModerationEntry>,
+    ) -> Result<Member> {
+        let row = |member: &Member| member_row(room, member);
+        self.update_logged(
+            room,
+            &member_key(user),
+            "member not found",
+            parse_member,
+            row,
+            change,
+            log,
+        )
+        .await
+    }
+
+    /// Removes a member as a moderator does, with the log entry in the removal's transaction
+    /// (the "my rooms" row first, as [`Store::remove_member`] does). False when they were no
+    /// member any more: nothing happened, so nothing is logged.
+    pub(crate) async fn kick(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
+        self.unindex_user_room(user, room).await?;
+        let removal = BatchOp::Delete {
+            partition_key: room.as_str().to_owned(),
+            row_key: member_key(user),
+            if_match: IfMatch::Any,
+        };
+        let ops = [removal, log_op(room, entry)];
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Every member of a room, up to `max` (those that cannot be read are an error when
     /// `strict`, else left out).
     pub(crate) async fn members(&self, room: &RoomId, max: usize, strict: bool) -> Result<Vec<Member>> {
@@ -183,9 +236,16 @@ impl Store {
         Ok(rows.iter().filter_map(|row| RoomId::parse(&row.row_key).ok()).collect())
     }
 
-    /// Writes a ban, and removes `user`'s membership in the same transaction when `member`
-    /// says there is one (if it is gone meanwhile, the ban alone).
-    pub(crate) async fn ban(&self, room: &RoomId, user: &UserId, ban: &BanRecord, member: bool) -> Result<()> {
+    /// Writes a ban and its log entry, and removes `user`'s membership in the same transaction
+    /// when `member` says there is one (if it is gone meanwhile, the ban and the entry alone).
+    pub(crate) async fn ban(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        ban: &BanRecord,
+        member: bool,
+        entry: &ModerationEntry,
+    ) -> Result<()> {
         let mut row = Entity::new(room.as_str(), ban_key(user))
             .with("userId", Value::String(user.to_string()))
             .with("bannedBy", Value::String(ban.banned_by.clone()))
@@ -193,6 +253,9 @@ impl Store {
             .with("bannedAt", Value::datetime(ban.banned_at));
         if let Some(until) = ban.until {
             row.set("until", Value::datetime(until));
+        }
+        if let Some(reason) = &ban.reason {
+            row.set("reason", Value::String(reason.clone()));
         }
         let ban = BatchOp::Upsert {
             entity: row,
@@ -203,15 +266,18 @@ impl Store {
             row_key: member_key(user),
             if_match: IfMatch::Any,
         };
+        let log = log_op(room, entry);
         let ops = match member {
-            true => vec![ban.clone(), removal],
-            false => vec![ban.clone()],
+            true => vec![ban.clone(), removal, log.clone()],
+            false => vec![ban.clone(), log.clone()],
         };
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
             Ok(_) => Ok(()),
             // The member left meanwhile: the ban alone.
             Err(e) if e.is(ErrorKind::NotFound) => {
-                self.tables.transact(&self.schema.rooms, room.as_str(), &[ban]).await?;
+                self.tables
+                    .transact(&self.schema.rooms, room.as_str(), &[ban, log])
+                    .await?;
                 Ok(())
             }
             Err(e) => Err(e.into()),
@@ -224,17 +290,35 @@ impl Store {
             .tables
             .get(&self.schema.rooms, room.as_str(), &ban_key(user))
             .await?;
-        Ok(row.map(|row| BanRecord {
-            banned_by: row.str("bannedBy").unwrap_or_default().to_owned(),
-            banner_rank: row.i64("bannerRank").and_then(|r| u32::try_from(r).ok()).unwrap_or(0),
-            banned_at: row.datetime("bannedAt").unwrap_or_default(),
-            until: row.datetime("until"),
-        }))
+        Ok(row.as_ref().map(parse_ban))
     }
 
-    /// Lifts the ban on `user`.
-    pub(crate) async fn lift_ban(&self, room: &RoomId, user: &UserId) -> Result<()> {
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &ban_key(user))
+    /// Every ban of a room (expired ones included), up to `max`, with whom each is on.
+    pub(crate) async fn bans(&self, room: &RoomId, max: usize) -> Result<Vec<(String, BanRecord)>> {
+        let query = RangeQuery::prefix(room.as_str(), BAN_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| Some((row.str("userId")?.to_owned(), parse_ban(row))))
+            .collect())
+    }
+
+    /// Lifts the ban on `user` with its log entry, in one transaction. False when there was
+    /// no ban (nothing is logged).
+    pub(crate) async fn lift_ban_logged(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
+        let lift = BatchOp::Delete {
+            partition_key: room.as_str().to_owned(),
+            row_key: ban_key(user),
+            if_match: IfMatch::Any,
+        };
+        match self
+            .tables
+            .transact(&self.schema.rooms, room.as_str(), &[lift, log_op(room, entry)])
             .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }

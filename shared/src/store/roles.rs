@@ -1,14 +1,15 @@
 //! Role rows: `r:<role id>` in the room's `Rooms` partition.
 
 use super::Store;
-use super::error::{Result, settle};
+use super::error::Result;
+use super::moderation_log::log_op;
 use super::schema::{ROLE_PREFIX, role_key};
 use crate::error::Error;
 use crate::ids::RoomId;
+use crate::moderation::ModerationEntry;
 use crate::permissions::Permissions;
 use crate::roles::{MAX_ROLES_PER_ROOM, Role};
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, Value};
 
 fn role_row(room: &RoomId, role: &Role) -> Entity {
     Entity::new(room.as_str(), role_key(&role.id))
@@ -51,38 +52,45 @@ impl Store {
         Ok(row.as_ref().and_then(parse_role))
     }
 
-    pub(crate) async fn insert_role(&self, room: &RoomId, role: &Role) -> Result<()> {
-        self.tables.insert(&self.schema.rooms, &role_row(room, role)).await?;
+    /// Writes a new role and its log entry in one transaction.
+    pub(crate) async fn insert_role(&self, room: &RoomId, role: &Role, entry: &ModerationEntry) -> Result<()> {
+        let ops = [BatchOp::Insert(role_row(room, role)), log_op(room, entry)];
+        self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await?;
         Ok(())
     }
 
     /// Rewrites a role through the conditional-write helper: `change` sees the role as it is
-    /// now (again after every lost race) and may refuse it.
+    /// now (again after every lost race) and may refuse it; the log entries `log` makes of the
+    /// role before and after commit in the same transaction.
     pub(crate) async fn update_role(
         &self,
         room: &RoomId,
         id: &str,
-        mut change: impl FnMut(&mut Role) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Role) -> crate::error::Result<()>,
+        log: impl Fn(&Role, &Role) -> Vec<ModerationEntry>,
     ) -> Result<Role> {
-        let entity = update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
-            room.as_str(),
-            &role_key(id),
-            UpdateMode::Replace,
-            |entity| {
-                let mut role = parse_role(&entity).ok_or_else(|| broken(id))?;
-                change(&mut role)?;
-                Ok(role_row(room, &role))
-            },
-        )
-        .await
-        .map_err(|e| settle(e, "role not found"))?;
-        Ok(parse_role(&entity).ok_or_else(|| broken(id))?)
+        let parse = |entity: &Entity| parse_role(entity).ok_or_else(|| broken(id));
+        let row = |role: &Role| role_row(room, role);
+        self.update_logged(room, &role_key(id), "role not found", parse, row, change, log)
+            .await
     }
 
-    pub(crate) async fn delete_role(&self, room: &RoomId, id: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &role_key(id))
+    /// Deletes a role with its log entry in one transaction; a role already gone is no
+    /// change, and logs nothing.
+    pub(crate) async fn delete_role(&self, room: &RoomId, id: &str, entry: &ModerationEntry) -> Result<()> {
+        let delete = BatchOp::Delete {
+            partition_key: room.as_str().to_owned(),
+            row_key: role_key(id),
+            if_match: IfMatch::Any,
+        };
+        match self
+            .tables
+            .transact(&self.schema.rooms, room.as_str(), &[delete, log_op(room, entry)])
             .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 }

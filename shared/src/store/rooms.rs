@@ -7,10 +7,12 @@ use chrono::Utc;
 use super::Store;
 use super::error::{Result, settle};
 use super::members::{member_row, parse_member, user_room_row};
+use super::moderation_log::log_op;
 use super::schema::{MEMBER_PREFIX, ROOM_ROW, member_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::members::{Member, MemberRole};
+use crate::moderation::ModerationEntry;
 use crate::permissions::Permissions;
 use crate::rooms::{Room, Visibility};
 use crate::storage::conditional::update_conditionally;
@@ -165,35 +167,34 @@ impl Store {
     }
 
     /// Rewrites the room row through the conditional-write helper: `change` sees the room as
-    /// it is now (again after every lost race); a room being deleted is 404.
+    /// it is now (again after every lost race); a room being deleted is 404. The moderation
+    /// log entries `log` makes of the room before and after the change commit with it.
     pub(crate) async fn update_room(
         &self,
         room: &RoomId,
-        mut change: impl FnMut(&mut Room) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Room) -> crate::error::Result<()>,
+        log: impl Fn(&Room, &Room) -> Vec<ModerationEntry>,
     ) -> Result<Room> {
-        let entity = update_conditionally(
-            &self.tables,
-            &self.schema.rooms,
-            room.as_str(),
-            ROOM_ROW,
-            UpdateMode::Replace,
-            |entity| {
-                if is_being_deleted(&entity) {
-                    return Err(Error::not_found("room not found"));
-                }
-                let mut room = parse_room(&entity)?;
-                change(&mut room)?;
-                Ok::<_, Error>(room_row(&room))
-            },
-        )
-        .await
-        .map_err(|e| settle(e, "room not found"))?;
-        Ok(parse_room(&entity)?)
+        let parse = |entity: &Entity| {
+            if is_being_deleted(entity) {
+                return Err(Error::not_found("room not found"));
+            }
+            parse_room(entity)
+        };
+        self.update_logged(room, ROOM_ROW, "room not found", parse, room_row, change, log)
+            .await
     }
 
     /// Makes `to` the owner of the room `from` owns, and `from` an ordinary member: the room
     /// row and both member rows in one transaction, each conditional on the row as read here.
-    pub(crate) async fn transfer_ownership(&self, room: &RoomId, from: &UserId, to: &UserId) -> Result<Handover> {
+    /// `entry`, when given, is logged in the same transaction.
+    pub(crate) async fn transfer_ownership(
+        &self,
+        room: &RoomId,
+        from: &UserId,
+        to: &UserId,
+        entry: Option<&ModerationEntry>,
+    ) -> Result<Handover> {
         let (from_key, to_key) = (member_key(from), member_key(to));
         let (table, partition) = (&self.schema.rooms, room.as_str());
         let rows = tokio::try_join!(
@@ -223,11 +224,12 @@ impl Store {
             mode: UpdateMode::Replace,
             if_match: read.etag.clone().map_or(IfMatch::Any, IfMatch::Etag),
         };
-        let ops = [
+        let mut ops = vec![
             update(room_row(&owned), &room_entity),
             update(member_row(room, &giver), &from_row),
             update(member_row(room, &taker), &to_row),
         ];
+        ops.extend(entry.map(|entry| log_op(room, entry)));
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
             Ok(_) => Ok(Handover::Done {
                 room: owned,

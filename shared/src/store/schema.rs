@@ -15,9 +15,12 @@
 //!   row; and each message's notification claim, `<message key>:n`.
 //! - `Rooms` (partition = room): the room row (`room`), one row per member (`m:<user>`), role
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
-//!   transaction.
-//!   Invitations are rows there too (`inv:<invitation id>`), so accepting one can check it
-//!   next to the member and ban rows it concerns.
+//!   transaction. The moderation log lives here too (`log:<entry id>`, newest first), so a
+//!   moderation action on these rows and its log line commit together; and reports: one row
+//!   per member's report (`report:<message id>:<user>`) and one per reported message, while
+//!   its reports are open (`reports:open:<message id>`) and once resolved
+//!   (`reports:closed:<message id>`). Invitations are rows there too (`inv:<invitation id>`),
+//!   so accepting one can check it next to the member and ban rows it concerns.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
 //!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
 //!   (`inv:<room id>`).
@@ -57,6 +60,14 @@ pub const MEMBER_PREFIX: &str = "m:";
 pub const ROLE_PREFIX: &str = "r:";
 /// Prefix of ban rows in a `Rooms` partition.
 pub const BAN_PREFIX: &str = "ban:";
+/// Prefix of moderation log rows in a `Rooms` partition.
+pub const LOG_PREFIX: &str = "log:";
+/// Prefix of one member's report of a message in a `Rooms` partition.
+pub const REPORT_PREFIX: &str = "report:";
+/// Prefix of the open report groups (one per reported message) in a `Rooms` partition.
+pub const OPEN_REPORTS_PREFIX: &str = "reports:open:";
+/// Prefix of the resolved report groups in a `Rooms` partition.
+pub const CLOSED_REPORTS_PREFIX: &str = "reports:closed:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
@@ -197,6 +208,27 @@ pub(crate) fn invitation_key(id: &str) -> String {
 /// The row key, in the invited user's `UserRooms` partition, of their invitation into `room`.
 pub(crate) fn pending_invitation_key(room: &RoomId) -> String {
     format!("{INVITATION_PREFIX}{room}")
+}
+
+pub(crate) fn log_key(entry_id: &str) -> String {
+    format!("{LOG_PREFIX}{entry_id}")
+}
+
+/// The prefix of every report of one message.
+pub(crate) fn reports_of(message: &MessageKey) -> String {
+    format!("{REPORT_PREFIX}{}:", message.as_str())
+}
+
+pub(crate) fn report_key(message: &MessageKey, user: &UserId) -> String {
+    format!("{}{}", reports_of(message), user_key(user))
+}
+
+pub(crate) fn open_reports_key(message: &MessageKey) -> String {
+    format!("{OPEN_REPORTS_PREFIX}{}", message.as_str())
+}
+
+pub(crate) fn closed_reports_key(message: &MessageKey) -> String {
+    format!("{CLOSED_REPORTS_PREFIX}{}", message.as_str())
 }
 
 pub(crate) fn role_key(id: &str) -> String {

@@ -118,6 +118,8 @@ pub struct FeedMessage {
     /// Null for a deleted message.
     pub text: Option<String>,
     pub is_deleted: bool,
+    /// True when someone other than the author deleted it (a moderator).
+    pub moderated: bool,
     pub sent_at: DateTime<Utc>,
     pub reply_to: Option<String>,
     /// Always empty: tabletalk stores no attachments yet, and a tombstone has none.
@@ -139,6 +141,7 @@ impl MessageChange {
             message: FeedMessage {
                 text: live.then_some(message.text),
                 is_deleted: !live,
+                moderated: message.moderated,
                 id: message.id,
                 thread_id: message.thread_id,
                 author_id: message.author_id,

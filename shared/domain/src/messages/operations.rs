@@ -24,10 +24,12 @@ pub enum Operation {
     /// Send a message with `replyTo` pointing at this one.
     Reply,
     Forward,
+    /// Report it to the room's moderators.
+    Report,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Edit,
         Operation::Delete,
         Operation::Pin,
@@ -35,6 +37,7 @@ impl Operation {
         Operation::React,
         Operation::Reply,
         Operation::Forward,
+        Operation::Report,
     ];
 }
 
@@ -56,19 +59,19 @@ pub fn who_may(kind: MessageType, operation: Operation) -> Option<Who> {
     match kind {
         MessageType::Message => match operation {
             Edit | Delete | Pin => Some(Who::Author),
-            React | Reply | Forward => Some(Who::AnyMember),
+            React | Reply | Forward | Report => Some(Who::AnyMember),
             Vote => None,
         },
         MessageType::Poll => match operation {
             Delete | Pin => Some(Who::Author),
-            Vote | React | Reply => Some(Who::AnyMember),
+            Vote | React | Reply | Report => Some(Who::AnyMember),
             // A poll's options are fixed once voted on; a copy would not carry its votes.
             Edit | Forward => None,
         },
         // A webhook's message has no user author: its author operations need ManageMessages.
         MessageType::Webhook => match operation {
             Edit | Delete | Pin => Some(Who::ManageMessages),
-            React | Reply | Forward => Some(Who::AnyMember),
+            React | Reply | Forward | Report => Some(Who::AnyMember),
             Vote => None,
         },
         // Written in the room's own voice by the server: nothing may be done to them.

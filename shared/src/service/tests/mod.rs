@@ -2,4 +2,5 @@
 //! with faults injected where a failure path needs one.
 
 mod messages;
+mod moderation;
 mod rooms;
