@@ -62,9 +62,18 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
         let now = Utc::now();
+        self.tombstone(room, &message, |m| m.tombstone(who.user_id.as_str(), now))
+            .await
+    }
+
+    /// The delete path after its checks, for a member's delete and an erasure alike: the row
+    /// rewritten by `wipe` with the room's next version (so the change feed carries it; a
+    /// message no longer live is 404, so nothing is tombstoned twice), the live signal, then
+    /// the message's reactions and votes deleted.
+    pub(crate) async fn tombstone(&self, room: &RoomId, message: &Message, wipe: impl Fn(&mut Message)) -> Result<()> {
         self.store
             .rewrite_message_versioned(room, &message.key(), |m| {
-                m.tombstone(who.user_id.as_str(), now);
+                wipe(m);
                 Ok(())
             })
             .await?;

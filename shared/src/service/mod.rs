@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod changes;
+pub mod erasure;
 pub mod feed;
 pub mod forward;
 pub mod housekeeping;
@@ -67,6 +68,8 @@ pub struct Chat {
     pub(crate) typing: Arc<TypingGate>,
     /// Publish each event before the send answers instead of in the background.
     pub(crate) inline_events: bool,
+    /// How erasures run: batch size, pause, lease.
+    pub(crate) erasure: crate::erasure::ErasureSettings,
 }
 
 impl Chat {
@@ -87,6 +90,7 @@ impl Chat {
             events: None,
             typing: Arc::default(),
             inline_events: false,
+            erasure: crate::erasure::ErasureSettings::default(),
         })
     }
 

@@ -17,12 +17,17 @@
 //!   (`r:<role id>`) and ban (`ban:<user>`), so a room and its owner are created in one
 //!   transaction.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms".
+//! - `UserHistory` (partition = user): one row per room the user has ever been a member of,
+//!   with their first join, written once when they first join and kept when they leave, so an
+//!   erasure finds every room that can hold their messages without a write per send.
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
 //!   subscriptions.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
-//!   and `outbox:<message id>:fanout` for a fan-out still running).
+//!   and `outbox:<message id>:fanout` for a fan-out still running); partition `erasures` one
+//!   row per user who asked to be erased (the job's state and checkpoint), so the timer finds
+//!   every unfinished erasure in one partition read.
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -37,6 +42,8 @@ use crate::storage::{Result, TableName, Tables};
 pub const HOUSEKEEPING_PARTITION: &str = "rooms";
 /// The `Housekeeping` partition marking rooms that may hold pending outbox events.
 pub const OUTBOX_PARTITION: &str = "outbox";
+/// The `Housekeeping` partition holding one erasure job per user.
+pub const ERASURE_PARTITION: &str = "erasures";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -63,6 +70,7 @@ pub struct Schema {
     pub metadata: TableName,
     pub rooms: TableName,
     pub user_rooms: TableName,
+    pub user_history: TableName,
     pub housekeeping: TableName,
     pub push_subscriptions: TableName,
 }
@@ -76,12 +84,13 @@ impl Schema {
             metadata: name("MessagesMetadata")?,
             rooms: name("Rooms")?,
             user_rooms: name("UserRooms")?,
+            user_history: name("UserHistory")?,
             housekeeping: name("Housekeeping")?,
             push_subscriptions: name("PushSubscriptions")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 7] {
+    pub fn all(&self) -> [&TableName; 8] {
         [
             &self.messages,
             &self.ascending,
@@ -90,6 +99,7 @@ impl Schema {
             &self.user_rooms,
             &self.housekeeping,
             &self.push_subscriptions,
+            &self.user_history,
         ]
     }
 
