@@ -10,6 +10,7 @@ mod changes;
 mod deploy;
 mod edits_and_deletes;
 mod entra;
+mod erasure;
 mod events;
 mod forwards;
 mod helpers;
