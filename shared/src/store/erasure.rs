@@ -140,7 +140,7 @@ impl Store {
         Ok(added)
     }
 
-    /// The first room of `user`'s history, in key order, and how many rooms it holds.
+    /// The first room of `user`'s history, in key order: the next one an erasure takes.
     pub(crate) async fn next_past_room(&self, user: &UserId) -> Result<Option<PastRoom>> {
         let query = RangeQuery::partition(user_key(user), 1);
         let (rows, _) = self.tables.query_up_to(&self.schema.user_history, &query, 1).await?;

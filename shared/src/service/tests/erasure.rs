@@ -314,3 +314,20 @@ async fn an_owned_room_with_no_other_member_is_deleted() {
     let bob: Principal = user("bob");
     assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
 }
+
+/// Memberships from before the history index have no history row: the job finds the user's
+/// current rooms anyway and scans them whole.
+#[tokio::test]
+async fn memberships_older_than_the_history_index_are_erased_too() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let history = RangeQuery::partition(user_key(&alice().user_id), 100);
+    chat.store
+        .tables()
+        .delete_range(&chat.store.schema().user_history, &history)
+        .await
+        .unwrap();
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    world.assert_erased().await;
+}
