@@ -78,6 +78,7 @@ var tables = [
   'UserRooms'
   'Housekeeping'
   'PushSubscriptions'
+  'UserHistory'
 ]
 var hubName = 'chat'
 var notifyFunction = 'notify'

@@ -56,6 +56,7 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         }
         None => None,
     };
+    let chat = chat.with_erasure(settings.erasure);
     Ok(chat.with_push(PushSettings {
         sender,
         allow_private_endpoints: settings.push_allow_private_endpoints,

@@ -215,6 +215,14 @@ async fn serve(args: &Args) -> Result<(), String> {
         // Self-hosted: live connections come to this process unless Web PubSub is configured.
         chat = chat.with_local_hub(&settings.web_pubsub_hub);
     }
+    // An erasure a stopped process left is taken over now if its lease lapsed (else by the
+    // next housekeeping run, on every host).
+    let resuming = chat.clone();
+    tokio::spawn(async move {
+        if let Err(e) = resuming.resume_erasures(chrono::Utc::now()).await {
+            tracing::warn!(error = %e, "resuming erasures at startup failed; housekeeping tries again");
+        }
+    });
     // On Azure the housekeeping timer function does this; the self-hosted server does it itself.
     if let (false, Some(interval)) = (custom_handler, settings.housekeeping_interval) {
         tokio::spawn(housekeeping(chat.clone(), interval));

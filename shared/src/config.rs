@@ -49,6 +49,15 @@ pub const PUSH_ALLOW_PRIVATE_ENDPOINTS: &str = "TABLETALK_PUSH_ALLOW_PRIVATE_END
 /// renewals (the run renews it while it pushes). Default 180; tests shorten it.
 pub const PUSH_CLAIM_LEASE_SECONDS: &str = "TABLETALK_PUSH_CLAIM_LEASE_SECONDS";
 
+/// Rows an erasure reads per batch before it records its checkpoint. Default 100.
+pub const ERASURE_BATCH: &str = "TABLETALK_ERASURE_BATCH";
+/// Milliseconds an erasure pauses after each batch, so it never crowds out live traffic.
+/// Default 50.
+pub const ERASURE_PAUSE_MS: &str = "TABLETALK_ERASURE_PAUSE_MS";
+/// Seconds an erasure stays with its process between checkpoints; once lapsed (the process
+/// died) the next housekeeping run takes it over. Default 60; tests shorten it.
+pub const ERASURE_LEASE_SECONDS: &str = "TABLETALK_ERASURE_LEASE_SECONDS";
+
 /// Azure Web PubSub connection string (`Endpoint=…;AccessKey=…;Version=1.0;`).
 pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
 /// The Web PubSub hub. Default `chat`.
@@ -114,6 +123,8 @@ pub struct Settings {
     pub web_pubsub_hub: String,
     /// The Event Grid topic: endpoint and key.
     pub event_grid: Option<(String, String)>,
+    /// How erasures run.
+    pub erasure: crate::erasure::ErasureSettings,
 }
 
 /// How a secret appears in `Debug` output: whether it is set, never its value.
@@ -163,6 +174,7 @@ impl fmt::Debug for Settings {
             .field("vapid_subject", &self.vapid_subject)
             .field("push_allow_private_endpoints", &self.push_allow_private_endpoints)
             .field("push_claim_lease", &self.push_claim_lease)
+            .field("erasure", &self.erasure)
             .field("web_pubsub_connection", &redacted(&self.web_pubsub_connection))
             .field("web_pubsub_hub", &self.web_pubsub_hub)
             .field(
@@ -258,7 +270,22 @@ impl Settings {
             }
             (None, Some(_)) => return Err(config_error(EVENTGRID_ENDPOINT, "must be set with the topic's key")),
         };
+        let positive = |name: &str, default: u64| match get(name).map(|s| s.parse::<u64>()) {
+            None => Ok(default),
+            Some(Ok(n)) if n > 0 => Ok(n),
+            Some(_) => Err(config_error(name, "must be a positive whole number")),
+        };
+        let erasure = crate::erasure::ErasureSettings {
+            batch: positive(ERASURE_BATCH, 100)?.min(1000) as usize,
+            pause: std::time::Duration::from_millis(match get(ERASURE_PAUSE_MS).map(|s| s.parse::<u64>()) {
+                None => 50,
+                Some(Ok(ms)) => ms,
+                Some(Err(_)) => return Err(config_error(ERASURE_PAUSE_MS, "must be a whole number of milliseconds")),
+            }),
+            lease: std::time::Duration::from_secs(positive(ERASURE_LEASE_SECONDS, 60)?),
+        };
         Ok(Settings {
+            erasure,
             event_grid,
             storage,
             table_prefix,

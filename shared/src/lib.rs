@@ -13,6 +13,7 @@ pub mod notify;
 pub mod service;
 pub mod store;
 
+pub use tabletalk_domain::erasure;
 pub use tabletalk_domain::{
     Error, Result, access, error, events, html, ids, keys, members, messages, permissions, principal, roles, rooms,
     signals, subscriptions, text, word_filter,

@@ -25,6 +25,9 @@ const LOCAL_ONLY: &[&str] = &[
     "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", // development push services on loopback
     "TABLETALK_HOUSEKEEPING_SECONDS",         // the local timer loop; Azure has timer functions
     "TABLETALK_PUSH_CLAIM_LEASE_SECONDS",     // the default serves Azure; tests shorten it
+    "TABLETALK_ERASURE_BATCH",                // the defaults serve Azure; tests shorten them
+    "TABLETALK_ERASURE_PAUSE_MS",
+    "TABLETALK_ERASURE_LEASE_SECONDS",
 ];
 
 fn root() -> PathBuf {

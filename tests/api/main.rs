@@ -11,6 +11,7 @@ mod deploy;
 mod direct_messages;
 mod edits_and_deletes;
 mod entra;
+mod erasure;
 mod events;
 mod forwards;
 mod helpers;

@@ -2,6 +2,7 @@
 //! handler with HTTP forwarding, and later Lambda). Handlers are thin — extract, call `Chat`,
 //! map errors — and live in one module per resource.
 
+pub mod erasure;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -97,6 +98,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(push::vapid_public_key))
         .routes(routes!(live::negotiate))
         .routes(routes!(live::typing))
+        .routes(routes!(erasure::erase, erasure::status))
         .routes(routes!(openapi::document))
         .routes(routes!(members::bans))
         .routes(routes!(moderation::log))

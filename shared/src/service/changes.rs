@@ -84,10 +84,39 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
         let now = Utc::now();
+        self.tombstone(
+            room,
+            &message,
+            |m| m.tombstone(who.user_id.as_str(), now),
+            |deleted| {
+                let line = deleted.moderated.then(|| ModerationEntry {
+                    target_user_id: Some(message.author_id.clone()),
+                    ..ModerationEntry::by(ModerationAction::ModeratedDelete, &who.user_id)
+                        .message(&message.id)
+                        .reason(reason)
+                });
+                line.into_iter().collect()
+            },
+        )
+        .await
+    }
+
+    /// The delete path after its checks, for a member's delete and an erasure alike: the row
+    /// rewritten by `wipe` with the room's next version (so the change feed carries it; a
+    /// message no longer live is 404, so nothing is tombstoned twice), the live signal, the
+    /// message's reports resolved (with the log lines `log` makes of the tombstone), then its
+    /// reactions and votes deleted.
+    pub(crate) async fn tombstone(
+        &self,
+        room: &RoomId,
+        message: &Message,
+        wipe: impl Fn(&mut Message),
+        log: impl FnOnce(&Message) -> Vec<ModerationEntry>,
+    ) -> Result<()> {
         let deleted = self
             .store
             .rewrite_message_versioned(room, &message.key(), |m| {
-                m.tombstone(who.user_id.as_str(), now);
+                wipe(m);
                 Ok(())
             })
             .await?;
@@ -98,14 +127,7 @@ impl Chat {
                 moderated: deleted.moderated,
             },
         );
-        let line = deleted.moderated.then(|| ModerationEntry {
-            target_user_id: Some(message.author_id.clone()),
-            ..ModerationEntry::by(ModerationAction::ModeratedDelete, &who.user_id)
-                .message(&message.id)
-                .reason(reason)
-        });
-        self.resolve_reports_of_deleted(room, &deleted, line.into_iter().collect())
-            .await;
+        self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
         self.store.delete_companions(room, &message.key()).await?;
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Housekeeping, what the timer does: republish notification events still pending in the
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
-//! and expire idempotency records past their window.
+//! and expire idempotency records past their window; and take over erasures whose process
+//! stopped running them.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -31,12 +32,19 @@ pub struct Report {
     pub rooms_failed: usize,
     pub messages_purged: usize,
     pub idempotency_records_expired: usize,
+    /// Erasures taken over from a process that stopped running them (`service::erasure`).
+    pub erasures_resumed: usize,
 }
 
 impl Chat {
     /// One housekeeping run over every room.
     pub async fn housekeeping(&self, now: DateTime<Utc>) -> Result<Report> {
         let mut report = Report::default();
+        // An erasure whose process died is taken over here; its work runs in the background.
+        match self.resume_erasures(now).await {
+            Ok(resumed) => report.erasures_resumed = resumed,
+            Err(e) => tracing::warn!(error = %e, "resuming erasures failed; trying again next run"),
+        }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);
             // One room's trouble (a busy counter, an unreadable row) never stops the others;

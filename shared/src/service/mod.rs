@@ -7,6 +7,7 @@ pub mod access;
 pub mod changes;
 pub mod direct;
 pub mod directory;
+pub mod erasure;
 pub mod feed;
 pub mod forward;
 pub mod housekeeping;
@@ -72,6 +73,8 @@ pub struct Chat {
     pub(crate) typing: Arc<TypingGate>,
     /// Publish each event before the send answers instead of in the background.
     pub(crate) inline_events: bool,
+    /// How erasures run: batch size, pause, lease.
+    pub(crate) erasure: crate::erasure::ErasureSettings,
 }
 
 impl Chat {
@@ -92,6 +95,7 @@ impl Chat {
             events: None,
             typing: Arc::default(),
             inline_events: false,
+            erasure: crate::erasure::ErasureSettings::default(),
         })
     }
 

@@ -31,6 +31,7 @@ use futures::future::try_join_all;
 
 impl Chat {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
+        self.refuse_while_erasing(&who.user_id).await?;
         let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
         let description = plain_lines(
             input.description.as_deref().unwrap_or(""),
@@ -82,6 +83,7 @@ impl Chat {
         if self.is_banned(room_id, &who.user_id).await? {
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
+        self.refuse_while_erasing(&who.user_id).await?;
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
             self.store.use_invitation(room_id, &invitation.id, Utc::now()).await?;
         }

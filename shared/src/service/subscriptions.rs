@@ -34,6 +34,7 @@ fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
 impl Chat {
     /// Registers (or, for a known endpoint, replaces) one of the caller's subscriptions.
     pub async fn subscribe(&self, who: &Principal, input: NewSubscription) -> Result<PushSubscription> {
+        self.refuse_while_erasing(&who.user_id).await?;
         check_endpoint(&input.endpoint, self.push.allow_private_endpoints)?;
         check_keys(&input.keys)?;
         let mine = self.subscriptions(&who.user_id).await?;

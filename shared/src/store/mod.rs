@@ -2,7 +2,7 @@
 //! table and every row-key format; each aggregate has a module that converts its rows to and
 //! from the models and makes the table calls the use cases need (messages, members, rooms,
 //! roles, companions — reactions and votes —, subscriptions, the outbox, notification claims,
-//! the retention purge, the moderation log, reports);
+//! the retention purge, the moderation log, reports, erasures);
 //! [`ledger`] numbers every change to a message with its room's next version (group commit).
 //!
 //! The service asks the store for what it needs in its own terms — a member, a page of
@@ -11,6 +11,7 @@
 pub mod claims;
 pub mod companions;
 pub mod directory;
+pub mod erasure;
 pub mod error;
 pub mod invitations;
 pub mod ledger;

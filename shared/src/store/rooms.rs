@@ -282,12 +282,17 @@ impl Store {
         Ok(())
     }
 
-    /// Lists `user` in the room's "my rooms" index (before their membership is written).
+    /// Lists `user` in the room's "my rooms" index (before their membership is written), and
+    /// in their history, which an erasure reads (both at once: a join waits for neither alone).
     pub(crate) async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
         let row = user_room_row(user, room, Utc::now());
-        self.tables
-            .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)
-            .await?;
+        let listed = async {
+            self.tables
+                .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)
+                .await?;
+            Ok(())
+        };
+        tokio::try_join!(listed, self.record_membership(user, room))?;
         Ok(())
     }
 }

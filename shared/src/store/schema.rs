@@ -24,13 +24,18 @@
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
 //!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
 //!   (`inv:<room id>`).
+//! - `UserHistory` (partition = user): one row per room the user has ever been a member of,
+//!   with their first join, written once when they first join and kept when they leave, so an
+//!   erasure finds every room that can hold their messages without a write per send.
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
 //!   subscriptions.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
 //!   and `outbox:<message id>:fanout` for a fan-out still running); partition `directory` one
-//!   row per public room (`<sort key>:<room id>`, see `store::directory`).
+//!   row per public room (`<sort key>:<room id>`, see `store::directory`); partition `erasures`
+//!   one row per user who asked to be erased (the job's state and checkpoint), so the timer
+//!   finds every unfinished erasure in one partition read.
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -50,6 +55,8 @@ pub const DIRECTORY_PARTITION: &str = "directory";
 /// Prefix of invitation rows, in a `Rooms` partition and in a `UserRooms` partition. Sorts
 /// after every room id (a UUID), so "my rooms" reads end before it.
 pub const INVITATION_PREFIX: &str = "inv:";
+/// The `Housekeeping` partition holding one erasure job per user.
+pub const ERASURE_PARTITION: &str = "erasures";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -84,6 +91,7 @@ pub struct Schema {
     pub metadata: TableName,
     pub rooms: TableName,
     pub user_rooms: TableName,
+    pub user_history: TableName,
     pub housekeeping: TableName,
     pub push_subscriptions: TableName,
 }
@@ -97,12 +105,13 @@ impl Schema {
             metadata: name("MessagesMetadata")?,
             rooms: name("Rooms")?,
             user_rooms: name("UserRooms")?,
+            user_history: name("UserHistory")?,
             housekeeping: name("Housekeeping")?,
             push_subscriptions: name("PushSubscriptions")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 7] {
+    pub fn all(&self) -> [&TableName; 8] {
         [
             &self.messages,
             &self.ascending,
@@ -111,6 +120,7 @@ impl Schema {
             &self.user_rooms,
             &self.housekeeping,
             &self.push_subscriptions,
+            &self.user_history,
         ]
     }
 

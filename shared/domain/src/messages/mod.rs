@@ -167,4 +167,14 @@ impl Message {
         self.is_pinned = false;
         self.reactions.clear();
     }
+
+    /// A tombstone for its author's erasure: their own delete, and also without their display
+    /// name or, for a copy they forwarded, its source. The author's id stays, as the ids in
+    /// other people's mentions do: an id is not something they wrote.
+    pub fn erase(&mut self, at: DateTime<Utc>) {
+        let author = self.author_id.clone();
+        self.tombstone(&author, at);
+        self.author_name.clear();
+        self.forwarded_from = None;
+    }
 }

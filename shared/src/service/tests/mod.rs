@@ -1,6 +1,7 @@
-//! Service-level tests of the send and read paths and of rooms, on a real embedded store,
-//! with faults injected where a failure path needs one.
+//! Service-level tests of the send and read paths, of rooms and of erasure, on a real
+//! embedded store, with faults injected where a failure path needs one.
 
+mod erasure;
 mod messages;
 mod moderation;
 mod rooms;

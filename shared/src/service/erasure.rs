@@ -1,0 +1,428 @@
+//! Erasure: a user erases themselves (`erase_me`, answered at once with the job), and the job
+//! runs in the background in batches, recording a checkpoint after each, so that a process
+//! that dies mid-way leaves a job the next one finishes (`resume_erasures`, run at startup and
+//! by every housekeeping run). What is erased and what is left is `crate::erasure`.
+//!
+//! **Finding the user's messages.** Every room they have ever been a member of is in their
+//! history (`store::erasure`: one row per (user, room), written at the first join, kept when
+//! they leave); inside a room, their messages lie among those sent since that first join, one
+//! key range. The send path writes nothing more than before. A membership older than the
+//! history index has no row: the job adds the rooms of the user's current memberships (their
+//! whole range), but a room left before the index existed is not found.
+//!
+//! **The job.** One row per user (`Housekeeping`, partition `erasures`): status, counts, the
+//! checkpoint (room, step, last key done) and a lease. The history is the work list: the job
+//! takes its first room, goes through the room's steps, forgets the room, and takes the next,
+//! until it is empty; then it deletes the push subscriptions and is done. Per room:
+//! 1. membership: a room the user owns goes to the highest-ranked remaining member (rank as
+//!    moderation compares it; ties: the longest-standing, then the smallest id), or is deleted
+//!    when no one else is in it; then the membership goes (no line is written: a "left" line
+//!    would be a new message in their name). A pause as long as a room deletion's follows, so a
+//!    send that passed its membership check just before lands before the scan;
+//! 2. messages: each of theirs still live is tombstoned through the delete path
+//!    (`Chat::tombstone`: the next version, so the change feed and the live signal learn it;
+//!    its reactions and votes go with it), without their display name (`Message::erase`);
+//! 3. marks: their reactions and votes on other people's messages are deleted.
+//!
+//! Every write is conditional on what the job holds: a message no longer live is not written
+//! again (no second tombstone, no second version), and a checkpoint is written over the job
+//! row's version as read, so a process whose lease lapsed and was taken over stops at its next
+//! checkpoint. A resumed job starts its room again at the recorded step, after the recorded
+//! key. `messagesErased` counts a tombstone of the user's made since the job began once, even
+//! when a crash came between the tombstone and its checkpoint; the other counts may miss the
+//! items of the one batch a crash interrupts.
+//!
+//! **The user's requests while it runs.** Joining a room, creating one and registering a push
+//! subscription are refused (409): they would add to what is being erased. Everything else
+//! answers as the rooms now are: a room already done answers 404 (no longer a member), and
+//! whatever the user writes in a room not yet done is erased when the job reaches it. Once
+//! done, the user starts afresh; a new `POST` erases again.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::erasure::{
+    Candidate, Checkpoint, Erasure, ErasureJob, ErasureSettings, ErasureStatus, RoomStep, authored_range, successor,
+};
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::members::MemberRole;
+use crate::messages::Message;
+use crate::store::erasure::{Held, PastRoom};
+use crate::store::rooms::Handover;
+
+/// Pause between removing a membership and scanning the room, as room deletion pauses between
+/// its sweeps: longer than a send takes from its checks to its write.
+const SETTLE: Duration = Duration::from_millis(200);
+/// Hand-over attempts when the chosen member leaves or the room changes meanwhile.
+const HANDOVER_ATTEMPTS: usize = 5;
+/// Members read to choose who inherits a room.
+const MAX_CANDIDATES: usize = 10_000;
+
+/// Why a run stopped before the job was done.
+#[derive(Debug)]
+pub(super) enum Stop {
+    /// Another process holds the job now.
+    Lost,
+    Failed(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+impl From<crate::store::error::Error> for Stop {
+    fn from(e: crate::store::error::Error) -> Stop {
+        Stop::Failed(e.into())
+    }
+}
+
+/// A job as the process running it holds it.
+pub(super) struct Run {
+    pub user: UserId,
+    pub job: ErasureJob,
+    held: Held,
+}
+
+fn lease_until(settings: &ErasureSettings, now: DateTime<Utc>) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(settings.lease).unwrap_or(chrono::Duration::seconds(60))
+}
+
+impl Chat {
+    /// The same service running erasures with `settings`.
+    pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
+        self.erasure = settings;
+        self
+    }
+
+    /// Starts erasing the caller, or answers the erasure already running (a repeat is a
+    /// no-op). The work goes on in the background.
+    pub async fn erase_me(&self, who: &Principal) -> Result<Erasure> {
+        let (erasure, run) = self.begin_erasure(who).await?;
+        if let Some(run) = run {
+            let chat = self.clone();
+            tokio::spawn(async move { chat.drive(run).await });
+        }
+        Ok(erasure)
+    }
+
+    /// `erase_me` without the background work: the job as the caller sees it, and the job to
+    /// run when this call started it.
+    pub(super) async fn begin_erasure(&self, who: &Principal) -> Result<(Erasure, Option<Run>)> {
+        let user = &who.user_id;
+        for _ in 0..3 {
+            let current = self.store.erasure(user).await?;
+            let replacing = match &current {
+                Some((job, _)) if job.is_running() => return Ok((self.erasure_view(user, job).await?, None)),
+                Some((_, held)) => Some(held),
+                None => None,
+            };
+            let now = crate::store::stored_time(Utc::now());
+            let job = ErasureJob::start(uuid::Uuid::new_v4().to_string(), now, lease_until(&self.erasure, now));
+            // Another start that got there first is answered on the next read.
+            if let Some(held) = self.store.start_erasure(user, &job, replacing).await? {
+                let erasure = job.view(self.store.past_room_count(user).await?);
+                let run = Run {
+                    user: user.clone(),
+                    job,
+                    held,
+                };
+                return Ok((erasure, Some(run)));
+            }
+        }
+        Err(Error::Conflict("erasure was being started meanwhile; try again".into()))
+    }
+
+    /// The caller's erasure: running with its progress, or done; 404 if they never asked.
+    pub async fn my_erasure(&self, who: &Principal) -> Result<Erasure> {
+        match self.store.erasure(&who.user_id).await? {
+            Some((job, _)) => self.erasure_view(&who.user_id, &job).await,
+            None => Err(Error::not_found("no erasure was asked for")),
+        }
+    }
+
+    async fn erasure_view(&self, user: &UserId, job: &ErasureJob) -> Result<Erasure> {
+        let left = match job.is_running() {
+            true => self.store.past_room_count(user).await?,
+            false => 0,
+        };
+        Ok(job.view(left))
+    }
+
+    /// A 409 while `user`'s erasure runs: for what would add to it (joining or creating a
+    /// room, registering a push subscription).
+    pub(crate) async fn refuse_while_erasing(&self, user: &UserId) -> Result<()> {
+        match self.store.erasure(user).await? {
+            Some((job, _)) if job.is_running() => Err(Error::Conflict(
+                "your erasure is running; this can be done again once it is done".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes over every running erasure whose lease lapsed (its process died or gave up) and
+    /// runs each in the background. Answers how many were taken over.
+    pub async fn resume_erasures(&self, now: DateTime<Utc>) -> Result<usize> {
+        let runs = self.take_over_erasures(now).await?;
+        let taken = runs.len();
+        for run in runs {
+            let chat = self.clone();
+            tokio::spawn(async move { chat.drive(run).await });
+        }
+        Ok(taken)
+    }
+
+    /// `resume_erasures` without the background work: the jobs this call took over.
+    pub(super) async fn take_over_erasures(&self, now: DateTime<Utc>) -> Result<Vec<Run>> {
+        let mut taken = Vec::new();
+        for (user, mut job, held) in self.store.running_erasures().await? {
+            if job.lease_until > now {
+                continue;
+            }
+            job.lease_until = lease_until(&self.erasure, now);
+            job.updated_at = crate::store::stored_time(now);
+            // Another process may take it at the same moment: one write wins.
+            if let Some(held) = self.store.save_erasure(&user, &job, &held).await? {
+                tracing::info!(%user, job = %job.id, "resuming an erasure");
+                taken.push(Run { user, job, held });
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Runs a held job until it is done, lost to another process, or stopped by a failure
+    /// (logged; its lease lapses and a later housekeeping run resumes it).
+    async fn drive(&self, mut run: Run) {
+        match self.erase_everything(&mut run).await {
+            Ok(()) => tracing::info!(user = %run.user, job = %run.job.id, counts = ?run.job.counts, "erasure done"),
+            Err(Stop::Lost) => {
+                tracing::info!(user = %run.user, job = %run.job.id, "another process took the erasure over")
+            }
+            Err(Stop::Failed(e)) => {
+                tracing::warn!(user = %run.user, job = %run.job.id, error = %e, "erasure stopped; it is resumed once its lease lapses")
+            }
+        }
+    }
+
+    /// The whole job, from where it stands to done.
+    pub(super) async fn erase_everything(&self, run: &mut Run) -> Result<(), Stop> {
+        self.store.record_current_rooms(&run.user).await?;
+        loop {
+            let Some(past) = self.store.next_past_room(&run.user).await? else {
+                // A membership that appeared meanwhile (a join that passed its check just
+                // before the job began) is taken too.
+                if self.store.record_current_rooms(&run.user).await? > 0 {
+                    continue;
+                }
+                break;
+            };
+            self.erase_in_room(run, &past).await?;
+            self.store.forget_past_room(&run.user, &past.room).await?;
+        }
+        run.job.counts.subscriptions_removed += self.store.delete_subscriptions(&run.user).await?;
+        let now = crate::store::stored_time(Utc::now());
+        run.job.status = ErasureStatus::Done;
+        run.job.finished_at = Some(now);
+        run.job.checkpoint = None;
+        self.checkpoint(run).await
+    }
+
+    /// Takes one room through its steps, from its checkpoint if the job has one for it.
+    async fn erase_in_room(&self, run: &mut Run, past: &PastRoom) -> Result<(), Stop> {
+        let mut at = match &run.job.checkpoint {
+            Some(checkpoint) if checkpoint.room_id == past.room.as_str() => checkpoint.clone(),
+            _ => Checkpoint {
+                room_id: past.room.to_string(),
+                step: RoomStep::Membership,
+                after: None,
+            },
+        };
+        let room = &past.room;
+        loop {
+            match at.step {
+                RoomStep::Membership => {
+                    let kept = self.leave_for_good(run, room).await?;
+                    at.step = match kept {
+                        true => RoomStep::Messages,
+                        false => RoomStep::Finished,
+                    };
+                    if at.step == RoomStep::Finished {
+                        run.job.counts.rooms_done += 1;
+                    }
+                    self.record(run, &at).await?;
+                    if kept {
+                        tokio::time::sleep(SETTLE).await;
+                    }
+                }
+                RoomStep::Messages => {
+                    let range = authored_range(past.first_joined);
+                    let (messages, last, more) = self
+                        .store
+                        .message_batch(room, (&range.0, &range.1), at.after.as_deref(), self.erasure.batch)
+                        .await?;
+                    for message in messages.iter().filter(|m| m.author_id == run.user.as_str()) {
+                        if self.erase_message(room, message, run.job.started_at).await? {
+                            run.job.counts.messages_erased += 1;
+                        }
+                    }
+                    at = next(at, last, more, RoomStep::Marks);
+                    self.record(run, &at).await?;
+                }
+                RoomStep::Marks => {
+                    let (marks, last, more) = self
+                        .store
+                        .mark_batch(room, &run.user, at.after.as_deref(), self.erasure.batch)
+                        .await?;
+                    for mark in &marks {
+                        self.store.delete_mark(room, mark).await?;
+                        match mark.is_vote {
+                            true => run.job.counts.votes_removed += 1,
+                            false => run.job.counts.reactions_removed += 1,
+                        }
+                    }
+                    at = next(at, last, more, RoomStep::Finished);
+                    if at.step == RoomStep::Finished {
+                        run.job.counts.rooms_done += 1;
+                    }
+                    self.record(run, &at).await?;
+                }
+                RoomStep::Finished => return Ok(()),
+            }
+        }
+    }
+
+    /// Step 1: hands over or deletes a room the user owns, and removes their membership.
+    /// Answers whether the room is still there to scan.
+    async fn leave_for_good(&self, run: &mut Run, room: &RoomId) -> Result<bool, Stop> {
+        let user = &run.user;
+        let Some(row) = self.store.room_row(room).await? else {
+            return Ok(false);
+        };
+        if row.being_deleted {
+            // A delete that stopped halfway: finished if it is the user's, else left to its owner.
+            if row.owner_id.as_deref() == Some(user.as_str()) {
+                self.delete_room(&as_principal(user), room).await?;
+            }
+            return Ok(false);
+        }
+        for _ in 0..HANDOVER_ATTEMPTS {
+            let Some(member) = self.store.member(room, user).await? else {
+                return Ok(true);
+            };
+            if member.role != MemberRole::Owner {
+                self.store.remove_member(room, user).await?;
+                self.revoke_live(room, user);
+                return Ok(true);
+            }
+            let Some(heir) = self.heir(room, user).await? else {
+                self.delete_room(&as_principal(user), room).await?;
+                run.job.counts.rooms_deleted += 1;
+                return Ok(false);
+            };
+            match self.store.transfer_ownership(room, user, &heir, None).await? {
+                Handover::Done { .. } => run.job.counts.rooms_handed_over += 1,
+                // The heir left, or the room changed: choose again.
+                Handover::NoSuchMember | Handover::Changed => {}
+            }
+        }
+        Err(Stop::Failed(Error::Conflict(format!(
+            "room {room} kept changing while it was handed over"
+        ))))
+    }
+
+    /// Who inherits `room` from `user`: the highest-ranked of the other members, if any.
+    async fn heir(&self, room: &RoomId, user: &UserId) -> Result<Option<UserId>> {
+        let Some(settings) = self.find_room(room).await? else {
+            return Ok(None);
+        };
+        let mut candidates = Vec::new();
+        for member in self.store.members(room, MAX_CANDIDATES, false).await? {
+            if member.user_id == *user {
+                continue;
+            }
+            let (_, rank) = self.standing(room, &settings, &member).await?;
+            candidates.push(Candidate {
+                user_id: member.user_id.clone(),
+                rank,
+                joined_at: member.joined_at,
+            });
+        }
+        Ok(successor(&candidates).map(|c| c.user_id.clone()))
+    }
+
+    /// Step 2 for one message of the user's: tombstones it if it is live. Answers whether it
+    /// counts as erased by this job: tombstoned now, or by the user since the job began (a
+    /// tombstone of this job's whose checkpoint a crash lost).
+    async fn erase_message(&self, room: &RoomId, message: &Message, since: DateTime<Utc>) -> Result<bool> {
+        if !message.is_live() {
+            let user = message.author_id.as_str();
+            let ours = message.deleted_by.as_deref() == Some(user) && message.deleted_at.is_some_and(|at| at >= since);
+            if ours {
+                // A crash may have come between the tombstone and the deletion of its
+                // reactions and votes: delete them (again).
+                self.store.delete_companions(room, &message.key()).await?;
+            }
+            return Ok(ours);
+        }
+        let now = Utc::now();
+        match self.tombstone(room, message, |m| m.erase(now), |_| Vec::new()).await {
+            Ok(()) => Ok(true),
+            // Deleted meanwhile by someone else: nothing left to erase.
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records `at` as the job's checkpoint, then pauses as configured.
+    async fn record(&self, run: &mut Run, at: &Checkpoint) -> Result<(), Stop> {
+        run.job.checkpoint = Some(at.clone());
+        self.checkpoint(run).await?;
+        if !self.erasure.pause.is_zero() {
+            tokio::time::sleep(self.erasure.pause).await;
+        }
+        Ok(())
+    }
+
+    /// Writes the job as it is over the version held, renewing the lease.
+    async fn checkpoint(&self, run: &mut Run) -> Result<(), Stop> {
+        let now = Utc::now();
+        run.job.updated_at = crate::store::stored_time(now);
+        run.job.lease_until = lease_until(&self.erasure, now);
+        match self.store.save_erasure(&run.user, &run.job, &run.held).await? {
+            Some(held) => {
+                run.held = held;
+                Ok(())
+            }
+            None => Err(Stop::Lost),
+        }
+    }
+}
+
+/// The checkpoint after a batch: the same step after `last` while more follow, else `then`
+/// from its start.
+fn next(at: Checkpoint, last: Option<String>, more: bool, then: RoomStep) -> Checkpoint {
+    match (more, last) {
+        (true, Some(last)) => Checkpoint {
+            after: Some(last),
+            ..at
+        },
+        _ => Checkpoint {
+            step: then,
+            after: None,
+            ..at
+        },
+    }
+}
+
+/// The erased user as the room deletion path takes its caller (only the id is read).
+fn as_principal(user: &UserId) -> Principal {
+    Principal {
+        user_id: user.clone(),
+        name: String::new(),
+    }
+}

@@ -1,0 +1,336 @@
+//! Service-level failure paths of erasure: a store failing at any point of a job, a commit
+//! reported as failed, a job taken over while its first holder still runs, and the requests
+//! refused while a job runs.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::auth::Principal;
+use crate::erasure::{ErasureSettings, ErasureStatus};
+use crate::ids::RoomId;
+use crate::members::MemberRole;
+use crate::messages::send::NewMessage;
+use crate::rooms::NewRoom;
+use crate::service::Chat;
+use crate::service::erasure::Stop;
+use crate::service::testing::{alice, chat_on, store, user};
+use crate::storage::faults::FaultyTables;
+use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+use crate::store::schema::user_key;
+
+fn unavailable() -> StoreError {
+    StoreError::new(ErrorKind::Unavailable, "injected")
+}
+
+/// Small batches, no pause: a job of a few messages goes through many checkpoints.
+fn settings() -> ErasureSettings {
+    ErasureSettings {
+        batch: 2,
+        pause: Duration::ZERO,
+        lease: Duration::from_secs(60),
+    }
+}
+
+/// Long after any lease taken now has lapsed.
+fn later() -> chrono::DateTime<Utc> {
+    Utc::now() + chrono::Duration::minutes(5)
+}
+
+/// Alice's world: she owns `owned` (bob is in it), is a member of bob's `joined`, and has
+/// five messages in each (and, in `joined`, the server's line of her join, in her name); bob
+/// has a message in each, which alice reacted to, and he reacted to one of hers; alice voted
+/// on bob's poll.
+struct World {
+    chat: Chat,
+    owned: RoomId,
+    joined: RoomId,
+    /// Each room's version before the erasure.
+    versions: HashMap<RoomId, u64>,
+}
+
+/// Alice's five messages in each room, and her join line in `joined`.
+const ALICES_MESSAGES: u64 = 11;
+
+async fn world(tables: Tables) -> World {
+    let (chat, owned) = chat_on(tables).await;
+    let chat = chat.with_erasure(settings());
+    let bob = user("bob");
+    chat.join_room(&bob, &owned).await.unwrap();
+    let joined = chat
+        .create_room(
+            &bob,
+            NewRoom {
+                name: "bob's".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let joined = RoomId::parse(&joined.id).unwrap();
+    chat.join_room(&alice(), &joined).await.unwrap();
+    for room in [&owned, &joined] {
+        let mut first = None;
+        for i in 0..5 {
+            let sent = chat
+                .send_message(&alice(), room, NewMessage::text(format!("alice {i}")))
+                .await
+                .unwrap();
+            first.get_or_insert(sent.message.id);
+        }
+        let theirs = chat
+            .send_message(&bob, room, NewMessage::text("bob"))
+            .await
+            .unwrap()
+            .message;
+        chat.react(&alice(), room, &theirs.id, "👍").await.unwrap();
+        chat.react(&bob, room, first.as_deref().unwrap(), "🎉").await.unwrap();
+    }
+    let poll: NewMessage = serde_json::from_value(serde_json::json!({
+        "type": "Poll",
+        "poll": { "question": "lunch?", "options": ["soup", "salad"] }
+    }))
+    .unwrap();
+    let poll = chat.send_message(&bob, &joined, poll).await.unwrap().message;
+    let option = poll.poll.as_ref().unwrap().options[0].id.clone();
+    let vote = crate::messages::polls::Vote {
+        option_id: Some(option),
+    };
+    chat.vote(&alice(), &joined, &poll.id, vote).await.unwrap();
+    let mut versions = HashMap::new();
+    for room in [&owned, &joined] {
+        versions.insert(room.clone(), chat.store.counter(room).await.unwrap().version);
+    }
+    World {
+        chat,
+        owned,
+        joined,
+        versions,
+    }
+}
+
+impl World {
+    /// Everything the erasure must have done, checked against the store.
+    async fn assert_erased(&self) {
+        let chat = &self.chat;
+        let job = chat.my_erasure(&alice()).await.unwrap();
+        assert_eq!(job.status, ErasureStatus::Done, "{job:?}");
+        assert_eq!(job.counts.messages_erased, ALICES_MESSAGES, "{job:?}");
+        assert_eq!(job.rooms_left, 0);
+        for (room, hers) in [(&self.owned, 5), (&self.joined, 6)] {
+            // Each of alice's messages took exactly one new version: none was tombstoned
+            // twice, and nothing else changed.
+            let before = self.versions[room];
+            let after = chat.store.counter(room).await.unwrap().version;
+            assert_eq!(after, before + hers, "{room}: versions {before} -> {after}");
+            let (changes, _) = chat.store.feed_after(room, before, 100).await.unwrap();
+            assert_eq!(changes.len() as u64, hers);
+            for (_, message) in &changes {
+                assert_eq!(message.author_id, "alice");
+                assert!(!message.is_live() && message.author_name.is_empty(), "{message:?}");
+            }
+            let (messages, _) = chat.store.messages_newest_first(room, None, 100).await.unwrap();
+            assert!(
+                messages.iter().all(|m| m.author_id != "alice" || !m.is_live()),
+                "{messages:?}"
+            );
+            // No reaction or vote of alice's, nor any on her messages, is left.
+            let (marks, _) = chat
+                .store
+                .tables()
+                .query_up_to(
+                    &chat.store.schema().metadata,
+                    &RangeQuery::partition(room.as_str(), 1000),
+                    1000,
+                )
+                .await
+                .unwrap();
+            let alices: std::collections::HashSet<&str> = changes.iter().map(|(_, m)| m.id.as_str()).collect();
+            for mark in &marks {
+                assert_ne!(mark.str("userId"), Some("alice"), "{mark:?}");
+                let message = mark.row_key.split(':').next().unwrap();
+                assert!(!alices.contains(message), "a mark on an erased message: {mark:?}");
+            }
+            assert!(chat.store.member(room, &alice().user_id).await.unwrap().is_none());
+        }
+        let bob = chat
+            .store
+            .member(&self.owned, &user("bob").user_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(bob.role, MemberRole::Owner, "the room went to its other member");
+        assert!(chat.my_rooms(&alice()).await.unwrap().is_empty());
+        for table in [&chat.store.schema().user_rooms, &chat.store.schema().user_history] {
+            let (rows, _) = chat
+                .store
+                .tables()
+                .query_up_to(table, &RangeQuery::partition(user_key(&alice().user_id), 10), 10)
+                .await
+                .unwrap();
+            assert!(rows.is_empty(), "{table}: {rows:?}");
+        }
+    }
+}
+
+/// A store failing at any one point of the job stops it there; the job taken over afterwards
+/// finishes it, and every message is still tombstoned exactly once.
+#[tokio::test]
+async fn an_erasure_stopped_by_a_store_failure_anywhere_is_finished_by_the_next_process() {
+    let mut stopped = 0;
+    for nth in [1, 4, 9, 15, 22, 30, 41, 55, 70, 90] {
+        let faults = FaultyTables::new(store());
+        let world = world(Tables::new(faults.clone())).await;
+        let chat = &world.chat;
+        let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+        let mut run = run.expect("a new job");
+        faults.fail_nth_call(nth, unavailable());
+        let first = chat.erase_everything(&mut run).await;
+        faults.clear();
+        if let Err(stop) = first {
+            assert!(matches!(stop, Stop::Failed(_)), "{stop:?}");
+            stopped += 1;
+            let status = chat.my_erasure(&alice()).await.unwrap();
+            assert_eq!(status.status, ErasureStatus::Running, "call {nth}");
+            assert!(
+                chat.take_over_erasures(Utc::now()).await.unwrap().is_empty(),
+                "held until its lease lapses"
+            );
+            let mut taken = chat.take_over_erasures(later()).await.unwrap();
+            assert_eq!(taken.len(), 1, "call {nth}");
+            chat.erase_everything(&mut taken[0]).await.unwrap();
+        }
+        world.assert_erased().await;
+    }
+    assert!(stopped >= 8, "the failures landed inside the job: {stopped}");
+}
+
+/// Tombstones the store commits but answers as failed (a timeout after the commit): the
+/// ledger learns they landed, so the job goes on and no message takes a second version.
+#[tokio::test]
+async fn a_tombstone_committed_but_reported_failed_takes_one_version() {
+    let faults = FaultyTables::new(store());
+    let world = world(Tables::new(faults.clone())).await;
+    let chat = &world.chat;
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let mut run = run.unwrap();
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.store.schema().messages),
+        3,
+        StoreError::new(ErrorKind::Unavailable, "injected after commit"),
+    );
+    chat.erase_everything(&mut run).await.unwrap();
+    world.assert_erased().await;
+}
+
+/// Two processes: the one that took a lapsed job over runs it; the first holder stops at its
+/// next checkpoint, and what it did before is not done twice.
+#[tokio::test]
+async fn a_job_taken_over_stops_its_first_holder() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let (started, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let mut first = run.unwrap();
+    let mut taken = chat.take_over_erasures(later()).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].job.id, started.id, "the same job");
+    let lost = chat.erase_everything(&mut first).await;
+    assert!(matches!(lost, Err(Stop::Lost)), "{lost:?}");
+    chat.erase_everything(&mut taken[0]).await.unwrap();
+    world.assert_erased().await;
+}
+
+/// A repeat while the job runs answers the same job; joining or creating a room and
+/// registering a push subscription are refused until it is done; then the user starts afresh.
+#[tokio::test]
+async fn while_an_erasure_runs_a_repeat_is_the_same_job_and_joins_are_refused() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let stranger = chat
+        .create_room(
+            &user("carol"),
+            NewRoom {
+                name: "carol's".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let stranger = RoomId::parse(&stranger.id).unwrap();
+    let (started, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let mut run = run.unwrap();
+    assert_eq!(started.rooms_left, 2);
+    let (again, none) = chat.begin_erasure(&alice()).await.unwrap();
+    assert!(none.is_none(), "a repeat starts nothing");
+    assert_eq!(again.id, started.id);
+
+    let code = |e: crate::error::Error| e.code();
+    assert_eq!(code(chat.join_room(&alice(), &stranger).await.unwrap_err()), "CONFLICT");
+    let room = NewRoom {
+        name: "new".into(),
+        description: None,
+        visibility: crate::rooms::Visibility::Public,
+    };
+    assert_eq!(
+        code(chat.create_room(&alice(), room.clone()).await.unwrap_err()),
+        "CONFLICT"
+    );
+    let subscription = serde_json::from_value(serde_json::json!({
+        "endpoint": "https://push.example.com/alice",
+        "keys": {
+            "p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM",
+            "auth": "tBHItJI5svbpez7KI4CCXg"
+        }
+    }))
+    .unwrap();
+    assert_eq!(
+        code(chat.subscribe(&alice(), subscription).await.unwrap_err()),
+        "CONFLICT"
+    );
+    // Someone else is not held up.
+    chat.join_room(&user("dan"), &stranger).await.unwrap();
+
+    chat.erase_everything(&mut run).await.unwrap();
+    world.assert_erased().await;
+    chat.join_room(&alice(), &stranger).await.unwrap();
+    let (fresh, _) = chat.begin_erasure(&alice()).await.unwrap();
+    assert_ne!(fresh.id, started.id, "a new erasure after the last one is done");
+}
+
+/// An owned room nobody else is in is deleted with everything in it.
+#[tokio::test]
+async fn an_owned_room_with_no_other_member_is_deleted() {
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let chat = chat.with_erasure(settings());
+    chat.send_message(&alice(), &room, NewMessage::text("alone"))
+        .await
+        .unwrap();
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let job = chat.my_erasure(&alice()).await.unwrap();
+    assert_eq!((job.counts.rooms_deleted, job.counts.rooms_done), (1, 1), "{job:?}");
+    assert!(chat.store.room_row(&room).await.unwrap().is_none(), "the room is gone");
+    let bob: Principal = user("bob");
+    assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+}
+
+/// Memberships from before the history index have no history row: the job finds the user's
+/// current rooms anyway and scans them whole.
+#[tokio::test]
+async fn memberships_older_than_the_history_index_are_erased_too() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let history = RangeQuery::partition(user_key(&alice().user_id), 100);
+    chat.store
+        .tables()
+        .delete_range(&chat.store.schema().user_history, &history)
+        .await
+        .unwrap();
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    world.assert_erased().await;
+}
