@@ -8,6 +8,7 @@ pub mod changes;
 pub mod feed;
 pub mod forward;
 pub mod housekeeping;
+pub mod limits;
 pub mod live;
 pub mod members;
 pub mod moderation;
@@ -67,6 +68,9 @@ pub struct Chat {
     pub(crate) typing: Arc<TypingGate>,
     /// Publish each event before the send answers instead of in the background.
     pub(crate) inline_events: bool,
+    /// The limits against abuse, when they apply (`with_limits`; the composition root turns
+    /// them on unless configured off).
+    pub(crate) limits: Option<Arc<limits::WriteLimits>>,
 }
 
 impl Chat {
@@ -87,6 +91,7 @@ impl Chat {
             events: None,
             typing: Arc::default(),
             inline_events: false,
+            limits: None,
         })
     }
 

@@ -1,5 +1,5 @@
-//! Changing a room: name, description, read-only, slowmode, the word filter (ManageRoom) and
-//! what every member may do (ManageRoles). The room row is rewritten through the
+//! Changing a room: name, description, read-only, slowmode, the word filter, the ceiling on
+//! sends per second (ManageRoom) and what every member may do (ManageRoles). The room row is rewritten through the
 //! conditional-write helper, so two moderators changing different settings both land. A
 //! rename writes an `EditRoom` line in the room's own voice.
 
@@ -7,6 +7,7 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::limits::MAX_ROOM_SENDS_PER_SECOND;
 use crate::messages::MessageType;
 use crate::permissions::Permission;
 use crate::rooms::settings::{MAX_RETENTION_SECONDS, MAX_SLOWMODE_SECONDS, RoomChange, WordFilterSettings};
@@ -39,12 +40,22 @@ impl Chat {
             )));
         }
 
+        if change
+            .max_sends_per_second
+            .is_some_and(|n| n > MAX_ROOM_SENDS_PER_SECOND)
+        {
+            return Err(Error::validation(format!(
+                "maxSendsPerSecond must be 0..={MAX_ROOM_SENDS_PER_SECOND}"
+            )));
+        }
+
         let access = self.access(room_id, &who.user_id).await?;
         let room_fields = name.is_some()
             || description.is_some()
             || change.read_only.is_some()
             || change.slowmode_seconds.is_some()
             || change.retention_seconds.is_some()
+            || change.max_sends_per_second.is_some()
             || word_filter.is_some();
         if room_fields {
             access.require(Permission::ManageRoom)?;
@@ -68,6 +79,7 @@ impl Chat {
                 room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
                 room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
                 room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
+                room.max_sends_per_second = change.max_sends_per_second.unwrap_or(room.max_sends_per_second);
                 Ok(())
             })
             .await?;

@@ -48,6 +48,7 @@ impl Chat {
             word_filter: WordFilterSettings::default(),
             everyone_permissions: Permissions::DEFAULT_EVERYONE,
             retention_seconds: None,
+            max_sends_per_second: 0,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
         self.store.create_room(&room, &owner).await?;

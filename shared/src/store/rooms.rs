@@ -39,6 +39,7 @@ fn room_row(room: &Room) -> Entity {
             "retentionSeconds",
             Value::Int64(room.retention_seconds.map_or(0, i64::from)),
         )
+        .with("maxSendsPerSecond", Value::Int64(i64::from(room.max_sends_per_second)))
 }
 
 fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
@@ -67,6 +68,10 @@ fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
             .i64("retentionSeconds")
             .and_then(|s| u32::try_from(s).ok())
             .filter(|s| *s > 0),
+        max_sends_per_second: entity
+            .i64("maxSendsPerSecond")
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(0),
     })
 }
 
@@ -215,7 +220,7 @@ impl Store {
     }
 
     /// Deletes every row of a room: its partitions of `Messages`, `MessagesAscending` and
-    /// `MessagesMetadata`, each member's "my rooms" row, and last its `Rooms` partition, whose
+    /// `MessagesMetadata`, each member's "my rooms" row, its `Limits` partition, and last its `Rooms` partition, whose
     /// final batch holds the room row itself — so a delete's mark lasts until everything else
     /// is gone. Deletes go in entity group transactions of at most 100 rows.
     pub(crate) async fn sweep_room(&self, room: &RoomId) -> Result<()> {
@@ -235,6 +240,7 @@ impl Store {
                     .await?;
             }
         }
+        self.delete_room_limits(room).await?;
         self.tables.delete_range(&self.schema.rooms, &everything).await?;
         Ok(())
     }
