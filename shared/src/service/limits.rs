@@ -80,12 +80,12 @@ impl Local {
     }
 }
 
-/// Tokens leased at once: a tenth of a second of a user's rate at most, so a lease lost to
-/// another process costs little; a quarter of a room's ceiling; a newcomer's one at a time.
+/// Tokens leased at once: a quarter of the burst, at most 10 (half a second of a user's rate),
+/// so a lease stranded in another process costs little and most writes still need no round
+/// trip; a newcomer's, at 10 a minute, one at a time.
 fn lease_size(bucket: &BucketId, rate: Rate) -> u32 {
     match bucket {
-        BucketId::User(_) => (rate.burst / 4).clamp(1, 10),
-        BucketId::Room(_) => (rate.burst / 4).clamp(1, 10),
+        BucketId::User(_) | BucketId::Room(_) => (rate.burst / 4).clamp(1, 10),
         BucketId::Newcomer(..) => 1,
     }
 }
