@@ -47,6 +47,10 @@ param vapidPrivateKey string = ''
 @description('The contact push services see in VAPID tokens (mailto: or https:).')
 param vapidSubject string
 
+@description('Seconds after joining a room during which a member is a newcomer there (a lower write rate; no @everyone, @here or links); 0: no newcomers.')
+@minValue(0)
+param newcomerSeconds int = 600
+
 @description('Web PubSub tier: Free_F1 for trying out, Standard_S1 for production.')
 @allowed([
   'Free_F1'
@@ -79,6 +83,7 @@ var tables = [
   'Housekeeping'
   'PushSubscriptions'
   'UserHistory'
+  'Limits'
 ]
 var hubName = 'chat'
 var notifyFunction = 'notify'
@@ -400,6 +405,14 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'TABLETALK_EVENTGRID_KEY'
           value: createEventSubscription ? '@Microsoft.KeyVault(SecretUri=${topicSecret.properties.secretUri})' : ''
+        }
+        {
+          name: 'TABLETALK_WRITE_LIMITS'
+          value: 'on'
+        }
+        {
+          name: 'TABLETALK_NEWCOMER_SECONDS'
+          value: string(newcomerSeconds)
         }
       ]
     }

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 
 use tabletalk::Chat;
+use tabletalk::adapters::clock::{Clock, FileClock, SystemClock};
 use tabletalk::adapters::events::EventGrid;
 use tabletalk::adapters::live::web_pubsub::WebPubSub;
 use tabletalk::adapters::outbound::{OutboundClient, Reach};
 use tabletalk::adapters::push::{PushSender, REQUEST_TIMEOUT};
 use tabletalk::config::{Settings, StorageSettings};
 use tabletalk::notify::PushSettings;
+use tabletalk::service::limits::LimitSettings;
 use tabletalk::storage::Tables;
 use tabletalk::storage::azure::AzureTables;
 use tabletalk::storage::sqlite::SqliteTables;
@@ -56,7 +58,15 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         }
         None => None,
     };
-    let chat = chat.with_erasure(settings.erasure);
+    chat = chat.with_erasure(settings.erasure);
+    if settings.write_limits {
+        let clock: Arc<dyn Clock> = match &settings.test_clock_file {
+            Some(path) => Arc::new(FileClock::new(path)),
+            None => Arc::new(SystemClock),
+        };
+        let newcomer_period = chrono::Duration::from_std(settings.newcomer_period).map_err(|e| e.to_string())?;
+        chat = chat.with_limits(LimitSettings { newcomer_period, clock });
+    }
     Ok(chat.with_push(PushSettings {
         sender,
         allow_private_endpoints: settings.push_allow_private_endpoints,

@@ -57,6 +57,18 @@ pub const ERASURE_PAUSE_MS: &str = "TABLETALK_ERASURE_PAUSE_MS";
 /// Seconds an erasure stays with its process between checkpoints; once lapsed (the process
 /// died) the next housekeeping run takes it over. Default 60; tests shorten it.
 pub const ERASURE_LEASE_SECONDS: &str = "TABLETALK_ERASURE_LEASE_SECONDS";
+/// The limits against abuse on members' writes: `on` (default) or `off` (benchmarks and load
+/// tests that measure the store, not the limits; never in front of real users).
+pub const WRITE_LIMITS: &str = "TABLETALK_WRITE_LIMITS";
+/// Seconds after joining a room during which a member is a newcomer there: a lower write rate
+/// in it, and no `@everyone`, `@here` or links. Default 600; `0`: no newcomers.
+pub const NEWCOMER_SECONDS: &str = "TABLETALK_NEWCOMER_SECONDS";
+/// Tests only: a file holding the Unix milliseconds the limits take as the time, read on every
+/// write, so an end-to-end test moves time without sleeping and two processes share it.
+/// Honoured only with the published development secret (`DEVELOPMENT_JWT_SECRET`), with which
+/// anyone can sign tokens as anyone anyway, so it adds no power a deployment with a secret of
+/// its own could be tricked into; with any other secret the server refuses to start.
+pub const TEST_CLOCK_FILE: &str = "TABLETALK_TEST_CLOCK_FILE";
 
 /// Azure Web PubSub connection string (`Endpoint=…;AccessKey=…;Version=1.0;`).
 pub const WEBPUBSUB_CONNECTION: &str = "TABLETALK_WEBPUBSUB_CONNECTION";
@@ -125,6 +137,12 @@ pub struct Settings {
     pub event_grid: Option<(String, String)>,
     /// How erasures run.
     pub erasure: crate::erasure::ErasureSettings,
+    /// Whether members' writes are limited.
+    pub write_limits: bool,
+    /// How long a member is a newcomer in a room they joined (zero: never).
+    pub newcomer_period: std::time::Duration,
+    /// Tests only: the file the limits read the time from.
+    pub test_clock_file: Option<PathBuf>,
 }
 
 /// How a secret appears in `Debug` output: whether it is set, never its value.
@@ -177,6 +195,9 @@ impl fmt::Debug for Settings {
             .field("erasure", &self.erasure)
             .field("web_pubsub_connection", &redacted(&self.web_pubsub_connection))
             .field("web_pubsub_hub", &self.web_pubsub_hub)
+            .field("write_limits", &self.write_limits)
+            .field("newcomer_period", &self.newcomer_period)
+            .field("test_clock_file", &self.test_clock_file)
             .field(
                 "event_grid",
                 &self
@@ -284,8 +305,28 @@ impl Settings {
             }),
             lease: std::time::Duration::from_secs(positive(ERASURE_LEASE_SECONDS, 60)?),
         };
+        let write_limits = match get(WRITE_LIMITS).as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(config_error(WRITE_LIMITS, &format!("{other:?} is not on or off"))),
+        };
+        let newcomer_period = match get(NEWCOMER_SECONDS).map(|s| s.parse::<u32>()) {
+            None => std::time::Duration::from_secs(600),
+            Some(Ok(seconds)) => std::time::Duration::from_secs(u64::from(seconds)),
+            Some(Err(_)) => return Err(config_error(NEWCOMER_SECONDS, "must be a whole number of seconds")),
+        };
+        let test_clock_file = get(TEST_CLOCK_FILE).map(PathBuf::from);
+        if test_clock_file.is_some() && auth.hs256_secret.as_deref() != Some(DEVELOPMENT_JWT_SECRET) {
+            return Err(config_error(
+                TEST_CLOCK_FILE,
+                "moves the limits' clock, for tests; it is honoured only with the development secret of local.settings.json",
+            ));
+        }
         Ok(Settings {
             erasure,
+            write_limits,
+            newcomer_period,
+            test_clock_file,
             event_grid,
             storage,
             table_prefix,
@@ -423,6 +464,40 @@ mod tests {
         let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local.settings.json");
         let values = read_local_settings(&file).unwrap();
         assert_eq!(values[JWT_SECRET], DEVELOPMENT_JWT_SECRET);
+    }
+
+    /// The test clock lets whoever sets it refill every bucket at will: only a server that
+    /// already trusts anyone (the published development secret, loopback only) takes it.
+    #[test]
+    fn the_test_clock_needs_the_development_secret() {
+        let clock = (TEST_CLOCK_FILE, "/tmp/clock");
+        let error = Settings::from_values(&values(&[(JWT_SECRET, "own-secret"), clock]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(TEST_CLOCK_FILE), "{error}");
+        let dev = Settings::from_values(&values(&[(JWT_SECRET, DEVELOPMENT_JWT_SECRET), clock])).unwrap();
+        assert_eq!(dev.test_clock_file, Some(PathBuf::from("/tmp/clock")));
+    }
+
+    #[test]
+    fn limits_are_on_with_ten_newcomer_minutes_unless_set() {
+        let default = Settings::from_values(&values(&[(JWT_SECRET, "s")])).unwrap();
+        assert!(default.write_limits);
+        assert_eq!(default.newcomer_period, std::time::Duration::from_secs(600));
+        let set = Settings::from_values(&values(&[
+            (JWT_SECRET, "s"),
+            (WRITE_LIMITS, "off"),
+            (NEWCOMER_SECONDS, "0"),
+        ]))
+        .unwrap();
+        assert!(!set.write_limits);
+        assert_eq!(set.newcomer_period, std::time::Duration::ZERO);
+        for (setting, bad) in [(WRITE_LIMITS, "maybe"), (NEWCOMER_SECONDS, "-1")] {
+            let error = Settings::from_values(&values(&[(JWT_SECRET, "s"), (setting, bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(setting), "{error}");
+        }
     }
 
     #[test]

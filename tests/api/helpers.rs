@@ -138,6 +138,8 @@ pub struct TestApp {
     pub base: String,
     child: Child,
     pub http: reqwest::Client,
+    /// The secret `call` signs its tokens with: the app's `TABLETALK_JWT_SECRET`.
+    pub secret: String,
 }
 
 impl Drop for TestApp {
@@ -152,13 +154,16 @@ pub fn spawn_app(backend: &Backend) -> TestApp {
     spawn_app_with(backend, &[])
 }
 
-/// `spawn_app` with extra settings.
+/// `spawn_app` with extra settings. The limits against abuse are off unless a test turns them
+/// on (`TABLETALK_WRITE_LIMITS=on`, as tests/api/limits.rs does): the other tests send the same
+/// text many times and hundreds of messages a second, which is not what they test.
 pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
     command
         .args(["serve", "--port", "0", "--settings", "none"])
         .env_remove("FUNCTIONS_CUSTOMHANDLER_PORT")
         .env("TABLETALK_JWT_SECRET", SECRET)
+        .env("TABLETALK_WRITE_LIMITS", "off")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -188,10 +193,15 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("tabletalk did not start: {line:?}"))
         .replace("0.0.0.0", "127.0.0.1");
+    let secret = settings
+        .iter()
+        .find(|(name, _)| *name == "TABLETALK_JWT_SECRET")
+        .map_or(SECRET, |(_, secret)| *secret);
     TestApp {
         base: format!("http://{addr}"),
         child,
         http: reqwest::Client::new(),
+        secret: secret.to_owned(),
     }
 }
 
@@ -258,7 +268,7 @@ impl TestApp {
     pub async fn call(&self, method: Method, path: &str, user: Option<&str>, body: Option<Value>) -> Reply {
         let mut request = self.http.request(method, format!("{}{path}", self.base));
         if let Some(user) = user {
-            request = request.bearer_auth(token(user));
+            request = request.bearer_auth(token_with(user, &self.secret, 3600));
         }
         if let Some(body) = body {
             request = request.json(&body);

@@ -17,6 +17,7 @@ mod forwards;
 mod helpers;
 mod infra;
 mod lambda;
+mod limits;
 mod live;
 mod mentions;
 mod messages;

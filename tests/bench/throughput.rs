@@ -1,6 +1,8 @@
 //! Send throughput and latency through HTTP, against the raw store's own write rate, for the
 //! embedded store and for Azurite, measured in one run so the ratios are comparable on a noisy
-//! machine. Not a test: run it with
+//! machine; then the cost of the limits against abuse: the same sends, spread over 100 users
+//! (so none reaches a limit), to a server with the limits off and to one with them on, in one
+//! run. Not a test: run it with
 //!
 //! ```text
 //! cargo bench -p tabletalk-functions --bench throughput            # both backends
@@ -24,6 +26,9 @@ use tokio::sync::Semaphore;
 const SECRET: &str = "bench-secret";
 /// Sends per measurement at concurrency 1 and 32.
 const SENDS: [(usize, usize); 2] = [(1, 300), (32, 2000)];
+/// Senders the limits comparison spreads its sends over: 2000 sends are 20 each, within one
+/// burst of the per-user bucket, so the limits are paid for but never refuse.
+const SENDERS: usize = 100;
 
 struct Server(Child);
 
@@ -57,10 +62,14 @@ impl Backend {
         }
     }
 
-    fn spawn(&self) -> (Server, String) {
+    /// A server with the limits on or off; with them on, nobody is a newcomer (the senders
+    /// have all just joined, and the newcomer rate is not what is measured).
+    fn spawn(&self, limits: bool) -> (Server, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
         command
             .args(["serve", "--port", "0", "--settings", "none"])
+            .env("TABLETALK_WRITE_LIMITS", if limits { "on" } else { "off" })
+            .env("TABLETALK_NEWCOMER_SECONDS", "0")
             .env("TABLETALK_JWT_SECRET", SECRET)
             .env("RUST_LOG", "error")
             .stdout(Stdio::piped());
@@ -141,7 +150,8 @@ async fn bench(backend: Backend) {
     println!("| concurrency | sends | sends/s | p50 ms | p99 ms | raw inserts/s | sends/s ÷ raw inserts/s |");
     println!("|---|---|---|---|---|---|---|");
     let tables = backend.tables();
-    let (_server, base) = backend.spawn();
+    // One user sends everything: with the limits on, the bucket would refuse after 40.
+    let (_server, base) = backend.spawn(false);
     let http = reqwest::Client::new();
     let token = mint_dev_token(SECRET, "alice", Some("Alice"), Duration::from_secs(3600)).unwrap();
     let room: serde_json::Value = http
@@ -179,6 +189,68 @@ async fn bench(backend: Backend) {
         );
     }
     catch_up(&http, &base, &token, room["id"].as_str().unwrap()).await;
+    limits_cost(&backend).await;
+}
+
+/// Sends/s with the limits off and on, each server with its own room of `SENDERS` members,
+/// measured one after the other at each concurrency.
+async fn limits_cost(backend: &Backend) {
+    println!("\nlimits off vs on ({SENDERS} senders, distinct texts):\n");
+    println!("| concurrency | sends | off sends/s | on sends/s | on ÷ off |");
+    println!("|---|---|---|---|---|");
+    let http = reqwest::Client::new();
+    let tokens: Vec<String> = (0..SENDERS)
+        .map(|i| mint_dev_token(SECRET, &format!("sender{i}"), None, Duration::from_secs(3600)).unwrap())
+        .collect();
+    let mut servers = Vec::new();
+    for limits in [false, true] {
+        let (server, base) = backend.spawn(limits);
+        let room: serde_json::Value = http
+            .post(format!("{base}/api/rooms"))
+            .bearer_auth(&tokens[0])
+            .json(&json!({ "name": "limits" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let room = room["id"].as_str().unwrap().to_owned();
+        for token in &tokens[1..] {
+            let joined = http
+                .post(format!("{base}/api/rooms/{room}/join"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(joined.status().as_u16(), 200);
+        }
+        servers.push((server, format!("{base}/api/rooms/{room}/messages")));
+    }
+    for (concurrency, total) in SENDS {
+        let mut rates = Vec::new();
+        for (run, (_, url)) in servers.iter().enumerate() {
+            let (http, url, tokens) = (http.clone(), url.clone(), tokens.clone());
+            let (_, wall) = drive(concurrency, total, move |i| {
+                let request = http
+                    .post(&url)
+                    .bearer_auth(&tokens[i % SENDERS])
+                    .json(&json!({ "text": format!("<p>run {run} at {concurrency}: message {i}</p>") }));
+                async move {
+                    let response = request.send().await.unwrap();
+                    assert_eq!(response.status().as_u16(), 201);
+                }
+            })
+            .await;
+            rates.push(total as f64 / wall.as_secs_f64());
+        }
+        println!(
+            "| {concurrency} | {total} | {:.0} | {:.0} | {:.2} |",
+            rates[0],
+            rates[1],
+            rates[1] / rates[0]
+        );
+    }
 }
 
 /// A client catching up on the whole room from a null cursor through `messageChanges`

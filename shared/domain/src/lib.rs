@@ -12,6 +12,7 @@ pub mod events;
 pub mod html;
 pub mod ids;
 pub mod keys;
+pub mod limits;
 pub mod members;
 pub mod messages;
 pub mod moderation;

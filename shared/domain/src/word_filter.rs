@@ -19,14 +19,18 @@ fn is_invisible(c: char) -> bool {
     )
 }
 
-/// The words of `text` after normalisation, in order.
-pub fn words(text: &str) -> Vec<String> {
-    let normalised: String = text
-        .nfkd()
+/// `text` normalised: compatibility decomposition, without combining marks and invisible
+/// characters, in lower case. The limits read text through it too (`crate::limits`).
+pub fn normalised(text: &str) -> String {
+    text.nfkd()
         .filter(|c| !is_combining_mark(*c) && !is_invisible(*c))
         .flat_map(char::to_lowercase)
-        .collect();
-    normalised
+        .collect()
+}
+
+/// The words of `text` after normalisation, in order.
+pub fn words(text: &str) -> Vec<String> {
+    normalised(text)
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_owned)

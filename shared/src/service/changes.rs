@@ -8,6 +8,7 @@ use crate::auth::Principal;
 use crate::error::Result;
 use crate::html;
 use crate::ids::RoomId;
+use crate::limits::Write;
 use crate::messages::changes::Edit;
 use crate::messages::checks::{self, Admission, refuse_timed_out};
 use crate::messages::mentions::Mentions;
@@ -20,7 +21,7 @@ use chrono::Utc;
 
 impl Chat {
     /// Replaces a message's text: sets `editedAt` and recomputes its mentions. The sender's
-    /// timeout and the room's word filter apply as they do to a send.
+    /// timeout, the limits and the room's word filter apply as they do to a send.
     pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &str, edit: Edit) -> Result<Message> {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
@@ -28,6 +29,7 @@ impl Chat {
         let now = Utc::now();
         refuse_timed_out(&access.member, now)?;
         let text = html::sanitize(&edit.text);
+        self.check_write_limits(&access, Write::Edit(&text)).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
             return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
         }

@@ -44,6 +44,7 @@ impl Chat {
                     word_filter: WordFilterSettings::default(),
                     everyone_permissions: Permissions::DIRECT,
                     retention_seconds: None,
+                    max_sends_per_second: 0,
                     visibility: Visibility::Private,
                     direct: true,
                 };

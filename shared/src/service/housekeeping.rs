@@ -1,7 +1,7 @@
 //! Housekeeping, what the timer does: republish notification events still pending in the
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
-//! and expire idempotency records past their window; and take over erasures whose process
-//! stopped running them.
+//! and expire idempotency records and the limits' repeat-text records and newcomer buckets
+//! past their windows; and take over erasures whose process stopped running them.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -16,6 +16,7 @@
 use super::Chat;
 use crate::error::Result;
 use crate::ids::RoomId;
+use crate::limits::REPEAT_WINDOW;
 use crate::store::purge::RoomStanding;
 use chrono::{DateTime, Duration, Utc};
 
@@ -34,6 +35,8 @@ pub struct Report {
     pub idempotency_records_expired: usize,
     /// Erasures taken over from a process that stopped running them (`service::erasure`).
     pub erasures_resumed: usize,
+    /// Repeat-text records past their window and newcomer buckets past the newcomer period.
+    pub limit_records_expired: usize,
 }
 
 impl Chat {
@@ -78,6 +81,12 @@ impl Chat {
                 .await?;
         }
         report.idempotency_records_expired += self.store.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
+        // A newcomer bucket last drawn from a period ago belongs to a member who is none now.
+        let newcomers_before = now - self.limits.as_ref().map_or(Duration::zero(), |l| l.newcomer_period());
+        report.limit_records_expired += self
+            .store
+            .expire_limit_rows(room, now - REPEAT_WINDOW, newcomers_before)
+            .await?;
         Ok(())
     }
 }

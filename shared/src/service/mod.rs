@@ -12,6 +12,7 @@ pub mod feed;
 pub mod forward;
 pub mod housekeeping;
 pub mod invitations;
+pub mod limits;
 pub mod live;
 pub mod members;
 pub mod moderation;
@@ -75,6 +76,9 @@ pub struct Chat {
     pub(crate) inline_events: bool,
     /// How erasures run: batch size, pause, lease.
     pub(crate) erasure: crate::erasure::ErasureSettings,
+    /// The limits against abuse, when they apply (`with_limits`; the composition root turns
+    /// them on unless configured off).
+    pub(crate) limits: Option<Arc<limits::WriteLimits>>,
 }
 
 impl Chat {
@@ -96,6 +100,7 @@ impl Chat {
             typing: Arc::default(),
             inline_events: false,
             erasure: crate::erasure::ErasureSettings::default(),
+            limits: None,
         })
     }
 

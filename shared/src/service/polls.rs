@@ -11,6 +11,7 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
 use crate::messages::operations::{Operation, authorize};
@@ -24,6 +25,7 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Vote)?;
         refuse_timed_out(&access.member, chrono::Utc::now())?;
+        self.check_write_limits(&access, Write::Vote).await?;
         match &vote.option_id {
             Some(option) => {
                 let poll = message

@@ -10,6 +10,7 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
+use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
 use crate::messages::operations::{Operation, authorize};
@@ -27,6 +28,7 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
         refuse_timed_out(&access.member, chrono::Utc::now())?;
+        self.check_write_limits(&access, Write::Reaction).await?;
         let current = self.reactions(room, &who.user_id, &message).await?;
         if current.len() >= MAX_EMOJI_PER_MESSAGE && !current.iter().any(|r| r.emoji == emoji) {
             return Err(Error::Conflict(format!(
@@ -50,6 +52,7 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
+        self.check_write_limits(&access, Write::Reaction).await?;
         self.store
             .delete_companion(room, &message.key(), &who.user_id, Companion::Reaction { emoji })
             .await?;

@@ -15,6 +15,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
+use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::operations::{Operation, authorize};
 use crate::moderation::{ModerationAction, ModerationEntry, checked_reason};
@@ -46,6 +47,7 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Report)?;
+        self.check_write_limits(&access, Write::Report).await?;
         let report = Report {
             message_id: message.id.clone(),
             reporter_id: who.user_id.to_string(),

@@ -1,5 +1,5 @@
-//! Changing a room: name, description, visibility, read-only, slowmode, the word filter
-//! (ManageRoom) and what every member may do (ManageRoles). The room row is rewritten through the
+//! Changing a room: name, description, visibility, read-only, slowmode, the word filter, the
+//! ceiling on sends per second (ManageRoom) and what every member may do (ManageRoles). The room row is rewritten through the
 //! conditional-write helper, so two moderators changing different settings both land. A
 //! rename writes an `EditRoom` line in the room's own voice. A change that changes something
 //! logs it (`roomSettingsChanged` with the new values of the settings that changed, and
@@ -9,6 +9,7 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::limits::MAX_ROOM_SENDS_PER_SECOND;
 use crate::messages::MessageType;
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
@@ -42,6 +43,15 @@ impl Chat {
             )));
         }
 
+        if change
+            .max_sends_per_second
+            .is_some_and(|n| n > MAX_ROOM_SENDS_PER_SECOND)
+        {
+            return Err(Error::validation(format!(
+                "maxSendsPerSecond must be 0..={MAX_ROOM_SENDS_PER_SECOND}"
+            )));
+        }
+
         let access = self.access(room_id, &who.user_id).await?;
         if access.room.direct && change.visibility.is_some_and(|v| v != Visibility::Private) {
             return Err(Error::Conflict("a direct conversation is always private".into()));
@@ -52,6 +62,7 @@ impl Chat {
             || change.read_only.is_some()
             || change.slowmode_seconds.is_some()
             || change.retention_seconds.is_some()
+            || change.max_sends_per_second.is_some()
             || word_filter.is_some();
         if room_fields {
             access.require(Permission::ManageRoom)?;
@@ -72,6 +83,7 @@ impl Chat {
             room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
             room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
             room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
+            room.max_sends_per_second = change.max_sends_per_second.unwrap_or(room.max_sends_per_second);
         };
         // The directory row is written before the room becomes listed under a name, and the
         // rows it no longer has are removed after (see `store::directory`).
@@ -99,6 +111,10 @@ impl Chat {
                 (
                     "retentionSeconds",
                     diff(before.retention_seconds.into(), after.retention_seconds.into()),
+                ),
+                (
+                    "maxSendsPerSecond",
+                    diff(before.max_sends_per_second.into(), after.max_sends_per_second.into()),
                 ),
             ];
             for (field, value) in fields {

@@ -53,6 +53,7 @@ impl Chat {
             retention_seconds: None,
             visibility: input.visibility,
             direct: false,
+            max_sends_per_second: 0,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
         self.store.create_room(&room, &owner).await?;

@@ -3,9 +3,11 @@
 //!
 //! 1. membership, then the idempotency lookup — a repeat of a client id returns the first
 //!    stored message and triggers nothing again (only to a member of the room);
-//! 2. checks (`checks::admit`: member → timed out → read-only → slowmode → word filter), then
-//!    content validation (text, poll, mentions, reply target); the server's own lines skip both.
-//!    BRIEF §4's per-user rate limit between slowmode and the filter does not exist yet;
+//! 2. checks (member → timed out → read-only → slowmode → the limits (`service::limits`: the
+//!    user's bucket, a newcomer's rate and content, the room's ceiling, the repeat-text rule)
+//!    → word filter), then content validation (text, poll, mentions, reply target); the
+//!    server's own lines skip all of them. A send that fails after the repeat-text rule
+//!    claimed its text takes the claim back, so sending it again is no repeat;
 //! 3. the slowmode clock advances on the member row, conditionally, before the write: a send
 //!    that cannot move it fails (closed), so slowmode never silently stops applying;
 //! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
@@ -84,7 +86,26 @@ impl Chat {
         client_id: Option<ClientId>,
     ) -> Result<Sent> {
         let now = Utc::now();
-        if let Admission::Filtered { timeout } = checks::admit(&access, now, &draft.filter_text())? {
+        checks::before_limits(&access, now)?;
+        let claim = self.check_send_limits(&access, &draft).await?;
+        let sent = self.filter_and_post(who, room, access, draft, client_id, now).await;
+        if sent.is_err() {
+            self.release_text(claim).await;
+        }
+        sent
+    }
+
+    /// Steps 2 (from the word filter on) to 5 for a member's message.
+    async fn filter_and_post(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        access: Access,
+        draft: Draft,
+        client_id: Option<ClientId>,
+        now: DateTime<Utc>,
+    ) -> Result<Sent> {
+        if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
             return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
         }
         let content = draft.validate(&access)?;

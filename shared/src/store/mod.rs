@@ -2,7 +2,7 @@
 //! table and every row-key format; each aggregate has a module that converts its rows to and
 //! from the models and makes the table calls the use cases need (messages, members, rooms,
 //! roles, companions — reactions and votes —, subscriptions, the outbox, notification claims,
-//! the retention purge, the moderation log, reports, erasures);
+//! the retention purge, the moderation log, reports, erasures, the limits' buckets and records);
 //! [`ledger`] numbers every change to a message with its room's next version (group commit).
 //!
 //! The service asks the store for what it needs in its own terms — a member, a page of
@@ -15,6 +15,7 @@ pub mod erasure;
 pub mod error;
 pub mod invitations;
 pub mod ledger;
+pub mod limits;
 pub mod members;
 pub mod messages;
 pub mod moderation_log;

@@ -52,6 +52,7 @@ fn room_row(room: &Room) -> Entity {
             ),
         )
         .with("direct", Value::Bool(room.direct))
+        .with("maxSendsPerSecond", Value::Int64(i64::from(room.max_sends_per_second)))
 }
 
 fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
@@ -86,6 +87,10 @@ fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
             _ => Visibility::Public,
         },
         direct: entity.bool("direct").unwrap_or(false),
+        max_sends_per_second: entity
+            .i64("maxSendsPerSecond")
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(0),
     })
 }
 
@@ -256,7 +261,7 @@ impl Store {
     }
 
     /// Deletes every row of a room: its partitions of `Messages`, `MessagesAscending` and
-    /// `MessagesMetadata`, each member's "my rooms" row, and last its `Rooms` partition, whose
+    /// `MessagesMetadata`, each member's "my rooms" row, its `Limits` partition, and last its `Rooms` partition, whose
     /// final batch holds the room row itself — so a delete's mark lasts until everything else
     /// is gone. Deletes go in entity group transactions of at most 100 rows.
     pub(crate) async fn sweep_room(&self, room: &RoomId) -> Result<()> {
@@ -278,6 +283,7 @@ impl Store {
         }
         self.unlist_invitations(room).await?;
         self.unlist_from_directory(room, None).await?;
+        self.delete_room_limits(room).await?;
         self.tables.delete_range(&self.schema.rooms, &everything).await?;
         Ok(())
     }

@@ -36,6 +36,11 @@
 //!   row per public room (`<sort key>:<room id>`, see `store::directory`); partition `erasures`
 //!   one row per user who asked to be erased (the job's state and checkpoint), so the timer
 //!   finds every unfinished erasure in one partition read.
+//! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
+//!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
+//!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
+//!   records (`text:<user>:<SHA-256 of the normalised text>`, with when it was sent).
+//!   Housekeeping expires the room's records; deleting a room deletes its partition.
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -43,6 +48,7 @@ use sha2::{Digest, Sha256};
 
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MessageKey};
+use crate::limits::BucketId;
 use crate::storage::rules::is_forbidden_key_char;
 use crate::storage::{Result, TableName, Tables};
 
@@ -83,6 +89,14 @@ pub const COUNTER_ROW: &str = "seq";
 pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
 pub const THREAD_PREFIX: &str = "thread:";
+/// Row key of a user's write bucket in their `Limits` partition.
+pub const USER_BUCKET_ROW: &str = "writes";
+/// Row key of a room's send ceiling in its `Limits` partition.
+pub const ROOM_BUCKET_ROW: &str = "sends";
+/// Prefix of newcomer buckets in a room's `Limits` partition.
+pub const NEWCOMER_PREFIX: &str = "newcomer:";
+/// Prefix of repeat-text records in a room's `Limits` partition.
+pub const RECENT_TEXT_PREFIX: &str = "text:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -94,6 +108,7 @@ pub struct Schema {
     pub user_history: TableName,
     pub housekeeping: TableName,
     pub push_subscriptions: TableName,
+    pub limits: TableName,
 }
 
 impl Schema {
@@ -108,10 +123,11 @@ impl Schema {
             user_history: name("UserHistory")?,
             housekeeping: name("Housekeeping")?,
             push_subscriptions: name("PushSubscriptions")?,
+            limits: name("Limits")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 8] {
+    pub fn all(&self) -> [&TableName; 9] {
         [
             &self.messages,
             &self.ascending,
@@ -121,6 +137,7 @@ impl Schema {
             &self.housekeeping,
             &self.push_subscriptions,
             &self.user_history,
+            &self.limits,
         ]
     }
 
@@ -239,6 +256,32 @@ pub(crate) fn open_reports_key(message: &MessageKey) -> String {
 
 pub(crate) fn closed_reports_key(message: &MessageKey) -> String {
     format!("{CLOSED_REPORTS_PREFIX}{}", message.as_str())
+}
+
+/// The `Limits` partition and row of a bucket.
+pub(crate) fn bucket_key(bucket: &BucketId) -> (String, String) {
+    match bucket {
+        BucketId::User(user) => (format!("user:{}", user_key(user)), USER_BUCKET_ROW.to_owned()),
+        BucketId::Room(room) => (limits_room_partition(room), ROOM_BUCKET_ROW.to_owned()),
+        BucketId::Newcomer(room, user) => (
+            limits_room_partition(room),
+            format!("{NEWCOMER_PREFIX}{}", user_key(user)),
+        ),
+    }
+}
+
+/// A room's partition in `Limits`.
+pub(crate) fn limits_room_partition(room: &RoomId) -> String {
+    format!("room:{}", room.as_str())
+}
+
+/// Row key of a repeat-text record: the sender (its `:` encoded, as in idempotency keys), then
+/// a digest of the normalised text, so any text makes a short, valid key.
+pub(crate) fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    let digest = Sha256::digest(fingerprint.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{RECENT_TEXT_PREFIX}{user}:{hex}")
 }
 
 pub(crate) fn role_key(id: &str) -> String {

@@ -1,7 +1,8 @@
-//! The send checks, in BRIEF §4's order, as one pure function of the caller's access, the time
+//! The send checks, in BRIEF §4's order, as pure functions of the caller's access, the time
 //! and the text: membership (settled by loading the access) → timed out → read-only →
-//! slowmode → word filter (BRIEF §4's rate limit, between slowmode and the filter, is not built
-//! yet). Content validation comes after them, in the send path.
+//! slowmode ([`before_limits`]) → the limits (`crate::limits`, which read the store, so the
+//! send path runs them in between) → word filter ([`word_filter`]); [`admit`] is the checks
+//! without the limits. Content validation comes after them, in the send path.
 //!
 //! ManageMessages (and so the owner) is exempt from read-only, slowmode and the filter, never
 //! from a timeout. Slowmode allows a send exactly `slowmodeSeconds` after the last one.
@@ -24,16 +25,20 @@ pub enum Admission {
 }
 
 pub fn admit(access: &Access, now: DateTime<Utc>, text: &str) -> Result<Admission> {
+    before_limits(access, now)?;
+    Ok(word_filter(access, text))
+}
+
+/// The checks before the limits: timed out → read-only → slowmode.
+pub fn before_limits(access: &Access, now: DateTime<Utc>) -> Result<()> {
     refuse_timed_out(&access.member, now)?;
-    let exempt = access.can(Permission::ManageMessages);
-    if exempt {
-        return Ok(Admission::Admitted);
+    if access.can(Permission::ManageMessages) {
+        return Ok(());
     }
     if access.room.read_only {
         return Err(Error::Forbidden("the room is read-only".into()));
     }
-    slowmode(&access.room, &access.member, now)?;
-    Ok(word_filter(access, text))
+    slowmode(&access.room, &access.member, now)
 }
 
 /// The word filter alone (edits pass through it too); ManageMessages is exempt.
@@ -116,6 +121,7 @@ mod tests {
                 retention_seconds: None,
                 visibility: crate::rooms::Visibility::Private,
                 direct: false,
+                max_sends_per_second: 0,
             },
             member: Member::new(&who, role, now),
             permissions,

@@ -56,6 +56,8 @@ pub struct Room {
     /// Messages older than this many seconds are purged; absent keeps them forever.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retention_seconds: Option<u32>,
+    /// A ceiling on sends per second across all members (0: none); ManageMessages is exempt.
+    pub max_sends_per_second: u32,
 }
 
 impl Room {

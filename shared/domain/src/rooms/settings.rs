@@ -96,6 +96,10 @@ pub struct RoomChange {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 315360000)]
     pub retention_seconds: Option<Option<u32>>,
+    /// A ceiling on sends per second across all members (ManageMessages exempt); 0 turns it
+    /// off (the default); at most 1000.
+    #[schema(maximum = 1000)]
+    pub max_sends_per_second: Option<u32>,
 }
 
 /// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).

@@ -2,6 +2,7 @@
 //! embedded store, with faults injected where a failure path needs one.
 
 mod erasure;
+mod limits;
 mod messages;
 mod moderation;
 mod rooms;

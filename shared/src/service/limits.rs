@@ -1,0 +1,232 @@
+//! The limits step of every member write (BRIEF §4 step 2: after slowmode, before the word
+//! filter): the user's token bucket over every write, a newcomer's lower rate and content
+//! rules, the room's ceiling on sends and the repeat-text rule. The server's own lines never
+//! come here. The rules are `crate::limits`; the state is `crate::store::limits`.
+//!
+//! # Across processes
+//!
+//! Serverless runs many instances on one store, so a bucket's state is a row in `Limits`,
+//! never a process's memory. Asking the row for every write would double a write's storage
+//! round-trips, so a process *leases* a few tokens at once (a conditional write on the row:
+//! two processes never get the same tokens) and spends them locally; a lease it has not spent
+//! within [`LEASE_LIFETIME`] is dropped, not returned. A token is therefore spent at most
+//! [`LEASE_LIFETIME`] after the row granted it, and the row grants at most `burst + rate × t`
+//! in any `t`: one user's writes over any `t`, summed over every process, stay within
+//! `burst + rate × (t + LEASE_LIFETIME)` — one second's refill above the single-process limit,
+//! however many processes there are (and within the limit itself while their clocks agree and
+//! the leases are spent at once). The price is fairness, not safety: tokens one process leased
+//! and did not spend are lost to the others, so a user spread over many processes may be
+//! refused slightly early.
+//!
+//! An empty bucket is remembered locally until a token will be there, so a flood of refused
+//! writes costs no storage at all. A bucket row the store cannot read or write refuses the
+//! write (`Unavailable`, 503): the limits fail closed, as the slowmode clock does, rather than
+//! let unlimited writes through silently.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration};
+
+use super::Chat;
+use crate::access::Access;
+use crate::adapters::clock::Clock;
+use crate::error::Result;
+use crate::limits::{
+    BucketId, NEWCOMER_RATE, Rate, USER_RATE, Write, is_newcomer, newcomer_content, repeat_fingerprint, too_many,
+};
+use crate::messages::send::Draft;
+use crate::permissions::Permission;
+use crate::store::limits::{Leased, TextClaim};
+
+/// How long a leased token may wait to be spent; also the most the combined rate of all
+/// processes can exceed the limit by, in refill (see the module comment).
+pub const LEASE_LIFETIME: Duration = Duration::seconds(1);
+/// Buckets remembered in a process before expired ones are forgotten.
+const MAX_LOCAL_BUCKETS: usize = 100_000;
+
+/// How the limits are set up: how long a member is a newcomer (zero: never), and the clock.
+#[derive(Debug, Clone)]
+pub struct LimitSettings {
+    pub newcomer_period: Duration,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The limits of one process: its settings and the leases and empty buckets it knows.
+#[derive(Debug)]
+pub(crate) struct WriteLimits {
+    settings: LimitSettings,
+    local: Mutex<HashMap<BucketId, Local>>,
+}
+
+/// What this process knows of a bucket.
+#[derive(Debug, Clone, Copy)]
+enum Local {
+    /// Tokens leased at `granted_at`, not spent yet.
+    Lease {
+        tokens: u32,
+        granted_at: DateTime<chrono::Utc>,
+    },
+    /// The row was empty; nothing is there before `until`.
+    Empty { until: DateTime<chrono::Utc> },
+}
+
+impl Local {
+    fn is_current(&self, now: DateTime<chrono::Utc>) -> bool {
+        match *self {
+            Local::Lease { tokens, granted_at } => tokens > 0 && now >= granted_at && now - granted_at < LEASE_LIFETIME,
+            Local::Empty { until } => now < until,
+        }
+    }
+}
+
+/// Tokens leased at once: a quarter of the burst, at most 10 (half a second of a user's rate),
+/// so a lease stranded in another process costs little and most writes still need no round
+/// trip; a newcomer's, at 10 a minute, one at a time.
+fn lease_size(bucket: &BucketId, rate: Rate) -> u32 {
+    match bucket {
+        BucketId::User(_) | BucketId::Room(_) => (rate.burst / 4).clamp(1, 10),
+        BucketId::Newcomer(..) => 1,
+    }
+}
+
+impl WriteLimits {
+    pub(crate) fn newcomer_period(&self) -> Duration {
+        self.settings.newcomer_period
+    }
+}
+
+impl Chat {
+    /// The same service applying the limits to members' writes.
+    pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
+        self.limits = Some(Arc::new(WriteLimits {
+            settings,
+            local: Mutex::default(),
+        }));
+        self
+    }
+
+    /// The limits step of a member's write that is not a send (an edit, a reaction, a vote, a
+    /// report): the user's bucket, and for a newcomer their lower rate and (for an edit's
+    /// text) their content rules. Call it after the write's own checks that refuse without
+    /// cost (membership, a timeout), before the word filter.
+    pub async fn check_write_limits(&self, access: &Access, write: Write<'_>) -> Result<()> {
+        let Some(limits) = &self.limits else {
+            return Ok(());
+        };
+        let now = limits.settings.clock.now();
+        let period = limits.settings.newcomer_period;
+        let newcomer = is_newcomer(access, now, period);
+        if newcomer && let Some(text) = write.text() {
+            newcomer_content(text, access.member.joined_at + period)?;
+        }
+        let user = &access.member.user_id;
+        self.draw(limits, BucketId::User(user.clone()), USER_RATE, now, "too many writes")
+            .await?;
+        if newcomer {
+            let room = crate::ids::RoomId::parse(&access.room.id)?;
+            let what = "newcomers write at most 10 times a minute";
+            self.draw(limits, BucketId::Newcomer(room, user.clone()), NEWCOMER_RATE, now, what)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The limits step of a send: [`Chat::check_write_limits`], the room's ceiling (unless the
+    /// sender has ManageMessages), then the repeat-text rule, whose claim the caller takes
+    /// back ([`Chat::release_text`]) if the send does not happen.
+    pub(crate) async fn check_send_limits(&self, access: &Access, draft: &Draft) -> Result<Option<TextClaim>> {
+        let Some(limits) = &self.limits else {
+            return Ok(None);
+        };
+        let text = draft.filter_text();
+        self.check_write_limits(access, Write::Send(&text)).await?;
+        let now = limits.settings.clock.now();
+        let room = crate::ids::RoomId::parse(&access.room.id)?;
+        let ceiling = access.room.max_sends_per_second;
+        if ceiling > 0 && !access.can(Permission::ManageMessages) {
+            let what = format!("this room takes at most {ceiling} messages a second");
+            self.draw(limits, BucketId::Room(room.clone()), Rate::room(ceiling), now, &what)
+                .await?;
+        }
+        let Some(fingerprint) = repeat_fingerprint(&text) else {
+            return Ok(None);
+        };
+        match self
+            .store
+            .claim_text(&room, &access.member.user_id, &fingerprint, now)
+            .await?
+        {
+            Ok(claim) => Ok(Some(claim)),
+            Err(wait) => Err(too_many("you sent this text here less than ten minutes ago", wait)),
+        }
+    }
+
+    /// Takes back a repeat-text claim whose send failed, so sending the text again works.
+    pub(crate) async fn release_text(&self, claim: Option<TextClaim>) {
+        if let Some(claim) = claim {
+            self.store.release_text(claim).await;
+        }
+    }
+
+    /// Spends one token of `bucket`: from this process's lease while it lasts, else from a new
+    /// lease on the bucket's row.
+    async fn draw(
+        &self,
+        limits: &WriteLimits,
+        bucket: BucketId,
+        rate: Rate,
+        now: DateTime<chrono::Utc>,
+        what: &str,
+    ) -> Result<()> {
+        {
+            let mut local = limits.local.lock().unwrap_or_else(|e| e.into_inner());
+            match local.get_mut(&bucket) {
+                Some(known) if known.is_current(now) => match known {
+                    Local::Lease { tokens, .. } => {
+                        *tokens -= 1;
+                        return Ok(());
+                    }
+                    Local::Empty { until } => return Err(too_many(what, *until - now)),
+                },
+                _ => {}
+            }
+        }
+        let leased = self
+            .store
+            .lease_tokens(&bucket, rate, lease_size(&bucket, rate), now)
+            .await?;
+        let mut local = limits.local.lock().unwrap_or_else(|e| e.into_inner());
+        if local.len() >= MAX_LOCAL_BUCKETS {
+            local.retain(|_, known| known.is_current(now));
+        }
+        match leased {
+            Leased::Granted(granted) => {
+                let spare = granted - 1;
+                match local.get_mut(&bucket) {
+                    // A concurrent write of this process leased too: keep both, under the
+                    // older grant's lifetime.
+                    Some(Local::Lease { tokens, granted_at })
+                        if *granted_at <= now && now - *granted_at < LEASE_LIFETIME =>
+                    {
+                        *tokens += spare
+                    }
+                    _ => {
+                        local.insert(
+                            bucket,
+                            Local::Lease {
+                                tokens: spare,
+                                granted_at: now,
+                            },
+                        );
+                    }
+                }
+                Ok(())
+            }
+            Leased::Empty(wait) => {
+                local.insert(bucket, Local::Empty { until: now + wait });
+                Err(too_many(what, wait))
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Service-level tests of the limits' failure paths and races: a store that fails under the
+//! bucket row, a lease that loses its race to another process, a lease the store applied and
+//! then reported as failed, many writers in two processes, and the records' expiry and deletion.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::access::Access;
+use crate::adapters::clock::{Clock, ManualClock};
+use crate::error::Error;
+use crate::ids::RoomId;
+use crate::limits::Write;
+use crate::messages::send::NewMessage;
+use crate::service::Chat;
+use crate::service::limits::LimitSettings;
+use crate::service::testing::{alice, chat_on, store};
+use crate::storage::faults::FaultyTables;
+use crate::storage::{RangeQuery, StoreError, Tables};
+use crate::store::Schema;
+
+fn start() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+}
+
+fn limited(chat: Chat, clock: &ManualClock) -> Chat {
+    chat.with_limits(LimitSettings {
+        newcomer_period: Duration::zero(),
+        clock: Arc::new(clock.clone()),
+    })
+}
+
+/// Another process on the same store: a service of its own, with its own leases.
+async fn another_process(tables: Tables, clock: &ManualClock) -> Chat {
+    let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
+    limited(chat, clock)
+}
+
+async fn alices_access(chat: &Chat, room: &RoomId) -> Access {
+    chat.access(room, &alice().user_id).await.unwrap()
+}
+
+/// The tokens alice's bucket row holds.
+async fn alices_row_tokens(chat: &Chat) -> f64 {
+    let row = chat
+        .store
+        .tables
+        .get(&chat.store.schema.limits, "user:alice", "writes")
+        .await
+        .unwrap()
+        .expect("alice's bucket row");
+    row.i64("tokens").unwrap() as f64 / 1e6
+}
+
+#[tokio::test]
+async fn a_bucket_row_the_store_cannot_reach_refuses_the_write_as_unavailable() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let limits = chat.store.schema.limits.clone();
+    faults.fail_operation("get", Some(&limits), 1, StoreError::unavailable("down"));
+    let refused = chat.send_message(&alice(), &room, NewMessage::text("hello")).await;
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    let page = chat.read_messages(&alice(), &room, Default::default()).await.unwrap();
+    assert!(
+        page.messages.iter().all(|m| m.text != "hello"),
+        "nothing was stored: the limits fail closed"
+    );
+    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+        .await
+        .expect("the store is back: the same text is no repeat, since nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_loses_its_race_takes_from_what_the_winner_left() {
+    let shared = store();
+    let faults = FaultyTables::new(shared.clone());
+    let clock = ManualClock::at(start());
+    let (first, room) = chat_on(Tables::new(shared.clone())).await;
+    let first = limited(first, &clock);
+    let access = alices_access(&first, &room).await;
+    first.check_write_limits(&access, Write::Reaction).await.unwrap();
+    assert_eq!(alices_row_tokens(&first).await, 30.0, "the first lease took 10 of 40");
+
+    // The second process reads the row, then its write is held while a third leases.
+    let second = another_process(Tables::new(faults.clone()), &clock).await;
+    let limits = second.store.schema.limits.clone();
+    faults.delay_operation("update", Some(&limits), 1, StdDuration::from_secs(2));
+    let before = faults.calls();
+    let racing = {
+        let (second, access) = (second.clone(), access.clone());
+        tokio::spawn(async move { second.check_write_limits(&access, Write::Reaction).await })
+    };
+    // Its two reads are done once its write has been entered (the wrapper counts it).
+    while faults.calls() < before + 3 {
+        tokio::task::yield_now().await;
+    }
+    let third = another_process(Tables::new(shared), &clock).await;
+    third.check_write_limits(&access, Write::Reaction).await.unwrap();
+    assert_eq!(alices_row_tokens(&first).await, 20.0);
+
+    racing
+        .await
+        .unwrap()
+        .expect("the loser re-reads and leases from what is left");
+    assert_eq!(
+        alices_row_tokens(&first).await,
+        10.0,
+        "three leases of 10: none granted twice, none lost"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_applied_but_reported_as_failed_refuses_the_write_and_spends_its_tokens() {
+    let shared = store();
+    let faults = FaultyTables::new(shared.clone());
+    let clock = ManualClock::at(start());
+    let (first, room) = chat_on(Tables::new(shared)).await;
+    let first = limited(first, &clock);
+    let access = alices_access(&first, &room).await;
+    first.check_write_limits(&access, Write::Reaction).await.unwrap();
+
+    let second = another_process(Tables::new(faults.clone()), &clock).await;
+    let limits = second.store.schema.limits.clone();
+    faults.fail_operation_after_applying("update", Some(&limits), 1, StoreError::unavailable("timed out"));
+    let refused = second.check_write_limits(&access, Write::Reaction).await;
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    assert_eq!(
+        alices_row_tokens(&first).await,
+        20.0,
+        "the lease landed: its tokens count as spent"
+    );
+    second.check_write_limits(&access, Write::Reaction).await.unwrap();
+    assert_eq!(alices_row_tokens(&first).await, 10.0, "never re-applied: one new lease");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_writers_in_two_processes_never_spend_more_than_one_burst() {
+    let shared = store();
+    let clock = ManualClock::at(start());
+    let (first, room) = chat_on(Tables::new(shared.clone())).await;
+    let first = limited(first, &clock);
+    let second = another_process(Tables::new(shared), &clock).await;
+    let access = alices_access(&first, &room).await;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..120 {
+        let chat = if i % 2 == 0 { first.clone() } else { second.clone() };
+        let access = access.clone();
+        writes.spawn(async move { chat.check_write_limits(&access, Write::Reaction).await });
+    }
+    let outcomes = writes.join_all().await;
+    let passed = outcomes.iter().filter(|o| o.is_ok()).count();
+    assert!((1..=40).contains(&passed), "{passed} writes passed with a frozen clock");
+    for outcome in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert!(
+            matches!(outcome, Error::TooManyRequests { .. } | Error::Unavailable(_)),
+            "{outcome:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn housekeeping_expires_repeat_records_after_ten_minutes_and_a_deleted_room_leaves_none() {
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let chat = limited(chat, &clock);
+    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+        .await
+        .unwrap();
+    let partition = RangeQuery::partition(format!("room:{room}"), 100);
+    let rows = || async {
+        let (rows, _) = chat
+            .store
+            .tables
+            .query_up_to(&chat.store.schema.limits, &partition, 1000)
+            .await
+            .unwrap();
+        rows.len()
+    };
+    assert_eq!(rows().await, 1, "the repeat-text record");
+    let now = clock.now();
+    let early = chat.housekeeping(now + Duration::minutes(9)).await.unwrap();
+    assert_eq!((early.limit_records_expired, rows().await), (0, 1));
+    let late = chat
+        .housekeeping(now + Duration::minutes(10) + Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!((late.limit_records_expired, rows().await), (1, 0));
+
+    chat.send_message(&alice(), &room, NewMessage::text("hello again"))
+        .await
+        .unwrap();
+    assert_eq!(rows().await, 1);
+    chat.delete_room(&alice(), &room).await.unwrap();
+    assert_eq!(rows().await, 0, "the room's limits partition went with it");
+}

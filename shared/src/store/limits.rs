@@ -1,0 +1,216 @@
+//! The state of the limits in the `Limits` table (`schema` names its partitions and rows): a
+//! bucket row per bucket, drawn from in leases, and a repeat-text record per (room, sender,
+//! text). Every change goes through the conditional-write helper, so processes sharing the
+//! store never both spend the same tokens or both claim the same text.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::Store;
+use super::error::Result;
+use super::schema::{NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key};
+use crate::error::Error;
+use crate::ids::{RoomId, UserId};
+use crate::limits::{Bucket, BucketId, Rate, repeat_wait};
+use crate::storage::conditional::{ConditionalError, update_conditionally};
+use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// A bucket's tokens are kept in millionths, as an integer: exact in both backends.
+const MICROS: f64 = 1e6;
+
+/// What a lease from a bucket row got.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Leased {
+    /// This many tokens (at least one), now this process's to spend.
+    Granted(u32),
+    /// The bucket is empty; a token will be there after this long.
+    Empty(Duration),
+}
+
+/// A repeat-text record this send claimed, to take back if the send does not happen.
+#[derive(Debug, Clone)]
+pub(crate) struct TextClaim {
+    partition: String,
+    row: String,
+    etag: ETag,
+}
+
+fn bucket_row(partition: &str, row: &str, bucket: &Bucket) -> Entity {
+    Entity::new(partition, row)
+        .with("tokens", Value::Int64((bucket.tokens * MICROS).floor() as i64))
+        .with("at", Value::Int64(bucket.at.timestamp_micros()))
+}
+
+fn parse_bucket(entity: &Entity, rate: Rate, now: DateTime<Utc>) -> Bucket {
+    match (
+        entity.i64("tokens"),
+        entity.i64("at").and_then(DateTime::from_timestamp_micros),
+    ) {
+        (Some(tokens), Some(at)) => Bucket {
+            tokens: tokens as f64 / MICROS,
+            at,
+        },
+        // A row that does not read is treated as full: it was written by this code, so this
+        // is a bug, and refusing every write of its user would make it an outage.
+        _ => Bucket::full(rate, now),
+    }
+}
+
+fn text_row(partition: &str, row: &str, at: DateTime<Utc>) -> Entity {
+    Entity::new(partition, row).with("at", Value::Int64(at.timestamp_micros()))
+}
+
+fn text_sent_at(entity: &Entity) -> Option<DateTime<Utc>> {
+    entity.i64("at").and_then(DateTime::from_timestamp_micros)
+}
+
+/// A lost race every attempt, or a re-read that failed: the caller may try again.
+fn busy() -> Error {
+    Error::Unavailable("the limits are busy; try again".into())
+}
+
+impl Store {
+    /// Takes up to `want` tokens from a bucket's row at `now`: the row is created full on
+    /// first use, and rewritten conditionally on the version read (a lost race re-reads and
+    /// takes again from what the other process left). An empty bucket is not written.
+    pub(crate) async fn lease_tokens(
+        &self,
+        id: &BucketId,
+        rate: Rate,
+        want: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Leased> {
+        let (partition, row) = bucket_key(id);
+        let table = &self.schema.limits;
+        if self.tables.get(table, &partition, &row).await?.is_none() {
+            let mut bucket = Bucket::full(rate, now);
+            let granted = bucket
+                .take(rate, now, want)
+                .map_err(|_| Error::Internal("a full bucket is empty".into()))?;
+            match self.tables.insert(table, &bucket_row(&partition, &row, &bucket)).await {
+                Ok(_) => return Ok(Leased::Granted(granted)),
+                // Another process created it first: take from what it left, below.
+                Err(e) if e.is(ErrorKind::AlreadyExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut outcome = Leased::Empty(Duration::zero());
+        let written = update_conditionally(&self.tables, table, &partition, &row, UpdateMode::Replace, |entity| {
+            let mut bucket = parse_bucket(&entity, rate, now);
+            match bucket.take(rate, now, want) {
+                Ok(granted) => {
+                    outcome = Leased::Granted(granted);
+                    Ok(bucket_row(&partition, &row, &bucket))
+                }
+                Err(wait) => Err(wait),
+            }
+        });
+        match written.await {
+            Ok(_) => Ok(outcome),
+            Err(ConditionalError::Rejected(wait)) => Ok(Leased::Empty(wait)),
+            Err(ConditionalError::Store(e)) => Err(e.into()),
+            Err(ConditionalError::NotFound | ConditionalError::Conflict) => Err(busy().into()),
+        }
+    }
+
+    /// Claims the repeat-text record of `user`'s `fingerprint` in `room` at `now`; answers how
+    /// long the text is still blocked when it was sent less than the window ago.
+    pub(crate) async fn claim_text(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        fingerprint: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<TextClaim, Duration>> {
+        let (partition, row) = (limits_room_partition(room), recent_text_key(user, fingerprint));
+        let table = &self.schema.limits;
+        let claim = |etag| TextClaim {
+            partition: partition.clone(),
+            row: row.clone(),
+            etag,
+        };
+        match self.tables.insert(table, &text_row(&partition, &row, now)).await {
+            Ok(etag) => return Ok(Ok(claim(etag))),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let written = update_conditionally(&self.tables, table, &partition, &row, UpdateMode::Replace, |entity| {
+            match text_sent_at(&entity).and_then(|sent| repeat_wait(sent, now)) {
+                Some(wait) => Err(wait),
+                None => Ok(text_row(&partition, &row, now)),
+            }
+        });
+        match written.await {
+            Ok(entity) => match entity.etag {
+                Some(etag) => Ok(Ok(claim(etag))),
+                None => Err(Error::Internal("a written record without an ETag".into()).into()),
+            },
+            Err(ConditionalError::Rejected(wait)) => Ok(Err(wait)),
+            Err(ConditionalError::Store(e)) => Err(e.into()),
+            // Deleted meanwhile (expired by housekeeping): nothing blocks the text; a retry
+            // claims it afresh.
+            Err(ConditionalError::NotFound | ConditionalError::Conflict) => Err(busy().into()),
+        }
+    }
+
+    /// Takes back a claim whose send did not happen, unless someone claimed the text since.
+    /// A failure is logged: the text stays blocked until the window ends, never longer.
+    pub(crate) async fn release_text(&self, claim: TextClaim) {
+        let released = self
+            .tables
+            .delete(
+                &self.schema.limits,
+                &claim.partition,
+                &claim.row,
+                &IfMatch::Etag(claim.etag),
+            )
+            .await;
+        match released {
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::NotFound) || e.is(ErrorKind::PreconditionFailed) => {}
+            Err(e) => tracing::warn!(error = %e, "could not take back a repeat-text record"),
+        }
+    }
+
+    /// Deletes a room's repeat-text records sent before `texts_before` and its newcomer
+    /// buckets last drawn from before `newcomers_before`, each only as it was read (a record
+    /// claimed again meanwhile stays). Answers how many went.
+    pub(crate) async fn expire_limit_rows(
+        &self,
+        room: &RoomId,
+        texts_before: DateTime<Utc>,
+        newcomers_before: DateTime<Utc>,
+    ) -> Result<usize> {
+        let partition = limits_room_partition(room);
+        let mut expired = Vec::new();
+        for (prefix, cutoff) in [(RECENT_TEXT_PREFIX, texts_before), (NEWCOMER_PREFIX, newcomers_before)] {
+            let query = RangeQuery::prefix(partition.clone(), prefix, 1000);
+            let (rows, _) = self.tables.query_up_to(&self.schema.limits, &query, 100_000).await?;
+            expired.extend(
+                rows.into_iter()
+                    .filter(|row| text_sent_at(row).is_some_and(|at| at < cutoff))
+                    .map(|row| BatchOp::Delete {
+                        partition_key: row.partition_key,
+                        row_key: row.row_key,
+                        if_match: row.etag.map_or(IfMatch::Any, IfMatch::Etag),
+                    }),
+            );
+        }
+        let mut deleted = 0;
+        for batch in expired.chunks(crate::storage::rules::MAX_BATCH_OPS) {
+            match self.tables.transact(&self.schema.limits, &partition, batch).await {
+                Ok(_) => deleted += batch.len(),
+                // One row of the batch changed or went meanwhile: the next run tries again.
+                Err(e) if e.is(ErrorKind::NotFound) || e.is(ErrorKind::PreconditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes a room's partition of `Limits` (the room is being deleted).
+    pub(crate) async fn delete_room_limits(&self, room: &RoomId) -> Result<()> {
+        let everything = RangeQuery::partition(limits_room_partition(room), 100);
+        self.tables.delete_range(&self.schema.limits, &everything).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,377 @@
+//! The limits against abuse, through the real binary: each answers 429 with `Retry-After`
+//! exactly when it should and lets the write through again once the time has passed. Time is
+//! the test clock (`TABLETALK_TEST_CLOCK_FILE`): a file of Unix milliseconds the server reads
+//! on every write, moved forward by the test instead of sleeping, and shared by both processes
+//! of the two-process test.
+
+use std::path::PathBuf;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tabletalk::config::DEVELOPMENT_JWT_SECRET;
+
+use crate::helpers::messages::{PARTY, THUMBS_UP, assert_status, mention, react};
+use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app_with};
+
+backend_tests!(
+    the_user_bucket_passes_its_burst_then_refuses_until_it_refills,
+    every_kind_of_write_draws_from_the_user_bucket,
+    a_room_ceiling_refuses_sends_over_it_but_not_moderators,
+    the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_the_same_room,
+    a_send_that_fails_does_not_block_its_text,
+    newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_passes,
+    the_servers_own_lines_pass_full_limits,
+    two_processes_share_one_users_bucket,
+    bad_ceilings_are_refused_with_their_status,
+);
+
+/// The test clock: a file both the test and the servers read.
+struct Clock {
+    path: PathBuf,
+    now_ms: i64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
+        let clock = Clock {
+            path,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        };
+        clock.write();
+        clock
+    }
+
+    fn write(&self) {
+        std::fs::write(&self.path, self.now_ms.to_string()).expect("write the test clock");
+    }
+
+    fn advance_ms(&mut self, ms: i64) {
+        self.now_ms += ms;
+        self.write();
+    }
+
+    /// A server with the limits on, reading this clock; `newcomer_seconds` 0 has no newcomers.
+    fn spawn(&self, backend: &Backend, newcomer_seconds: u32) -> TestApp {
+        let newcomers = newcomer_seconds.to_string();
+        spawn_app_with(
+            backend,
+            &[
+                ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
+                ("TABLETALK_WRITE_LIMITS", "on"),
+                ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),
+                ("TABLETALK_NEWCOMER_SECONDS", &newcomers),
+            ],
+        )
+    }
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Asserts a 429 whose `Retry-After` is `seconds`.
+fn assert_retry_after(reply: &Reply, seconds: u64) {
+    reply.assert_error(429, "TOO_MANY_REQUESTS");
+    let header = reply.headers.get("retry-after").expect("a Retry-After header");
+    assert_eq!(header.to_str().unwrap(), seconds.to_string(), "{}", reply.body);
+}
+
+async fn set_room(app: &TestApp, user: &str, room: &str, change: Value) -> Reply {
+    app.act(Method::PATCH, user, &format!("/rooms/{room}"), change).await
+}
+
+/// Sends `n` distinct texts as `user`, each of which must be stored.
+async fn send_n(app: &TestApp, user: &str, room: &str, n: usize, tag: &str) {
+    for i in 0..n {
+        app.post(user, room, &format!("{tag} number {i}")).await;
+    }
+}
+
+async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    send_n(&app, "alice", &room, 40, "burst").await;
+    assert_retry_after(&app.send("alice", &room, "the 41st", None).await, 1);
+    assert_retry_after(&app.send("alice", &room, "the 42nd", None).await, 1);
+    let bobs = app.create_room("bob").await;
+    app.post("bob", &bobs, "others are not limited by alice").await;
+
+    clock.advance_ms(60);
+    app.post("alice", &room, "one token refills in 1/20 s").await;
+    assert_retry_after(&app.send("alice", &room, "and no more", None).await, 1);
+    clock.advance_ms(1000);
+    send_n(&app, "alice", &room, 20, "refill").await;
+    assert_retry_after(&app.send("alice", &room, "a second refills 20", None).await, 1);
+}
+
+async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    let id = app.post("alice", &room, "react to me").await;
+    let poll = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/messages"),
+            json!({ "type": "Poll", "poll": { "question": "q?", "options": ["a", "b"] } }),
+        )
+        .await;
+    assert_status(&poll, StatusCode::CREATED);
+    let option = poll.body["poll"]["options"][0]["id"].clone();
+    let poll_id = poll.body["id"].as_str().unwrap().to_owned();
+    // 2 sends so far; 36 more leave 2 tokens: one edit and one reaction take them.
+    send_n(&app, "alice", &room, 36, "filler").await;
+    let edited = crate::helpers::messages::edit(&app, "alice", &room, &id, "edited once").await;
+    assert_status(&edited, StatusCode::OK);
+    assert_status(
+        &react(&app, Method::PUT, "alice", &room, &id, THUMBS_UP).await,
+        StatusCode::OK,
+    );
+
+    let vote = crate::helpers::messages::vote(&app, "alice", &room, &poll_id, option.clone()).await;
+    assert_retry_after(&vote, 1);
+    assert_retry_after(&react(&app, Method::PUT, "alice", &room, &id, PARTY).await, 1);
+    assert_retry_after(&react(&app, Method::DELETE, "alice", &room, &id, THUMBS_UP).await, 1);
+    assert_retry_after(
+        &crate::helpers::messages::edit(&app, "alice", &room, &id, "edited twice").await,
+        1,
+    );
+    clock.advance_ms(1000);
+    let vote = crate::helpers::messages::vote(&app, "alice", &room, &poll_id, option).await;
+    assert_status(&vote, StatusCode::OK);
+}
+
+async fn a_room_ceiling_refuses_sends_over_it_but_not_moderators(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    for user in ["bob", "carol"] {
+        app.join(user, &room).await;
+    }
+    let other = app.create_room("alice").await;
+    app.join("bob", &other).await;
+    let set = set_room(&app, "alice", &room, json!({ "maxSendsPerSecond": 3 })).await;
+    assert_status(&set, StatusCode::OK);
+    assert_eq!(set.body["maxSendsPerSecond"], 3);
+
+    app.post("bob", &room, "one").await;
+    app.post("carol", &room, "two").await;
+    app.post("bob", &room, "three").await;
+    assert_retry_after(&app.send("carol", &room, "four, over the ceiling", None).await, 1);
+    assert_retry_after(&app.send("bob", &room, "five, over the ceiling", None).await, 1);
+    app.post("alice", &room, "the owner (ManageMessages) is exempt").await;
+    app.post("bob", &other, "another room has its own ceiling (none)").await;
+
+    clock.advance_ms(1000);
+    send_n(&app, "carol", &room, 3, "next second").await;
+    assert_retry_after(&app.send("bob", &room, "over again", None).await, 1);
+
+    let off = set_room(&app, "alice", &room, json!({ "maxSendsPerSecond": 0 })).await;
+    assert_status(&off, StatusCode::OK);
+    send_n(&app, "bob", &room, 10, "no ceiling").await;
+}
+
+async fn the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_the_same_room(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    let other = app.create_room("alice").await;
+    for user in ["bob", "carol"] {
+        app.join(user, &room).await;
+    }
+    app.join("bob", &other).await;
+    app.post("bob", &room, "Buy cheap watches").await;
+    // The word filter's normalisation: case, markup, punctuation and full-width letters.
+    for repeat in [
+        "Buy cheap watches",
+        "<p>buy CHEAP <b>watches</b>!!</p>",
+        "ｂｕｙ cheap, watches",
+    ] {
+        assert_retry_after(&app.send("bob", &room, repeat, None).await, 600);
+    }
+    app.post("carol", &room, "Buy cheap watches").await;
+    app.post("bob", &other, "Buy cheap watches").await;
+    app.post("bob", &room, "Buy cheap clocks").await;
+
+    clock.advance_ms(599_000);
+    assert_retry_after(&app.send("bob", &room, "buy cheap watches", None).await, 1);
+    clock.advance_ms(1_000);
+    app.post("bob", &room, "buy cheap watches").await;
+    assert_retry_after(&app.send("bob", &room, "buy cheap watches", None).await, 600);
+}
+
+async fn a_send_that_fails_does_not_block_its_text(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let missing = app
+        .act(
+            Method::POST,
+            "bob",
+            &format!("/rooms/{room}/messages"),
+            json!({ "text": "my answer", "replyTo": "0000000000000000001" }),
+        )
+        .await;
+    assert!(
+        missing.status.is_client_error() && missing.status != StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        missing.body
+    );
+    app.post("bob", &room, "my answer").await;
+    assert_retry_after(&app.send("bob", &room, "my answer", None).await, 600);
+}
+
+async fn newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_passes(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, 300);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let everyone = format!("<p>hey {}</p>", mention("@everyone"));
+    let here = format!("<p>hey {}</p>", mention("@here"));
+    for refused in [
+        "see https://example.com",
+        r#"<a href="https://example.com">click</a>"#,
+        "www.example.com",
+        &everyone,
+        &here,
+    ] {
+        let reply = app.send("bob", &room, refused, None).await;
+        reply.assert_error(403, "FORBIDDEN");
+        assert!(
+            reply.body["message"].as_str().unwrap().contains("newcomers"),
+            "{}",
+            reply.body
+        );
+    }
+    app.post("alice", &room, "the owner is no newcomer: https://example.com")
+        .await;
+    let id = app.post("bob", &room, "plain").await;
+    let edited = crate::helpers::messages::edit(&app, "bob", &room, &id, "now with https://example.com").await;
+    edited.assert_error(403, "FORBIDDEN");
+
+    send_n(&app, "bob", &room, 9, "newcomer").await;
+    assert_retry_after(&app.send("bob", &room, "the 11th in a minute", None).await, 6);
+    clock.advance_ms(6_000);
+    app.post("bob", &room, "one more after 6 s").await;
+    assert_retry_after(&app.send("bob", &room, "and no more", None).await, 6);
+
+    clock.advance_ms(300_000);
+    app.post("bob", &room, "see https://example.com").await;
+    app.post("bob", &room, &everyone).await;
+    app.post("bob", &room, &here).await;
+    let edited = crate::helpers::messages::edit(&app, "bob", &room, &id, "now with https://example.com").await;
+    assert_status(&edited, StatusCode::OK);
+    send_n(&app, "bob", &room, 20, "no longer new").await;
+}
+
+async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    assert_status(
+        &set_room(&app, "alice", &room, json!({ "maxSendsPerSecond": 1 })).await,
+        StatusCode::OK,
+    );
+    app.join("bob", &room).await;
+    app.post("bob", &room, "the one send of this second").await;
+    assert_retry_after(&app.send("bob", &room, "over the ceiling", None).await, 1);
+    send_n(&app, "alice", &room, 40, "alice's burst").await;
+    assert_retry_after(&app.send("alice", &room, "over her bucket", None).await, 1);
+
+    // A join line with the ceiling reached, a rename line with the owner's bucket empty.
+    app.join("carol", &room).await;
+    assert_status(
+        &set_room(&app, "alice", &room, json!({ "name": "renamed" })).await,
+        StatusCode::OK,
+    );
+    let all = app.read_all("carol", &room, "asc", 100).await;
+    let lines: Vec<(&str, &str)> = all
+        .iter()
+        .map(|m| (m["type"].as_str().unwrap(), m["text"].as_str().unwrap_or_default()))
+        .filter(|(kind, _)| *kind != "Message")
+        .collect();
+    let last_two = &lines[lines.len() - 2..];
+    assert_eq!(last_two[0].0, "System", "{lines:?}");
+    assert!(last_two[0].1.contains("carol"), "carol's join line: {lines:?}");
+    assert_eq!(last_two[1].0, "EditRoom", "{lines:?}");
+    assert_eq!(posts(all).len(), 41);
+}
+
+async fn two_processes_share_one_users_bucket(backend: Backend) {
+    let mut clock = Clock::new();
+    let first = clock.spawn(&backend, 0);
+    let second = clock.spawn(&backend, 0);
+    let room = first.create_room("alice").await;
+    let mut stored = 0;
+    for i in 0..60 {
+        let app = if i % 2 == 0 { &first } else { &second };
+        let reply = app.send("alice", &room, &format!("alternating {i}"), None).await;
+        match reply.status {
+            StatusCode::CREATED => stored += 1,
+            _ => assert_retry_after(&reply, 1),
+        }
+    }
+    assert_eq!(stored, 40, "one burst between both processes, not one each");
+    for app in [&first, &second] {
+        assert_retry_after(&app.send("alice", &room, "both are empty", None).await, 1);
+    }
+
+    clock.advance_ms(1000);
+    let mut refilled = 0;
+    for i in 0..40 {
+        let app = if i % 2 == 0 { &second } else { &first };
+        if app
+            .send("alice", &room, &format!("after a second {i}"), None)
+            .await
+            .status
+            == StatusCode::CREATED
+        {
+            refilled += 1;
+        }
+    }
+    assert_eq!(refilled, 20, "one second's refill between both processes");
+    assert_eq!(posts(first.read_all("alice", &room, "asc", 100).await).len(), 60);
+}
+
+async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    for (bad, status, code) in [
+        (json!({ "maxSendsPerSecond": 1001 }), 422, "VALIDATION"),
+        (json!({ "maxSendsPerSecond": -1 }), 422, "VALIDATION"),
+        (json!({ "maxSendsPerSecond": 2.5 }), 422, "VALIDATION"),
+        (json!({ "maxSendsPerSecond": "fast" }), 422, "VALIDATION"),
+        (json!({ "maxSendsPerSecond": 4_294_967_296u64 }), 422, "VALIDATION"),
+    ] {
+        set_room(&app, "alice", &room, bad).await.assert_error(status, code);
+    }
+    set_room(&app, "bob", &room, json!({ "maxSendsPerSecond": 5 }))
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let raw = app
+        .http
+        .patch(format!("{}/api/rooms/{room}", app.base))
+        .bearer_auth(crate::helpers::token_with("alice", DEVELOPMENT_JWT_SECRET, 60))
+        .header("content-type", "application/json")
+        .body("{\"maxSendsPerSecond\":")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), StatusCode::BAD_REQUEST);
+    let room_now = app
+        .call(Method::GET, &format!("/api/rooms/{room}"), Some("alice"), None)
+        .await;
+    assert_eq!(
+        room_now.body["maxSendsPerSecond"], 0,
+        "nothing changed: {}",
+        room_now.body
+    );
+}
