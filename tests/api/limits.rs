@@ -141,6 +141,15 @@ async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
         &crate::helpers::messages::edit(&app, "alice", &room, &id, "edited twice").await,
         1,
     );
+    let report = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/messages/{id}/report"),
+            json!({ "reason": "spam" }),
+        )
+        .await;
+    assert_retry_after(&report, 1);
     clock.advance_ms(1000);
     let vote = crate::helpers::messages::vote(&app, "alice", &room, &poll_id, option).await;
     assert_status(&vote, StatusCode::OK);
