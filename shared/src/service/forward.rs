@@ -3,9 +3,9 @@
 //! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
 //! Each room succeeds or fails on its own, and the answer lists which.
 //!
-//! A copy remembers its source room, but a room id is enough to join that room, so it is shown
-//! only to readers who are members of the source (`hide_foreign_sources`, run wherever messages
-//! are returned to a reader) and never in live signals (`signals`).
+//! A copy remembers its source room, which a reader who is not in it must not learn: it is
+//! shown only to readers who are members of the source (`hide_foreign_sources`, run wherever
+//! messages are returned to a reader) and never in live signals (`signals`).
 
 use super::Chat;
 use crate::auth::Principal;
