@@ -23,6 +23,8 @@ backend_tests!(
     the_servers_own_lines_pass_full_limits,
     two_processes_share_one_users_bucket,
     bad_ceilings_are_refused_with_their_status,
+    pinning_draws_from_the_user_bucket,
+    joining_and_leaving_draw_from_the_user_bucket,
 );
 
 /// The test clock: a file both the test and the servers read.
@@ -383,4 +385,60 @@ async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
         "nothing changed: {}",
         room_now.body
     );
+}
+
+/// A pin writes the message row and a `PinMessage` line in the room; a member may pin their
+/// own message, so pinning and unpinning it over and over would flood the room with lines
+/// at no cost unless each pin draws from the user's bucket like every other write.
+async fn pinning_draws_from_the_user_bucket(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("bob").await;
+    app.join("alice", &room).await;
+    let id = app.post("alice", &room, "pin me").await;
+    let pin = format!("/rooms/{room}/messages/{id}/pin");
+    let mut refused = None;
+    for i in 0..60 {
+        let pinned = app.act(Method::POST, "alice", &pin, json!({})).await;
+        if pinned.status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some((i, pinned));
+            break;
+        }
+        assert_status(&pinned, StatusCode::OK);
+        assert_status(&app.act(Method::DELETE, "alice", &pin, json!({})).await, StatusCode::OK);
+    }
+    let (i, reply) = refused.expect("60 pins and unpins at one instant, and no 429");
+    assert_retry_after(&reply, 1);
+    assert!(i <= 20, "the bucket of 40 ran out after {i} pin-unpin pairs");
+}
+
+/// A join and a leave each write a line in the room in the member's name: leaving and
+/// joining a public room over and over would flood it at no cost unless each draws from the
+/// user's bucket.
+async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("bob").await;
+    let mut refused = None;
+    for i in 0..60 {
+        let joined = app
+            .call(Method::POST, &format!("/api/rooms/{room}/join"), Some("alice"), None)
+            .await;
+        if joined.status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some((i, joined));
+            break;
+        }
+        assert_status(&joined, StatusCode::OK);
+        let left = app
+            .call(Method::POST, &format!("/api/rooms/{room}/leave"), Some("alice"), None)
+            .await;
+        if left.status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some((i, left));
+            break;
+        }
+        assert!(left.status.is_success(), "{}", left.body);
+    }
+    let (i, reply) = refused.expect("60 joins and leaves at one instant, and no 429");
+    assert_retry_after(&reply, 1);
+    assert!(i <= 20, "the bucket of 40 ran out after {i} join-leave pairs");
 }

@@ -4,7 +4,8 @@
 //! `crate::service::erasure` in the `tabletalk` crate.
 //!
 //! What an erasure removes: every message the user wrote (tombstoned, as their own delete
-//! would), their reactions and poll votes, their push subscriptions and their memberships.
+//! would), their reactions and poll votes, their push subscriptions and their memberships,
+//! the reports they filed, the invitations waiting for them and their rows of the limits.
 //! What it leaves: other people's messages — their replies to the user's messages (which then
 //! point at a tombstone) and their forwarded copies of them (a copy is the forwarder's
 //! message, as a quote in an e-mail is the sender's) —, the user's id inside other people's

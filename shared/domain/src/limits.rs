@@ -108,13 +108,15 @@ pub enum Write<'a> {
     Reaction,
     Vote,
     Report,
+    /// A pin or an unpin (a pin writes a line in the room).
+    Pin,
 }
 
 impl Write<'_> {
     pub fn text(&self) -> Option<&str> {
         match self {
             Write::Send(text) | Write::Edit(text) => Some(text),
-            Write::Reaction | Write::Vote | Write::Report => None,
+            Write::Reaction | Write::Vote | Write::Report | Write::Pin => None,
         }
     }
 }

@@ -140,6 +140,8 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
+        // Each new pin writes a line in the room: a write like any other.
+        self.check_write_limits(&access, Write::Pin).await?;
         let mut newly = false;
         let mut pinned = self
             .store
@@ -172,6 +174,7 @@ impl Chat {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
+        self.check_write_limits(&access, Write::Pin).await?;
         let mut unpinned = self
             .store
             .rewrite_message(room, &message.key(), |m| {

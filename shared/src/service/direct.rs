@@ -23,6 +23,8 @@ impl Chat {
         if other == who.user_id {
             return Err(Error::validation("a direct conversation is with someone else"));
         }
+        // Opening one makes a room and a membership: refused while the caller is erased.
+        self.refuse_while_erasing(&who.user_id).await?;
         let id = RoomId::direct(&who.user_id, &other);
         // Until they open it themselves, the other person is named by their id.
         let them = Principal {

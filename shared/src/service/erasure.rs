@@ -22,7 +22,10 @@
 //! 2. messages: each of theirs still live is tombstoned through the delete path
 //!    (`Chat::tombstone`: the next version, so the change feed and the live signal learn it;
 //!    its reactions and votes go with it), without their display name (`Message::erase`);
-//! 3. marks: their reactions and votes on other people's messages are deleted.
+//! 3. marks: their reactions and votes on other people's messages are deleted; then the
+//!    reports they filed are withdrawn and their rows of the limits deleted.
+//!
+//! Last, their push subscriptions, the invitations waiting for them and their write bucket.
 //!
 //! Every write is conditional on what the job holds: a message no longer live is not written
 //! again (no second tombstone, no second version), and a checkpoint is written over the job
@@ -225,11 +228,31 @@ impl Chat {
             self.store.forget_past_room(&run.user, &past.room).await?;
         }
         run.job.counts.subscriptions_removed += self.store.delete_subscriptions(&run.user).await?;
+        self.drop_invitations_for(&run.user).await?;
+        self.store.delete_user_bucket(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;
         run.job.finished_at = Some(now);
         run.job.checkpoint = None;
         self.checkpoint(run).await
+    }
+
+    /// Removes every invitation waiting for `user`, and its pointer in their list.
+    async fn drop_invitations_for(&self, user: &UserId) -> Result<()> {
+        let id = crate::rooms::invitations::user_invitation_id(user);
+        // A read lists a page of them; each removed, the next read lists the rest.
+        loop {
+            let rooms = self.store.pending_invitations(user).await?;
+            if rooms.is_empty() {
+                return Ok(());
+            }
+            for room in rooms {
+                match self.store.invitation(&room, &id).await? {
+                    Some(invitation) => self.store.remove_invitation(&invitation, None).await?,
+                    None => self.store.drop_pending_invitation(user, &room).await?,
+                }
+            }
+        }
     }
 
     /// Takes one room through its steps, from its checkpoint if the job has one for it.
@@ -287,6 +310,9 @@ impl Chat {
                     }
                     at = next(at, last, more, RoomStep::Finished);
                     if at.step == RoomStep::Finished {
+                        // Both are idempotent: a crash before the checkpoint does them again.
+                        self.store.withdraw_reports_by(room, &run.user).await?;
+                        self.store.delete_user_limits(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }
                     self.record(run, &at).await?;

@@ -107,7 +107,7 @@ impl Chat {
     }
 
     /// The limits step of a member's write that is not a send (an edit, a reaction, a vote, a
-    /// report): the user's bucket, and for a newcomer their lower rate and (for an edit's
+    /// report, a pin): the user's bucket, and for a newcomer their lower rate and (for an edit's
     /// text) their content rules. Call it after the write's own checks that refuse without
     /// cost (membership, a timeout), before the word filter.
     pub async fn check_write_limits(&self, access: &Access, write: Write<'_>) -> Result<()> {
@@ -130,6 +130,18 @@ impl Chat {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The user's bucket alone, for a write that makes a line in the member's name without
+    /// being a message of theirs (a join, a leave): without it, leaving and joining again
+    /// would fill a room with lines at no cost.
+    pub(crate) async fn check_user_limit(&self, user: &crate::ids::UserId) -> Result<()> {
+        let Some(limits) = &self.limits else {
+            return Ok(());
+        };
+        let now = limits.settings.clock.now();
+        self.draw(limits, BucketId::User(user.clone()), USER_RATE, now, "too many writes")
+            .await
     }
 
     /// The limits step of a send: [`Chat::check_write_limits`], the room's ceiling (unless the

@@ -85,6 +85,8 @@ impl Chat {
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
         self.refuse_while_erasing(&who.user_id).await?;
+        // A join writes a line in the joiner's name.
+        self.check_user_limit(&who.user_id).await?;
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
             self.store.use_invitation(room_id, &invitation.id, Utc::now()).await?;
         }
@@ -116,6 +118,8 @@ impl Chat {
                 "a direct conversation cannot be left; mute it instead".into(),
             ));
         }
+        // A leave writes a line in the leaver's name.
+        self.check_user_limit(&who.user_id).await?;
         self.store.remove_member(room_id, &who.user_id).await?;
         self.revoke_live(room_id, &who.user_id);
         let line = format!("{} left the room.", access.member.display_name());

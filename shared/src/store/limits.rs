@@ -7,7 +7,9 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::Store;
 use super::error::Result;
-use super::schema::{NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key};
+use super::schema::{
+    NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
+};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::limits::{Bucket, BucketId, Rate, repeat_wait};
@@ -205,6 +207,24 @@ impl Store {
             }
         }
         Ok(deleted)
+    }
+
+    /// Deletes `user`'s rows in a room's partition: their newcomer bucket and their
+    /// repeat-text records (an erasure).
+    pub(crate) async fn delete_user_limits(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        let partition = limits_room_partition(room);
+        let (_, newcomer) = bucket_key(&BucketId::Newcomer(room.clone(), user.clone()));
+        self.delete_if_present(&self.schema.limits, &partition, &newcomer)
+            .await?;
+        let texts = RangeQuery::prefix(partition, &recent_texts_of(user), 1000);
+        self.tables.delete_range(&self.schema.limits, &texts).await?;
+        Ok(())
+    }
+
+    /// Deletes `user`'s write bucket (an erasure).
+    pub(crate) async fn delete_user_bucket(&self, user: &UserId) -> Result<()> {
+        let (partition, row) = bucket_key(&BucketId::User(user.clone()));
+        self.delete_if_present(&self.schema.limits, &partition, &row).await
     }
 
     /// Deletes a room's partition of `Limits` (the room is being deleted).

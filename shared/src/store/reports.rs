@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::error::Result;
 use super::moderation_log::log_op;
-use super::schema::{OPEN_REPORTS_PREFIX, closed_reports_key, open_reports_key, report_key, reports_of};
+use super::schema::{OPEN_REPORTS_PREFIX, REPORT_PREFIX, closed_reports_key, open_reports_key, report_key, reports_of};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
@@ -162,6 +162,70 @@ impl Store {
             }
         }
         Err(conflict())
+    }
+
+    /// Withdraws every report `user` made in `room` (an erasure): each report row goes, with
+    /// its open group's count lowered (the group closed, unlogged, when it was the last), in
+    /// one transaction conditional on both rows as read. Answers how many went.
+    pub(crate) async fn withdraw_reports_by(&self, room: &RoomId, user: &UserId) -> Result<u64> {
+        let (table, partition) = (&self.schema.rooms, room.as_str());
+        let query = RangeQuery::prefix(partition, REPORT_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(table, &query, MAX_REPORT_ROWS * 20).await?;
+        let mut withdrawn = 0;
+        for row in rows.iter().filter(|row| row.str("reporterId") == Some(user.as_str())) {
+            let Some(message) = row.str("messageId").and_then(MessageKey::parse) else {
+                continue;
+            };
+            let open_key = open_reports_key(&message);
+            let mut done = false;
+            for _ in 0..MAX_ATTEMPTS {
+                let (mine, open) = tokio::try_join!(
+                    self.tables.get(table, partition, &row.row_key),
+                    self.tables.get(table, partition, &open_key),
+                )?;
+                let Some(mine) = mine else {
+                    done = true;
+                    break;
+                };
+                let mut ops = vec![BatchOp::Delete {
+                    partition_key: partition.to_owned(),
+                    row_key: mine.row_key.clone(),
+                    if_match: mine.etag.clone().map_or(IfMatch::Any, IfMatch::Etag),
+                }];
+                let group = open.as_ref().and_then(|row| Some((row, parse_group(row)?)));
+                if let Some((open, mut group)) = group.filter(|(_, g)| g.round == number(&mine, "round")) {
+                    let if_match = open.etag.clone().map_or(IfMatch::Any, IfMatch::Etag);
+                    ops.push(match group.count > 1 {
+                        true => {
+                            group.count -= 1;
+                            BatchOp::Update {
+                                entity: group_row(room, &group),
+                                mode: UpdateMode::Replace,
+                                if_match,
+                            }
+                        }
+                        false => BatchOp::Delete {
+                            partition_key: partition.to_owned(),
+                            row_key: open.row_key.clone(),
+                            if_match,
+                        },
+                    });
+                }
+                match self.tables.transact(table, partition, &ops).await {
+                    Ok(_) => {
+                        withdrawn += 1;
+                        done = true;
+                        break;
+                    }
+                    Err(e) if lost_race(&e) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if !done {
+                return Err(conflict());
+            }
+        }
+        Ok(withdrawn)
     }
 
     /// The open group of a message, if its reports are open.

@@ -278,10 +278,15 @@ pub(crate) fn limits_room_partition(room: &RoomId) -> String {
 /// Row key of a repeat-text record: the sender (its `:` encoded, as in idempotency keys), then
 /// a digest of the normalised text, so any text makes a short, valid key.
 pub(crate) fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
-    let user = user_key(user).replace(':', "%3A");
     let digest = Sha256::digest(fingerprint.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{RECENT_TEXT_PREFIX}{user}:{hex}")
+    format!("{}{hex}", recent_texts_of(user))
+}
+
+/// The prefix of every repeat-text record of `user` in a room's `Limits` partition.
+pub(crate) fn recent_texts_of(user: &UserId) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    format!("{RECENT_TEXT_PREFIX}{user}:")
 }
 
 pub(crate) fn role_key(id: &str) -> String {

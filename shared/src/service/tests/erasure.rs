@@ -334,3 +334,163 @@ async fn memberships_older_than_the_history_index_are_erased_too() {
     chat.erase_everything(&mut run.unwrap()).await.unwrap();
     world.assert_erased().await;
 }
+
+/// An invitation waiting for the erased user is theirs: it goes with the rest, so it no
+/// longer shows among their invitations nor in the room's list.
+#[tokio::test]
+async fn an_erasure_leaves_no_invitation_waiting_for_the_user() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let carol = user("carol");
+    let private = chat
+        .create_room(
+            &carol,
+            NewRoom {
+                name: "carol's private".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Private,
+            },
+        )
+        .await
+        .unwrap();
+    let private = RoomId::parse(&private.id).unwrap();
+    let invite = crate::rooms::invitations::NewInvitation {
+        user_id: Some("alice".into()),
+        expires_in_seconds: None,
+        max_uses: None,
+    };
+    chat.create_invitation(&carol, &private, invite).await.unwrap();
+    assert_eq!(chat.my_invitations(&alice()).await.unwrap().len(), 1);
+
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    world.assert_erased().await;
+    assert!(chat.my_invitations(&alice()).await.unwrap().is_empty());
+    let listed = chat.list_invitations(&carol, &private).await.unwrap();
+    assert!(
+        listed.iter().all(|i| i.user_id.as_deref() != Some("alice")),
+        "{listed:?}"
+    );
+}
+
+/// The reports the erased user filed carry their name and their own words: they go, and the
+/// queue no longer counts them.
+#[tokio::test]
+async fn an_erasure_removes_the_reports_the_user_filed() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let bob = user("bob");
+    let theirs = chat
+        .send_message(&bob, &world.joined, NewMessage::text("reported"))
+        .await
+        .unwrap()
+        .message;
+    let report = crate::reports::NewReport {
+        reason: "alice's own words about it".into(),
+    };
+    chat.report_message(&alice(), &world.joined, &theirs.id, report)
+        .await
+        .unwrap();
+    assert_eq!(chat.report_queue(&bob, &world.joined).await.unwrap().groups.len(), 1);
+
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let queue = chat.report_queue(&bob, &world.joined).await.unwrap();
+    let left: Vec<_> = queue.groups.iter().flat_map(|g| g.reports.iter()).collect();
+    assert!(left.iter().all(|r| r.reporter_id != "alice"), "{left:?}");
+    assert!(
+        queue.groups.iter().all(|g| g.count == 0 || !g.reports.is_empty()),
+        "{queue:?}"
+    );
+    let (rows, _) = chat
+        .store
+        .tables()
+        .query_up_to(
+            &chat.store.schema().rooms,
+            &RangeQuery::prefix(world.joined.as_str(), "report:", 100),
+            100,
+        )
+        .await
+        .unwrap();
+    assert!(rows.iter().all(|r| r.str("reporterId") != Some("alice")), "{rows:?}");
+}
+
+/// The limits' rows of the erased user (their write bucket, their newcomer buckets, their
+/// repeat-text records) go too.
+#[tokio::test]
+async fn an_erasure_leaves_no_limit_row_of_the_user() {
+    let (chat, owned) = chat_on(Tables::new(store())).await;
+    let clock = crate::adapters::clock::ManualClock::at(Utc::now());
+    let chat = chat
+        .with_erasure(settings())
+        .with_limits(crate::service::limits::LimitSettings {
+            newcomer_period: chrono::Duration::minutes(10),
+            clock: std::sync::Arc::new(clock),
+        });
+    let bob = user("bob");
+    let bobs = chat
+        .create_room(
+            &bob,
+            NewRoom {
+                name: "bob's".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let bobs = RoomId::parse(&bobs.id).unwrap();
+    chat.join_room(&alice(), &bobs).await.unwrap();
+    for room in [&owned, &bobs] {
+        chat.send_message(&alice(), room, NewMessage::text("hello there"))
+            .await
+            .unwrap();
+    }
+    chat.send_message(&bob, &bobs, NewMessage::text("hello there"))
+        .await
+        .unwrap();
+
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let mut rows = Vec::new();
+    for partition in ["user:alice".to_owned(), format!("room:{owned}"), format!("room:{bobs}")] {
+        let (found, _) = chat
+            .store
+            .tables()
+            .query_up_to(
+                &chat.store.schema().limits,
+                &RangeQuery::partition(partition, 1000),
+                1000,
+            )
+            .await
+            .unwrap();
+        rows.extend(found);
+    }
+    let alices: Vec<_> = rows
+        .iter()
+        .filter(|r| r.partition_key.contains("alice") || r.row_key.contains("alice"))
+        .map(|r| (&r.partition_key, &r.row_key))
+        .collect();
+    assert!(alices.is_empty(), "{alices:?}");
+    assert!(
+        rows.iter().any(|r| r.row_key.contains("bob")),
+        "bob's rows stay: {rows:?}"
+    );
+}
+
+/// Opening a direct conversation creates a room and a membership: refused while the
+/// caller's erasure runs, as joining and creating a room are.
+#[tokio::test]
+async fn opening_a_direct_conversation_is_refused_while_an_erasure_runs() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let open = crate::rooms::NewDirect { user_id: "dan".into() };
+    let refused = chat.open_direct(&alice(), open.clone()).await;
+    assert_eq!(refused.map(|r| r.id).unwrap_err().code(), "CONFLICT");
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    world.assert_erased().await;
+    chat.open_direct(&alice(), open)
+        .await
+        .expect("afterwards she starts afresh");
+}
