@@ -262,6 +262,11 @@ async fn newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_p
     }
     app.post("alice", &room, "the owner is no newcomer: https://example.com")
         .await;
+    // Nor is either person of a direct conversation, just opened.
+    let direct = app.act(Method::POST, "bob", "/dms", json!({ "userId": "carol" })).await;
+    let direct = direct.body["id"].as_str().unwrap().to_owned();
+    app.post("bob", &direct, "look: https://example.com").await;
+    send_n(&app, "carol", &direct, 12, "more than a newcomer may").await;
     let id = app.post("bob", &room, "plain").await;
     let edited = crate::helpers::messages::edit(&app, "bob", &room, &id, "now with https://example.com").await;
     edited.assert_error(403, "FORBIDDEN");

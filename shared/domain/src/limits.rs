@@ -132,9 +132,13 @@ pub fn too_many(what: &str, wait: Duration) -> Error {
 
 /// True while `access`'s member is a newcomer: joined less than `period` ago. A zero period
 /// has no newcomers; ManageMessages (and so the owner, who joins by creating the room) is
-/// trusted from the start.
+/// trusted from the start, and so is each person of a direct conversation, which is theirs
+/// from its first message (the user's bucket still holds them).
 pub fn is_newcomer(access: &Access, now: DateTime<Utc>, period: Duration) -> bool {
-    period > Duration::zero() && !access.can(Permission::ManageMessages) && now - access.member.joined_at < period
+    period > Duration::zero()
+        && !access.room.direct
+        && !access.can(Permission::ManageMessages)
+        && now - access.member.joined_at < period
 }
 
 /// 403 when a newcomer's text mentions the whole room or carries a link.
