@@ -29,7 +29,7 @@ impl Chat {
             Err(Error::Conflict(_)) => {
                 return Err(Error::Conflict("they cannot be written to now; try again later".into()));
             }
-            other => other?,
+            checked => checked?,
         }
         let id = RoomId::direct(&who.user_id, &other);
         // Until they open it themselves, the other person is named by their id.
