@@ -237,3 +237,39 @@ async fn a_room_made_public_again_while_a_private_change_finishes_stays_listed()
     let ids: Vec<&str> = listed.rooms.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, [room.as_str()], "the public room is in the directory");
 }
+
+/// A room from before visibility (its row has none, and no directory row) reads as public, as
+/// it was joinable by id: the next housekeeping run lists it in the directory.
+#[tokio::test]
+async fn a_room_from_before_visibility_is_listed_by_housekeeping() {
+    use crate::rooms::directory::DirectoryQuery;
+    use crate::storage::{IfMatch, RangeQuery, UpdateMode};
+    use crate::store::schema::{DIRECTORY_PARTITION, ROOM_ROW};
+
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let (tables, schema) = (chat.store.tables(), chat.store.schema());
+    let mut row = tables
+        .get(&schema.rooms, room.as_str(), ROOM_ROW)
+        .await
+        .unwrap()
+        .unwrap();
+    row.properties.remove("visibility");
+    tables
+        .update(&schema.rooms, &row, UpdateMode::Replace, &IfMatch::Any)
+        .await
+        .unwrap();
+    let directory = RangeQuery::partition(DIRECTORY_PARTITION, 100);
+    tables.delete_range(&schema.housekeeping, &directory).await.unwrap();
+    let listed = || async {
+        let page = chat.directory(DirectoryQuery::default()).await.unwrap();
+        page.rooms.into_iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    assert!(listed().await.is_empty(), "as it was before visibility");
+    assert_eq!(
+        chat.get_room(&alice(), &room).await.unwrap().visibility,
+        crate::rooms::Visibility::Public
+    );
+
+    chat.housekeeping(chrono::Utc::now()).await.unwrap();
+    assert_eq!(listed().await, [room.to_string()], "listed once housekeeping ran");
+}
