@@ -17,6 +17,7 @@ backend_tests!(
     a_code_that_is_expired_used_up_or_revoked_answers_as_a_missing_one,
     a_forward_from_a_private_room_shows_its_source_only_to_its_members,
     bad_input_to_the_privacy_routes_gets_its_documented_error,
+    accepting_or_redeeming_into_a_private_room_or_a_dm_answers_as_for_a_missing_room,
 );
 
 async fn private_room(app: &TestApp, owner: &str, name: &str) -> String {
@@ -663,4 +664,56 @@ async fn bad_input_to_the_privacy_routes_gets_its_documented_error(backend: Back
         json!([]),
         "{backend:?}: no bad request left an invitation behind"
     );
+}
+
+/// A code made by hand for `room`: its id's bytes and a secret nobody was given.
+fn forged_code(room: &str) -> String {
+    use base64::Engine as _;
+    let mut bytes = uuid::Uuid::parse_str(room).unwrap().into_bytes().to_vec();
+    bytes.extend_from_slice(&rand::random::<[u8; 16]>());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+async fn accepting_or_redeeming_into_a_private_room_or_a_dm_answers_as_for_a_missing_room(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = private_room(&app, "alice", "hidden").await;
+    // A direct conversation's id follows from the pair, so anyone can work it out.
+    let dm = app.act(Method::POST, "alice", "/dms", json!({ "userId": "bob" })).await;
+    let dm = dm.body["id"].as_str().unwrap().to_owned();
+    let missing = uuid::Uuid::new_v4().to_string();
+
+    let tries = |room: String| {
+        let app = &app;
+        async move {
+            vec![
+                app.call(
+                    Method::POST,
+                    &format!("/api/invites/{room}/accept"),
+                    Some("carol"),
+                    None,
+                )
+                .await,
+                app.call(
+                    Method::POST,
+                    &format!("/api/invites/{room}/decline"),
+                    Some("carol"),
+                    None,
+                )
+                .await,
+                redeem(app, "carol", &forged_code(&room)).await,
+            ]
+        }
+    };
+    let nothing = tries(missing).await;
+    for existing in [room, dm] {
+        let seen = tries(existing.clone()).await;
+        for (seen, expected) in seen.iter().zip(&nothing) {
+            assert_eq!(seen.status, StatusCode::NOT_FOUND, "{backend:?}: {}", seen.body);
+            assert_eq!(
+                answer(seen),
+                answer(expected),
+                "{backend:?}: {existing} is told apart from a missing room"
+            );
+        }
+    }
 }

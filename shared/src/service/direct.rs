@@ -23,8 +23,14 @@ impl Chat {
         if other == who.user_id {
             return Err(Error::validation("a direct conversation is with someone else"));
         }
-        // Opening one makes a room and a membership: refused while the caller is erased.
+        // It adds a membership to both, as a join does: not while either one is being erased.
         self.refuse_while_erasing(&who.user_id).await?;
+        match self.refuse_while_erasing(&other).await {
+            Err(Error::Conflict(_)) => {
+                return Err(Error::Conflict("they cannot be written to now; try again later".into()));
+            }
+            checked => checked?,
+        }
         let id = RoomId::direct(&who.user_id, &other);
         // Until they open it themselves, the other person is named by their id.
         let them = Principal {

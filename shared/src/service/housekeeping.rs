@@ -1,7 +1,8 @@
 //! Housekeeping, what the timer does: republish notification events still pending in the
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
 //! and expire idempotency records and the limits' repeat-text records and newcomer buckets
-//! past their windows; and take over erasures whose process stopped running them.
+//! past their windows; list rooms from before visibility in the directory; and take over
+//! erasures whose process stopped running them.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -74,6 +75,8 @@ impl Chat {
             RoomStanding::Kept { retention_seconds } => retention_seconds,
         };
         report.rooms += 1;
+        // Rooms from before visibility are public, as they were joinable by id: listed once.
+        self.store.list_room_from_before_visibility(room).await?;
         if let Some(seconds) = retention {
             report.messages_purged += self
                 .store

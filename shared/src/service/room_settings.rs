@@ -86,10 +86,12 @@ impl Chat {
             room.max_sends_per_second = change.max_sends_per_second.unwrap_or(room.max_sends_per_second);
         };
         // The directory row is written before the room becomes listed under a name, and the
-        // rows it no longer has are removed after (see `store::directory`).
+        // rows it no longer has are removed after, if unchanged since read here (see
+        // `store::directory`).
         let mut expected = access.room.clone();
         apply(&mut expected);
         self.store.list_in_directory(&expected).await?;
+        let held = self.store.hold_directory_rows([&access.room, &expected]).await?;
         let mut renamed = false;
         let entries = |before: &Room, after: &Room| {
             let mut entries = Vec::new();
@@ -145,7 +147,7 @@ impl Chat {
                 entries,
             )
             .await?;
-        self.store.relist(&room, [&access.room, &expected]).await?;
+        self.store.relist(&room, held).await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
             self.announce(room_id, MessageType::EditRoom, who, line).await;

@@ -5,7 +5,10 @@
 //! A row is written before its room becomes public (or renamed) and removed after it stops
 //! being so, and every read re-checks the room row: a row left behind by a crash in between
 //! never lists a private room, or a room under a name it no longer has (the service drops
-//! such a row when it meets one).
+//! such a row when it meets one). A row is only ever removed if it is unchanged since it was
+//! read before the room row that made it stale (its ETag): whoever lists a room writes its
+//! row again after their change commits, so a late removal never unlists a room that a later
+//! change made public again.
 
 use std::ops::Bound;
 
@@ -19,7 +22,7 @@ use crate::error::Error;
 use crate::ids::RoomId;
 use crate::rooms::Room;
 use crate::rooms::directory::Search;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Directory rows one read looks at, matching or not: a search's cost is bounded.
 const MAX_SCANNED: usize = 1000;
@@ -29,6 +32,15 @@ const MAX_SCANNED: usize = 1000;
 pub(crate) struct Listed {
     pub room_id: RoomId,
     key: String,
+    etag: Option<ETag>,
+}
+
+/// A directory row as it was before a change, to remove after the change if it is stale then
+/// and nobody has written it since.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldRow {
+    key: String,
+    etag: ETag,
 }
 
 impl Listed {
@@ -67,19 +79,53 @@ impl Store {
         Ok(())
     }
 
-    /// Lists `room` as it is now, then removes the rows it had as `before` that it no longer
-    /// has (another name, or no longer listed).
-    pub(crate) async fn relist(&self, room: &Room, before: [&Room; 2]) -> Result<()> {
+    /// Reads the rows `rooms` (a room as it was, and as a change will make it) have now,
+    /// before the change: what [`Store::relist`] may remove after it.
+    pub(crate) async fn hold_directory_rows(&self, rooms: [&Room; 2]) -> Result<Vec<HeldRow>> {
+        let mut keys: Vec<String> = rooms
+            .into_iter()
+            .filter(|r| r.is_listed())
+            .map(|r| directory_key(&r.name, &r.id))
+            .collect();
+        keys.dedup();
+        let mut held = Vec::new();
+        for key in keys {
+            let row = self
+                .tables
+                .get(&self.schema.housekeeping, DIRECTORY_PARTITION, &key)
+                .await?;
+            if let Some(etag) = row.and_then(|row| row.etag) {
+                held.push(HeldRow { key, etag });
+            }
+        }
+        Ok(held)
+    }
+
+    /// Lists `room` as it is now, then removes the `held` rows it no longer has (another
+    /// name, or no longer listed) that nobody has written since they were held.
+    pub(crate) async fn relist(&self, room: &Room, held: Vec<HeldRow>) -> Result<()> {
         self.list_in_directory(room).await?;
         let current = room.is_listed().then(|| directory_key(&room.name, &room.id));
-        for earlier in before.into_iter().filter(|r| r.is_listed()) {
-            let key = directory_key(&earlier.name, &earlier.id);
-            if current.as_ref() != Some(&key) {
-                self.delete_if_present(&self.schema.housekeeping, DIRECTORY_PARTITION, &key)
-                    .await?;
+        for row in held {
+            if current.as_ref() != Some(&row.key) {
+                self.delete_if_unchanged(&row.key, Some(&row.etag)).await?;
             }
         }
         Ok(())
+    }
+
+    /// Deletes a directory row unless it changed since `etag` (any version without one).
+    async fn delete_if_unchanged(&self, key: &str, etag: Option<&ETag>) -> Result<()> {
+        let if_match = etag.map_or(IfMatch::Any, |etag| IfMatch::Etag(etag.clone()));
+        let deleted = self
+            .tables
+            .delete(&self.schema.housekeeping, DIRECTORY_PARTITION, key, &if_match)
+            .await;
+        match deleted {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) || e.is(ErrorKind::PreconditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Removes the directory row `room` has under `name`.
@@ -99,10 +145,9 @@ impl Store {
         .await
     }
 
-    /// Removes a directory row found stale.
+    /// Removes a directory row found stale, unless it was written again since it was read.
     pub(crate) async fn drop_directory_row(&self, listed: &Listed) -> Result<()> {
-        self.delete_if_present(&self.schema.housekeeping, DIRECTORY_PARTITION, &listed.key)
-            .await
+        self.delete_if_unchanged(&listed.key, listed.etag.as_ref()).await
     }
 
     /// Up to `search.limit` rows after `cursor` whose names match, reading at most
@@ -134,6 +179,7 @@ impl Store {
                 listed.push(Listed {
                     room_id,
                     key: row.row_key.clone(),
+                    etag: row.etag.clone(),
                 });
                 if listed.len() == search.limit {
                     let more = more || last.as_deref() != rows.last().map(|r| r.row_key.as_str());

@@ -171,6 +171,31 @@ impl Store {
         }))
     }
 
+    /// Lists a room from before visibility (its row has none: it reads as public) in the
+    /// directory, then writes its visibility, so this happens once per room; the directory
+    /// row first, so a failure in between leaves it for the next run. False for any other room.
+    pub(crate) async fn list_room_from_before_visibility(&self, room: &RoomId) -> Result<bool> {
+        let Some(mut row) = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await? else {
+            return Ok(false);
+        };
+        if row.properties.contains_key("visibility") || is_being_deleted(&row) {
+            return Ok(false);
+        }
+        self.list_in_directory(&parse_room(&row)?).await?;
+        let etag = row.etag.take().map_or(IfMatch::Any, IfMatch::Etag);
+        row.set("visibility", Value::String("public".into()));
+        match self
+            .tables
+            .update(&self.schema.rooms, &row, UpdateMode::Replace, &etag)
+            .await
+        {
+            // Changed meanwhile: that change wrote its visibility, or the next run tries again.
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(false),
+            Err(e) => Err(e.into()),
+            Ok(_) => Ok(true),
+        }
+    }
+
     /// Rewrites the room row through the conditional-write helper: `change` sees the room as
     /// it is now (again after every lost race); a room being deleted is 404. The moderation
     /// log entries `log` makes of the room before and after the change commit with it.

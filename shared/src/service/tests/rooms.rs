@@ -198,3 +198,78 @@ async fn a_hand_over_racing_the_new_owner_leaving_changes_nothing() {
         "bob left"
     );
 }
+
+/// Two moderators at once: one makes the room private, the other public again just after.
+/// The first one's clean-up of the directory row runs late (held open here); the room ends
+/// public and must still be listed.
+#[tokio::test]
+async fn a_room_made_public_again_while_a_private_change_finishes_stays_listed() {
+    use crate::rooms::Visibility;
+    use crate::rooms::directory::DirectoryQuery;
+    use crate::rooms::settings::RoomChange;
+
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let to = |visibility| RoomChange {
+        visibility: Some(visibility),
+        ..Default::default()
+    };
+    let housekeeping = chat.store.schema().housekeeping.clone();
+    faults.delay_operation("delete", Some(&housekeeping), 1, std::time::Duration::from_secs(2));
+    let private = tokio::spawn({
+        let (chat, room) = (chat.clone(), room.clone());
+        async move { chat.update_room(&alice(), &room, to(Visibility::Private)).await }
+    });
+    // Once the private change has committed (its directory clean-up is still held)...
+    while chat.get_room(&alice(), &room).await.unwrap().visibility != Visibility::Private {
+        tokio::task::yield_now().await;
+    }
+    // ...the other moderator makes it public again, and is done first.
+    let public = chat.update_room(&alice(), &room, to(Visibility::Public)).await.unwrap();
+    assert_eq!(public.visibility, Visibility::Public);
+    private.await.unwrap().unwrap();
+
+    assert_eq!(
+        chat.get_room(&alice(), &room).await.unwrap().visibility,
+        Visibility::Public
+    );
+    let listed = chat.directory(DirectoryQuery::default()).await.unwrap();
+    let ids: Vec<&str> = listed.rooms.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, [room.as_str()], "the public room is in the directory");
+}
+
+/// A room from before visibility (its row has none, and no directory row) reads as public, as
+/// it was joinable by id: the next housekeeping run lists it in the directory.
+#[tokio::test]
+async fn a_room_from_before_visibility_is_listed_by_housekeeping() {
+    use crate::rooms::directory::DirectoryQuery;
+    use crate::storage::{IfMatch, RangeQuery, UpdateMode};
+    use crate::store::schema::{DIRECTORY_PARTITION, ROOM_ROW};
+
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let (tables, schema) = (chat.store.tables(), chat.store.schema());
+    let mut row = tables
+        .get(&schema.rooms, room.as_str(), ROOM_ROW)
+        .await
+        .unwrap()
+        .unwrap();
+    row.properties.remove("visibility");
+    tables
+        .update(&schema.rooms, &row, UpdateMode::Replace, &IfMatch::Any)
+        .await
+        .unwrap();
+    let directory = RangeQuery::partition(DIRECTORY_PARTITION, 100);
+    tables.delete_range(&schema.housekeeping, &directory).await.unwrap();
+    let listed = || async {
+        let page = chat.directory(DirectoryQuery::default()).await.unwrap();
+        page.rooms.into_iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    assert!(listed().await.is_empty(), "as it was before visibility");
+    assert_eq!(
+        chat.get_room(&alice(), &room).await.unwrap().visibility,
+        crate::rooms::Visibility::Public
+    );
+
+    chat.housekeeping(chrono::Utc::now()).await.unwrap();
+    assert_eq!(listed().await, [room.to_string()], "listed once housekeeping ran");
+}
