@@ -175,15 +175,17 @@ impl Store {
     /// directory, then writes its visibility, so this happens once per room; the directory
     /// row first, so a failure in between leaves it for the next run. False for any other room.
     pub(crate) async fn list_room_from_before_visibility(&self, room: &RoomId) -> Result<bool> {
-        let Some(mut row) = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await? else {
+        let Some(row) = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await? else {
             return Ok(false);
         };
         if row.properties.contains_key("visibility") || is_being_deleted(&row) {
             return Ok(false);
         }
-        self.list_in_directory(&parse_room(&row)?).await?;
-        let etag = row.etag.take().map_or(IfMatch::Any, IfMatch::Etag);
-        row.set("visibility", Value::String("public".into()));
+        // Read as public, it is written back so, visibility and all.
+        let public = parse_room(&row)?;
+        self.list_in_directory(&public).await?;
+        let etag = row.etag.clone().map_or(IfMatch::Any, IfMatch::Etag);
+        let row = room_row(&public);
         match self
             .tables
             .update(&self.schema.rooms, &row, UpdateMode::Replace, &etag)
