@@ -21,7 +21,7 @@ backend_tests!(
 );
 
 /// Every entry of a room's log as `user` reads it, newest first.
-async fn whole_log(app: &TestApp, user: &str, room: &str) -> Vec<Value> {
+pub(crate) async fn whole_log(app: &TestApp, user: &str, room: &str) -> Vec<Value> {
     let reply = app
         .call(
             Method::GET,

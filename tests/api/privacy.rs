@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::messages::{forward, get_message, react};
 use crate::helpers::{Backend, Reply, TestApp, backend_tests, spawn_app};
+use crate::moderation_log::whole_log;
 
 backend_tests!(
     a_private_room_answers_a_stranger_exactly_as_a_missing_room,
@@ -323,21 +324,9 @@ async fn an_invited_user_joins_a_private_room_and_nobody_else_does(backend: Back
     assert_eq!(own.status, StatusCode::NO_CONTENT, "{}", own.body);
 
     // The revocation is in the moderation log, with who did it.
-    let log = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/moderation-log"),
-            Some("alice"),
-            None,
-        )
-        .await;
-    let revocations: Vec<&Value> = log.body["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["action"] == "invitationRevoked")
-        .collect();
-    assert_eq!(revocations.len(), 1, "{backend:?}: {}", log.body);
+    let log = whole_log(&app, "alice", &room).await;
+    let revocations: Vec<&Value> = log.iter().filter(|e| e["action"] == "invitationRevoked").collect();
+    assert_eq!(revocations.len(), 1, "{backend:?}: {log:?}");
     assert_eq!(revocations[0]["actorId"], "bob");
     assert_eq!(revocations[0]["details"]["invitationId"], bobs.body["id"]);
 }

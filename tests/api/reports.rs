@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::messages::{assert_status, at, delete_message, get_message, moderator};
 use crate::helpers::{Backend, TestApp, backend_tests, spawn_app, token};
+use crate::moderation_log::whole_log;
 
 backend_tests!(
     a_member_reports_a_message_once_and_a_repeat_changes_nothing,
@@ -35,19 +36,6 @@ async fn queue(app: &TestApp, user: &str, room: &str) -> Vec<Value> {
 async fn resolve(app: &TestApp, user: &str, room: &str, id: &str, body: Value) -> crate::helpers::Reply {
     let path = format!("/api/rooms/{room}/reports/{id}/resolve");
     app.call(Method::POST, &path, Some(user), Some(body)).await
-}
-
-async fn log(app: &TestApp, user: &str, room: &str) -> Vec<Value> {
-    let reply = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/moderation-log"),
-            Some(user),
-            None,
-        )
-        .await;
-    assert_status(&reply, StatusCode::OK);
-    reply.body["entries"].as_array().unwrap().clone()
 }
 
 /// A room owned by alice with members bob, carol, dave and erin.
@@ -153,7 +141,7 @@ async fn resolving_by_delete_leaves_a_moderated_tombstone_and_logs_both(backend:
         .await
         .assert_error(404, "NOT_FOUND");
 
-    let entries = log(&app, "dave", &room).await;
+    let entries = whole_log(&app, "dave", &room).await;
     let delete = entries.iter().find(|e| e["action"] == "moderatedDelete").unwrap();
     let resolution = entries.iter().find(|e| e["action"] == "reportsResolved").unwrap();
     assert_eq!(
@@ -193,7 +181,7 @@ async fn a_dismissed_group_reopens_only_for_a_new_reporter(backend: Backend) {
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0]["count"], 1);
     assert_eq!(groups[0]["reports"][0]["reporterId"], "erin");
-    let resolution = log(&app, "alice", &room).await;
+    let resolution = whole_log(&app, "alice", &room).await;
     assert_eq!(resolution[0]["action"], "reportsResolved");
     assert_eq!(resolution[0]["details"]["resolution"], "dismissed");
 }
@@ -210,7 +198,7 @@ async fn a_reported_message_deleted_by_its_author_leaves_its_reports_resolved(ba
     let groups = queue(&app, "alice", &room).await;
     let open: Vec<&str> = groups.iter().map(|g| g["messageId"].as_str().unwrap()).collect();
     assert_eq!(open, [other.as_str()]);
-    let entries = log(&app, "alice", &room).await;
+    let entries = whole_log(&app, "alice", &room).await;
     assert_eq!(
         entries.len(),
         1,
