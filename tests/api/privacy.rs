@@ -445,8 +445,8 @@ async fn bad_input_to_the_privacy_routes_gets_its_documented_error(backend: Back
             Method::PATCH,
             format!("/api/rooms/{room}"),
             Some(json!({ "visibility": 3 })),
-            400,
-            "BAD_REQUEST",
+            422,
+            "VALIDATION",
         ),
         (
             Method::GET,

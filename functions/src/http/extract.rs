@@ -3,7 +3,7 @@
 //! `JsonBody` / `QueryParams` / `PathParams`, whose rejections become 400/413/422 instead of
 //! axum's plain text.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -26,29 +26,54 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// A JSON request body.
+/// A JSON request body, labelled `application/json` (or `…+json`).
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<JsonBody<T>, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(JsonBody(value)),
-            Err(rejection) => Err(ApiError(json_error(rejection))),
+        if !is_json(req.headers()) {
+            return Err(ApiError(Error::bad_request("the body must be application/json")));
         }
+        let bytes = body_bytes(req, state).await?;
+        parse_json(&bytes).map(JsonBody)
     }
 }
 
-fn json_error(rejection: JsonRejection) -> Error {
-    match rejection {
-        JsonRejection::JsonDataError(e) => Error::Validation(e.body_text()),
-        JsonRejection::JsonSyntaxError(_) => Error::bad_request("the body is not valid JSON"),
-        JsonRejection::MissingJsonContentType(_) => Error::bad_request("the body must be application/json"),
-        other if other.status().as_u16() == 413 => {
-            Error::PayloadTooLarge(format!("the body is larger than {} bytes", super::MAX_BODY_BYTES))
-        }
-        other => Error::bad_request(other.body_text()),
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The whole body, within the router's size limit (413 past it).
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
+    match axum::body::Bytes::from_request(req, state).await {
+        Ok(bytes) => Ok(bytes),
+        Err(rejection) if rejection.status().as_u16() == 413 => Err(ApiError(Error::PayloadTooLarge(format!(
+            "the body is larger than {} bytes",
+            super::MAX_BODY_BYTES
+        )))),
+        Err(rejection) => Err(ApiError(Error::bad_request(rejection.body_text()))),
+    }
+}
+
+/// A body as `T`: 400 when it is not JSON at all, 422 when it is JSON of the wrong shape.
+/// serde_json reports a few wrong shapes (a number where an enum's name belongs) as syntax
+/// errors, so whatever parses as some JSON value counts as a wrong shape.
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Ok(value),
+        Err(e) if e.is_data() || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() => Err(ApiError(
+            Error::Validation(format!("the body does not match the expected shape: {e}")),
+        )),
+        Err(_) => Err(ApiError(Error::bad_request("the body is not valid JSON"))),
     }
 }
 
@@ -90,25 +115,10 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<OptionalJsonBody<T>, ApiError> {
-        let bytes = match axum::body::Bytes::from_request(req, state).await {
-            Ok(bytes) => bytes,
-            Err(rejection) if rejection.status().as_u16() == 413 => {
-                return Err(ApiError(Error::PayloadTooLarge(format!(
-                    "the body is larger than {} bytes",
-                    super::MAX_BODY_BYTES
-                ))));
-            }
-            Err(rejection) => return Err(ApiError(Error::bad_request(rejection.body_text()))),
-        };
+        let bytes = body_bytes(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJsonBody(T::default()));
         }
-        match serde_json::from_slice(&bytes) {
-            Ok(value) => Ok(OptionalJsonBody(value)),
-            Err(e) if e.is_data() => Err(ApiError(Error::Validation(format!(
-                "the body does not match the expected shape: {e}"
-            )))),
-            Err(_) => Err(ApiError(Error::bad_request("the body is not valid JSON"))),
-        }
+        parse_json(&bytes).map(OptionalJsonBody)
     }
 }
