@@ -43,7 +43,11 @@ pub async fn attachments(settings: &Settings) -> Result<AttachmentSettings, Stri
     let (objects, embedded) = match &config.blob_connection {
         Some(connection) => (
             Objects::new(
-                AzureBlobObjects::from_connection_string(connection, &config.container).map_err(|e| e.to_string())?,
+                AzureBlobObjects::with_identity(connection, &config.container, || {
+                    tabletalk::storage::azure::identity::managed_identity()
+                        .map_err(|e| tabletalk::Error::Unavailable(e.to_string()))
+                })
+                .map_err(|e| e.to_string())?,
             ),
             None,
         ),

@@ -125,9 +125,16 @@ impl Backend {
                 (Tables::new(store), prefix.as_str())
             }
         };
+        let attachments = tabletalk::service::attachments::AttachmentSettings {
+            objects: self.objects().await,
+            embedded: None,
+            rules: tabletalk::attachments::AttachmentRules::default(),
+            clock: std::sync::Arc::new(tabletalk::adapters::clock::SystemClock),
+        };
         tabletalk::Chat::open(tables, Schema::with_prefix(prefix).unwrap())
             .await
             .expect("open the service")
+            .with_attachments(attachments)
     }
 }
 

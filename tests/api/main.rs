@@ -4,6 +4,7 @@
 //! and `<file>::azurite::<name>`; the rest run on the embedded store alone. Files are named after
 //! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
+mod attachments;
 mod bad_input;
 mod bad_input_operations;
 mod changes;
