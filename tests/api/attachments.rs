@@ -30,6 +30,46 @@ backend_tests!(
     bad_input_on_the_attachment_routes_gets_documented_errors,
 );
 
+/// Two servers on one data directory sign with one key: an upload link handed out by one is
+/// taken by the other, and a file uploaded through either downloads through both.
+#[tokio::test]
+async fn two_servers_on_one_data_directory_accept_each_others_links() {
+    let backend = Backend::embedded();
+    let (first, second) = (spawn_app(&backend), spawn_app(&backend));
+    let room = first.create_room("alice").await;
+    let mut answer = declare(&first, "alice", &room, "a.txt", "text/plain", 5).await.body;
+    let url = answer["upload"]["url"]
+        .as_str()
+        .unwrap()
+        .replace(&first.base, &second.base);
+    answer["upload"]["url"] = json!(url);
+    assert_eq!(put_file(&answer, b"hello", None).await, StatusCode::CREATED);
+    let id = answer["attachment"]["id"].as_str().unwrap();
+    let sent = send_with(&second, "alice", &room, &[id]).await;
+    assert_eq!(sent.status, StatusCode::CREATED, "{}", sent.body);
+    let (_, got) = download(&first, "alice", sent.body["attachments"][0]["url"].as_str().unwrap()).await;
+    assert_eq!(got.unwrap().bytes().await.unwrap().as_ref(), b"hello");
+}
+
+/// The embedded store refuses a body larger than the largest attachment with the documented
+/// error, before writing anything.
+#[tokio::test]
+async fn the_embedded_store_refuses_a_body_over_the_maximum_as_too_large() {
+    let backend = Backend::embedded();
+    let app = spawn_app_with(&backend, &[("TABLETALK_ATTACHMENT_MAX_BYTES", "100")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.txt", "text/plain", 100).await.body;
+    let mut request = no_redirects()
+        .put(answer["upload"]["url"].as_str().unwrap())
+        .body(vec![b'x'; 5000]);
+    for (name, value) in answer["upload"]["headers"].as_object().unwrap() {
+        request = request.header(name, value.as_str().unwrap());
+    }
+    let refused = crate::helpers::Reply::from(request.send().await.unwrap()).await;
+    refused.assert_error(413, "PAYLOAD_TOO_LARGE");
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
 fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

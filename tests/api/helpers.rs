@@ -463,7 +463,7 @@ pub fn posts(messages: Vec<Value>) -> Vec<Value> {
 }
 
 impl Reply {
-    async fn from(response: reqwest::Response) -> Reply {
+    pub async fn from(response: reqwest::Response) -> Reply {
         let status = response.status();
         let headers = response.headers().clone();
         let text = response.text().await.unwrap_or_default();

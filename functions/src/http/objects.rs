@@ -7,6 +7,7 @@
 //! create permission is.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +28,7 @@ pub async fn put(
     Path(key): Path<String>,
     Query(query): Query<SignedQuery>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let Some(store) = state.chat.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
@@ -38,6 +39,15 @@ pub async fn put(
     if let Err(e) = store.verify("PUT", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return refuse(Error::PayloadTooLarge(
+                "the file is larger than the largest attachment allowed".into(),
+            ));
+        }
+        Err(rejection) => return refuse(Error::bad_request(rejection.body_text())),
+    };
     let mime = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
