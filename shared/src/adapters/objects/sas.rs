@@ -1,6 +1,8 @@
 //! Shared access signatures for Blob Storage, written by hand on `hmac`/`sha2` as the table
 //! client's Shared Key is: each is a string-to-sign of fixed fields, HMAC-SHA256 with a key,
-//! base64. Azurite checks them exactly as Azure does, and the end-to-end tests run against it.
+//! base64. Azurite checks both kinds as Azure does, and the end-to-end tests run against it
+//! (tests/api/object_store.rs and attachments.rs with the key, tests/api/entra.rs with the
+//! managed identity).
 //!
 //! - A **service SAS** ([`service_sas`]) is signed with the account key (Azurite,
 //!   development, any deployment configured with a key).
