@@ -17,7 +17,33 @@ backend_tests!(
     a_download_url_answers_the_file_as_an_attachment_of_its_type,
     an_expired_download_url_is_refused_by_the_store,
     a_tampered_signature_is_refused_by_the_store,
+    of_two_uploads_with_one_link_at_once_exactly_one_lands,
 );
+
+async fn of_two_uploads_with_one_link_at_once_exactly_one_lands(backend: Backend) {
+    let (store, _app) = store(&backend).await;
+    let k = key("room/user/id8/a.txt");
+    let link = store
+        .upload_link(&k, "text/plain", Utc::now() + Duration::minutes(5))
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(
+        upload(&link.url, &link.headers, b"first"),
+        upload(&link.url, &link.headers, b"second!")
+    );
+    let landed: Vec<bool> = [a.status(), b.status()].iter().map(|s| s.is_success()).collect();
+    assert_eq!(
+        landed.iter().filter(|l| **l).count(),
+        1,
+        "{:?} {:?}",
+        a.status(),
+        b.status()
+    );
+    let size = store.head(&k).await.unwrap().unwrap().size;
+    let winner: &[u8] = if landed[0] { b"first" } else { b"second!" };
+    assert_eq!(size, winner.len() as u64);
+    assert_eq!(store.get(&k).await.unwrap().as_deref(), Some(winner));
+}
 
 /// The store under test; for the embedded store, the app that serves its links (kept alive
 /// while the test runs) and a store handle whose links name that app.

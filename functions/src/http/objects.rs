@@ -52,14 +52,9 @@ pub async fn put(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream");
-    use tabletalk::adapters::objects::ObjectBackend as _;
-    match store.head(&key).await {
-        Ok(Some(_)) => return refuse(Error::Conflict("the object exists already".into())),
-        Ok(None) => {}
-        Err(e) => return refuse(e),
-    }
-    match store.put(&key, mime, body.to_vec()).await {
-        Ok(()) => StatusCode::CREATED.into_response(),
+    match store.create(&key, mime, body.to_vec()).await {
+        Ok(true) => StatusCode::CREATED.into_response(),
+        Ok(false) => refuse(Error::Conflict("the object exists already".into())),
         Err(e) => refuse(e),
     }
 }
