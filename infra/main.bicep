@@ -51,6 +51,16 @@ param vapidSubject string
 @minValue(0)
 param newcomerSeconds int = 600
 
+@description('Largest attachment, in bytes (the upload route refuses a larger declared size).')
+@minValue(1)
+param attachmentMaxBytes int = 10485760
+
+@description('Attachment types allowed, comma-separated.')
+param attachmentTypes string = 'image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain'
+
+@description('Origins whose pages may upload attachments straight to Blob Storage (CORS on the blob service).')
+param attachmentOrigins array = ['*']
+
 @description('Web PubSub tier: Free_F1 for trying out, Standard_S1 for production.')
 @allowed([
   'Free_F1'
@@ -94,6 +104,7 @@ var storageName = take(toLower(replace('${baseName}${uniqueString(resourceGroup(
 var vaultName = take('${baseName}-${uniqueString(resourceGroup().id)}', 24)
 var deploymentContainer = 'deployment'
 var deadLetterContainer = 'deadletter'
+var attachmentsContainer = 'attachments'
 
 // Built-in role definition ids.
 var roles = {
@@ -173,6 +184,18 @@ resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01'
       enabled: true
       days: 7
     }
+    // Browsers upload attachments straight to the container with a signed link.
+    cors: {
+      corsRules: [
+        {
+          allowedOrigins: attachmentOrigins
+          allowedMethods: ['PUT', 'GET', 'HEAD']
+          allowedHeaders: ['content-type', 'x-ms-blob-type', 'x-ms-version']
+          exposedHeaders: ['content-disposition', 'content-length', 'content-type']
+          maxAgeInSeconds: 3600
+        }
+      ]
+    }
   }
 }
 
@@ -180,6 +203,7 @@ resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2
   for container in [
     deploymentContainer
     deadLetterContainer
+    attachmentsContainer
   ]: {
     parent: blobService
     name: container
@@ -413,6 +437,24 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'TABLETALK_NEWCOMER_SECONDS'
           value: string(newcomerSeconds)
+        }
+        {
+          // No key: links are user delegation SAS signed with a key the managed identity gets
+          // (its Storage Blob Data Owner role below covers blobs and the delegation key).
+          name: 'TABLETALK_BLOB_CONNECTION'
+          value: 'BlobEndpoint=${storage.properties.primaryEndpoints.blob};AccountName=${storage.name}'
+        }
+        {
+          name: 'TABLETALK_ATTACHMENTS_CONTAINER'
+          value: attachmentsContainer
+        }
+        {
+          name: 'TABLETALK_ATTACHMENT_MAX_BYTES'
+          value: string(attachmentMaxBytes)
+        }
+        {
+          name: 'TABLETALK_ATTACHMENT_TYPES'
+          value: attachmentTypes
         }
       ]
     }

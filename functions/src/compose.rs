@@ -1,6 +1,7 @@
 //! The composition root: the settings choose the store's backend (Azure Tables for a
 //! connection string, else the embedded SQLite store) and the adapters (Azure Web PubSub, an
-//! Event Grid topic, Web Push through the SSRF-safe client), and the service is assembled from
+//! Event Grid topic, Web Push through the SSRF-safe client, the object store for attachments:
+//! Blob Storage or files under the data directory), and the service is assembled from
 //! them. Nothing below this module decides what it runs on.
 
 use std::sync::Arc;
@@ -9,10 +10,14 @@ use tabletalk::Chat;
 use tabletalk::adapters::clock::{Clock, FileClock, SystemClock};
 use tabletalk::adapters::events::EventGrid;
 use tabletalk::adapters::live::web_pubsub::WebPubSub;
+use tabletalk::adapters::objects::Objects;
+use tabletalk::adapters::objects::azure_blob::AzureBlobObjects;
+use tabletalk::adapters::objects::embedded::EmbeddedObjects;
 use tabletalk::adapters::outbound::{OutboundClient, Reach};
 use tabletalk::adapters::push::{PushSender, REQUEST_TIMEOUT};
 use tabletalk::config::{Settings, StorageSettings};
 use tabletalk::notify::PushSettings;
+use tabletalk::service::attachments::AttachmentSettings;
 use tabletalk::service::limits::LimitSettings;
 use tabletalk::storage::Tables;
 use tabletalk::storage::azure::AzureTables;
@@ -28,6 +33,40 @@ pub fn tables(storage: &StorageSettings) -> Result<Tables, String> {
         StorageSettings::Embedded { data_dir, durability } => {
             Tables::new(SqliteTables::open(data_dir.join("tabletalk.sqlite"), *durability).map_err(|e| e.to_string())?)
         }
+    })
+}
+
+/// The object store for attachments: Blob Storage for a blob connection string, else files
+/// under the data directory with links served by this binary at `public_url`.
+pub async fn attachments(settings: &Settings) -> Result<AttachmentSettings, String> {
+    let config = &settings.attachments;
+    let (objects, embedded) = match &config.blob_connection {
+        Some(connection) => (
+            Objects::new(
+                AzureBlobObjects::with_identity(connection, &config.container, || {
+                    tabletalk::storage::azure::identity::managed_identity()
+                        .map_err(|e| tabletalk::Error::Unavailable(e.to_string()))
+                })
+                .map_err(|e| e.to_string())?,
+            ),
+            None,
+        ),
+        None => {
+            let public_url = config.public_url.as_deref().unwrap_or("http://127.0.0.1:7071");
+            let store = EmbeddedObjects::open(&config.data_dir, public_url).map_err(|e| e.to_string())?;
+            (Objects::new(store.clone()), Some(store))
+        }
+    };
+    objects.prepare().await.map_err(|e| e.to_string())?;
+    let clock: Arc<dyn Clock> = match &settings.test_clock_file {
+        Some(path) => Arc::new(FileClock::new(path)),
+        None => Arc::new(SystemClock),
+    };
+    Ok(AttachmentSettings {
+        objects,
+        embedded,
+        rules: config.rules.clone(),
+        clock,
     })
 }
 
@@ -59,6 +98,7 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         None => None,
     };
     chat = chat.with_erasure(settings.erasure);
+    chat = chat.with_attachments(attachments(settings).await?);
     if settings.write_limits {
         let clock: Arc<dyn Clock> = match &settings.test_clock_file {
             Some(path) => Arc::new(FileClock::new(path)),

@@ -208,6 +208,16 @@ async fn serve(args: &Args) -> Result<(), String> {
         .auth
         .check_listen_address(addr.ip())
         .map_err(|e| e.to_string())?;
+    // Bound before the service is assembled: the embedded object store's links name the
+    // address this server answers at.
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut settings = settings;
+    if settings.attachments.public_url.is_none() {
+        settings.attachments.public_url = Some(format!("http://{local}"));
+    }
     let mut chat = compose::chat(&settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?;
@@ -231,10 +241,6 @@ async fn serve(args: &Args) -> Result<(), String> {
         chat,
         auth: Arc::new(Authenticator::new(settings.auth.clone())),
     };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%local, storage = ?storage_kind(&settings), "tabletalk listening");
     // Tests and scripts read this line to learn the port when started with --port 0.
     println!("listening on {local}");

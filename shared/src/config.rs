@@ -83,6 +83,45 @@ pub const EVENTGRID_ENDPOINT: &str = "TABLETALK_EVENTGRID_ENDPOINT";
 /// The topic's access key (sent as `aeg-sas-key`).
 pub const EVENTGRID_KEY: &str = "TABLETALK_EVENTGRID_KEY";
 
+/// Blob Storage connection string for attachments (`UseDevelopmentStorage=true` for Azurite,
+/// or `AccountName=..;AccountKey=..[;BlobEndpoint=..]`). Empty or absent: attachments are files
+/// under the data directory, with links served by this binary.
+pub const BLOB_CONNECTION: &str = "TABLETALK_BLOB_CONNECTION";
+/// The blob container attachments go in. Default `attachments`.
+pub const ATTACHMENTS_CONTAINER: &str = "TABLETALK_ATTACHMENTS_CONTAINER";
+/// Largest attachment, in bytes. Default 10485760 (10 MiB).
+pub const ATTACHMENT_MAX_BYTES: &str = "TABLETALK_ATTACHMENT_MAX_BYTES";
+/// The attachment types allowed, comma-separated. Default
+/// `image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain`.
+pub const ATTACHMENT_TYPES: &str = "TABLETALK_ATTACHMENT_TYPES";
+/// The base URL clients reach this server at, for the links of the embedded object store.
+/// Default `http://<the address it listens on>`.
+pub const PUBLIC_URL: &str = "TABLETALK_PUBLIC_URL";
+
+/// Where attachments are stored and what may be uploaded. Its `Debug` leaves the connection
+/// string out.
+#[derive(Clone)]
+pub struct AttachmentConfig {
+    pub blob_connection: Option<String>,
+    pub container: String,
+    pub rules: crate::attachments::AttachmentRules,
+    /// The embedded store's directory (the data directory).
+    pub data_dir: PathBuf,
+    pub public_url: Option<String>,
+}
+
+impl fmt::Debug for AttachmentConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AttachmentConfig")
+            .field("blob_connection", &redacted(&self.blob_connection))
+            .field("container", &self.container)
+            .field("rules", &self.rules)
+            .field("data_dir", &self.data_dir)
+            .field("public_url", &self.public_url)
+            .finish()
+    }
+}
+
 /// Where messages and everything else are stored. Its `Debug` leaves the connection string out
 /// (it may hold the account key).
 #[derive(Clone)]
@@ -143,6 +182,8 @@ pub struct Settings {
     pub newcomer_period: std::time::Duration,
     /// Tests only: the file the limits read the time from.
     pub test_clock_file: Option<PathBuf>,
+    /// Attachments: the object store and the rules.
+    pub attachments: AttachmentConfig,
 }
 
 /// How a secret appears in `Debug` output: whether it is set, never its value.
@@ -198,6 +239,7 @@ impl fmt::Debug for Settings {
             .field("write_limits", &self.write_limits)
             .field("newcomer_period", &self.newcomer_period)
             .field("test_clock_file", &self.test_clock_file)
+            .field("attachments", &self.attachments)
             .field(
                 "event_grid",
                 &self
@@ -322,7 +364,26 @@ impl Settings {
                 "moves the limits' clock, for tests; it is honoured only with the development secret of local.settings.json",
             ));
         }
+        let defaults = crate::attachments::AttachmentRules::default();
+        let attachments = AttachmentConfig {
+            blob_connection: get(BLOB_CONNECTION),
+            container: get(ATTACHMENTS_CONTAINER).unwrap_or_else(|| "attachments".into()),
+            rules: crate::attachments::AttachmentRules {
+                max_bytes: positive(ATTACHMENT_MAX_BYTES, defaults.max_bytes)?,
+                allowed_types: match get(ATTACHMENT_TYPES) {
+                    Some(list) => list
+                        .split(',')
+                        .map(|t| t.trim().to_ascii_lowercase())
+                        .filter(|t| !t.is_empty())
+                        .collect(),
+                    None => defaults.allowed_types,
+                },
+            },
+            data_dir: PathBuf::from(get(DATA_DIR).unwrap_or_else(|| "data".into())),
+            public_url: get(PUBLIC_URL),
+        };
         Ok(Settings {
+            attachments,
             erasure,
             write_limits,
             newcomer_period,

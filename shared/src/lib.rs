@@ -15,8 +15,8 @@ pub mod store;
 
 pub use tabletalk_domain::erasure;
 pub use tabletalk_domain::{
-    Error, Result, access, error, events, html, ids, keys, limits, members, messages, permissions, principal, roles,
-    rooms, signals, subscriptions, text, word_filter,
+    Error, Result, access, attachments, error, events, html, ids, keys, limits, members, messages, permissions,
+    principal, roles, rooms, signals, subscriptions, text, word_filter,
 };
 pub use tabletalk_domain::{moderation, reports};
 pub use tabletalk_tables as storage;

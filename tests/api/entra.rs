@@ -3,7 +3,8 @@
 //! (`IDENTITY_ENDPOINT` + `IDENTITY_HEADER`), served by a stand-in that issues tokens shaped
 //! like Entra ID's — and Azurite, run by `tests/run` with `--oauth basic` over HTTPS, checks
 //! every request's token (issuer, audience, lifetime). A token for the wrong audience is
-//! refused, so the success is the token's doing.
+//! refused, so the success is the token's doing. Attachments go the same way to Azurite's blob
+//! service, with links signed as user delegation SAS, which Azurite verifies.
 
 use std::sync::{Arc, Mutex};
 
@@ -143,5 +144,94 @@ async fn a_token_for_another_audience_is_refused_by_the_service() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("cannot open storage"), "{stderr}");
+    assert!(!identity.requests.lock().unwrap().is_empty(), "a token was requested");
+}
+
+/// Attachments without an account key: the binary reaches Azurite's blob service (`--oauth
+/// basic`, HTTPS) with its managed identity's token, and signs upload and download links as
+/// user delegation SAS with a key it got from the service — which Azurite checks, so a link
+/// that works proves the signature, and a tampered one is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachment_links_are_user_delegation_signatures_from_the_managed_identity() {
+    let Some(blob) = crate::helpers::provided("TABLETALK_TEST_AZURITE_BLOB_OAUTH") else {
+        return;
+    };
+    let Some(cert) = crate::helpers::provided("TABLETALK_TEST_AZURITE_CERT") else {
+        return;
+    };
+    let (identity, mut settings) = identity_settings(&blob, &cert, "https://storage.azure.com").await;
+    // The tables are the embedded store here: only the blob service needs the identity.
+    settings.retain(|(name, _)| name != "TABLETALK_STORAGE_CONNECTION" && name != "TABLETALK_TABLE_PREFIX");
+    let container = format!("e{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    settings.push((
+        "TABLETALK_BLOB_CONNECTION".into(),
+        format!("BlobEndpoint={blob};AccountName=devstoreaccount1"),
+    ));
+    settings.push(("TABLETALK_ATTACHMENTS_CONTAINER".into(), container));
+    let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let app = crate::helpers::spawn_app_with(&crate::helpers::Backend::embedded(), &settings);
+    let trusted = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&cert).unwrap()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    let room = app.create_room("alice").await;
+    let declared = app
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/rooms/{room}/uploads"),
+            Some("alice"),
+            Some(json!({ "name": "a.txt", "mime": "text/plain", "size": 5 })),
+        )
+        .await;
+    assert_eq!(declared.status, StatusCode::CREATED, "{}", declared.body);
+    let url = declared.body["upload"]["url"].as_str().unwrap();
+    assert!(url.contains("skoid=") && !url.contains("AccountKey"), "{url}");
+    let put = trusted
+        .put(url)
+        .header("content-type", "text/plain")
+        .header("x-ms-blob-type", "BlockBlob")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED, "{:?}", put.text().await);
+    let id = declared.body["attachment"]["id"].as_str().unwrap();
+    let sent = app
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/rooms/{room}/messages"),
+            Some("alice"),
+            Some(json!({ "text": "file", "attachments": [id] })),
+        )
+        .await;
+    assert_eq!(sent.status, StatusCode::CREATED, "{}", sent.body);
+    let redirect = trusted
+        .get(format!(
+            "{}{}",
+            app.base,
+            sent.body["attachments"][0]["url"].as_str().unwrap()
+        ))
+        .bearer_auth(crate::helpers::token("alice"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(redirect.status(), StatusCode::FOUND);
+    let location = redirect.headers()["location"].to_str().unwrap().to_owned();
+    let got = trusted.get(&location).send().await.unwrap();
+    assert_eq!(got.status(), StatusCode::OK);
+    assert_eq!(got.headers()["content-disposition"], "attachment; filename=\"a.txt\"");
+    assert_eq!(got.text().await.unwrap(), "hello");
+    let (head, sig) = location.split_once("sig=").unwrap();
+    let tampered = format!(
+        "{head}sig={}{}",
+        if sig.starts_with('A') { "B" } else { "A" },
+        &sig[1..]
+    );
+    assert_eq!(
+        trusted.get(&tampered).send().await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
     assert!(!identity.requests.lock().unwrap().is_empty(), "a token was requested");
 }

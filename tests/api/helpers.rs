@@ -18,8 +18,16 @@ pub const SECRET: &str = "end-to-end-test-secret";
 /// Which store a test app runs on.
 #[derive(Debug, Clone)]
 pub enum Backend {
-    Embedded { data_dir: PathBuf },
-    Azurite { connection: String, prefix: String },
+    Embedded {
+        data_dir: PathBuf,
+    },
+    /// `blob`: the blob service's connection string; the app's attachments go in a container
+    /// named after `prefix`, so listing it shows this test's objects alone.
+    Azurite {
+        connection: String,
+        prefix: String,
+        blob: String,
+    },
 }
 
 impl Backend {
@@ -50,7 +58,19 @@ impl Backend {
             return None;
         }
         let prefix = format!("e{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
-        Some(Backend::Azurite { connection, prefix })
+        // The blob service: `tests/run` starts it and names it; under CI it must be named.
+        let blob = match std::env::var("TABLETALK_TEST_AZURITE_BLOB") {
+            Ok(blob) if !blob.is_empty() => blob,
+            _ if std::env::var_os("CI").is_some() => {
+                panic!("TABLETALK_TEST_AZURITE_BLOB is not set and CI is set: run the tests through tests/run")
+            }
+            _ => "UseDevelopmentStorage=true".to_owned(),
+        };
+        Some(Backend::Azurite {
+            connection,
+            prefix,
+            blob,
+        })
     }
 }
 
@@ -99,15 +119,42 @@ impl Backend {
                 .expect("open the embedded store");
                 (Tables::new(store), "")
             }
-            Backend::Azurite { connection, prefix } => {
+            Backend::Azurite { connection, prefix, .. } => {
                 let store = tabletalk::storage::azure::AzureTables::from_connection_string(connection)
                     .expect("connect to Azurite");
                 (Tables::new(store), prefix.as_str())
             }
         };
+        let attachments = tabletalk::service::attachments::AttachmentSettings {
+            objects: self.objects().await,
+            embedded: None,
+            rules: tabletalk::attachments::AttachmentRules::default(),
+            clock: std::sync::Arc::new(tabletalk::adapters::clock::SystemClock),
+        };
         tabletalk::Chat::open(tables, Schema::with_prefix(prefix).unwrap())
             .await
             .expect("open the service")
+            .with_attachments(attachments)
+    }
+}
+
+impl Backend {
+    /// The object store a test app on this backend keeps attachments in, to list what is
+    /// stored (its links are not the app's: the embedded store's base URL is a placeholder).
+    pub async fn objects(&self) -> tabletalk::adapters::objects::Objects {
+        use tabletalk::adapters::objects::Objects;
+        let objects = match self {
+            Backend::Embedded { data_dir } => Objects::new(
+                tabletalk::adapters::objects::embedded::EmbeddedObjects::open(data_dir, "http://unused")
+                    .expect("open the embedded object store"),
+            ),
+            Backend::Azurite { prefix, blob, .. } => Objects::new(
+                tabletalk::adapters::objects::azure_blob::AzureBlobObjects::from_connection_string(blob, prefix)
+                    .expect("connect to Azurite's blob service"),
+            ),
+        };
+        objects.prepare().await.expect("prepare the object store");
+        objects
     }
 }
 
@@ -174,10 +221,16 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
                 .env("TABLETALK_STORAGE_CONNECTION", "")
                 .env("TABLETALK_SQLITE_SYNC", "normal");
         }
-        Backend::Azurite { connection, prefix } => {
+        Backend::Azurite {
+            connection,
+            prefix,
+            blob,
+        } => {
             command
                 .env("TABLETALK_STORAGE_CONNECTION", connection)
-                .env("TABLETALK_TABLE_PREFIX", prefix);
+                .env("TABLETALK_TABLE_PREFIX", prefix)
+                .env("TABLETALK_BLOB_CONNECTION", blob)
+                .env("TABLETALK_ATTACHMENTS_CONTAINER", prefix);
         }
     }
     // Last, so a test's settings win (`FUNCTIONS_CUSTOMHANDLER_PORT=0` makes a custom handler).
@@ -410,7 +463,7 @@ pub fn posts(messages: Vec<Value>) -> Vec<Value> {
 }
 
 impl Reply {
-    async fn from(response: reqwest::Response) -> Reply {
+    pub async fn from(response: reqwest::Response) -> Reply {
         let status = response.status();
         let headers = response.headers().clone();
         let text = response.text().await.unwrap_or_default();

@@ -20,6 +20,7 @@ use serde_json::Value;
 /// template does not set them.
 const LOCAL_ONLY: &[&str] = &[
     "TABLETALK_DATA_DIR",                     // the embedded store
+    "TABLETALK_PUBLIC_URL",                   // the embedded object store's links
     "TABLETALK_SQLITE_SYNC",                  // the embedded store
     "TABLETALK_JWT_SECRET",                   // HS256 development tokens; Azure uses the JWKS
     "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", // development push services on loopback

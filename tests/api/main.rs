@@ -4,6 +4,7 @@
 //! and `<file>::azurite::<name>`; the rest run on the embedded store alone. Files are named after
 //! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
+mod attachments;
 mod bad_input;
 mod bad_input_operations;
 mod changes;
@@ -22,6 +23,7 @@ mod live;
 mod mentions;
 mod messages;
 mod moderation_log;
+mod object_store;
 mod ownership;
 mod permissions;
 mod pins;

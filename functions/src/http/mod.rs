@@ -2,6 +2,7 @@
 //! handler with HTTP forwarding, and later Lambda). Handlers are thin — extract, call `Chat`,
 //! map errors — and live in one module per resource.
 
+pub mod attachments;
 pub mod erasure;
 pub mod error;
 pub mod events;
@@ -13,6 +14,7 @@ pub mod live;
 pub mod members;
 pub mod messages;
 pub mod moderation;
+pub mod objects;
 pub mod openapi;
 pub mod push;
 pub mod roles;
@@ -105,6 +107,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::report))
         .routes(routes!(moderation::queue))
         .routes(routes!(moderation::resolve))
+        .routes(routes!(attachments::create_upload))
+        .routes(routes!(attachments::download))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function
@@ -118,6 +122,7 @@ pub fn keyed_api() -> OpenApiRouter<AppState> {
 /// through its payload protocol (`triggers`), and the notification webhook.
 pub fn router(state: AppState, custom_handler: bool) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
+    let objects_body_limit = state.chat.attachment_max_bytes().unwrap_or(0) as usize;
     let (api, document) = api(custom_handler).split_for_parts();
     let api = api.layer(Extension(Arc::new(document)));
     let mut app = Router::new();
@@ -129,6 +134,14 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
     app.merge(api)
         // The local live hub (only when this server runs one; 404 otherwise).
         .route("/client/hubs/{hub}", get(hub::connect))
+        // The embedded object store's links (only when it is the store; 404 otherwise), with
+        // a body limit of their own: an upload is as large as the configured maximum.
+        .route(
+            "/objects/{*key}",
+            get(objects::get)
+                .put(objects::put)
+                .layer(DefaultBodyLimit::max(objects_body_limit)),
+        )
         // The Functions host polls `/` until the handler answers anything.
         .route("/", get(|| async { StatusCode::OK }))
         .fallback(|| async { ApiError(Error::not_found("no such route")) })

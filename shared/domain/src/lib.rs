@@ -6,6 +6,7 @@
 //! never the other way round.
 
 pub mod access;
+pub mod attachments;
 pub mod erasure;
 pub mod error;
 pub mod events;

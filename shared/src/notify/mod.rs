@@ -678,6 +678,7 @@ mod tests {
             mentions: Mentions::default(),
             poll: None,
             reactions: Vec::new(),
+            attachments: Vec::new(),
         };
         let event = MessageEvent::of(&message).unwrap();
         assert_eq!(event.preview.chars().count(), PREVIEW_CHARS);

@@ -131,6 +131,8 @@ impl Chat {
         );
         self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
         self.store.delete_companions(room, &message.key()).await?;
+        // A tombstone carries no attachments: their objects and rows go too.
+        self.remove_attachments(room, &message.attachments).await;
         Ok(())
     }
 

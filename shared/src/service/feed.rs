@@ -228,7 +228,7 @@ mod tests {
     async fn the_cursor_of_an_initial_sync_of_a_purged_room_is_accepted_by_it() {
         let (chat, room) = chat_on(Tables::new(store())).await;
         post(&chat, &room, "soon gone").await;
-        let purged = chat
+        let (purged, _) = chat
             .store
             .purge_room(&room, Utc::now() + chrono::Duration::hours(1))
             .await

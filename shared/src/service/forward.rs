@@ -1,7 +1,9 @@
 //! Forwarding a message into other rooms. Each copy goes through the one door as the
 //! forwarder's own send, so every target room applies its own checks (membership, timeout,
 //! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
-//! Each room succeeds or fails on its own, and the answer lists which.
+//! Each room succeeds or fails on its own, and the answer lists which. The source's files are
+//! copied into each room whose checks pass, as the forwarder's own (seed 000: cloned files),
+//! so deleting the source leaves every copy whole.
 //!
 //! A copy remembers its source room, which a reader who is not in it must not learn: it is
 //! shown only to readers who are members of the source (`hide_foreign_sources`, run wherever
@@ -13,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::messages::forward::{Forward, ForwardOutcome, MAX_FORWARD_ROOMS};
 use crate::messages::operations::{Operation, authorize};
-use crate::messages::send::Draft;
+use crate::messages::send::{Draft, DraftAttachments};
 use crate::messages::{ForwardSource, Message, MessageType};
 use futures::future::join_all;
 use std::collections::HashSet;
@@ -48,6 +50,13 @@ impl Chat {
                 room_id: Some(room.to_string()),
                 message_id: source.id.clone(),
             }),
+            attachments: match source.attachments.is_empty() {
+                true => DraftAttachments::None,
+                false => DraftAttachments::Copied {
+                    from: room.clone(),
+                    files: source.attachments.clone(),
+                },
+            },
         };
         let copies = forward.room_ids.iter().map(|target| {
             let draft = draft.clone();

@@ -2,7 +2,8 @@
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
 //! and expire idempotency records and the limits' repeat-text records and newcomer buckets
 //! past their windows; list rooms from before visibility in the directory; and take over
-//! erasures whose process stopped running them.
+//! erasures whose process stopped running them; delete uploads never attached after a day,
+//! and the objects of purged messages.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -38,6 +39,8 @@ pub struct Report {
     pub erasures_resumed: usize,
     /// Repeat-text records past their window and newcomer buckets past the newcomer period.
     pub limit_records_expired: usize,
+    /// Uploads never attached, a day after their link was handed out (`service::attachments`).
+    pub uploads_expired: usize,
 }
 
 impl Chat {
@@ -48,6 +51,10 @@ impl Chat {
         match self.resume_erasures(now).await {
             Ok(resumed) => report.erasures_resumed = resumed,
             Err(e) => tracing::warn!(error = %e, "resuming erasures failed; trying again next run"),
+        }
+        match self.expire_unattached_uploads(now).await {
+            Ok(expired) => report.uploads_expired = expired,
+            Err(e) => tracing::warn!(error = %e, "expiring unattached uploads failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);
@@ -78,10 +85,12 @@ impl Chat {
         // Rooms from before visibility are public, as they were joinable by id: listed once.
         self.store.list_room_from_before_visibility(room).await?;
         if let Some(seconds) = retention {
-            report.messages_purged += self
+            let (purged, files) = self
                 .store
                 .purge_room(room, now - Duration::seconds(i64::from(seconds)))
                 .await?;
+            report.messages_purged += purged;
+            self.remove_attachments(room, &files).await;
         }
         report.idempotency_records_expired += self.store.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
         // A newcomer bucket last drawn from a period ago belongs to a member who is none now.

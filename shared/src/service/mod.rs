@@ -4,6 +4,7 @@
 //! else.
 
 pub mod access;
+pub mod attachments;
 pub mod changes;
 pub mod direct;
 pub mod directory;
@@ -79,6 +80,8 @@ pub struct Chat {
     /// The limits against abuse, when they apply (`with_limits`; the composition root turns
     /// them on unless configured off).
     pub(crate) limits: Option<Arc<limits::WriteLimits>>,
+    /// Where attachments are stored and what may be uploaded (`with_attachments`).
+    pub(crate) attachments: Option<Arc<attachments::AttachmentSettings>>,
 }
 
 impl Chat {
@@ -101,6 +104,7 @@ impl Chat {
             inline_events: false,
             erasure: crate::erasure::ErasureSettings::default(),
             limits: None,
+            attachments: None,
         })
     }
 

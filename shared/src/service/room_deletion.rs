@@ -5,7 +5,8 @@
 //! the delete if it stops halfway. Then the room's partitions of `Messages`,
 //! `MessagesAscending` and `MessagesMetadata` are emptied, each member's "my rooms" row is
 //! removed, and last the room's `Rooms` partition, whose final batch holds the room row itself
-//! — so the marker lasts until everything else is gone. Deletes go in entity group transactions
+//! — so the marker lasts until everything else is gone. The room's attachment objects (every
+//! key under `<room>/`) are deleted before its rows and, for late uploads, once more after. Deletes go in entity group transactions
 //! of at most 100 rows.
 //!
 //! An operation that passed its checks just before the marker was set can still land a moment
@@ -37,9 +38,15 @@ impl Chat {
             };
         }
         self.store.mark_room_deleted(room_id).await?;
+        // Its objects while the room row stays, so a delete that fails here can be repeated.
+        self.remove_room_objects(room_id).await?;
         self.store.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
         self.store.sweep_room(room_id).await?;
+        // And once more: an upload link handed out before the marker may have been used since.
+        if let Err(e) = self.remove_room_objects(room_id).await {
+            tracing::warn!(%room_id, error = %e, "could not delete a deleted room's late objects");
+        }
         Ok(self.store.unregister_room(room_id).await?)
     }
 }

@@ -27,7 +27,7 @@ use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::messages::checks::{self, Admission};
 use crate::messages::operations::{Operation, authorize};
-use crate::messages::send::{Draft, NewMessage, Post, Sent};
+use crate::messages::send::{Draft, DraftAttachments, NewMessage, Post, Sent};
 use crate::messages::{Message, MessageType};
 use crate::permissions::Permission;
 use crate::signals::Signal;
@@ -60,6 +60,10 @@ impl Chat {
             poll: input.poll,
             reply_to: input.reply_to,
             forwarded_from: None,
+            attachments: match input.attachments {
+                Some(ids) => DraftAttachments::Named(ids),
+                None => DraftAttachments::None,
+            },
         };
         self.admit_and_post(who, room, access, draft, client_id).await
     }
@@ -118,7 +122,53 @@ impl Chat {
             }
             None => (None, None),
         };
-        if let Err(refused) = self.advance_slowmode_clock(room, &access, now).await {
+        // The attachments, last of the checks: each upload named is checked and claimed for
+        // this send (a forward's files are copied into this room); a send that does not
+        // happen releases them (copies are removed).
+        let claim = Chat::attachment_claim(&who.user_id, client_id.as_ref());
+        let files = match &draft.attachments {
+            DraftAttachments::None => Vec::new(),
+            DraftAttachments::Named(ids) => self.claim_attachments(&who.user_id, room, ids, &claim).await?,
+            DraftAttachments::Copied { from, files } => {
+                self.copy_attachments(&who.user_id, from, room, files, &claim).await?
+            }
+        };
+        let post = Post {
+            kind: draft.kind,
+            author_id: who.user_id.to_string(),
+            author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            text: content.text,
+            poll: content.poll,
+            mentions: content.mentions,
+            idempotency: client_id.clone().map(|c| (who.user_id.clone(), c)),
+            reply_to,
+            thread_id,
+            pinned_message_id: None,
+            forwarded_from: draft.forwarded_from,
+            attachments: files.clone(),
+        };
+        let sent = self.advance_and_post(who, room, &access, post, client_id, now).await;
+        // A repeat carries the first send's claim (the same client id): nothing to release.
+        if sent.is_err() {
+            match &draft.attachments {
+                DraftAttachments::Copied { .. } => self.remove_attachments(room, &files).await,
+                _ => self.release_attachments(room, &files, &claim).await,
+            }
+        }
+        sent
+    }
+
+    /// Steps 3 to 5 for a member's checked message.
+    async fn advance_and_post(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        access: &Access,
+        post: Post,
+        client_id: Option<ClientId>,
+        now: DateTime<Utc>,
+    ) -> Result<Sent> {
+        if let Err(refused) = self.advance_slowmode_clock(room, access, now).await {
             // A concurrent retry of the same client id moved the clock first: answer with its
             // message once it is stored.
             if let Some(client_id) = &client_id
@@ -128,19 +178,6 @@ impl Chat {
             }
             return Err(refused);
         }
-        let post = Post {
-            kind: draft.kind,
-            author_id: who.user_id.to_string(),
-            author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
-            text: content.text,
-            poll: content.poll,
-            mentions: content.mentions,
-            idempotency: client_id.map(|c| (who.user_id.clone(), c)),
-            reply_to,
-            thread_id,
-            pinned_message_id: None,
-            forwarded_from: draft.forwarded_from,
-        };
         self.post(room, post).await
     }
 
@@ -198,6 +235,7 @@ impl Chat {
             mentions: post.mentions,
             poll: post.poll,
             reactions: Vec::new(),
+            attachments: post.attachments,
         };
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {

@@ -70,6 +70,10 @@ fn message_row(message: &Message) -> Entity {
             (!message.mentions.is_empty()).then(|| json_value(&message.mentions)),
         ),
         ("poll", message.poll.as_ref().map(|p| json_value(&p.definition()))),
+        (
+            "attachments",
+            (!message.attachments.is_empty()).then(|| json_value(&message.attachments)),
+        ),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -129,6 +133,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
         mentions: from_json(entity, "mentions").unwrap_or_default(),
         poll: from_json::<PollDefinition>(entity, "poll").map(Poll::from),
         reactions: Vec::new(),
+        attachments: from_json(entity, "attachments").unwrap_or_default(),
     })
 }
 

@@ -26,6 +26,7 @@ pub mod roles;
 pub mod rooms;
 pub mod schema;
 pub mod subscriptions;
+pub mod uploads;
 
 use std::sync::Arc;
 

@@ -87,7 +87,12 @@ impl Store {
     }
 
     /// Purges a room's messages sent before `cutoff`, a bounded number of batches per call.
-    pub(crate) async fn purge_room(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
+    /// Also answers the purged messages' attachments, whose objects the caller removes.
+    pub(crate) async fn purge_room(
+        &self,
+        room: &RoomId,
+        cutoff: DateTime<Utc>,
+    ) -> Result<(usize, Vec<crate::attachments::Attachment>)> {
         // Older messages have larger keys: everything after the cutoff's key is expired.
         let expired = RangeQuery::partition(room.as_str(), PURGE_BATCH)
             .from(Bound::Excluded(
@@ -95,6 +100,7 @@ impl Store {
             ))
             .to(Bound::Excluded(MESSAGE_KEY_RANGE.1.to_owned()));
         let mut purged = 0;
+        let mut files = Vec::new();
         for _ in 0..MAX_BATCHES_PER_ROOM {
             let (rows, _) = self
                 .tables
@@ -114,7 +120,10 @@ impl Store {
                 self.delete_companions(room, &message.key()).await?;
             }
             match self.purge_batch(room, &messages).await {
-                Ok(()) => purged += messages.len(),
+                Ok(()) => {
+                    purged += messages.len();
+                    files.extend(messages.iter().flat_map(|m| m.attachments.iter().cloned()));
+                }
                 // Another run purged some of them meanwhile, or one was edited: read again.
                 Err(e) if e.is(ErrorKind::NotFound) => {
                     tracing::info!(%room, error = %e, "a purge batch raced another change; reading again");
@@ -122,7 +131,7 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(purged)
+        Ok((purged, files))
     }
 
     /// Deletes the messages' rows in the `Messages` partition and raises the floor, in one

@@ -35,7 +35,10 @@
 //!   and `outbox:<message id>:fanout` for a fan-out still running); partition `directory` one
 //!   row per public room (`<sort key>:<room id>`, see `store::directory`); partition `erasures`
 //!   one row per user who asked to be erased (the job's state and checkpoint), so the timer
-//!   finds every unfinished erasure in one partition read.
+//!   finds every unfinished erasure in one partition read; partition `uploads` one row per
+//!   upload link handed out (`store::uploads`), so housekeeping finds unattached uploads.
+//! - `MessagesMetadata` also holds each upload of the room (`upload:<id>`, see
+//!   `store::uploads`).
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
 //!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
@@ -58,6 +61,10 @@ pub const HOUSEKEEPING_PARTITION: &str = "rooms";
 pub const OUTBOX_PARTITION: &str = "outbox";
 /// The `Housekeeping` partition listing public rooms by name.
 pub const DIRECTORY_PARTITION: &str = "directory";
+/// The `Housekeeping` partition listing every upload link handed out, oldest first.
+pub const UPLOADS_PARTITION: &str = "uploads";
+/// The prefix of upload rows in a room's `MessagesMetadata` partition.
+pub const UPLOAD_PREFIX: &str = "upload:";
 /// Prefix of invitation rows, in a `Rooms` partition and in a `UserRooms` partition. Sorts
 /// after every room id (a UUID), so "my rooms" reads end before it.
 pub const INVITATION_PREFIX: &str = "inv:";
@@ -153,6 +160,15 @@ impl Schema {
         }
         Ok(())
     }
+}
+
+pub(crate) fn upload_key(id: &str) -> String {
+    format!("{UPLOAD_PREFIX}{id}")
+}
+
+/// `<created, Unix ms, 13 digits>:<room>:<id>`: oldest first.
+pub(crate) fn upload_index_key(created: chrono::DateTime<chrono::Utc>, room: &RoomId, id: &str) -> String {
+    format!("{:013}:{room}:{id}", created.timestamp_millis().max(0))
 }
 
 pub(crate) fn claim_key(message: &MessageKey) -> String {

@@ -122,8 +122,8 @@ pub struct FeedMessage {
     pub moderated: bool,
     pub sent_at: DateTime<Utc>,
     pub reply_to: Option<String>,
-    /// Always empty: tabletalk stores no attachments yet, and a tombstone has none.
-    pub attachments: Vec<String>,
+    /// The message's files; none on a tombstone.
+    pub attachments: Vec<crate::attachments::Attachment>,
 }
 
 impl MessageChange {
@@ -149,7 +149,7 @@ impl MessageChange {
                 kind: message.kind,
                 sent_at: message.created_at,
                 reply_to: message.reply_to,
-                attachments: Vec::new(),
+                attachments: message.attachments,
             },
         }
     }

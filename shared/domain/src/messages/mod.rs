@@ -24,6 +24,7 @@ use utoipa::ToSchema;
 use self::mentions::Mentions;
 use self::polls::Poll;
 use self::reactions::ReactionCount;
+use crate::attachments::Attachment;
 use crate::keys::MessageKey;
 
 /// Longest message, in characters of sanitized HTML.
@@ -136,6 +137,9 @@ pub struct Message {
     /// Reactions per emoji; filled in on reads.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reactions: Vec<ReactionCount>,
+    /// Files attached at send (at most 10); none on a tombstone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl Message {
@@ -166,6 +170,7 @@ impl Message {
         self.mentions = Mentions::default();
         self.is_pinned = false;
         self.reactions.clear();
+        self.attachments.clear();
     }
 
     /// A tombstone for its author's erasure: their own delete, and also without their display

@@ -9,6 +9,7 @@ use super::mentions::Mentions;
 use super::polls::{NewPoll, Poll};
 use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
 use crate::access::Access;
+use crate::attachments::Attachment;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, UserId};
@@ -33,6 +34,10 @@ pub struct NewMessage {
     /// The id of the message this one answers; the reply joins that message's thread.
     #[serde(default)]
     pub reply_to: Option<String>,
+    /// Ids of uploads (`createUpload`) to attach: at most 10, each an upload of the sender in
+    /// this room, uploaded with its declared size and type, on no other message.
+    #[serde(default)]
+    pub attachments: Option<Vec<String>>,
 }
 
 impl NewMessage {
@@ -71,6 +76,24 @@ pub struct Draft {
     pub poll: Option<NewPoll>,
     pub reply_to: Option<String>,
     pub forwarded_from: Option<ForwardSource>,
+    /// Upload ids a member's send names (checked in the one door), or the attachments a
+    /// forward's copy carries (already copied into the target room).
+    pub attachments: DraftAttachments,
+}
+
+/// The attachments of a draft.
+#[derive(Debug, Clone, Default)]
+pub enum DraftAttachments {
+    #[default]
+    None,
+    /// Upload ids a member named; each is checked before the write.
+    Named(Vec<String>),
+    /// A forward's: the source message's files, copied into the target room once its checks
+    /// pass.
+    Copied {
+        from: crate::ids::RoomId,
+        files: Vec<Attachment>,
+    },
 }
 
 /// A draft that passed validation.
@@ -128,6 +151,7 @@ pub struct Post {
     pub thread_id: Option<String>,
     pub pinned_message_id: Option<String>,
     pub forwarded_from: Option<ForwardSource>,
+    pub attachments: Vec<Attachment>,
 }
 
 impl Post {
@@ -145,6 +169,7 @@ impl Post {
             thread_id: None,
             pinned_message_id: None,
             forwarded_from: None,
+            attachments: Vec::new(),
         }
     }
 }

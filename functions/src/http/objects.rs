@@ -1,0 +1,95 @@
+//! The embedded object store's own door, `/objects/{key}`: served only by the self-hosted
+//! server when attachments are files under the data directory. A `PUT` with a signed upload
+//! link stores the body; a `GET` with a signed download link answers the file as an
+//! attachment. Each link's signature is checked against this one object and this one method
+//! and must not have expired (403 otherwise, as the blob service answers). An upload link can
+//! only create: a second upload to its key is refused (409), as a blob SAS with only the
+//! create permission is.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tabletalk::Error;
+use tabletalk::adapters::objects::ObjectKey;
+use tabletalk::adapters::objects::embedded::SignedQuery;
+
+use super::AppState;
+use super::error::ApiError;
+
+fn refuse(error: Error) -> Response {
+    ApiError(error).into_response()
+}
+
+/// Stores an upload.
+pub async fn put(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    Query(query): Query<SignedQuery>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Some(store) = state.chat.embedded_objects() else {
+        return refuse(Error::not_found("no such route"));
+    };
+    let Ok(key) = ObjectKey::parse(&key) else {
+        return refuse(Error::not_found("no such object"));
+    };
+    if let Err(e) = store.verify("PUT", &key, &query, chrono::Utc::now()) {
+        return refuse(e);
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return refuse(Error::PayloadTooLarge(
+                "the file is larger than the largest attachment allowed".into(),
+            ));
+        }
+        Err(rejection) => return refuse(Error::bad_request(rejection.body_text())),
+    };
+    let mime = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream");
+    match store.create(&key, mime, body.to_vec()).await {
+        Ok(true) => StatusCode::CREATED.into_response(),
+        Ok(false) => refuse(Error::Conflict("the object exists already".into())),
+        Err(e) => refuse(e),
+    }
+}
+
+/// Answers a download.
+pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(query): Query<SignedQuery>) -> Response {
+    let Some(store) = state.chat.embedded_objects() else {
+        return refuse(Error::not_found("no such route"));
+    };
+    let Ok(key) = ObjectKey::parse(&key) else {
+        return refuse(Error::not_found("no such object"));
+    };
+    if let Err(e) = store.verify("GET", &key, &query, chrono::Utc::now()) {
+        return refuse(e);
+    }
+    use tabletalk::adapters::objects::ObjectBackend as _;
+    match store.get(&key).await {
+        Ok(Some(bytes)) => {
+            let mime = query.rsct.unwrap_or_else(|| "application/octet-stream".into());
+            let name = query.rscd.unwrap_or_else(|| "file".into());
+            (
+                StatusCode::OK,
+                [
+                    (header::CONTENT_TYPE, mime),
+                    (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+                    (
+                        header::HeaderName::from_static("x-content-type-options"),
+                        "nosniff".into(),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
+        Ok(None) => refuse(Error::not_found("no such object")),
+        Err(e) => refuse(e),
+    }
+}

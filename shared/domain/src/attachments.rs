@@ -1,0 +1,307 @@
+//! Attachments: files a member uploads straight to the object store with a link the server
+//! signed, then names in a message. The rules live here: what may be uploaded (a type on the
+//! allow-list, a size within the maximum), where it is stored (the key
+//! `<room>/<user>/<id>/<safe name>`), and what a send checks of each attachment it names (an
+//! upload of this sender in this room, uploaded with the declared size and type, used by no
+//! other message). The store and the object store are asked by the service; this module only
+//! decides.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+
+/// Most attachments on one message (BRIEF §7).
+pub const MAX_PER_MESSAGE: usize = 10;
+/// Longest file name, in characters.
+pub const MAX_NAME_CHARS: usize = 255;
+/// How long an upload link lasts, in seconds (at most 5 minutes).
+pub const UPLOAD_LINK_SECONDS: i64 = 300;
+/// How long a download link lasts, in seconds.
+pub const DOWNLOAD_LINK_SECONDS: i64 = 60;
+/// How long an upload may stay unattached before housekeeping deletes it, in hours.
+pub const UNATTACHED_HOURS: i64 = 24;
+
+/// The types accepted unless configured otherwise: images, PDF and plain text — nothing a
+/// browser runs.
+pub const DEFAULT_TYPES: &[&str] = &[
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "application/pdf",
+    "text/plain",
+];
+/// The largest upload unless configured otherwise: 10 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
+/// What may be uploaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentRules {
+    pub allowed_types: Vec<String>,
+    pub max_bytes: u64,
+}
+
+impl Default for AttachmentRules {
+    fn default() -> AttachmentRules {
+        AttachmentRules {
+            allowed_types: DEFAULT_TYPES.iter().map(|t| (*t).to_owned()).collect(),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// What a member declares before uploading.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewUpload {
+    /// The file's name as shown; stored under a safe form of it.
+    pub name: String,
+    /// Its type, which must be on the allow-list; the upload must carry it as `Content-Type`.
+    pub mime: String,
+    /// Its exact size in bytes; the send checks the stored object against it.
+    pub size: u64,
+}
+
+impl AttachmentRules {
+    /// The declared upload, checked: a name, a type on the list, a size within the maximum.
+    pub fn check(&self, upload: &NewUpload) -> Result<()> {
+        let chars = upload.name.chars().count();
+        if upload.name.trim().is_empty() || chars > MAX_NAME_CHARS || upload.name.chars().any(char::is_control) {
+            return Err(Error::validation(format!(
+                "name must be 1-{MAX_NAME_CHARS} characters without control characters"
+            )));
+        }
+        if !self.allowed_types.iter().any(|t| t == &upload.mime) {
+            return Err(Error::validation(format!(
+                "type {:?} is not allowed; allowed: {}",
+                upload.mime,
+                self.allowed_types.join(", ")
+            )));
+        }
+        if upload.size == 0 {
+            return Err(Error::validation("size must be at least 1 byte"));
+        }
+        if upload.size > self.max_bytes {
+            return Err(Error::PayloadTooLarge(format!(
+                "the file is {} bytes; at most {} are allowed",
+                upload.size, self.max_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A file name made safe for a key and a header: letters, digits, `.`, `_` and `-`, every
+/// other character `_`, no leading dot, at most 100 characters; never empty.
+pub fn safe_name(name: &str) -> String {
+    let mut safe: String = name
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            true => c,
+            false => '_',
+        })
+        .collect();
+    safe = safe.trim_start_matches('.').chars().take(100).collect();
+    match safe.is_empty() {
+        true => "file".to_owned(),
+        false => safe,
+    }
+}
+
+/// A user id as one key segment, reversibly: letters, digits and `-` stay; every other byte
+/// is `_` and two hex digits.
+pub fn user_segment(user: &UserId) -> String {
+    let mut segment = String::new();
+    for byte in user.as_str().bytes() {
+        match byte.is_ascii_alphanumeric() || byte == b'-' {
+            true => segment.push(byte as char),
+            false => segment.push_str(&format!("_{byte:02x}")),
+        }
+    }
+    segment
+}
+
+/// Where an upload's bytes are stored: `<room>/<user>/<id>/<safe name>`, so one room's
+/// objects share a prefix and a key names who uploaded it.
+pub fn object_key(room: &RoomId, user: &UserId, id: &str, name: &str) -> String {
+    format!("{room}/{}/{id}/{}", user_segment(user), safe_name(name))
+}
+
+/// The prefix of every object of a room.
+pub fn room_prefix(room: &RoomId) -> String {
+    format!("{room}/")
+}
+
+/// An attachment as a message carries it. `url` is tabletalk's own, stable: it checks the
+/// reader's membership and redirects to a short-lived signed link of the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Attachment {
+    pub id: String,
+    pub name: String,
+    pub mime: String,
+    pub size: u64,
+    pub url: String,
+}
+
+/// The stable download URL of an attachment.
+pub fn attachment_url(room: &RoomId, id: &str) -> String {
+    format!("/api/rooms/{room}/attachments/{id}")
+}
+
+/// An upload as the store keeps it, from the link being handed out until it is deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub id: String,
+    pub room_id: RoomId,
+    pub user_id: UserId,
+    pub name: String,
+    pub mime: String,
+    pub size: u64,
+    pub key: String,
+    pub created_at: DateTime<Utc>,
+    /// Who claimed it: the send that attached it (`None` while unattached).
+    pub claimed_by: Option<String>,
+}
+
+impl Upload {
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            mime: self.mime.clone(),
+            size: self.size,
+            url: attachment_url(&self.room_id, &self.id),
+        }
+    }
+}
+
+/// How to upload: the request a client makes with no further help from tabletalk.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UploadLink {
+    /// `PUT`.
+    pub method: String,
+    pub url: String,
+    /// Headers to send with the bytes (`Content-Type` among them).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// The answer to `createUpload`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UploadAnswer {
+    pub upload: UploadLink,
+    pub attachment: DeclaredAttachment,
+}
+
+/// The attachment a send names by `id`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeclaredAttachment {
+    pub id: String,
+    pub name: String,
+    pub mime: String,
+    pub size: u64,
+}
+
+/// The ids a send names: at most [`MAX_PER_MESSAGE`], none twice.
+pub fn check_ids(ids: &[String]) -> Result<()> {
+    if ids.len() > MAX_PER_MESSAGE {
+        return Err(Error::validation(format!(
+            "a message carries at most {MAX_PER_MESSAGE} attachments"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if !ids.iter().all(|id| seen.insert(id)) {
+        return Err(Error::validation("an attachment is named twice"));
+    }
+    Ok(())
+}
+
+/// What a send checks of one attachment it names: an upload (`upload`) of this sender in this
+/// room, not claimed by another send, whose stored object (`stored`: size and type, `None`
+/// when nothing was uploaded) has the declared size and type. Another user's or another
+/// room's upload answers exactly as a missing one.
+pub fn check_for_send(
+    id: &str,
+    upload: Option<&Upload>,
+    stored: Option<(u64, &str)>,
+    sender: &UserId,
+    claim: &str,
+) -> Result<()> {
+    let missing = || Error::not_found(format!("attachment {id} not found"));
+    let upload = upload.ok_or_else(missing)?;
+    if &upload.user_id != sender {
+        return Err(missing());
+    }
+    if upload.claimed_by.as_deref().is_some_and(|c| c != claim) {
+        return Err(Error::Conflict(format!(
+            "attachment {id} is already on another message"
+        )));
+    }
+    let (size, mime) = stored.ok_or_else(|| Error::not_found(format!("attachment {id} was never uploaded")))?;
+    if size != upload.size {
+        return Err(Error::validation(format!(
+            "attachment {id} is {size} bytes, not the {} declared",
+            upload.size
+        )));
+    }
+    if mime != upload.mime {
+        return Err(Error::validation(format!(
+            "attachment {id} was uploaded as {mime:?}, not the {:?} declared",
+            upload.mime
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upload(name: &str, mime: &str, size: u64) -> NewUpload {
+        NewUpload {
+            name: name.into(),
+            mime: mime.into(),
+            size,
+        }
+    }
+
+    #[test]
+    fn an_upload_needs_an_allowed_type_and_a_size_within_the_maximum() {
+        let rules = AttachmentRules::default();
+        assert!(rules.check(&upload("a.png", "image/png", 10)).is_ok());
+        assert!(matches!(
+            rules.check(&upload("a.html", "text/html", 10)),
+            Err(Error::Validation(_))
+        ));
+        assert!(matches!(
+            rules.check(&upload("a.png", "image/png", DEFAULT_MAX_BYTES + 1)),
+            Err(Error::PayloadTooLarge(_))
+        ));
+        assert!(matches!(
+            rules.check(&upload("a.png", "image/png", 0)),
+            Err(Error::Validation(_))
+        ));
+        assert!(matches!(
+            rules.check(&upload(" ", "image/png", 1)),
+            Err(Error::Validation(_))
+        ));
+    }
+
+    #[test]
+    fn a_safe_name_keeps_only_safe_characters() {
+        assert_eq!(safe_name("../../etc/passwd"), "_.._etc_passwd");
+        assert_eq!(safe_name("photo été.png"), "photo__t_.png");
+        assert_eq!(safe_name("..."), "file");
+        assert_eq!(safe_name("ok-name_1.pdf"), "ok-name_1.pdf");
+    }
+
+    #[test]
+    fn a_user_segment_is_reversible_and_safe() {
+        let user = UserId::parse("a.b|c_d").unwrap();
+        assert_eq!(user_segment(&user), "a_2eb_7cc_5fd");
+    }
+}

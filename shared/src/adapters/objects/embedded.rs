@@ -1,0 +1,269 @@
+//! The embedded object store: files under the data directory, with upload and download links
+//! served by this binary (`/objects/{key}`), signed the way a shared access signature is — an
+//! HMAC-SHA256 over the method, the key, the expiry and, for a download, the answer's type and
+//! file name — so a link expires, works for one object and one method, and cannot be altered.
+//!
+//! The signing key is 32 random bytes in `<dir>/objects.key`, made on first use, so links
+//! outlive a restart and every process on one data directory accepts every other's links.
+//! Each object is two files in `<dir>/objects/`: `<encoded key>.data` and `<encoded key>.type`
+//! (its `Content-Type`); the key is percent-encoded into one file name, so no key reaches
+//! outside the directory and a listing is one `read_dir`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use sha2::Sha256;
+
+use super::{Link, ObjectBackend, ObjectInfo, ObjectKey, unavailable};
+use crate::error::{Error, Result};
+
+/// Where this binary serves objects.
+pub const ROUTE_PREFIX: &str = "/objects/";
+
+/// Files under a directory, links served by this binary at `public_base`.
+#[derive(Clone)]
+pub struct EmbeddedObjects {
+    dir: PathBuf,
+    public_base: String,
+    secret: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for EmbeddedObjects {
+    /// Leaves the signing key out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedObjects")
+            .field("dir", &self.dir)
+            .field("public_base", &self.public_base)
+            .finish()
+    }
+}
+
+/// What a signed request to `/objects/{key}` carries in its query.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct SignedQuery {
+    /// Expiry, Unix seconds.
+    pub se: Option<i64>,
+    /// The answer's `Content-Type` (downloads).
+    pub rsct: Option<String>,
+    /// The answer's file name (downloads).
+    pub rscd: Option<String>,
+    /// The signature, base64url.
+    pub sig: Option<String>,
+}
+
+impl EmbeddedObjects {
+    /// The store under `data_dir`, its links on `public_base` (e.g. `http://127.0.0.1:7071`).
+    pub fn open(data_dir: &Path, public_base: &str) -> Result<EmbeddedObjects> {
+        let dir = data_dir.join("objects");
+        std::fs::create_dir_all(&dir).map_err(|e| unavailable("cannot create the objects directory", e))?;
+        let key_file = data_dir.join("objects.key");
+        let secret = match std::fs::read(&key_file) {
+            Ok(bytes) if bytes.len() == 32 => bytes,
+            _ => {
+                let bytes: [u8; 32] = rand::random();
+                // Written under another name, then renamed: two processes starting at once end
+                // with one key (the last rename wins, and both re-read it).
+                let scratch = data_dir.join(format!("objects.key.{}", uuid::Uuid::new_v4().simple()));
+                std::fs::write(&scratch, bytes).map_err(|e| unavailable("cannot write the signing key", e))?;
+                if std::fs::hard_link(&scratch, &key_file).is_err() && !key_file.exists() {
+                    std::fs::rename(&scratch, &key_file).map_err(|e| unavailable("cannot write the signing key", e))?;
+                }
+                let _ = std::fs::remove_file(&scratch);
+                std::fs::read(&key_file).map_err(|e| unavailable("cannot read the signing key", e))?
+            }
+        };
+        Ok(EmbeddedObjects {
+            dir,
+            public_base: public_base.trim_end_matches('/').to_owned(),
+            secret: Arc::from(secret),
+        })
+    }
+
+    fn file(&self, key: &ObjectKey, ext: &str) -> PathBuf {
+        self.dir
+            .join(format!("{}.{ext}", utf8_percent_encode(key.as_str(), NON_ALPHANUMERIC)))
+    }
+
+    fn sign(&self, method: &str, key: &ObjectKey, expires: i64, mime: &str, file_name: &str) -> String {
+        let text = format!("{method}\n{key}\n{expires}\n{mime}\n{file_name}");
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC accepts keys of any length");
+        mac.update(text.as_bytes());
+        B64.encode(mac.finalize().into_bytes())
+    }
+
+    fn url(&self, key: &ObjectKey, query: &str) -> String {
+        format!("{}{ROUTE_PREFIX}{key}?{query}", self.public_base)
+    }
+
+    /// Checks a request's signature: `Forbidden` if it is missing, altered, for another object
+    /// or method, or expired — as the blob service answers 403.
+    pub fn verify(&self, method: &str, key: &ObjectKey, query: &SignedQuery, now: DateTime<Utc>) -> Result<()> {
+        let refused = |why: &str| Error::Forbidden(format!("the signature is not valid: {why}"));
+        let (Some(expires), Some(sig)) = (query.se, query.sig.as_deref()) else {
+            return Err(refused("missing"));
+        };
+        let expected = self.sign(
+            method,
+            key,
+            expires,
+            query.rsct.as_deref().unwrap_or(""),
+            query.rscd.as_deref().unwrap_or(""),
+        );
+        let given = B64.decode(sig).map_err(|_| refused("garbled"))?;
+        let expected = B64.decode(expected).expect("our own encoding");
+        if !constant_time_eq(&given, &expected) {
+            return Err(refused("it does not match"));
+        }
+        if now.timestamp() >= expires {
+            return Err(refused("the link expired"));
+        }
+        Ok(())
+    }
+}
+
+impl EmbeddedObjects {
+    /// Stores an object unless one of that key exists (`false` then): what an upload link
+    /// does, as a blob SAS with only the create permission does. The data file is linked into
+    /// place, which fails if it exists, so of two uploads at once exactly one lands.
+    pub async fn create(&self, key: &ObjectKey, mime: &str, bytes: Vec<u8>) -> Result<bool> {
+        let scratch = self.dir.join(format!(".{}.part", uuid::Uuid::new_v4().simple()));
+        tokio::fs::write(&scratch, &bytes)
+            .await
+            .map_err(|e| unavailable("cannot write an object", e))?;
+        let linked = tokio::fs::hard_link(&scratch, self.file(key, "data")).await;
+        let _ = tokio::fs::remove_file(&scratch).await;
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(unavailable("cannot write an object", e)),
+        }
+        tokio::fs::write(self.file(key, "type"), mime)
+            .await
+            .map_err(|e| unavailable("cannot write an object", e))?;
+        Ok(true)
+    }
+}
+
+/// Compares without stopping at the first difference, so timing tells nothing of the secret.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn encode(text: &str) -> String {
+    utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
+}
+
+#[async_trait]
+impl ObjectBackend for EmbeddedObjects {
+    async fn prepare(&self) -> Result<()> {
+        tokio::fs::create_dir_all(&self.dir)
+            .await
+            .map_err(|e| unavailable("cannot create the objects directory", e))
+    }
+
+    async fn upload_link(&self, key: &ObjectKey, mime: &str, expires: DateTime<Utc>) -> Result<Link> {
+        let se = expires.timestamp();
+        let sig = self.sign("PUT", key, se, "", "");
+        Ok(Link {
+            method: "PUT".into(),
+            url: self.url(key, &format!("se={se}&sig={sig}")),
+            headers: vec![
+                ("Content-Type".into(), mime.to_owned()),
+                ("x-ms-blob-type".into(), "BlockBlob".into()),
+            ],
+        })
+    }
+
+    async fn download_url(
+        &self,
+        key: &ObjectKey,
+        mime: &str,
+        file_name: &str,
+        expires: DateTime<Utc>,
+    ) -> Result<String> {
+        let se = expires.timestamp();
+        let sig = self.sign("GET", key, se, mime, file_name);
+        Ok(self.url(
+            key,
+            &format!("se={se}&rsct={}&rscd={}&sig={sig}", encode(mime), encode(file_name)),
+        ))
+    }
+
+    async fn head(&self, key: &ObjectKey) -> Result<Option<ObjectInfo>> {
+        let size = match tokio::fs::metadata(self.file(key, "data")).await {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unavailable("cannot read an object", e)),
+        };
+        let mime = tokio::fs::read_to_string(self.file(key, "type"))
+            .await
+            .unwrap_or_default();
+        Ok(Some(ObjectInfo { size, mime }))
+    }
+
+    async fn put(&self, key: &ObjectKey, mime: &str, bytes: Vec<u8>) -> Result<()> {
+        // Written aside, then renamed into place: a reader never sees half an object.
+        let scratch = self.dir.join(format!(".{}.part", uuid::Uuid::new_v4().simple()));
+        tokio::fs::write(&scratch, &bytes)
+            .await
+            .map_err(|e| unavailable("cannot write an object", e))?;
+        tokio::fs::write(self.file(key, "type"), mime)
+            .await
+            .map_err(|e| unavailable("cannot write an object", e))?;
+        tokio::fs::rename(&scratch, self.file(key, "data"))
+            .await
+            .map_err(|e| unavailable("cannot write an object", e))
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Option<Vec<u8>>> {
+        match tokio::fs::read(self.file(key, "data")).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(unavailable("cannot read an object", e)),
+        }
+    }
+
+    async fn delete(&self, key: &ObjectKey) -> Result<()> {
+        for ext in ["data", "type"] {
+            match tokio::fs::remove_file(self.file(key, ext)).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(unavailable("cannot delete an object", e)),
+            }
+        }
+        Ok(())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectKey>> {
+        let mut entries = tokio::fs::read_dir(&self.dir)
+            .await
+            .map_err(|e| unavailable("cannot list objects", e))?;
+        let mut keys = Vec::new();
+        while let Some(entry) = entries
+            .next_entry()
+            .await
+            .map_err(|e| unavailable("cannot list objects", e))?
+        {
+            let name = entry.file_name();
+            let Some(encoded) = name.to_str().and_then(|n| n.strip_suffix(".data")) else {
+                continue;
+            };
+            let Ok(decoded) = percent_decode_str(encoded).decode_utf8() else {
+                continue;
+            };
+            if decoded.starts_with(prefix)
+                && let Ok(key) = ObjectKey::parse(&decoded)
+            {
+                keys.push(key);
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+}

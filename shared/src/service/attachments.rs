@@ -1,0 +1,294 @@
+//! Attachments as use cases: handing out an upload link, checking and claiming the uploads a
+//! send names (called from the one door, `service::send`), the download redirect, copying a
+//! message's files for a forward, and removing them when their message, room or retention
+//! goes — or when an upload was never attached (housekeeping, after a day).
+//!
+//! An upload is claimed for a send before the message is written and released if the send
+//! fails, so of two sends naming one upload exactly one carries it. A send whose failure
+//! leaves it unknown whether the message was stored releases its claim too: a later send may
+//! then carry the same file again (it was this sender's anyway); nothing is ever shown to a
+//! reader who could not see it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::Chat;
+use crate::adapters::clock::Clock;
+use crate::adapters::objects::embedded::EmbeddedObjects;
+use crate::adapters::objects::{ObjectKey, Objects};
+use crate::attachments::{
+    self, Attachment, AttachmentRules, DOWNLOAD_LINK_SECONDS, DeclaredAttachment, NewUpload, UNATTACHED_HOURS,
+    UPLOAD_LINK_SECONDS, Upload, UploadAnswer, UploadLink,
+};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{ClientId, RoomId, UserId};
+use crate::store::uploads::ClaimRefused;
+
+/// Where attachments are stored and what may be uploaded.
+#[derive(Debug, Clone)]
+pub struct AttachmentSettings {
+    pub objects: Objects,
+    /// The embedded store, when it is the one: this binary serves its links.
+    pub embedded: Option<EmbeddedObjects>,
+    pub rules: AttachmentRules,
+    /// Where link expiries are counted from (tests move it to hand out expired links).
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Most unattached uploads one housekeeping run deletes.
+const EXPIRE_BATCH: usize = 500;
+
+impl Chat {
+    /// The same service storing attachments as `settings` says.
+    pub fn with_attachments(mut self, settings: AttachmentSettings) -> Chat {
+        self.attachments = Some(Arc::new(settings));
+        self
+    }
+
+    /// The embedded object store whose links this binary serves, if it is the one.
+    pub fn embedded_objects(&self) -> Option<&EmbeddedObjects> {
+        self.attachments.as_ref()?.embedded.as_ref()
+    }
+
+    /// The largest upload allowed, when attachments are configured.
+    pub fn attachment_max_bytes(&self) -> Option<u64> {
+        Some(self.attachments.as_ref()?.rules.max_bytes)
+    }
+
+    fn attachment_settings(&self) -> Result<&AttachmentSettings> {
+        self.attachments
+            .as_deref()
+            .ok_or_else(|| Error::Unavailable("attachments are not configured on this server".into()))
+    }
+
+    /// `createUpload`: a member declares a file; the answer is a link to upload it with (for
+    /// at most five minutes) and the attachment id a send names.
+    pub async fn create_upload(&self, who: &Principal, room: &RoomId, input: NewUpload) -> Result<UploadAnswer> {
+        let access = self.access(room, &who.user_id).await?;
+        let settings = self.attachment_settings()?;
+        settings.rules.check(&input)?;
+        crate::messages::checks::before_limits(&access, Utc::now())?;
+        self.check_user_limit(&who.user_id).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let key = attachments::object_key(room, &who.user_id, &id, &input.name);
+        let object = ObjectKey::parse(&key)?;
+        let upload = Upload {
+            id: id.clone(),
+            room_id: room.clone(),
+            user_id: who.user_id.clone(),
+            name: input.name.clone(),
+            mime: input.mime.clone(),
+            size: input.size,
+            key,
+            created_at: crate::store::stored_time(Utc::now()),
+            claimed_by: None,
+        };
+        self.store.insert_upload(&upload).await?;
+        let expires = settings.clock.now() + Duration::seconds(UPLOAD_LINK_SECONDS);
+        let link = settings.objects.upload_link(&object, &input.mime, expires).await?;
+        Ok(UploadAnswer {
+            upload: UploadLink {
+                method: link.method,
+                url: link.url,
+                headers: link.headers.into_iter().collect::<BTreeMap<_, _>>(),
+            },
+            attachment: DeclaredAttachment {
+                id,
+                name: input.name,
+                mime: input.mime,
+                size: input.size,
+            },
+        })
+    }
+
+    /// The download redirect: for a member, a link of the store valid for 60 seconds that
+    /// answers with `Content-Disposition: attachment` and the declared type.
+    pub async fn attachment_link(&self, who: &Principal, room: &RoomId, id: &str) -> Result<String> {
+        self.access(room, &who.user_id).await?;
+        let settings = self.attachment_settings()?;
+        let missing = || Error::not_found("attachment not found");
+        let upload = self.store.upload(room, id).await?.ok_or_else(missing)?;
+        // Until a message carries it, an upload is its uploader's alone.
+        if upload.claimed_by.is_none() && upload.user_id != who.user_id {
+            return Err(missing());
+        }
+        let object = ObjectKey::parse(&upload.key)?;
+        let expires = settings.clock.now() + Duration::seconds(DOWNLOAD_LINK_SECONDS);
+        settings
+            .objects
+            .download_url(&object, &upload.mime, &attachments::safe_name(&upload.name), expires)
+            .await
+    }
+
+    /// The claim a send makes on the uploads it names: its client id when it has one, so a
+    /// retry of the same send finds its own claim.
+    pub(crate) fn attachment_claim(user: &UserId, client_id: Option<&ClientId>) -> String {
+        match client_id {
+            Some(client_id) => format!("send:{}:{}", attachments::user_segment(user), client_id.as_str()),
+            None => format!("send:{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// Checks each upload a send names and claims it for this send (see the module notes);
+    /// refused as a whole if any one is refused, releasing what it claimed.
+    pub(crate) async fn claim_attachments(
+        &self,
+        who: &UserId,
+        room: &RoomId,
+        ids: &[String],
+        claim: &str,
+    ) -> Result<Vec<Attachment>> {
+        attachments::check_ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let settings = self.attachment_settings()?;
+        let mut claimed: Vec<Attachment> = Vec::new();
+        let outcome = async {
+            for id in ids {
+                let upload = self.store.upload(room, id).await?;
+                let stored = match &upload {
+                    Some(upload) => settings.objects.head(&ObjectKey::parse(&upload.key)?).await?,
+                    None => None,
+                };
+                attachments::check_for_send(
+                    id,
+                    upload.as_ref(),
+                    stored.as_ref().map(|s| (s.size, s.mime.as_str())),
+                    who,
+                    claim,
+                )?;
+                let upload = upload.expect("checked above");
+                match self.store.claim_upload(room, id, Some(claim), None).await? {
+                    Ok(()) => claimed.push(upload.attachment()),
+                    Err(ClaimRefused::Missing) => return Err(Error::not_found(format!("attachment {id} not found"))),
+                    Err(ClaimRefused::Taken) => {
+                        return Err(Error::Conflict(format!(
+                            "attachment {id} is already on another message"
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => Ok(claimed),
+            Err(e) => {
+                self.release_attachments(room, &claimed, claim).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes back a failed send's claims (logged, never failing: an upload left claimed is
+    /// only one its uploader cannot attach again).
+    pub(crate) async fn release_attachments(&self, room: &RoomId, claimed: &[Attachment], claim: &str) {
+        for attachment in claimed {
+            if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
+                tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
+            }
+        }
+    }
+
+    /// Copies a message's files into `target` as the forwarder's own, claimed for the copy.
+    pub(crate) async fn copy_attachments(
+        &self,
+        who: &UserId,
+        source_room: &RoomId,
+        target: &RoomId,
+        files: &[Attachment],
+        claim: &str,
+    ) -> Result<Vec<Attachment>> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let settings = self.attachment_settings()?;
+        let mut copies = Vec::new();
+        for file in files {
+            let source = self
+                .store
+                .upload(source_room, &file.id)
+                .await?
+                .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            let key = attachments::object_key(target, who, &id, &source.name);
+            let copy = Upload {
+                id,
+                room_id: target.clone(),
+                user_id: who.clone(),
+                key,
+                created_at: crate::store::stored_time(Utc::now()),
+                claimed_by: Some(claim.to_owned()),
+                ..source.clone()
+            };
+            if !settings
+                .objects
+                .copy(&ObjectKey::parse(&source.key)?, &ObjectKey::parse(&copy.key)?)
+                .await?
+            {
+                return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
+            }
+            self.store.insert_claimed_upload(&copy).await?;
+            copies.push(copy.attachment());
+        }
+        Ok(copies)
+    }
+
+    /// Deletes files (their objects, then their rows): a tombstone's, a purged message's.
+    /// Logged, never failing the operation that removed their message.
+    pub(crate) async fn remove_attachments(&self, room: &RoomId, files: &[Attachment]) {
+        let Some(settings) = self.attachments.as_deref() else {
+            return;
+        };
+        for file in files {
+            let removed = async {
+                if let Some(upload) = self.store.upload(room, &file.id).await? {
+                    settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                }
+                self.store.delete_upload(room, &file.id).await?;
+                Ok::<(), Error>(())
+            };
+            if let Err(e) = removed.await {
+                tracing::warn!(%room, attachment = %file.id, error = %e, "could not remove an attachment");
+            }
+        }
+    }
+
+    /// Deletes every object of a room (room deletion; its rows go with its partitions).
+    pub(crate) async fn remove_room_objects(&self, room: &RoomId) -> Result<()> {
+        match self.attachments.as_deref() {
+            Some(settings) => settings.objects.delete_prefix(&attachments::room_prefix(room)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Housekeeping: uploads handed out over a day ago and never attached are deleted, with
+    /// their objects. Returns how many.
+    pub(crate) async fn expire_unattached_uploads(&self, now: DateTime<Utc>) -> Result<usize> {
+        let Some(settings) = self.attachments.as_deref() else {
+            return Ok(0);
+        };
+        let mut expired = 0;
+        for row in self
+            .store
+            .uploads_created_before(now - Duration::hours(UNATTACHED_HOURS), EXPIRE_BATCH)
+            .await?
+        {
+            if let Some(upload) = self.store.upload(&row.room, &row.id).await?
+                && upload.claimed_by.is_none()
+            {
+                // Unclaimed again between the read and the delete is fine: a claim after a day
+                // needs the upload, which is gone, and the send is refused as never uploaded.
+                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                self.store.delete_upload(&row.room, &row.id).await?;
+                expired += 1;
+            }
+            self.store.delete_upload_index(&row.row_key).await?;
+        }
+        Ok(expired)
+    }
+}

@@ -1,0 +1,111 @@
+//! Service-level tests of attachments: races between sends naming one upload, and a send
+//! whose write fails, on a real embedded store (objects under a scratch directory).
+
+use std::sync::Arc;
+
+use crate::adapters::clock::SystemClock;
+use crate::adapters::objects::embedded::EmbeddedObjects;
+use crate::adapters::objects::{ObjectKey, Objects};
+use crate::attachments::{AttachmentRules, NewUpload};
+use crate::ids::RoomId;
+use crate::messages::send::NewMessage;
+use crate::service::Chat;
+use crate::service::attachments::AttachmentSettings;
+use crate::service::testing::{alice, chat_on, store};
+use crate::storage::faults::FaultyTables;
+use crate::storage::{StoreError, Tables};
+
+/// The service with attachments as files in a scratch directory.
+async fn with_objects(tables: Tables) -> (Chat, RoomId, Objects) {
+    let (chat, room) = chat_on(tables).await;
+    let dir = std::env::temp_dir().join(format!("tt-objects-{}", uuid::Uuid::new_v4().simple()));
+    let objects = Objects::new(EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap());
+    let chat = chat.with_attachments(AttachmentSettings {
+        objects: objects.clone(),
+        embedded: None,
+        rules: AttachmentRules::default(),
+        clock: Arc::new(SystemClock),
+    });
+    (chat, room, objects)
+}
+
+/// Declares an upload and stores its bytes as a client would; its id.
+async fn uploaded(chat: &Chat, room: &RoomId, objects: &Objects) -> String {
+    let answer = chat
+        .create_upload(
+            &alice(),
+            room,
+            NewUpload {
+                name: "a.png".into(),
+                mime: "image/png".into(),
+                size: 3,
+            },
+        )
+        .await
+        .unwrap();
+    let key = answer
+        .upload
+        .url
+        .split("/objects/")
+        .nth(1)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap();
+    objects
+        .put(&ObjectKey::parse(key).unwrap(), "image/png", b"png".to_vec())
+        .await
+        .unwrap();
+    answer.attachment.id
+}
+
+fn naming(id: &str, text: &str) -> NewMessage {
+    NewMessage {
+        attachments: Some(vec![id.to_owned()]),
+        ..NewMessage::text(text)
+    }
+}
+
+/// Many sends naming one upload at once: exactly one carries it, the others are refused as
+/// conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_many_sends_naming_one_upload_at_once_exactly_one_carries_it() {
+    let (chat, room, objects) = with_objects(Tables::new(store())).await;
+    let id = uploaded(&chat, &room, &objects).await;
+    let sends = (0..8).map(|i| {
+        let (chat, room, id) = (chat.clone(), room.clone(), id.clone());
+        tokio::spawn(async move { chat.send_message(&alice(), &room, naming(&id, &format!("m{i}"))).await })
+    });
+    let results: Vec<_> = futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let carried = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(carried, 1, "{results:?}");
+    for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(refused.code(), "CONFLICT", "{refused}");
+    }
+}
+
+/// A send whose message write fails releases its claim: the upload can be sent again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_that_fails_to_write_releases_its_attachments() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let id = uploaded(&chat, &room, &objects).await;
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let failed = chat
+        .send_message(&alice(), &room, naming(&id, "lost"))
+        .await
+        .unwrap_err();
+    assert_eq!(failed.code(), "UNAVAILABLE");
+    let sent = chat.send_message(&alice(), &room, naming(&id, "kept")).await.unwrap();
+    assert_eq!(sent.message.attachments.len(), 1);
+    assert_eq!(sent.message.attachments[0].id, id);
+}

@@ -1,0 +1,183 @@
+//! Upload rows: `upload:<id>` in the room's `MessagesMetadata` partition, one per upload link
+//! handed out, with what was declared and whether a send claimed it; and one row per upload in
+//! the `Housekeeping` partition `uploads` (`<created, Unix ms>:<room>:<id>`), so housekeeping
+//! finds uploads left unattached in one partition read, oldest first.
+
+use std::ops::Bound;
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::error::Result;
+use super::schema::{UPLOADS_PARTITION, upload_index_key, upload_key};
+use crate::attachments::Upload;
+use crate::error::Error;
+use crate::ids::{RoomId, UserId};
+use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+fn upload_row(upload: &Upload) -> Entity {
+    let mut entity = Entity::new(upload.room_id.as_str(), upload_key(&upload.id))
+        .with("userId", Value::String(upload.user_id.to_string()))
+        .with("name", Value::String(upload.name.clone()))
+        .with("mime", Value::String(upload.mime.clone()))
+        .with("size", Value::Int64(upload.size as i64))
+        .with("key", Value::String(upload.key.clone()))
+        .with("createdAt", Value::datetime(upload.created_at));
+    if let Some(claim) = &upload.claimed_by {
+        entity.set("claimedBy", Value::String(claim.clone()));
+    }
+    entity
+}
+
+fn parse_upload(room: &RoomId, id: &str, entity: &Entity) -> Result<Upload> {
+    let broken = || Error::Internal(format!("upload row {room}/{id} is broken"));
+    Ok(Upload {
+        id: id.to_owned(),
+        room_id: room.clone(),
+        user_id: UserId::parse(entity.str("userId").ok_or_else(broken)?).map_err(|_| broken())?,
+        name: entity.str("name").ok_or_else(broken)?.to_owned(),
+        mime: entity.str("mime").ok_or_else(broken)?.to_owned(),
+        size: entity
+            .i64("size")
+            .and_then(|s| u64::try_from(s).ok())
+            .ok_or_else(broken)?,
+        key: entity.str("key").ok_or_else(broken)?.to_owned(),
+        created_at: entity.datetime("createdAt").ok_or_else(broken)?,
+        claimed_by: entity.str("claimedBy").map(str::to_owned),
+    })
+}
+
+/// An upload housekeeping may find unattached.
+#[derive(Debug, Clone)]
+pub(crate) struct UploadIndexRow {
+    pub room: RoomId,
+    pub id: String,
+    pub row_key: String,
+}
+
+/// A claim that lost to another send's, or found no upload.
+#[derive(Debug)]
+pub(crate) enum ClaimRefused {
+    Missing,
+    Taken,
+}
+
+impl Store {
+    /// Records an upload link handed out: its row, then its housekeeping row.
+    pub(crate) async fn insert_upload(&self, upload: &Upload) -> Result<()> {
+        self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
+        let index = Entity::new(
+            UPLOADS_PARTITION,
+            upload_index_key(upload.created_at, &upload.room_id, &upload.id),
+        );
+        self.tables
+            .upsert(&self.schema.housekeeping, &index, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn upload(&self, room: &RoomId, id: &str) -> Result<Option<Upload>> {
+        if !is_upload_id(id) {
+            return Ok(None);
+        }
+        let row = self
+            .tables
+            .get(&self.schema.metadata, room.as_str(), &upload_key(id))
+            .await?;
+        row.map(|row| parse_upload(room, id, &row)).transpose()
+    }
+
+    /// Marks an upload as claimed by `claim`, unless another claim holds it (a repeat of the
+    /// same claim succeeds). Conditional on the row as read, so of two sends naming one upload
+    /// exactly one wins.
+    pub(crate) async fn claim_upload(
+        &self,
+        room: &RoomId,
+        id: &str,
+        claim: Option<&str>,
+        from: Option<&str>,
+    ) -> Result<std::result::Result<(), ClaimRefused>> {
+        for _ in 0..5 {
+            let Some(row) = self
+                .tables
+                .get(&self.schema.metadata, room.as_str(), &upload_key(id))
+                .await?
+            else {
+                return Ok(Err(ClaimRefused::Missing));
+            };
+            let current = row.str("claimedBy");
+            if current == claim {
+                return Ok(Ok(()));
+            }
+            if current != from {
+                return Ok(Err(ClaimRefused::Taken));
+            }
+            let mut upload = parse_upload(room, id, &row)?;
+            upload.claimed_by = claim.map(str::to_owned);
+            let if_match = row.etag().cloned().map_or(IfMatch::Any, IfMatch::Etag);
+            match self
+                .tables
+                .update(
+                    &self.schema.metadata,
+                    &upload_row(&upload),
+                    UpdateMode::Replace,
+                    &if_match,
+                )
+                .await
+            {
+                Ok(_) => return Ok(Ok(())),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
+                Err(e) if e.is(ErrorKind::NotFound) => return Ok(Err(ClaimRefused::Missing)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Unavailable(format!("upload {id} is changing too fast to claim")).into())
+    }
+
+    /// Records a copy the server made (a forward), already claimed.
+    pub(crate) async fn insert_claimed_upload(&self, upload: &Upload) -> Result<()> {
+        self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn delete_upload(&self, room: &RoomId, id: &str) -> Result<()> {
+        self.delete_if_present(&self.schema.metadata, room.as_str(), &upload_key(id))
+            .await
+    }
+
+    /// Uploads handed out before `cutoff`, oldest first, at most `limit`.
+    pub(crate) async fn uploads_created_before(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<UploadIndexRow>> {
+        let query = RangeQuery::partition(UPLOADS_PARTITION, limit.min(1000))
+            .to(Bound::Excluded(format!("{:013}", cutoff.timestamp_millis().max(0))));
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.housekeeping, &query, limit)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let mut parts = row.row_key.splitn(3, ':');
+                let (_, room, id) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(UploadIndexRow {
+                    room: RoomId::parse(room).ok()?,
+                    id: id.to_owned(),
+                    row_key: row.row_key.clone(),
+                })
+            })
+            .collect())
+    }
+
+    pub(crate) async fn delete_upload_index(&self, row_key: &str) -> Result<()> {
+        self.delete_if_present(&self.schema.housekeeping, UPLOADS_PARTITION, row_key)
+            .await
+    }
+}
+
+/// An upload id is 32 lowercase hex digits (a UUID without hyphens).
+pub(crate) fn is_upload_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
