@@ -37,3 +37,4 @@ mod send_checks;
 mod serve;
 mod threads;
 mod web_pubsub_client;
+mod webhooks;

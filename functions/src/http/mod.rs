@@ -18,6 +18,7 @@ pub mod push;
 pub mod roles;
 pub mod rooms;
 pub mod triggers;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -105,6 +106,10 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::report))
         .routes(routes!(moderation::queue))
         .routes(routes!(moderation::resolve))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::rename, webhooks::delete))
+        .routes(routes!(webhooks::rotate))
+        .routes(routes!(webhooks::post))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function
@@ -252,6 +257,8 @@ mod tests {
                 "openApi" => StatusCode::OK,
                 // Not a user's function: an empty delivery is refused as unreadable.
                 "notificationEvents" => StatusCode::BAD_REQUEST,
+                // No bearer: its URL is the credential; an empty body is refused as not JSON.
+                "postToWebhook" => StatusCode::BAD_REQUEST,
                 _ => StatusCode::UNAUTHORIZED,
             };
             assert_eq!(status, expected, "{} {path}", function.name);

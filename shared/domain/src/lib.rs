@@ -24,6 +24,7 @@ pub mod rooms;
 pub mod signals;
 pub mod subscriptions;
 pub mod text;
+pub mod webhooks;
 pub mod word_filter;
 
 pub use error::{Error, Result};

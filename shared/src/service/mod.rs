@@ -29,6 +29,7 @@ pub mod rooms;
 pub mod send;
 pub mod subscriptions;
 pub mod threads;
+pub mod webhooks;
 
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,7 @@ pub mod roles;
 pub mod rooms;
 pub mod schema;
 pub mod subscriptions;
+pub mod webhooks;
 
 use std::sync::Arc;
 

@@ -20,7 +20,8 @@
 //!   per member's report (`report:<message id>:<user>`) and one per reported message, while
 //!   its reports are open (`reports:open:<message id>`) and once resolved
 //!   (`reports:closed:<message id>`). Invitations are rows there too (`inv:<invitation id>`),
-//!   so accepting one can check it next to the member and ban rows it concerns.
+//!   so accepting one can check it next to the member and ban rows it concerns. Inbound
+//!   webhooks are rows there too (`hook:<webhook id>`), so a room's deletion takes them along.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
 //!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
 //!   (`inv:<room id>`).
@@ -81,6 +82,8 @@ pub const REPORT_PREFIX: &str = "report:";
 pub const OPEN_REPORTS_PREFIX: &str = "reports:open:";
 /// Prefix of the resolved report groups in a `Rooms` partition.
 pub const CLOSED_REPORTS_PREFIX: &str = "reports:closed:";
+/// Prefix of inbound webhook rows in a `Rooms` partition (`hook:<webhook id>`).
+pub const WEBHOOK_PREFIX: &str = "hook:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
@@ -287,6 +290,10 @@ pub(crate) fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
 pub(crate) fn recent_texts_of(user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{RECENT_TEXT_PREFIX}{user}:")
+}
+
+pub(crate) fn webhook_key(id: &str) -> String {
+    format!("{WEBHOOK_PREFIX}{id}")
 }
 
 pub(crate) fn role_key(id: &str) -> String {
