@@ -59,11 +59,12 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         None => None,
     };
     chat = chat.with_erasure(settings.erasure);
+    let clock: Arc<dyn Clock> = match &settings.test_clock_file {
+        Some(path) => Arc::new(FileClock::new(path)),
+        None => Arc::new(SystemClock),
+    };
+    chat = chat.with_time(clock.clone());
     if settings.write_limits {
-        let clock: Arc<dyn Clock> = match &settings.test_clock_file {
-            Some(path) => Arc::new(FileClock::new(path)),
-            None => Arc::new(SystemClock),
-        };
         let newcomer_period = chrono::Duration::from_std(settings.newcomer_period).map_err(|e| e.to_string())?;
         chat = chat.with_limits(LimitSettings { newcomer_period, clock });
     }

@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod push;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod triggers;
 pub mod webhooks;
 
@@ -110,6 +111,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::rename, webhooks::delete))
         .routes(routes!(webhooks::rotate))
         .routes(routes!(webhooks::post))
+        .routes(routes!(scheduled::create, scheduled::list))
+        .routes(routes!(scheduled::edit, scheduled::cancel))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

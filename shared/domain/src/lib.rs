@@ -21,6 +21,7 @@ pub mod principal;
 pub mod reports;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod signals;
 pub mod subscriptions;
 pub mod text;

@@ -26,6 +26,7 @@ pub mod roles;
 pub mod room_deletion;
 pub mod room_settings;
 pub mod rooms;
+pub mod scheduled;
 pub mod send;
 pub mod subscriptions;
 pub mod threads;
@@ -80,6 +81,8 @@ pub struct Chat {
     /// The limits against abuse, when they apply (`with_limits`; the composition root turns
     /// them on unless configured off).
     pub(crate) limits: Option<Arc<limits::WriteLimits>>,
+    /// What time it is for scheduled messages (when one is due); tests move it.
+    pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
 }
 
 impl Chat {
@@ -102,6 +105,7 @@ impl Chat {
             inline_events: false,
             erasure: crate::erasure::ErasureSettings::default(),
             limits: None,
+            time: Arc::new(crate::adapters::clock::SystemClock),
         })
     }
 
@@ -167,6 +171,12 @@ impl Chat {
     /// The same service with another clock (tests: a frozen clock makes every send collide).
     pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
         self.clock = clock;
+        self
+    }
+
+    /// The same service reading the time of scheduled messages from `clock`.
+    pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
+        self.time = clock;
         self
     }
 

@@ -24,6 +24,7 @@ pub mod purge;
 pub mod reports;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod schema;
 pub mod subscriptions;
 pub mod webhooks;

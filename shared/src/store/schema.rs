@@ -36,7 +36,10 @@
 //!   and `outbox:<message id>:fanout` for a fan-out still running); partition `directory` one
 //!   row per public room (`<sort key>:<room id>`, see `store::directory`); partition `erasures`
 //!   one row per user who asked to be erased (the job's state and checkpoint), so the timer
-//!   finds every unfinished erasure in one partition read.
+//!   finds every unfinished erasure in one partition read; partition `scheduled` every scheduled
+//!   message (`item:<room>:<user>:<id>`) and, while it is pending, its due-time index row
+//!   (`due:<Unix ms>:<id>`), so a timer run reads only what is due, and an item and its index
+//!   row change in one transaction.
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
 //!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
@@ -64,6 +67,12 @@ pub const DIRECTORY_PARTITION: &str = "directory";
 pub const INVITATION_PREFIX: &str = "inv:";
 /// The `Housekeeping` partition holding one erasure job per user.
 pub const ERASURE_PARTITION: &str = "erasures";
+/// The `Housekeeping` partition holding every scheduled message and its due-time index row.
+pub const SCHEDULED_PARTITION: &str = "scheduled";
+/// Prefix of scheduled message rows (`item:<room>:<user>:<id>`) in [`SCHEDULED_PARTITION`].
+pub const SCHEDULED_ITEM_PREFIX: &str = "item:";
+/// Prefix of due-time index rows (`due:<20-digit Unix ms>:<id>`) in [`SCHEDULED_PARTITION`].
+pub const SCHEDULED_DUE_PREFIX: &str = "due:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -294,6 +303,28 @@ pub(crate) fn recent_texts_of(user: &UserId) -> String {
 
 pub(crate) fn webhook_key(id: &str) -> String {
     format!("{WEBHOOK_PREFIX}{id}")
+}
+
+/// The prefix of `user`'s scheduled messages in `room` (the user's `:` encoded, as in
+/// idempotency keys, so the next `:` ends it).
+pub(crate) fn scheduled_items_of(room: &RoomId, user: &UserId) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    format!("{SCHEDULED_ITEM_PREFIX}{room}:{user}:")
+}
+
+pub(crate) fn scheduled_item_key(room: &RoomId, user: &UserId, id: &str) -> String {
+    format!("{}{id}", scheduled_items_of(room, user))
+}
+
+/// A due-time index row: fixed width, so key order is time order and everything due by a
+/// time is one range read from the start of the prefix.
+pub(crate) fn scheduled_due_key(send_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+    format!("{SCHEDULED_DUE_PREFIX}{:020}:{id}", send_at.timestamp_millis().max(0))
+}
+
+/// The first due-row key after every item due at or before `now`.
+pub(crate) fn scheduled_due_end(now: chrono::DateTime<chrono::Utc>) -> String {
+    format!("{SCHEDULED_DUE_PREFIX}{:020};", now.timestamp_millis().max(0))
 }
 
 pub(crate) fn role_key(id: &str) -> String {

@@ -6,3 +6,4 @@ mod limits;
 mod messages;
 mod moderation;
 mod rooms;
+mod scheduled;
