@@ -33,6 +33,7 @@ mod reactions;
 mod reports;
 mod room_admin;
 mod rooms;
+mod scheduled;
 mod send_checks;
 mod serve;
 mod threads;

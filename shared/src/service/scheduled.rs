@@ -19,8 +19,7 @@ use crate::scheduled::{
     MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus,
     checked_body, checked_send_at, refuses,
 };
-use crate::storage::ETag;
-use crate::store::scheduled::Due;
+use crate::store::scheduled::{Due, ItemVersion};
 use crate::store::stored_time;
 
 /// Index rows one timer run reads at most; the next run goes on.
@@ -179,13 +178,29 @@ impl Chat {
         self.deliver_scheduled(&claimed, &etag).await
     }
 
+    /// One item as stored, whoever asks: for tools and tests (a member who left can no longer
+    /// list it through the API).
+    pub async fn scheduled_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<Scheduled>> {
+        Ok(self.store.scheduled(room, user, id).await?.map(|(item, _)| item))
+    }
+
+    /// A timer run's first step for one item alone: claims it if it is due now, and stops.
+    /// Public so a test can stop a sender right there (a crash between claim and send); the
+    /// claim lapses after `CLAIM_LEASE` and a later run sends the item.
+    pub async fn claim_due_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<bool> {
+        let Some((item, etag)) = self.store.scheduled(room, user, id).await? else {
+            return Ok(false);
+        };
+        Ok(self.claim_scheduled(&item, &etag, self.time.now()).await?.is_some())
+    }
+
     /// Marks `item` as being sent by this run, if it is claimable and unchanged since read.
     pub(crate) async fn claim_scheduled(
         &self,
         item: &Scheduled,
-        etag: &ETag,
+        etag: &ItemVersion,
         now: DateTime<Utc>,
-    ) -> Result<Option<(Scheduled, ETag)>> {
+    ) -> Result<Option<(Scheduled, ItemVersion)>> {
         if !item.claimable(now) {
             return Ok(None);
         }
@@ -201,7 +216,7 @@ impl Chat {
     }
 
     /// Sends a claimed item through the one door and records how that ended.
-    pub(crate) async fn deliver_scheduled(&self, item: &Scheduled, etag: &ETag) -> Result<Turn> {
+    pub(crate) async fn deliver_scheduled(&self, item: &Scheduled, etag: &ItemVersion) -> Result<Turn> {
         let room = RoomId::parse(&item.room_id)?;
         let user = UserId::parse(&item.user_id)?;
         // A send that stored its message before its sender stopped: record it, send nothing.
@@ -224,7 +239,7 @@ impl Chat {
     async fn finish_scheduled(
         &self,
         item: &Scheduled,
-        etag: &ETag,
+        etag: &ItemVersion,
         outcome: std::result::Result<String, Error>,
     ) -> Result<Turn> {
         let mut done = item.clone();

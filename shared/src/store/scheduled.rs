@@ -22,6 +22,11 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, Upda
 /// Most items a member's listing reads.
 const MAX_LISTED: usize = 200;
 
+/// An item's version as read: a change written with it lands only if nothing else changed
+/// the item since (its ETag, kept opaque to the service).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemVersion(ETag);
+
 /// A due-time index row: the item it names, by row key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
@@ -105,17 +110,22 @@ impl Store {
     }
 
     /// One of `user`'s items in `room`, with its ETag.
-    pub(crate) async fn scheduled(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<(Scheduled, ETag)>> {
+    pub(crate) async fn scheduled(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        id: &str,
+    ) -> Result<Option<(Scheduled, ItemVersion)>> {
         self.scheduled_at(&scheduled_item_key(room, user, id)).await
     }
 
     /// The item at `item_key`, with its ETag.
-    pub(crate) async fn scheduled_at(&self, item_key: &str) -> Result<Option<(Scheduled, ETag)>> {
+    pub(crate) async fn scheduled_at(&self, item_key: &str) -> Result<Option<(Scheduled, ItemVersion)>> {
         let row = self
             .tables
             .get(&self.schema.housekeeping, SCHEDULED_PARTITION, item_key)
             .await?;
-        Ok(row.and_then(|row| Some((parse_item(&row)?, row.etag.clone()?))))
+        Ok(row.and_then(|row| Some((parse_item(&row)?, ItemVersion(row.etag.clone()?)))))
     }
 
     /// `user`'s items in `room`, up to [`MAX_LISTED`], in id order.
@@ -134,14 +144,14 @@ impl Store {
     pub(crate) async fn replace_scheduled(
         &self,
         old: &Scheduled,
-        etag: &ETag,
+        version: &ItemVersion,
         new: &Scheduled,
-    ) -> Result<Option<ETag>> {
+    ) -> Result<Option<ItemVersion>> {
         let key = item_key(new)?;
         let mut ops = vec![BatchOp::Update {
             entity: item_row(new)?,
             mode: UpdateMode::Replace,
-            if_match: IfMatch::Etag(etag.clone()),
+            if_match: IfMatch::Etag(version.0.clone()),
         }];
         let moved = old.send_at != new.send_at;
         if old.status.is_pending() && (moved || !new.status.is_pending()) {
@@ -155,7 +165,7 @@ impl Store {
             .transact(&self.schema.housekeeping, SCHEDULED_PARTITION, &ops)
             .await
         {
-            Ok(etags) => Ok(etags.into_iter().next().flatten()),
+            Ok(etags) => Ok(etags.into_iter().next().flatten().map(ItemVersion)),
             Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(None),
             Err(e) => Err(e.into()),
         }
