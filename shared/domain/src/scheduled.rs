@@ -30,6 +30,9 @@ pub const CLAIM_LEASE: Duration = Duration::seconds(60);
 pub const MAX_AHEAD: Duration = Duration::days(366);
 /// Pending items one member may have in one room.
 pub const MAX_PENDING_PER_MEMBER: usize = 100;
+/// How long a finished item (sent, refused, cancelled) stays listed before housekeeping
+/// removes it.
+pub const FINISHED_KEPT: Duration = Duration::days(7);
 /// Attempts that failed for the server's reasons (the store unavailable) before an item is
 /// refused rather than tried again.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -110,6 +113,9 @@ pub struct Scheduled {
     pub message_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Refusal>,
+    /// When it was sent, refused or cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 impl Scheduled {
@@ -231,6 +237,7 @@ mod tests {
             attempts: 0,
             message_id: None,
             refusal: None,
+            finished_at: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
 //! and expire idempotency records and the limits' repeat-text records and newcomer buckets
 //! past their windows; list rooms from before visibility in the directory; and take over
-//! erasures whose process stopped running them.
+//! erasures whose process stopped running them; and remove scheduled messages finished a week
+//! ago (found by their expiry rows, never by a scan).
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -38,6 +39,8 @@ pub struct Report {
     pub erasures_resumed: usize,
     /// Repeat-text records past their window and newcomer buckets past the newcomer period.
     pub limit_records_expired: usize,
+    /// Scheduled messages finished more than `scheduled::FINISHED_KEPT` ago.
+    pub scheduled_expired: usize,
 }
 
 impl Chat {
@@ -48,6 +51,10 @@ impl Chat {
         match self.resume_erasures(now).await {
             Ok(resumed) => report.erasures_resumed = resumed,
             Err(e) => tracing::warn!(error = %e, "resuming erasures failed; trying again next run"),
+        }
+        match self.store.expire_scheduled(now - crate::scheduled::FINISHED_KEPT).await {
+            Ok(expired) => report.scheduled_expired = expired,
+            Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

@@ -70,15 +70,19 @@ impl Chat {
             attempts: 0,
             message_id: None,
             refusal: None,
+            finished_at: None,
         };
         self.store.insert_scheduled(&item).await?;
         Ok(item)
     }
 
-    /// The caller's scheduled messages in the room, whatever became of them.
+    /// The caller's scheduled messages in the room, whatever became of them (finished ones for
+    /// a week), soonest first.
     pub async fn list_scheduled(&self, who: &Principal, room: &RoomId) -> Result<Vec<Scheduled>> {
         self.access(room, &who.user_id).await?;
-        Ok(self.store.scheduled_of(room, &who.user_id).await?)
+        let mut items = self.store.scheduled_of(room, &who.user_id).await?;
+        items.sort_by(|a, b| (a.send_at, &a.id).cmp(&(b.send_at, &b.id)));
+        Ok(items)
     }
 
     /// Changes the text, the poll or the time of one of the caller's items still waiting.
@@ -113,8 +117,12 @@ impl Chat {
 
     /// Cancels one of the caller's items still waiting; it stays listed as `cancelled`.
     pub async fn cancel_scheduled(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Scheduled> {
-        self.change_scheduled(who, room, id, |item| item.status = ScheduledStatus::Cancelled)
-            .await
+        let now = stored_time(self.time.now());
+        self.change_scheduled(who, room, id, |item| {
+            item.status = ScheduledStatus::Cancelled;
+            item.finished_at = Some(now);
+        })
+        .await
     }
 
     async fn change_scheduled(
@@ -243,6 +251,7 @@ impl Chat {
         outcome: std::result::Result<String, Error>,
     ) -> Result<Turn> {
         let mut done = item.clone();
+        done.finished_at = Some(stored_time(self.time.now()));
         let turn = match outcome {
             Ok(message_id) => {
                 done.status = ScheduledStatus::Sent;

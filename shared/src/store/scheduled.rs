@@ -12,8 +12,8 @@ use super::Store;
 use super::error::Result;
 use super::messages::{from_json, json_value};
 use super::schema::{
-    SCHEDULED_DUE_PREFIX, SCHEDULED_PARTITION, scheduled_due_end, scheduled_due_key, scheduled_item_key,
-    scheduled_items_of,
+    SCHEDULED_DONE_PREFIX, SCHEDULED_DUE_PREFIX, SCHEDULED_PARTITION, scheduled_done_end, scheduled_done_key,
+    scheduled_due_end, scheduled_due_key, scheduled_item_key, scheduled_items_of,
 };
 use crate::ids::{RoomId, UserId};
 use crate::scheduled::{Refusal, Scheduled, ScheduledStatus};
@@ -58,6 +58,7 @@ fn item_row(item: &Scheduled) -> Result<Entity> {
         ("claimedAt", item.claimed_at.map(Value::datetime)),
         ("messageId", item.message_id.clone().map(Value::String)),
         ("refusal", item.refusal.as_ref().map(json_value)),
+        ("finishedAt", item.finished_at.map(Value::datetime)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -82,6 +83,7 @@ fn parse_item(row: &Entity) -> Option<Scheduled> {
         attempts: row.i64("attempts").and_then(|a| u32::try_from(a).ok()).unwrap_or(0),
         message_id: row.str("messageId").map(str::to_owned),
         refusal: from_json::<Refusal>(row, "refusal"),
+        finished_at: row.datetime("finishedAt"),
     })
 }
 
@@ -160,6 +162,15 @@ impl Store {
         if new.status.is_pending() && (moved || !old.status.is_pending()) {
             ops.push(BatchOp::Insert(due_row(new, &key)));
         }
+        // A finished item gets its expiry row, so housekeeping finds it without a scan.
+        if old.status.is_pending() && !new.status.is_pending() {
+            let finished = new.finished_at.unwrap_or_else(Utc::now);
+            ops.push(BatchOp::Upsert {
+                entity: Entity::new(SCHEDULED_PARTITION, scheduled_done_key(finished, &new.id))
+                    .with("item", Value::String(key.clone())),
+                mode: UpdateMode::Replace,
+            });
+        }
         match self
             .tables
             .transact(&self.schema.housekeeping, SCHEDULED_PARTITION, &ops)
@@ -189,6 +200,33 @@ impl Store {
                 })
             })
             .collect())
+    }
+
+    /// Removes finished items whose expiry row is older than `before`, with that row, in one
+    /// transaction each; at most 500 a run (the next run goes on). Returns how many.
+    pub(crate) async fn expire_scheduled(&self, before: DateTime<Utc>) -> Result<usize> {
+        let query = RangeQuery::prefix(SCHEDULED_PARTITION, SCHEDULED_DONE_PREFIX, 500)
+            .to(Bound::Excluded(scheduled_done_end(before)));
+        let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, 500).await?;
+        let mut expired = 0;
+        for row in rows {
+            let mut ops = vec![delete_op(row.row_key.clone())];
+            ops.extend(row.str("item").map(|item| delete_op(item.to_owned())));
+            match self
+                .tables
+                .transact(&self.schema.housekeeping, SCHEDULED_PARTITION, &ops)
+                .await
+            {
+                Ok(_) => expired += 1,
+                // The item went already: the row alone.
+                Err(e) if e.is(ErrorKind::NotFound) => {
+                    self.delete_if_present(&self.schema.housekeeping, SCHEDULED_PARTITION, &row.row_key)
+                        .await?
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(expired)
     }
 
     /// Removes an index row whose item is gone or no longer pending at that time (none is

@@ -39,7 +39,8 @@
 //!   finds every unfinished erasure in one partition read; partition `scheduled` every scheduled
 //!   message (`item:<room>:<user>:<id>`) and, while it is pending, its due-time index row
 //!   (`due:<Unix ms>:<id>`), so a timer run reads only what is due, and an item and its index
-//!   row change in one transaction.
+//!   row change in one transaction; once finished, an expiry row (`done:<Unix ms>:<id>`) by
+//!   which housekeeping removes it a week later.
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
 //!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
@@ -73,6 +74,8 @@ pub const SCHEDULED_PARTITION: &str = "scheduled";
 pub const SCHEDULED_ITEM_PREFIX: &str = "item:";
 /// Prefix of due-time index rows (`due:<20-digit Unix ms>:<id>`) in [`SCHEDULED_PARTITION`].
 pub const SCHEDULED_DUE_PREFIX: &str = "due:";
+/// Prefix of expiry rows of finished scheduled messages (`done:<20-digit Unix ms>:<id>`).
+pub const SCHEDULED_DONE_PREFIX: &str = "done:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -325,6 +328,19 @@ pub(crate) fn scheduled_due_key(send_at: chrono::DateTime<chrono::Utc>, id: &str
 /// The first due-row key after every item due at or before `now`.
 pub(crate) fn scheduled_due_end(now: chrono::DateTime<chrono::Utc>) -> String {
     format!("{SCHEDULED_DUE_PREFIX}{:020};", now.timestamp_millis().max(0))
+}
+
+/// An expiry row of a finished scheduled message, in time order like the due rows.
+pub(crate) fn scheduled_done_key(finished_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+    format!(
+        "{SCHEDULED_DONE_PREFIX}{:020}:{id}",
+        finished_at.timestamp_millis().max(0)
+    )
+}
+
+/// The first expiry-row key after every item finished before `before`.
+pub(crate) fn scheduled_done_end(before: chrono::DateTime<chrono::Utc>) -> String {
+    format!("{SCHEDULED_DONE_PREFIX}{:020}:", before.timestamp_millis().max(0))
 }
 
 pub(crate) fn role_key(id: &str) -> String {

@@ -180,3 +180,39 @@ async fn a_run_costs_the_same_however_many_items_wait_for_later() {
     let among_many = cost_of_one_due("among many").await;
     assert_eq!(alone, among_many, "a run reads only what is due");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay() {
+    let (chat, room, clock) = chat_at(Tables::new(store())).await;
+    let sent = schedule(&chat, &room, "sent", 10).await;
+    let cancelled = schedule(&chat, &room, "cancelled", 10).await;
+    let waiting = schedule(&chat, &room, "waiting", 86_400 * 30).await;
+    clock.advance(Duration::seconds(10));
+    chat.cancel_scheduled(&alice(), &room, &cancelled.id).await.unwrap();
+    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+    let listed = chat.list_scheduled(&alice(), &room).await.unwrap();
+    let order: Vec<&str> = listed.iter().map(|i| i.text.as_deref().unwrap()).collect();
+    assert_eq!(order.len(), 3);
+    assert_eq!(order[2], "waiting", "soonest first");
+
+    let now = crate::adapters::clock::Clock::now(&clock) + Duration::seconds(1);
+    let report = chat
+        .housekeeping(now + crate::scheduled::FINISHED_KEPT - Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(report.scheduled_expired, 0, "kept for a week");
+    let report = chat.housekeeping(now + crate::scheduled::FINISHED_KEPT).await.unwrap();
+    assert_eq!(report.scheduled_expired, 2);
+    let listed = chat.list_scheduled(&alice(), &room).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        [waiting.id.as_str()]
+    );
+    assert!(
+        chat.store
+            .scheduled(&room, &alice().user_id, &sent.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
