@@ -229,6 +229,23 @@ impl Store {
         Ok(expired)
     }
 
+    /// Deletes every scheduled message of `user` in `room` (an erasure), its index and expiry
+    /// rows first, so no row is left naming a missing item; idempotent.
+    pub(crate) async fn delete_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        let table = &self.schema.housekeeping;
+        for item in self.scheduled_of(room, user).await? {
+            self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_due_key(item.send_at, &item.id))
+                .await?;
+            if let Some(at) = item.finished_at {
+                self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_done_key(at, &item.id))
+                    .await?;
+            }
+            self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_item_key(room, user, &item.id))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Removes an index row whose item is gone or no longer pending at that time (none is
     /// written so, but a row from an older layout or a hand edit must not be read forever).
     pub(crate) async fn drop_due(&self, due: &Due) -> Result<()> {

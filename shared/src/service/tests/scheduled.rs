@@ -216,3 +216,33 @@ async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay
             .is_none()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_erasure_deletes_the_users_scheduled_messages() {
+    let (chat, room, clock) = chat_at(Tables::new(store())).await;
+    let bob = crate::service::testing::user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let input = NewScheduled {
+        text: Some("bob's secret plans".into()),
+        poll: None,
+        send_at: chat.time.now() + Duration::seconds(60),
+    };
+    let item = chat.schedule_message(&bob, &room, input).await.unwrap();
+    schedule(&chat, &room, "alice's", 60).await;
+    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    assert!(
+        chat.scheduled_item(&room, &bob.user_id, &item.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    clock.advance(Duration::seconds(60));
+    let run = chat.send_due_messages().await.unwrap();
+    assert_eq!(
+        (run.sent, run.skipped, run.failed),
+        (1, 0, 0),
+        "no row is left naming bob's item"
+    );
+    assert_eq!(texts(&chat, &room).await, ["alice's"]);
+}
