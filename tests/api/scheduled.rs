@@ -21,6 +21,7 @@ backend_tests!(
     each_refusal_at_send_time_is_recorded_in_the_items_status,
     edit_and_cancel_change_what_is_sent_and_only_while_waiting,
     the_self_hosted_housekeeping_loop_sends_what_is_due,
+    a_refused_item_is_told_to_its_owner_by_a_live_notice,
     bad_input_on_the_scheduled_routes_is_a_documented_4xx,
 );
 
@@ -429,4 +430,40 @@ async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend)
         .await
         .assert_error(401, "UNAUTHORIZED");
     assert_eq!(mine(&app, "alice", &room).await.len(), 1);
+}
+
+async fn a_refused_item_is_told_to_its_owner_by_a_live_notice(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "1")]);
+    let room = app.create_room("alice").await;
+    app.join("frank", &room).await;
+    let id = schedule_text(&app, "frank", &room, "into the void", &clock.at(60)).await;
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("frank"), None).await;
+    assert_status(&negotiated, StatusCode::OK);
+    let mut socket = crate::live::connect(negotiated.body["url"].as_str().unwrap()).await;
+    let read_only = app
+        .act(
+            Method::PATCH,
+            "alice",
+            &format!("/rooms/{room}"),
+            json!({ "readOnly": true }),
+        )
+        .await;
+    assert_status(&read_only, StatusCode::OK);
+    clock.advance_s(60);
+    let notice = loop {
+        let frame = crate::live::next_frame(&mut socket).await;
+        if frame["data"]["type"] == "scheduled.refused" {
+            break frame;
+        }
+    };
+    assert_eq!(notice["from"], "server");
+    assert_eq!(notice["data"]["roomId"], room.as_str());
+    let item = &notice["data"]["scheduled"];
+    assert_eq!(
+        (item["id"].as_str(), item["status"].as_str()),
+        (Some(id.as_str()), Some("refused"))
+    );
+    assert_eq!(item["refusal"]["code"], "FORBIDDEN");
+    assert_eq!(status_of(&app, "frank", &room, &id).await["status"], "refused");
 }

@@ -3,7 +3,8 @@
 //! housekeeping loop self-hosted) sends it through the one door as if the member sent it then:
 //! `Chat::send_message`, with every check run again at that time. A check that refuses it
 //! (the member left, was banned or timed out, the room went read-only) is recorded in the item
-//! (`refused`, with the code and message the send answered).
+//! (`refused`, with the code and message the send answered) and told to the member at once
+//! through a live notice to their connections alone (`scheduled.refused`).
 //!
 //! Exactly once, across processes, restarts, crashes and a timer that fires twice: see
 //! `crate::scheduled`. A run reads only the index rows due (`store::scheduled`), so its cost
@@ -19,6 +20,7 @@ use crate::scheduled::{
     MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus,
     checked_body, checked_send_at, refuses,
 };
+use crate::signals::Signal;
 use crate::store::scheduled::{Due, ItemVersion};
 use crate::store::stored_time;
 
@@ -275,9 +277,18 @@ impl Chat {
         };
         // Lost only to a sender that took over after this one's claim lapsed: it finds the
         // message by its client id and records the same outcome.
-        match self.store.replace_scheduled(item, etag, &done).await? {
-            Some(_) => Ok(turn),
-            None => Ok(Turn::Skipped),
+        if self.store.replace_scheduled(item, etag, &done).await?.is_none() {
+            return Ok(Turn::Skipped);
         }
+        // The member is told at once if they are connected; the item's status tells it anyway.
+        if turn == Turn::Refused
+            && let (Ok(room), Ok(user)) = (RoomId::parse(&done.room_id), UserId::parse(&done.user_id))
+        {
+            let signal = Signal::ScheduledRefused {
+                scheduled: Box::new(done),
+            };
+            self.notice(&room, &user, signal);
+        }
+        Ok(turn)
     }
 }
