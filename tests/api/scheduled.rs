@@ -26,13 +26,13 @@ backend_tests!(
 );
 
 /// The test clock: a file of Unix milliseconds both the test and the servers read.
-struct Clock {
+pub(crate) struct Clock {
     path: PathBuf,
     now_ms: i64,
 }
 
 impl Clock {
-    fn new() -> Clock {
+    pub(crate) fn new() -> Clock {
         let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
         let clock = Clock {
             path,
@@ -58,7 +58,7 @@ impl Clock {
         self.spawn(backend, &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")])
     }
 
-    fn spawn(&self, backend: &Backend, extra: &[(&str, &str)]) -> TestApp {
+    pub(crate) fn spawn(&self, backend: &Backend, extra: &[(&str, &str)]) -> TestApp {
         let mut settings = vec![
             ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
             ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),

@@ -17,6 +17,7 @@ backend_tests!(
     managing_webhooks_needs_manage_webhooks_and_a_stranger_sees_no_room,
     a_webhook_message_is_edited_and_deleted_only_with_manage_messages,
     bad_input_on_the_webhook_routes_is_a_documented_4xx,
+    a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling,
 );
 
 async fn create_hook(app: &TestApp, user: &str, room: &str, name: &str) -> Reply {
@@ -367,4 +368,36 @@ async fn bad_input_on_the_webhook_routes_is_a_documented_4xx(backend: Backend) {
         .unwrap();
     assert_eq!(too_big.status().as_u16(), 413);
     assert!(webhook_lines(&app, "alice", &room).await.is_empty());
+}
+
+async fn a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling(backend: Backend) {
+    let clock = crate::scheduled::Clock::new();
+    let app = clock.spawn(&backend, &[("TABLETALK_WRITE_LIMITS", "on")]);
+    let room = app.create_room("alice").await;
+    let (_, url) = new_hook(&app, "alice", &room).await;
+    for i in 0..40 {
+        let sent = hook_post(&app, &url, json!({ "text": format!("build {i}") }), None).await;
+        assert_status(&sent, StatusCode::CREATED);
+    }
+    let over = hook_post(&app, &url, json!({ "text": "build 40" }), None).await;
+    over.assert_error(429, "TOO_MANY_REQUESTS");
+    app.post("alice", &room, "alice has a bucket of her own").await;
+
+    let ceiling = app
+        .act(
+            Method::PATCH,
+            "alice",
+            &format!("/rooms/{room}"),
+            json!({ "maxSendsPerSecond": 1 }),
+        )
+        .await;
+    assert_status(&ceiling, StatusCode::OK);
+    let (_, second) = new_hook(&app, "alice", &room).await;
+    assert_status(
+        &hook_post(&app, &second, json!({ "text": "one" }), None).await,
+        StatusCode::CREATED,
+    );
+    hook_post(&app, &second, json!({ "text": "two" }), None)
+        .await
+        .assert_error(429, "TOO_MANY_REQUESTS");
 }
