@@ -416,6 +416,15 @@ async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend)
     )
     .await
     .assert_error(404, "NOT_FOUND");
+    for bad in ["a%2Fb", "a%23b", "%3F", "x%09y", &"0".repeat(32)] {
+        let path = format!("/rooms/{room}/scheduled/{bad}");
+        app.act(Method::PATCH, "alice", &path, json!({ "text": "y" }))
+            .await
+            .assert_error(404, "NOT_FOUND");
+        app.call(Method::DELETE, &format!("/api{path}"), Some("alice"), None)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
     let raw = app
         .http
         .post(format!("{}/api/rooms/{room}/scheduled", app.base))

@@ -319,6 +319,28 @@ async fn bad_input_on_the_webhook_routes_is_a_documented_4xx(backend: Backend) {
     app.act(Method::POST, "alice", &format!("{hooks}/nothing/rotate"), json!({}))
         .await
         .assert_error(404, "NOT_FOUND");
+    // Ids that are no webhook id of this room, with characters no row key may hold, too.
+    let other_room = app.create_room("alice").await;
+    let (elsewhere, _) = new_hook(&app, "alice", &other_room).await;
+    for bad in ["a%2Fb", "a%23b", "%3F", &elsewhere, &"f".repeat(48)] {
+        app.act(
+            Method::PATCH,
+            "alice",
+            &format!("{hooks}/{bad}"),
+            json!({ "name": "x" }),
+        )
+        .await
+        .assert_error(404, "NOT_FOUND");
+        app.act(Method::POST, "alice", &format!("{hooks}/{bad}/rotate"), json!({}))
+            .await
+            .assert_error(404, "NOT_FOUND");
+        app.call(Method::DELETE, &format!("/api{hooks}/{bad}"), Some("alice"), None)
+            .await
+            .assert_error(404, "NOT_FOUND");
+        hook_post(&app, &format!("/api/hooks/{bad}/x"), json!({ "text": "x" }), None)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
     app.act(
         Method::POST,
         "alice",

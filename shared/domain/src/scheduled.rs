@@ -201,6 +201,15 @@ pub fn checked_body(text: Option<&str>, poll: Option<&NewPoll>) -> Result<(Optio
     }
 }
 
+/// A 404 unless `id` is shaped like an item id (32 lower-case hex digits), so no other text
+/// reaches a row key.
+pub fn check_id(id: &str) -> Result<()> {
+    match id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        true => Ok(()),
+        false => Err(Error::not_found("scheduled message not found")),
+    }
+}
+
 /// A 422 unless `send_at` is after `now` and at most [`MAX_AHEAD`] later.
 pub fn checked_send_at(send_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if send_at <= now || send_at - now > MAX_AHEAD {

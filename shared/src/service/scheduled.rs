@@ -17,7 +17,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::scheduled::{
-    MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus,
+    MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus, check_id,
     checked_body, checked_send_at, refuses,
 };
 use crate::signals::Signal;
@@ -135,6 +135,7 @@ impl Chat {
         change: impl Fn(&mut Scheduled),
     ) -> Result<Scheduled> {
         self.access(room, &who.user_id).await?;
+        check_id(id)?;
         let missing = || Error::not_found("scheduled message not found");
         let (item, etag) = self
             .store
@@ -191,6 +192,7 @@ impl Chat {
     /// One item as stored, whoever asks: for tools and tests (a member who left can no longer
     /// list it through the API).
     pub async fn scheduled_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<Scheduled>> {
+        check_id(id)?;
         Ok(self.store.scheduled(room, user, id).await?.map(|(item, _)| item))
     }
 
@@ -198,6 +200,7 @@ impl Chat {
     /// Public so a test can stop a sender right there (a crash between claim and send); the
     /// claim lapses after `CLAIM_LEASE` and a later run sends the item.
     pub async fn claim_due_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<bool> {
+        check_id(id)?;
         let Some((item, etag)) = self.store.scheduled(room, user, id).await? else {
             return Ok(false);
         };

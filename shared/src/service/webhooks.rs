@@ -56,6 +56,7 @@ impl Chat {
     ) -> Result<Webhook> {
         let name = input.checked()?;
         self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
         Ok(self
             .store
             .update_webhook(room, id, |hook| hook.name = name.clone())
@@ -65,6 +66,7 @@ impl Chat {
     /// A new token for the webhook; the old URL answers 404 from now on.
     pub async fn rotate_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<WebhookWithUrl> {
         self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
         let (token, token_hash) = webhooks::new_token();
         let hook = self
             .store
@@ -78,6 +80,7 @@ impl Chat {
 
     pub async fn delete_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
         self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
         Ok(self.store.delete_webhook(room, id).await?)
     }
 

@@ -181,6 +181,14 @@ pub fn parse_id(id: &str) -> Result<RoomId> {
     RoomId::parse(&room.hyphenated().to_string()).map_err(|_| missing())
 }
 
+/// A 404 unless `id` is a webhook id of `room` (so no other text reaches a row key).
+pub fn check_id_of(room: &RoomId, id: &str) -> Result<()> {
+    match parse_id(id)? == *room {
+        true => Ok(()),
+        false => Err(missing()),
+    }
+}
+
 /// A fresh token and its digest.
 pub fn new_token() -> (String, String) {
     let secret: [u8; 32] = rand::random();
