@@ -58,16 +58,21 @@ pub async fn attachments(settings: &Settings) -> Result<AttachmentSettings, Stri
         }
     };
     objects.prepare().await.map_err(|e| e.to_string())?;
-    let clock: Arc<dyn Clock> = match &settings.test_clock_file {
-        Some(path) => Arc::new(FileClock::new(path)),
-        None => Arc::new(SystemClock),
-    };
     Ok(AttachmentSettings {
         objects,
         embedded,
         rules: config.rules.clone(),
-        clock,
+        clock: clock(settings),
     })
+}
+
+/// The clock of everything that reads the time through one (the limits, scheduled messages,
+/// attachment links): the system's, or in tests the file both processes of a test share.
+fn clock(settings: &Settings) -> Arc<dyn Clock> {
+    match &settings.test_clock_file {
+        Some(path) => Arc::new(FileClock::new(path)),
+        None => Arc::new(SystemClock),
+    }
 }
 
 /// The service the settings describe.
@@ -99,11 +104,9 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
     };
     chat = chat.with_erasure(settings.erasure);
     chat = chat.with_attachments(attachments(settings).await?);
+    let clock = clock(settings);
+    chat = chat.with_time(clock.clone());
     if settings.write_limits {
-        let clock: Arc<dyn Clock> = match &settings.test_clock_file {
-            Some(path) => Arc::new(FileClock::new(path)),
-            None => Arc::new(SystemClock),
-        };
         let newcomer_period = chrono::Duration::from_std(settings.newcomer_period).map_err(|e| e.to_string())?;
         chat = chat.with_limits(LimitSettings { newcomer_period, clock });
     }

@@ -268,8 +268,8 @@ async fn serve_lambda(settings: &Settings) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Runs the timers' work every `interval`: republishing pending events, then housekeeping
-/// (retention purge, expired idempotency records).
+/// Runs the timers' work every `interval`: republishing pending events, sending the scheduled
+/// messages due, then housekeeping (retention purge, expired idempotency records).
 async fn housekeeping(chat: Chat, interval: Duration) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -277,6 +277,11 @@ async fn housekeeping(chat: Chat, interval: Duration) {
         ticks.tick().await;
         if let Err(e) = chat.republish(chrono::Utc::now()).await {
             tracing::warn!(error = %e, "republishing events failed; trying again next time");
+        }
+        match chat.send_due_messages().await {
+            Ok(report) if report != Default::default() => tracing::info!(?report, "scheduled messages"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sending scheduled messages failed; trying again next time"),
         }
         match chat.housekeeping(chrono::Utc::now()).await {
             Ok(report) if report.messages_purged > 0 || report.rooms_failed > 0 => {

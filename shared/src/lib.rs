@@ -14,6 +14,8 @@ pub mod service;
 pub mod store;
 
 pub use tabletalk_domain::erasure;
+pub use tabletalk_domain::scheduled;
+pub use tabletalk_domain::webhooks;
 pub use tabletalk_domain::{
     Error, Result, access, attachments, error, events, html, ids, keys, limits, members, messages, permissions,
     principal, roles, rooms, signals, subscriptions, text, word_filter,

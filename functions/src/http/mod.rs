@@ -19,7 +19,9 @@ pub mod openapi;
 pub mod push;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod triggers;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -109,6 +111,12 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::resolve))
         .routes(routes!(attachments::create_upload))
         .routes(routes!(attachments::download))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::rename, webhooks::delete))
+        .routes(routes!(webhooks::rotate))
+        .routes(routes!(webhooks::post))
+        .routes(routes!(scheduled::create, scheduled::list))
+        .routes(routes!(scheduled::edit, scheduled::cancel))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function
@@ -265,6 +273,8 @@ mod tests {
                 "openApi" => StatusCode::OK,
                 // Not a user's function: an empty delivery is refused as unreadable.
                 "notificationEvents" => StatusCode::BAD_REQUEST,
+                // No bearer: its URL is the credential; an empty body is refused as not JSON.
+                "postToWebhook" => StatusCode::BAD_REQUEST,
                 _ => StatusCode::UNAUTHORIZED,
             };
             assert_eq!(status, expected, "{} {path}", function.name);

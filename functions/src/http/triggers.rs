@@ -44,6 +44,11 @@ pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
         binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"0 */5 * * * *","runOnStartup":false,"useMonitor":true}"#,
         handler: || post(housekeeping),
     },
+    TriggerFunction {
+        name: "sendScheduled",
+        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":false}"#,
+        handler: || post(send_scheduled),
+    },
 ];
 
 /// The invocation response: `Logs` go to the invocation log.
@@ -100,6 +105,15 @@ pub async fn republish_events(State(state): State<AppState>) -> Response {
 /// The timer that purges expired messages and idempotency records.
 pub async fn housekeeping(State(state): State<AppState>) -> Response {
     match state.chat.housekeeping(chrono::Utc::now()).await {
+        Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
+        Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
+    }
+}
+
+/// The timer that sends the scheduled messages due. Two runs at once (a timer firing twice, two
+/// instances) send each message once (`tabletalk::scheduled`).
+pub async fn send_scheduled(State(state): State<AppState>) -> Response {
+    match state.chat.send_due_messages().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }

@@ -22,9 +22,11 @@ pub mod principal;
 pub mod reports;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod signals;
 pub mod subscriptions;
 pub mod text;
+pub mod webhooks;
 pub mod word_filter;
 
 pub use error::{Error, Result};

@@ -45,6 +45,11 @@ pub enum Signal {
         #[serde(rename = "userId")]
         user_id: String,
     },
+    /// To its owner alone: a scheduled message was refused when it was due.
+    #[serde(rename = "scheduled.refused")]
+    ScheduledRefused {
+        scheduled: Box<crate::scheduled::Scheduled>,
+    },
 }
 
 impl Signal {

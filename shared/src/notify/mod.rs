@@ -662,6 +662,7 @@ mod tests {
             kind: MessageType::Message,
             author_id: "a".into(),
             author_name: "A".into(),
+            avatar_url: None,
             text: format!("<p>{}</p>", "word ".repeat(100)),
             created_at: now,
             version: 1,

@@ -3,7 +3,8 @@
 //! and expire idempotency records and the limits' repeat-text records and newcomer buckets
 //! past their windows; list rooms from before visibility in the directory; and take over
 //! erasures whose process stopped running them; delete uploads never attached after a day,
-//! and the objects of purged messages.
+//! and the objects of purged messages; and remove scheduled messages finished a week ago
+//! (found by their expiry rows, never by a scan).
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -41,6 +42,8 @@ pub struct Report {
     pub limit_records_expired: usize,
     /// Uploads never attached, a day after their link was handed out (`service::attachments`).
     pub uploads_expired: usize,
+    /// Scheduled messages finished more than `scheduled::FINISHED_KEPT` ago.
+    pub scheduled_expired: usize,
 }
 
 impl Chat {
@@ -55,6 +58,10 @@ impl Chat {
         match self.expire_unattached_uploads(now).await {
             Ok(expired) => report.uploads_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring unattached uploads failed; trying again next run"),
+        }
+        match self.store.expire_scheduled(now - crate::scheduled::FINISHED_KEPT).await {
+            Ok(expired) => report.scheduled_expired = expired,
+            Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

@@ -99,6 +99,20 @@ impl Chat {
         }
     }
 
+    /// Sends `signal` about `room` to `user`'s connections alone, in the background.
+    pub(crate) fn notice(&self, room: &RoomId, user: &UserId, signal: Signal) {
+        let Some(live) = &self.live else {
+            return;
+        };
+        match serde_json::to_vec(&Envelope {
+            room_id: room.as_str(),
+            signal: &signal,
+        }) {
+            Ok(body) => live.send_to_user(user.as_str(), body),
+            Err(e) => tracing::warn!(error = %e, "a notice did not serialize"),
+        }
+    }
+
     /// Sends `signal` to the room's group in the background; never fails the caller.
     pub(crate) fn signal(&self, room: &RoomId, signal: Signal) {
         let Some(live) = &self.live else {

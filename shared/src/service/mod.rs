@@ -27,9 +27,11 @@ pub mod roles;
 pub mod room_deletion;
 pub mod room_settings;
 pub mod rooms;
+pub mod scheduled;
 pub mod send;
 pub mod subscriptions;
 pub mod threads;
+pub mod webhooks;
 
 #[cfg(test)]
 mod tests;
@@ -82,6 +84,8 @@ pub struct Chat {
     pub(crate) limits: Option<Arc<limits::WriteLimits>>,
     /// Where attachments are stored and what may be uploaded (`with_attachments`).
     pub(crate) attachments: Option<Arc<attachments::AttachmentSettings>>,
+    /// What time it is for scheduled messages (when one is due); tests move it.
+    pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
 }
 
 impl Chat {
@@ -105,6 +109,7 @@ impl Chat {
             erasure: crate::erasure::ErasureSettings::default(),
             limits: None,
             attachments: None,
+            time: Arc::new(crate::adapters::clock::SystemClock),
         })
     }
 
@@ -170,6 +175,12 @@ impl Chat {
     /// The same service with another clock (tests: a frozen clock makes every send collide).
     pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
         self.clock = clock;
+        self
+    }
+
+    /// The same service reading the time of scheduled messages from `clock`.
+    pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
+        self.time = clock;
         self
     }
 

@@ -1,5 +1,6 @@
 //! The one door: every message is created here, in BRIEF §4's fixed order — a member's send,
-//! a reply, each copy of a forward, and the lines the server writes itself.
+//! a reply, each copy of a forward, a webhook's message ([`Chat::send_as_webhook`]) and the
+//! lines the server writes itself.
 //!
 //! 1. membership, then the idempotency lookup — a repeat of a client id returns the first
 //!    stored message and triggers nothing again (only to a member of the room);
@@ -33,6 +34,7 @@ use crate::permissions::Permission;
 use crate::signals::Signal;
 use crate::store::messages::{Inserted, NotInserted};
 use crate::store::stored_time;
+use crate::webhooks::{CheckedPayload, Webhook};
 use chrono::{DateTime, Duration, Utc};
 
 impl Chat {
@@ -137,6 +139,7 @@ impl Chat {
             kind: draft.kind,
             author_id: who.user_id.to_string(),
             author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            avatar_url: None,
             text: content.text,
             poll: content.poll,
             mentions: content.mentions,
@@ -181,6 +184,60 @@ impl Chat {
         self.post(room, post).await
     }
 
+    /// A webhook's message (`service::webhooks`), through the checks a webhook can meet:
+    /// read-only, the limits (the webhook's own bucket, the room's ceiling, the repeat-text
+    /// rule), the word filter and content validation. A webhook is no member, so it has no
+    /// timeout; slowmode paces a person and does not apply; a filtered text is refused without
+    /// the filter's timeout, which has no member row to land on.
+    pub(crate) async fn send_as_webhook(
+        &self,
+        room: &RoomId,
+        hook: &Webhook,
+        access: Access,
+        payload: CheckedPayload,
+        client_id: Option<ClientId>,
+    ) -> Result<Sent> {
+        if access.room.read_only {
+            return Err(Error::Forbidden("the room is read-only".into()));
+        }
+        let draft = Draft {
+            kind: MessageType::Webhook,
+            text: Some(payload.html),
+            poll: None,
+            reply_to: None,
+            forwarded_from: None,
+            attachments: DraftAttachments::None,
+        };
+        let claim = self.check_send_limits(&access, &draft).await?;
+        let sent = async {
+            if let Admission::Filtered { .. } = checks::word_filter(&access, &draft.filter_text()) {
+                return Err(Error::Forbidden("the message contains blocked content".into()));
+            }
+            let content = draft.validate(&access)?;
+            let post = Post {
+                kind: MessageType::Webhook,
+                author_id: hook.author_id(),
+                author_name: payload.username.unwrap_or_else(|| hook.name.clone()),
+                avatar_url: payload.icon_url,
+                text: content.text,
+                poll: None,
+                mentions: content.mentions,
+                idempotency: client_id.map(|c| (access.member.user_id.clone(), c)),
+                reply_to: None,
+                thread_id: None,
+                pinned_message_id: None,
+                forwarded_from: None,
+                attachments: Vec::new(),
+            };
+            self.post(room, post).await
+        }
+        .await;
+        if sent.is_err() {
+            self.release_text(claim).await;
+        }
+        sent
+    }
+
     /// Writes a line in the room's own voice, unchecked (the server decided to write it).
     /// `Message` and `Webhook` text is sanitized like a member's; every other type's is plain
     /// text.
@@ -219,6 +276,7 @@ impl Chat {
             kind: post.kind,
             author_id: post.author_id,
             author_name: post.author_name,
+            avatar_url: post.avatar_url,
             text: post.text,
             created_at: stored_time(ticks.to_datetime()),
             version: 0,

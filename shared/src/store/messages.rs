@@ -56,6 +56,7 @@ fn message_row(message: &Message) -> Entity {
         .with("version", Value::Int64(message.version as i64));
     let optional = [
         ("clientId", message.client_id.clone().map(Value::String)),
+        ("avatarUrl", message.avatar_url.clone().map(Value::String)),
         ("editedAt", message.edited_at.map(Value::datetime)),
         ("deletedAt", message.deleted_at.map(Value::datetime)),
         ("deletedBy", message.deleted_by.clone().map(Value::String)),
@@ -117,6 +118,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
             .ok_or_else(|| broken("unknown type"))?,
         author_id: entity.str("userId").unwrap_or_default().to_owned(),
         author_name: entity.str("userName").unwrap_or_default().to_owned(),
+        avatar_url: string("avatarUrl"),
         text: entity.str("message").unwrap_or_default().to_owned(),
         created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
         version: entity.i64("version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),

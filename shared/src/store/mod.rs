@@ -24,9 +24,11 @@ pub mod purge;
 pub mod reports;
 pub mod roles;
 pub mod rooms;
+pub mod scheduled;
 pub mod schema;
 pub mod subscriptions;
 pub mod uploads;
+pub mod webhooks;
 
 use std::sync::Arc;
 

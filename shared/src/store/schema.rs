@@ -20,7 +20,8 @@
 //!   per member's report (`report:<message id>:<user>`) and one per reported message, while
 //!   its reports are open (`reports:open:<message id>`) and once resolved
 //!   (`reports:closed:<message id>`). Invitations are rows there too (`inv:<invitation id>`),
-//!   so accepting one can check it next to the member and ban rows it concerns.
+//!   so accepting one can check it next to the member and ban rows it concerns. Inbound
+//!   webhooks are rows there too (`hook:<webhook id>`), so a room's deletion takes them along.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
 //!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
 //!   (`inv:<room id>`).
@@ -36,7 +37,11 @@
 //!   row per public room (`<sort key>:<room id>`, see `store::directory`); partition `erasures`
 //!   one row per user who asked to be erased (the job's state and checkpoint), so the timer
 //!   finds every unfinished erasure in one partition read; partition `uploads` one row per
-//!   upload link handed out (`store::uploads`), so housekeeping finds unattached uploads.
+//!   upload link handed out (`store::uploads`), so housekeeping finds unattached uploads;
+//!   partition `scheduled` every scheduled message (`item:<room>:<user>:<id>`) and, while it
+//!   is pending, its due-time index row (`due:<Unix ms>:<id>`), so a timer run reads only what
+//!   is due, and an item and its index row change in one transaction; once finished, an
+//!   expiry row (`done:<Unix ms>:<id>`) by which housekeeping removes it a week later.
 //! - `MessagesMetadata` also holds each upload of the room (`upload:<id>`, see
 //!   `store::uploads`).
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
@@ -70,6 +75,14 @@ pub const UPLOAD_PREFIX: &str = "upload:";
 pub const INVITATION_PREFIX: &str = "inv:";
 /// The `Housekeeping` partition holding one erasure job per user.
 pub const ERASURE_PARTITION: &str = "erasures";
+/// The `Housekeeping` partition holding every scheduled message and its due-time index row.
+pub const SCHEDULED_PARTITION: &str = "scheduled";
+/// Prefix of scheduled message rows (`item:<room>:<user>:<id>`) in [`SCHEDULED_PARTITION`].
+pub const SCHEDULED_ITEM_PREFIX: &str = "item:";
+/// Prefix of due-time index rows (`due:<20-digit Unix ms>:<id>`) in [`SCHEDULED_PARTITION`].
+pub const SCHEDULED_DUE_PREFIX: &str = "due:";
+/// Prefix of expiry rows of finished scheduled messages (`done:<20-digit Unix ms>:<id>`).
+pub const SCHEDULED_DONE_PREFIX: &str = "done:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// Row key of the room row in its `Rooms` partition.
@@ -88,6 +101,8 @@ pub const REPORT_PREFIX: &str = "report:";
 pub const OPEN_REPORTS_PREFIX: &str = "reports:open:";
 /// Prefix of the resolved report groups in a `Rooms` partition.
 pub const CLOSED_REPORTS_PREFIX: &str = "reports:closed:";
+/// Prefix of inbound webhook rows in a `Rooms` partition (`hook:<webhook id>`).
+pub const WEBHOOK_PREFIX: &str = "hook:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
@@ -303,6 +318,45 @@ pub(crate) fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
 pub(crate) fn recent_texts_of(user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{RECENT_TEXT_PREFIX}{user}:")
+}
+
+pub(crate) fn webhook_key(id: &str) -> String {
+    format!("{WEBHOOK_PREFIX}{id}")
+}
+
+/// The prefix of `user`'s scheduled messages in `room` (the user's `:` encoded, as in
+/// idempotency keys, so the next `:` ends it).
+pub(crate) fn scheduled_items_of(room: &RoomId, user: &UserId) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    format!("{SCHEDULED_ITEM_PREFIX}{room}:{user}:")
+}
+
+pub(crate) fn scheduled_item_key(room: &RoomId, user: &UserId, id: &str) -> String {
+    format!("{}{id}", scheduled_items_of(room, user))
+}
+
+/// A due-time index row: fixed width, so key order is time order and everything due by a
+/// time is one range read from the start of the prefix.
+pub(crate) fn scheduled_due_key(send_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+    format!("{SCHEDULED_DUE_PREFIX}{:020}:{id}", send_at.timestamp_millis().max(0))
+}
+
+/// The first due-row key after every item due at or before `now`.
+pub(crate) fn scheduled_due_end(now: chrono::DateTime<chrono::Utc>) -> String {
+    format!("{SCHEDULED_DUE_PREFIX}{:020};", now.timestamp_millis().max(0))
+}
+
+/// An expiry row of a finished scheduled message, in time order like the due rows.
+pub(crate) fn scheduled_done_key(finished_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+    format!(
+        "{SCHEDULED_DONE_PREFIX}{:020}:{id}",
+        finished_at.timestamp_millis().max(0)
+    )
+}
+
+/// The first expiry-row key after every item finished before `before`.
+pub(crate) fn scheduled_done_end(before: chrono::DateTime<chrono::Utc>) -> String {
+    format!("{SCHEDULED_DONE_PREFIX}{:020}:", before.timestamp_millis().max(0))
 }
 
 pub(crate) fn role_key(id: &str) -> String {

@@ -97,6 +97,9 @@ pub struct Message {
     pub kind: MessageType,
     pub author_id: String,
     pub author_name: String,
+    /// The picture shown with a webhook's message (its `icon_url` override); none for others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avatar_url: Option<String>,
     /// Sanitized HTML for `Message` and `Webhook`; plain text for the server's lines; empty for
     /// a poll (see `poll`) and for a deleted message.
     pub text: String,

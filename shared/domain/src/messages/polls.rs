@@ -13,7 +13,7 @@ pub const MIN_OPTIONS: usize = 2;
 pub const MAX_OPTIONS: usize = 10;
 
 /// A poll as a member creates it. Plain text; shown as text.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewPoll {
     /// 1..=300 characters, trimmed, on one line.

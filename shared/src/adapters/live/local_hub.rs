@@ -192,6 +192,31 @@ impl LocalHub {
         }
     }
 
+    /// Queues `data` (JSON) for every connection of `user`; a connection whose queue is full
+    /// is dropped.
+    pub fn send_to_user(&self, user: &str, data: &[u8]) {
+        let Ok(data) = std::str::from_utf8(data) else {
+            return;
+        };
+        let data: Arc<str> = Arc::from(data);
+        let mut state = self.state.lock().expect("hub lock");
+        let theirs: Vec<u64> = state
+            .connections
+            .iter()
+            .filter(|(_, c)| c.user.as_deref() == Some(user))
+            .map(|(number, _)| *number)
+            .collect();
+        for number in theirs {
+            let full = state
+                .connections
+                .get(&number)
+                .is_some_and(|c| c.frames.try_send(Arc::clone(&data)).is_err());
+            if full {
+                state.remove(number);
+            }
+        }
+    }
+
     /// Takes `user`'s connections out of `group` and keeps tokens issued until now from joining
     /// it again (a member who left or was removed).
     pub fn revoke(&self, user: &str, group: &str) {

@@ -31,6 +31,10 @@ pub trait LiveChannel: Send + Sync + std::fmt::Debug {
     /// Takes `user`'s connections out of `group` (a member who left or was removed).
     fn remove_from_group(&self, user: &str, group: &str);
 
+    /// Sends `body` (JSON) to every connection of `user`, whatever groups they are in: a
+    /// notice for them alone.
+    fn send_to_user(&self, user: &str, body: Vec<u8>);
+
     /// Whether `user` has a live connection open.
     async fn user_connected(&self, user: &str) -> Result<bool>;
 
@@ -71,6 +75,15 @@ impl LiveChannel for Arc<WebPubSub> {
         WebPubSub::user_connected(self, user).await
     }
 
+    fn send_to_user(&self, user: &str, body: Vec<u8>) {
+        let (web_pubsub, user) = (Arc::clone(self), user.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = WebPubSub::send_to_user(&web_pubsub, &user, body).await {
+                tracing::warn!(%user, error = %e, "a notice to a user was not sent");
+            }
+        });
+    }
+
     fn client_url(
         &self,
         _endpoint: &str,
@@ -96,6 +109,10 @@ impl LiveChannel for Arc<LocalHub> {
 
     async fn user_connected(&self, user: &str) -> Result<bool> {
         Ok(LocalHub::user_connected(self, user))
+    }
+
+    fn send_to_user(&self, user: &str, body: Vec<u8>) {
+        LocalHub::send_to_user(self, user, &body);
     }
 
     fn client_url(

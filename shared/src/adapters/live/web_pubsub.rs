@@ -107,6 +107,12 @@ impl WebPubSub {
         expect_success(self.rest(reqwest::Method::POST, &path, Some(body)).await?)
     }
 
+    /// Sends `body` (JSON) to every connection of `user`.
+    pub async fn send_to_user(&self, user: &str, body: Vec<u8>) -> Result<()> {
+        let path = format!("users/{}/:send", segment(user));
+        expect_success(self.rest(reqwest::Method::POST, &path, Some(body)).await?)
+    }
+
     /// Takes every connection of `user` out of `group`.
     pub async fn remove_user_from_group(&self, user: &str, group: &str) -> Result<()> {
         let path = format!("users/{}/groups/{}", segment(user), segment(group));

@@ -7,3 +7,4 @@ mod limits;
 mod messages;
 mod moderation;
 mod rooms;
+mod scheduled;

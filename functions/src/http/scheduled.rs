@@ -1,0 +1,71 @@
+//! Scheduled message functions: schedule, list, edit and cancel the caller's own. Sending them
+//! when due is a timer's work (`triggers::send_scheduled`, the self-hosted housekeeping loop).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use tabletalk::ids::RoomId;
+use tabletalk::scheduled::{NewScheduled, Scheduled, ScheduledEdit};
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{Caller, JsonBody, PathParams};
+
+/// 201 with the item, `status: scheduled`. At its `sendAt` it is sent as if the caller sent it
+/// then; the item's `status` then says `sent` (with `messageId`) or `refused` (with `refusal`).
+#[utoipa::path(post, path = "/api/rooms/{roomId}/scheduled", tag = "scheduled", operation_id = "scheduleMessage",
+    params(("roomId" = String, Path)), request_body = NewScheduled,
+    responses((status = 201, body = Scheduled), (status = "4XX", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+    JsonBody(input): JsonBody<NewScheduled>,
+) -> ApiResult<(StatusCode, Json<Scheduled>)> {
+    let item = state.chat.schedule_message(&who, &RoomId::parse(&room)?, input).await?;
+    Ok((StatusCode::CREATED, Json(item)))
+}
+
+/// The caller's own, whatever became of them.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/scheduled", tag = "scheduled", operation_id = "listScheduled",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [Scheduled]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+) -> ApiResult<Json<Vec<Scheduled>>> {
+    Ok(Json(state.chat.list_scheduled(&who, &RoomId::parse(&room)?).await?))
+}
+
+/// Only while it is `scheduled` (409 once it is being sent or done).
+#[utoipa::path(patch, path = "/api/rooms/{roomId}/scheduled/{scheduledId}", tag = "scheduled", operation_id = "editScheduled",
+    params(("roomId" = String, Path), ("scheduledId" = String, Path)), request_body = ScheduledEdit,
+    responses((status = 200, body = Scheduled), (status = "4XX", body = ErrorBody)))]
+pub async fn edit(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+    JsonBody(input): JsonBody<ScheduledEdit>,
+) -> ApiResult<Json<Scheduled>> {
+    Ok(Json(
+        state
+            .chat
+            .edit_scheduled(&who, &RoomId::parse(&room)?, &id, input)
+            .await?,
+    ))
+}
+
+/// Cancels it: 200 with the item, `status: cancelled` (409 once it is being sent or done).
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/scheduled/{scheduledId}", tag = "scheduled", operation_id = "cancelScheduled",
+    params(("roomId" = String, Path), ("scheduledId" = String, Path)),
+    responses((status = 200, body = Scheduled), (status = "4XX", body = ErrorBody)))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<Json<Scheduled>> {
+    Ok(Json(
+        state.chat.cancel_scheduled(&who, &RoomId::parse(&room)?, &id).await?,
+    ))
+}

@@ -1,0 +1,297 @@
+//! Scheduled messages: a member schedules a text or a poll for a time, lists, edits and
+//! cancels their own; when it is due, a timer run (the `sendScheduled` function on Azure, the
+//! housekeeping loop self-hosted) sends it through the one door as if the member sent it then:
+//! `Chat::send_message`, with every check run again at that time. A check that refuses it
+//! (the member left, was banned or timed out, the room went read-only) is recorded in the item
+//! (`refused`, with the code and message the send answered) and told to the member at once
+//! through a live notice to their connections alone (`scheduled.refused`).
+//!
+//! Exactly once, across processes, restarts, crashes and a timer that fires twice: see
+//! `crate::scheduled`. A run reads only the index rows due (`store::scheduled`), so its cost
+//! grows with the items due, not with those stored.
+
+use chrono::{DateTime, Utc};
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::scheduled::{
+    MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus, check_id,
+    checked_body, checked_send_at, refuses,
+};
+use crate::signals::Signal;
+use crate::store::scheduled::{Due, ItemVersion};
+use crate::store::stored_time;
+
+/// Index rows one timer run reads at most; the next run goes on.
+pub const MAX_DUE_PER_RUN: usize = 500;
+
+/// What a timer run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScheduledReport {
+    pub sent: usize,
+    pub refused: usize,
+    /// Due but claimed by another sender, or changed since read: theirs to finish.
+    pub skipped: usize,
+    /// Failed for the server's reasons; tried again once the claim lapses.
+    pub failed: usize,
+}
+
+/// How one item's turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    Sent,
+    Refused,
+    Skipped,
+}
+
+impl Chat {
+    pub async fn schedule_message(&self, who: &Principal, room: &RoomId, input: NewScheduled) -> Result<Scheduled> {
+        let now = self.time.now();
+        let send_at = stored_time(checked_send_at(input.send_at, now)?);
+        let (text, poll) = checked_body(input.text.as_deref(), input.poll.as_ref())?;
+        let access = self.access(room, &who.user_id).await?;
+        let pending = self.store.scheduled_of(room, &who.user_id).await?;
+        if pending.iter().filter(|item| item.status.is_pending()).count() >= MAX_PENDING_PER_MEMBER {
+            return Err(Error::Conflict(format!(
+                "at most {MAX_PENDING_PER_MEMBER} scheduled messages may wait in one room; cancel one first"
+            )));
+        }
+        let item = Scheduled {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            room_id: room.to_string(),
+            user_id: who.user_id.to_string(),
+            user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            text,
+            poll,
+            send_at,
+            status: ScheduledStatus::Scheduled,
+            created_at: stored_time(now),
+            claimed_at: None,
+            attempts: 0,
+            message_id: None,
+            refusal: None,
+            finished_at: None,
+        };
+        self.store.insert_scheduled(&item).await?;
+        Ok(item)
+    }
+
+    /// The caller's scheduled messages in the room, whatever became of them (finished ones for
+    /// a week), soonest first.
+    pub async fn list_scheduled(&self, who: &Principal, room: &RoomId) -> Result<Vec<Scheduled>> {
+        self.access(room, &who.user_id).await?;
+        let mut items = self.store.scheduled_of(room, &who.user_id).await?;
+        items.sort_by(|a, b| (a.send_at, &a.id).cmp(&(b.send_at, &b.id)));
+        Ok(items)
+    }
+
+    /// Changes the text, the poll or the time of one of the caller's items still waiting.
+    pub async fn edit_scheduled(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        edit: ScheduledEdit,
+    ) -> Result<Scheduled> {
+        let now = self.time.now();
+        let send_at = edit
+            .send_at
+            .map(|at| checked_send_at(at, now))
+            .transpose()?
+            .map(stored_time);
+        let body = match (&edit.text, &edit.poll) {
+            (None, None) => None,
+            (text, poll) => Some(checked_body(text.as_deref(), poll.as_ref())?),
+        };
+        self.change_scheduled(who, room, id, |item| {
+            if let Some((text, poll)) = body.clone() {
+                item.text = text;
+                item.poll = poll;
+            }
+            if let Some(at) = send_at {
+                item.send_at = at;
+            }
+        })
+        .await
+    }
+
+    /// Cancels one of the caller's items still waiting; it stays listed as `cancelled`.
+    pub async fn cancel_scheduled(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Scheduled> {
+        let now = stored_time(self.time.now());
+        self.change_scheduled(who, room, id, |item| {
+            item.status = ScheduledStatus::Cancelled;
+            item.finished_at = Some(now);
+        })
+        .await
+    }
+
+    async fn change_scheduled(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        change: impl Fn(&mut Scheduled),
+    ) -> Result<Scheduled> {
+        self.access(room, &who.user_id).await?;
+        check_id(id)?;
+        let missing = || Error::not_found("scheduled message not found");
+        let (item, etag) = self
+            .store
+            .scheduled(room, &who.user_id, id)
+            .await?
+            .ok_or_else(missing)?;
+        item.require_changeable()?;
+        let mut changed = item.clone();
+        change(&mut changed);
+        match self.store.replace_scheduled(&item, &etag, &changed).await? {
+            Some(_) => Ok(changed),
+            None => Err(Error::Conflict(
+                "the scheduled message changed meanwhile (it may be being sent); read it again".into(),
+            )),
+        }
+    }
+
+    /// One timer run: sends what is due now.
+    pub async fn send_due_messages(&self) -> Result<ScheduledReport> {
+        let now = self.time.now();
+        let mut report = ScheduledReport::default();
+        for due in self.store.due_scheduled(now, MAX_DUE_PER_RUN).await? {
+            // One item's trouble never stops the others; its claim lapses and a later run
+            // tries it again.
+            match self.take_turn(&due, now).await {
+                Ok(Turn::Sent) => report.sent += 1,
+                Ok(Turn::Refused) => report.refused += 1,
+                Ok(Turn::Skipped) => report.skipped += 1,
+                Err(e) => {
+                    report.failed += 1;
+                    tracing::warn!(item = %due.item_key, error = %e, "a scheduled message was not sent; retried later");
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Claims a due item, then delivers it.
+    async fn take_turn(&self, due: &Due, now: DateTime<Utc>) -> Result<Turn> {
+        let Some((item, etag)) = self.store.scheduled_at(&due.item_key).await? else {
+            self.store.drop_due(due).await?;
+            return Ok(Turn::Skipped);
+        };
+        if !due.indexes(&item) {
+            self.store.drop_due(due).await?;
+            return Ok(Turn::Skipped);
+        }
+        let Some((claimed, etag)) = self.claim_scheduled(&item, &etag, now).await? else {
+            return Ok(Turn::Skipped);
+        };
+        self.deliver_scheduled(&claimed, &etag).await
+    }
+
+    /// One item as stored, whoever asks: for tools and tests (a member who left can no longer
+    /// list it through the API).
+    pub async fn scheduled_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<Scheduled>> {
+        check_id(id)?;
+        Ok(self.store.scheduled(room, user, id).await?.map(|(item, _)| item))
+    }
+
+    /// A timer run's first step for one item alone: claims it if it is due now, and stops.
+    /// Public so a test can stop a sender right there (a crash between claim and send); the
+    /// claim lapses after `CLAIM_LEASE` and a later run sends the item.
+    pub async fn claim_due_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<bool> {
+        check_id(id)?;
+        let Some((item, etag)) = self.store.scheduled(room, user, id).await? else {
+            return Ok(false);
+        };
+        Ok(self.claim_scheduled(&item, &etag, self.time.now()).await?.is_some())
+    }
+
+    /// Marks `item` as being sent by this run, if it is claimable and unchanged since read.
+    pub(crate) async fn claim_scheduled(
+        &self,
+        item: &Scheduled,
+        etag: &ItemVersion,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Scheduled, ItemVersion)>> {
+        if !item.claimable(now) {
+            return Ok(None);
+        }
+        let mut claimed = item.clone();
+        claimed.status = ScheduledStatus::Sending;
+        claimed.claimed_at = Some(stored_time(now));
+        claimed.attempts += 1;
+        Ok(self
+            .store
+            .replace_scheduled(item, etag, &claimed)
+            .await?
+            .map(|etag| (claimed, etag)))
+    }
+
+    /// Sends a claimed item through the one door and records how that ended.
+    pub(crate) async fn deliver_scheduled(&self, item: &Scheduled, etag: &ItemVersion) -> Result<Turn> {
+        let room = RoomId::parse(&item.room_id)?;
+        let user = UserId::parse(&item.user_id)?;
+        // A send that stored its message before its sender stopped: record it, send nothing.
+        // (Asked before the send, whose own repeat check comes only after membership: a member
+        // who left since must not turn a sent message into a refused one.)
+        if let Some(first) = self.store.sent_with_client_id(&room, &user, &item.client_id()).await? {
+            return self.finish_scheduled(item, etag, Ok(first.id)).await;
+        }
+        let who = Principal {
+            user_id: user,
+            name: item.user_name.clone(),
+        };
+        match self.send_message(&who, &room, item.message()).await {
+            Ok(sent) => self.finish_scheduled(item, etag, Ok(sent.message.id)).await,
+            Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => self.finish_scheduled(item, etag, Err(e)).await,
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn finish_scheduled(
+        &self,
+        item: &Scheduled,
+        etag: &ItemVersion,
+        outcome: std::result::Result<String, Error>,
+    ) -> Result<Turn> {
+        let mut done = item.clone();
+        done.finished_at = Some(stored_time(self.time.now()));
+        let turn = match outcome {
+            Ok(message_id) => {
+                done.status = ScheduledStatus::Sent;
+                done.message_id = Some(message_id);
+                Turn::Sent
+            }
+            Err(e) => {
+                tracing::info!(item = %item.id, room = %item.room_id, error = %e, "a scheduled message was refused");
+                done.status = ScheduledStatus::Refused;
+                // The server's own trouble is told in general terms, as the API tells it.
+                let message = match refuses(&e) {
+                    true => e.to_string(),
+                    false => format!("it could not be sent after {MAX_ATTEMPTS} attempts; the server was unavailable"),
+                };
+                done.refusal = Some(Refusal {
+                    code: e.code().to_owned(),
+                    message,
+                });
+                Turn::Refused
+            }
+        };
+        // Lost only to a sender that took over after this one's claim lapsed: it finds the
+        // message by its client id and records the same outcome.
+        if self.store.replace_scheduled(item, etag, &done).await?.is_none() {
+            return Ok(Turn::Skipped);
+        }
+        // The member is told at once if they are connected; the item's status tells it anyway.
+        if turn == Turn::Refused
+            && let (Ok(room), Ok(user)) = (RoomId::parse(&done.room_id), UserId::parse(&done.user_id))
+        {
+            let signal = Signal::ScheduledRefused {
+                scheduled: Box::new(done),
+            };
+            self.notice(&room, &user, signal);
+        }
+        Ok(turn)
+    }
+}

@@ -1,0 +1,120 @@
+//! Inbound webhooks: members with ManageWebhooks create, list, rename, rotate and delete a
+//! room's webhooks; whoever holds a webhook's secret URL posts `Webhook` lines with it, through
+//! the one door (`service::send`, [`Chat::send_as_webhook`]).
+//!
+//! A deleted webhook, a rotated-away token, a wrong token and an id that names nothing all
+//! answer the same 404, so the URL tells its holder nothing once it is no longer theirs.
+
+use chrono::Utc;
+
+use super::Chat;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{ClientId, RoomId, UserId};
+use crate::messages::send::Sent;
+use crate::permissions::Permission;
+use crate::store::stored_time;
+use crate::webhooks::{self, MAX_WEBHOOKS_PER_ROOM, Webhook, WebhookName, WebhookPayload, WebhookWithUrl, missing};
+
+impl Chat {
+    /// Creates a webhook; its secret URL is in this answer only.
+    pub async fn create_webhook(&self, who: &Principal, room: &RoomId, input: WebhookName) -> Result<WebhookWithUrl> {
+        let name = input.checked()?;
+        self.webhook_manager(room, who).await?;
+        if self.store.webhooks(room).await?.len() >= MAX_WEBHOOKS_PER_ROOM {
+            return Err(Error::Conflict(format!(
+                "a room has at most {MAX_WEBHOOKS_PER_ROOM} webhooks; delete one first"
+            )));
+        }
+        let (token, token_hash) = webhooks::new_token();
+        let hook = Webhook {
+            id: webhooks::new_id(room),
+            room_id: room.to_string(),
+            name,
+            created_by: who.user_id.to_string(),
+            created_at: stored_time(Utc::now()),
+            token_hash,
+        };
+        self.store.insert_webhook(&hook).await?;
+        Ok(WebhookWithUrl {
+            url: webhooks::url(&hook.id, &token),
+            webhook: hook,
+        })
+    }
+
+    pub async fn list_webhooks(&self, who: &Principal, room: &RoomId) -> Result<Vec<Webhook>> {
+        self.webhook_manager(room, who).await?;
+        Ok(self.store.webhooks(room).await?)
+    }
+
+    pub async fn rename_webhook(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &str,
+        input: WebhookName,
+    ) -> Result<Webhook> {
+        let name = input.checked()?;
+        self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
+        Ok(self
+            .store
+            .update_webhook(room, id, |hook| hook.name = name.clone())
+            .await?)
+    }
+
+    /// A new token for the webhook; the old URL answers 404 from now on.
+    pub async fn rotate_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<WebhookWithUrl> {
+        self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
+        let (token, token_hash) = webhooks::new_token();
+        let hook = self
+            .store
+            .update_webhook(room, id, |hook| hook.token_hash = token_hash.clone())
+            .await?;
+        Ok(WebhookWithUrl {
+            url: webhooks::url(&hook.id, &token),
+            webhook: hook,
+        })
+    }
+
+    pub async fn delete_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+        self.webhook_manager(room, who).await?;
+        webhooks::check_id_of(room, id)?;
+        Ok(self.store.delete_webhook(room, id).await?)
+    }
+
+    /// A message posted to a webhook's secret URL. `key` (an `Idempotency-Key`) makes a retry
+    /// safe: a repeat answers with the message the first stored.
+    pub async fn post_to_webhook(
+        &self,
+        id: &str,
+        token: &str,
+        payload: WebhookPayload,
+        key: Option<&str>,
+    ) -> Result<Sent> {
+        let room = webhooks::parse_id(id)?;
+        let hook = match self.store.webhook(&room, id).await? {
+            Some(hook) if hook.accepts(token) => hook,
+            _ => return Err(missing()),
+        };
+        let room_row = self.store.room(&room).await?.ok_or_else(missing)?;
+        let checked = payload.checked()?;
+        let client_id = key.map(ClientId::parse).transpose()?;
+        let author = UserId::parse(&hook.author_id())?;
+        if let Some(client_id) = &client_id
+            && let Some(first) = self.store.sent_with_client_id(&room, &author, client_id).await?
+        {
+            return Ok(Sent::repeat(first));
+        }
+        let access = hook.access(room_row)?;
+        self.send_as_webhook(&room, &hook, access, checked, client_id).await
+    }
+
+    /// The caller's access, if they may manage the room's webhooks (a non-member: 404).
+    async fn webhook_manager(&self, room: &RoomId, who: &Principal) -> Result<()> {
+        self.access(room, &who.user_id)
+            .await?
+            .require(Permission::ManageWebhooks)
+    }
+}

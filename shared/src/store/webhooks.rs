@@ -1,0 +1,99 @@
+//! Inbound webhook rows: `hook:<webhook id>` in the room's `Rooms` partition, holding the
+//! name, who made it and when, and the SHA-256 of its current token (never the token).
+
+use super::Store;
+use super::error::{Result, settle};
+use super::schema::{WEBHOOK_PREFIX, webhook_key};
+use crate::error::Error;
+use crate::ids::RoomId;
+use crate::storage::conditional::update_conditionally;
+use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::webhooks::{MAX_WEBHOOKS_PER_ROOM, Webhook, missing};
+
+fn webhook_row(hook: &Webhook) -> Entity {
+    Entity::new(&hook.room_id, webhook_key(&hook.id))
+        .with("name", Value::String(hook.name.clone()))
+        .with("createdBy", Value::String(hook.created_by.clone()))
+        .with("createdAt", Value::datetime(hook.created_at))
+        .with("tokenHash", Value::String(hook.token_hash.clone()))
+}
+
+fn parse_webhook(row: &Entity) -> Option<Webhook> {
+    Some(Webhook {
+        id: row.row_key.strip_prefix(WEBHOOK_PREFIX)?.to_owned(),
+        room_id: row.partition_key.clone(),
+        name: row.str("name")?.to_owned(),
+        created_by: row.str("createdBy")?.to_owned(),
+        created_at: row.datetime("createdAt")?,
+        token_hash: row.str("tokenHash")?.to_owned(),
+    })
+}
+
+impl Store {
+    /// Stores a new webhook (its id is fresh: an existing one is a conflict).
+    pub(crate) async fn insert_webhook(&self, hook: &Webhook) -> Result<()> {
+        match self.tables.insert(&self.schema.rooms, &webhook_row(hook)).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => {
+                Err(Error::Conflict("that webhook id is taken; try again".into()).into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) async fn webhook(&self, room: &RoomId, id: &str) -> Result<Option<Webhook>> {
+        let row = self
+            .tables
+            .get(&self.schema.rooms, room.as_str(), &webhook_key(id))
+            .await?;
+        Ok(row.as_ref().and_then(parse_webhook))
+    }
+
+    /// A room's webhooks, up to [`MAX_WEBHOOKS_PER_ROOM`] and one more (so a caller can tell
+    /// the room is full).
+    pub(crate) async fn webhooks(&self, room: &RoomId) -> Result<Vec<Webhook>> {
+        let query = RangeQuery::prefix(room.as_str(), WEBHOOK_PREFIX, 100);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.rooms, &query, MAX_WEBHOOKS_PER_ROOM + 1)
+            .await?;
+        Ok(rows.iter().filter_map(parse_webhook).collect())
+    }
+
+    /// Changes a webhook conditionally on the row as read; a missing one answers 404.
+    pub(crate) async fn update_webhook(
+        &self,
+        room: &RoomId,
+        id: &str,
+        mut change: impl FnMut(&mut Webhook),
+    ) -> Result<Webhook> {
+        let row = update_conditionally(
+            &self.tables,
+            &self.schema.rooms,
+            room.as_str(),
+            &webhook_key(id),
+            UpdateMode::Replace,
+            |row| {
+                let mut hook = parse_webhook(&row).ok_or_else(missing)?;
+                change(&mut hook);
+                Ok(webhook_row(&hook))
+            },
+        )
+        .await
+        .map_err(|e| settle(e, "webhook not found"))?;
+        parse_webhook(&row).ok_or_else(|| Error::Internal("a webhook row did not read back".into()).into())
+    }
+
+    /// Deletes a webhook; a missing one answers 404.
+    pub(crate) async fn delete_webhook(&self, room: &RoomId, id: &str) -> Result<()> {
+        match self
+            .tables
+            .delete(&self.schema.rooms, room.as_str(), &webhook_key(id), &IfMatch::Any)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.is(ErrorKind::NotFound) => Err(missing().into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

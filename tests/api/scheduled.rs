@@ -1,0 +1,478 @@
+//! Scheduled messages through the real binary, on a clock the test moves (the test clock
+//! file): sent once at their time whichever of two processes' timers runs, however often it
+//! fires, and after a sender stopped between its claim and its send; refused, with the reason
+//! in the item, when a check fails at that time; edited and cancelled by their owner. The timer
+//! is the Functions app's `sendScheduled` invocation, and self-hosted the housekeeping loop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tabletalk::adapters::clock::FileClock;
+use tabletalk::config::DEVELOPMENT_JWT_SECRET;
+
+use crate::helpers::messages::assert_status;
+use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app_with};
+
+backend_tests!(
+    a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_repeated_timer,
+    a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_claim_lapses,
+    each_refusal_at_send_time_is_recorded_in_the_items_status,
+    edit_and_cancel_change_what_is_sent_and_only_while_waiting,
+    the_self_hosted_housekeeping_loop_sends_what_is_due,
+    a_refused_item_is_told_to_its_owner_by_a_live_notice,
+    bad_input_on_the_scheduled_routes_is_a_documented_4xx,
+);
+
+/// The test clock: a file of Unix milliseconds both the test and the servers read.
+pub(crate) struct Clock {
+    path: PathBuf,
+    now_ms: i64,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
+        let clock = Clock {
+            path,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        };
+        std::fs::write(&clock.path, clock.now_ms.to_string()).unwrap();
+        clock
+    }
+
+    fn advance_s(&mut self, seconds: i64) {
+        self.now_ms += seconds * 1000;
+        std::fs::write(&self.path, self.now_ms.to_string()).unwrap();
+    }
+
+    /// `seconds` from the clock's now, as RFC 3339.
+    fn at(&self, seconds: i64) -> String {
+        let at = chrono::DateTime::from_timestamp_millis(self.now_ms + seconds * 1000).unwrap();
+        at.to_rfc3339()
+    }
+
+    /// A Functions custom handler on this clock: its timers run when invoked.
+    fn handler(&self, backend: &Backend) -> TestApp {
+        self.spawn(backend, &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")])
+    }
+
+    pub(crate) fn spawn(&self, backend: &Backend, extra: &[(&str, &str)]) -> TestApp {
+        let mut settings = vec![
+            ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
+            ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),
+        ];
+        settings.extend_from_slice(extra);
+        spawn_app_with(backend, &settings)
+    }
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One invocation of the `sendScheduled` timer function; its log line.
+async fn run_timer(app: &TestApp) -> String {
+    let reply = app
+        .http
+        .post(format!("{}/sendScheduled", app.base))
+        .json(&json!({ "Data": {}, "Metadata": {} }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    let body: Value = reply.json().await.unwrap();
+    body["Logs"][0].as_str().unwrap_or_default().to_owned()
+}
+
+async fn schedule(app: &TestApp, user: &str, room: &str, body: Value) -> Reply {
+    app.act(Method::POST, user, &format!("/rooms/{room}/scheduled"), body)
+        .await
+}
+
+/// Schedules `text` as `user` for `at`; its id.
+async fn schedule_text(app: &TestApp, user: &str, room: &str, text: &str, at: &str) -> String {
+    let reply = schedule(app, user, room, json!({ "text": text, "sendAt": at })).await;
+    assert_status(&reply, StatusCode::CREATED);
+    assert_eq!(reply.body["status"], "scheduled");
+    reply.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn mine(app: &TestApp, user: &str, room: &str) -> Vec<Value> {
+    let reply = app
+        .call(Method::GET, &format!("/api/rooms/{room}/scheduled"), Some(user), None)
+        .await;
+    assert_status(&reply, StatusCode::OK);
+    reply.body.as_array().unwrap().clone()
+}
+
+async fn status_of(app: &TestApp, user: &str, room: &str, id: &str) -> Value {
+    mine(app, user, room)
+        .await
+        .into_iter()
+        .find(|item| item["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not listed"))
+}
+
+async fn texts(app: &TestApp, room: &str) -> Vec<String> {
+    let messages = app.read_all("alice", room, "asc", 100).await;
+    messages
+        .iter()
+        .filter(|m| m["type"] == "Message" || m["type"] == "Poll")
+        .map(|m| match m["type"].as_str() {
+            Some("Poll") => format!("poll: {}", m["poll"]["question"].as_str().unwrap()),
+            _ => m["text"].as_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+async fn a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_repeated_timer(backend: Backend) {
+    let mut clock = Clock::new();
+    let (a, b) = (clock.handler(&backend), clock.handler(&backend));
+    let room = a.create_room("alice").await;
+    let mut ids = Vec::new();
+    for text in ["first", "second", "third"] {
+        ids.push(schedule_text(&a, "alice", &room, text, &clock.at(60)).await);
+    }
+    let poll = json!({ "poll": { "question": "lunch?", "options": ["yes", "no"] }, "sendAt": clock.at(60) });
+    let poll = schedule(&b, "alice", &room, poll).await;
+    assert_status(&poll, StatusCode::CREATED);
+    ids.push(poll.body["id"].as_str().unwrap().to_owned());
+
+    run_timer(&a).await;
+    assert!(texts(&a, &room).await.is_empty(), "nothing before its time");
+    clock.advance_s(60);
+    tokio::join!(run_timer(&a), run_timer(&b), run_timer(&a), run_timer(&b));
+    let mut sent = texts(&a, &room).await;
+    sent.sort();
+    assert_eq!(sent, ["first", "poll: lunch?", "second", "third"]);
+    let messages = a.read_all("alice", &room, "asc", 100).await;
+    for id in &ids {
+        let item = status_of(&b, "alice", &room, id).await;
+        assert_eq!(item["status"], "sent", "{item}");
+        let message_id = item["messageId"].as_str().unwrap();
+        let message = messages.iter().find(|m| m["id"] == message_id).unwrap();
+        assert_eq!(message["authorId"], "alice");
+        assert!(message["clientId"].as_str().unwrap().starts_with("sched."));
+    }
+    clock.advance_s(3600);
+    run_timer(&b).await;
+    assert_eq!(texts(&a, &room).await.len(), 4, "sent once, for good");
+}
+
+async fn a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_claim_lapses(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    let id = schedule_text(&app, "alice", &room, "after the crash", &clock.at(10)).await;
+    clock.advance_s(10);
+    // A sender on the same store that claims the item and stops there.
+    let crashed = backend.chat().await.with_time(Arc::new(FileClock::new(&clock.path)));
+    let room_id = tabletalk::ids::RoomId::parse(&room).unwrap();
+    let alice = tabletalk::ids::UserId::parse("alice").unwrap();
+    assert!(crashed.claim_due_item(&room_id, &alice, &id).await.unwrap());
+    drop(crashed);
+    assert_eq!(status_of(&app, "alice", &room, &id).await["status"], "sending");
+
+    run_timer(&app).await;
+    assert!(
+        texts(&app, &room).await.is_empty(),
+        "the claim holds while its sender may be at it"
+    );
+    clock.advance_s(60);
+    run_timer(&app).await;
+    run_timer(&app).await;
+    assert_eq!(texts(&app, &room).await, ["after the crash"]);
+    let item = status_of(&app, "alice", &room, &id).await;
+    assert_eq!(
+        (item["status"].as_str(), item["attempts"].as_u64()),
+        (Some("sent"), Some(2))
+    );
+}
+
+async fn each_refusal_at_send_time_is_recorded_in_the_items_status(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    let quiet = app.create_room("alice").await;
+    let mut items = Vec::new();
+    for (user, target) in [("carol", &room), ("dave", &room), ("erin", &room), ("frank", &quiet)] {
+        app.join(user, target).await;
+        items.push((
+            user,
+            target.clone(),
+            schedule_text(&app, user, target, "hello", &clock.at(30)).await,
+        ));
+    }
+    app.call(Method::POST, &format!("/api/rooms/{room}/leave"), Some("carol"), None)
+        .await;
+    let ban = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/dave/ban"),
+            json!({}),
+        )
+        .await;
+    assert!(ban.status.is_success(), "{}", ban.body);
+    let until = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let timeout = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/erin/timeout"),
+            json!({ "until": until }),
+        )
+        .await;
+    assert!(timeout.status.is_success(), "{}", timeout.body);
+    let read_only = app
+        .act(
+            Method::PATCH,
+            "alice",
+            &format!("/rooms/{quiet}"),
+            json!({ "readOnly": true }),
+        )
+        .await;
+    assert_status(&read_only, StatusCode::OK);
+
+    clock.advance_s(30);
+    run_timer(&app).await;
+    assert!(texts(&app, &room).await.is_empty() && texts(&app, &quiet).await.is_empty());
+    let expected = [
+        ("carol", "NOT_FOUND", "not found"),
+        ("dave", "FORBIDDEN", "banned"),
+        ("erin", "FORBIDDEN", "timed out"),
+        ("frank", "FORBIDDEN", "read-only"),
+    ];
+    for ((user, target, id), (_, code, why)) in items.iter().zip(expected) {
+        // Who left or was banned can no longer read the room's list; the owner's moderators
+        // see nothing of it either, so it is read from the store.
+        let item = match *user {
+            "erin" | "frank" => status_of(&app, user, target, id).await,
+            _ => stored_item(&backend, target, user, id).await,
+        };
+        assert_eq!(item["status"], "refused", "{user}: {item}");
+        assert_eq!(item["refusal"]["code"], code, "{user}: {item}");
+        let message = item["refusal"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{user}: {message}");
+    }
+}
+
+/// An item as stored, for a member who can no longer list the room's items.
+async fn stored_item(backend: &Backend, room: &str, user: &str, id: &str) -> Value {
+    let chat = backend.chat().await;
+    let room = tabletalk::ids::RoomId::parse(room).unwrap();
+    let user = tabletalk::ids::UserId::parse(user).unwrap();
+    let item = chat.scheduled_item(&room, &user, id).await.unwrap().expect("stored");
+    serde_json::to_value(item).unwrap()
+}
+
+async fn edit_and_cancel_change_what_is_sent_and_only_while_waiting(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let moved = schedule_text(&app, "alice", &room, "draft", &clock.at(60)).await;
+    let dropped = schedule_text(&app, "alice", &room, "never", &clock.at(60)).await;
+    let path = |id: &str| format!("/rooms/{room}/scheduled/{id}");
+    let edited = app
+        .act(
+            Method::PATCH,
+            "alice",
+            &path(&moved),
+            json!({ "text": "final", "sendAt": clock.at(120) }),
+        )
+        .await;
+    assert_status(&edited, StatusCode::OK);
+    assert_eq!(edited.body["text"], "final");
+    let cancelled = app
+        .call(
+            Method::DELETE,
+            &format!("/api/{}", &path(&dropped)[1..]),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_status(&cancelled, StatusCode::OK);
+    assert_eq!(cancelled.body["status"], "cancelled");
+
+    // Another member sees none of alice's items and cannot touch them.
+    assert!(mine(&app, "bob", &room).await.is_empty());
+    app.act(Method::PATCH, "bob", &path(&moved), json!({ "text": "mine" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.call(Method::DELETE, &format!("/api{}", path(&moved)), Some("bob"), None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    clock.advance_s(60);
+    run_timer(&app).await;
+    assert!(
+        texts(&app, &room).await.is_empty(),
+        "moved later, and the other cancelled"
+    );
+    clock.advance_s(60);
+    run_timer(&app).await;
+    assert_eq!(texts(&app, &room).await, ["final"]);
+    assert_eq!(posts(app.read_all("alice", &room, "asc", 100).await).len(), 1);
+    app.act(Method::PATCH, "alice", &path(&moved), json!({ "text": "too late" }))
+        .await
+        .assert_error(409, "CONFLICT");
+    app.call(Method::DELETE, &format!("/api{}", path(&moved)), Some("alice"), None)
+        .await
+        .assert_error(409, "CONFLICT");
+    app.call(Method::DELETE, &format!("/api{}", path(&dropped)), Some("alice"), None)
+        .await
+        .assert_error(409, "CONFLICT");
+    let listed = mine(&app, "alice", &room).await;
+    let statuses: Vec<&str> = listed.iter().map(|i| i["status"].as_str().unwrap()).collect();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        statuses.contains(&"sent") && statuses.contains(&"cancelled"),
+        "{statuses:?}"
+    );
+}
+
+async fn the_self_hosted_housekeeping_loop_sends_what_is_due(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "1")]);
+    let room = app.create_room("alice").await;
+    let id = schedule_text(&app, "alice", &room, "by the loop", &clock.at(120)).await;
+    clock.advance_s(120);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while status_of(&app, "alice", &room, &id).await["status"] != "sent" {
+        assert!(std::time::Instant::now() < deadline, "the loop never sent it");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(texts(&app, &room).await, ["by the loop"]);
+}
+
+async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    let later = clock.at(60);
+    let poll = json!({ "question": "q", "options": ["a", "b"] });
+    for body in [
+        json!({ "text": "x" }),
+        json!({ "text": "x", "sendAt": clock.at(-1) }),
+        json!({ "text": "x", "sendAt": clock.at(0) }),
+        json!({ "text": "x", "sendAt": clock.at(367 * 86_400) }),
+        json!({ "text": "x", "sendAt": "tomorrow" }),
+        json!({ "text": "x", "sendAt": 12 }),
+        json!({ "sendAt": later }),
+        json!({ "text": "x", "poll": poll, "sendAt": later }),
+        json!({ "text": "<script>x</script>", "sendAt": later }),
+        json!({ "text": "x".repeat(20_000), "sendAt": later }),
+        json!({ "poll": { "question": "q", "options": ["a"] }, "sendAt": later }),
+        json!({ "text": "x", "sendAt": later, "extra": true }),
+    ] {
+        schedule(&app, "alice", &room, body.clone())
+            .await
+            .assert_error(422, "VALIDATION");
+    }
+    schedule(&app, "mallory", &room, json!({ "text": "x", "sendAt": later }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    schedule(&app, "alice", "not-a-room", json!({ "text": "x", "sendAt": later }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.call(
+        Method::GET,
+        &format!("/api/rooms/{room}/scheduled"),
+        Some("mallory"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    let id = schedule_text(&app, "alice", &room, "x", &later).await;
+    let path = format!("/rooms/{room}/scheduled/{id}");
+    for body in [
+        json!({ "sendAt": clock.at(-60) }),
+        json!({ "text": "" }),
+        json!({ "text": "x", "poll": poll }),
+        json!({ "nope": 1 }),
+    ] {
+        app.act(Method::PATCH, "alice", &path, body)
+            .await
+            .assert_error(422, "VALIDATION");
+    }
+    app.act(
+        Method::PATCH,
+        "alice",
+        &format!("/rooms/{room}/scheduled/nothing"),
+        json!({ "text": "y" }),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    app.call(
+        Method::DELETE,
+        &format!("/api/rooms/{room}/scheduled/nothing"),
+        Some("alice"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    for bad in ["a%2Fb", "a%23b", "%3F", "x%09y", &"0".repeat(32)] {
+        let path = format!("/rooms/{room}/scheduled/{bad}");
+        app.act(Method::PATCH, "alice", &path, json!({ "text": "y" }))
+            .await
+            .assert_error(404, "NOT_FOUND");
+        app.call(Method::DELETE, &format!("/api{path}"), Some("alice"), None)
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
+    let raw = app
+        .http
+        .post(format!("{}/api/rooms/{room}/scheduled", app.base))
+        .bearer_auth(crate::helpers::token_with("alice", DEVELOPMENT_JWT_SECRET, 60))
+        .header("content-type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status().as_u16(), 400);
+    app.call(Method::GET, &format!("/api/rooms/{room}/scheduled"), None, None)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    assert_eq!(mine(&app, "alice", &room).await.len(), 1);
+}
+
+async fn a_refused_item_is_told_to_its_owner_by_a_live_notice(backend: Backend) {
+    let mut clock = Clock::new();
+    let app = clock.spawn(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "1")]);
+    let room = app.create_room("alice").await;
+    app.join("frank", &room).await;
+    let id = schedule_text(&app, "frank", &room, "into the void", &clock.at(60)).await;
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("frank"), None).await;
+    assert_status(&negotiated, StatusCode::OK);
+    let mut socket = crate::live::connect(negotiated.body["url"].as_str().unwrap()).await;
+    let read_only = app
+        .act(
+            Method::PATCH,
+            "alice",
+            &format!("/rooms/{room}"),
+            json!({ "readOnly": true }),
+        )
+        .await;
+    assert_status(&read_only, StatusCode::OK);
+    clock.advance_s(60);
+    let notice = loop {
+        let frame = crate::live::next_frame(&mut socket).await;
+        if frame["data"]["type"] == "scheduled.refused" {
+            break frame;
+        }
+    };
+    assert_eq!(notice["from"], "server");
+    assert_eq!(notice["data"]["roomId"], room.as_str());
+    let item = &notice["data"]["scheduled"];
+    assert_eq!(
+        (item["id"].as_str(), item["status"].as_str()),
+        (Some(id.as_str()), Some("refused"))
+    );
+    assert_eq!(item["refusal"]["code"], "FORBIDDEN");
+    assert_eq!(status_of(&app, "frank", &room, &id).await["status"], "refused");
+}
