@@ -30,6 +30,7 @@ mod privacy;
 mod push;
 mod push_endpoints;
 mod reactions;
+mod receipts;
 mod reports;
 mod room_admin;
 mod rooms;

@@ -105,6 +105,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::report))
         .routes(routes!(moderation::queue))
         .routes(routes!(moderation::resolve))
+        .routes(routes!(members::receipts))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -40,10 +40,15 @@ pub enum Signal {
         #[serde(rename = "userName")]
         user_name: String,
     },
+    /// A member's read position moved (they marked the room read, or read up to a message).
     #[serde(rename = "read")]
     Read {
         #[serde(rename = "userId")]
         user_id: String,
+        /// Their position: every message whose id sorts at or after it (ids sort newest
+        /// first) is read, so a client can draw seen-ticks without another read.
+        #[serde(rename = "upTo")]
+        up_to: String,
     },
 }
 

@@ -15,7 +15,9 @@ use crate::auth::Principal;
 use crate::error::Result;
 use crate::ids::RoomId;
 use crate::keys::Ticks;
-use crate::members::{MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, checked_nickname};
+use crate::members::{
+    MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, Receipt, checked_nickname,
+};
 
 impl Chat {
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
@@ -60,8 +62,17 @@ impl Chat {
             .await?;
         let signal = crate::signals::Signal::Read {
             user_id: who.user_id.to_string(),
+            up_to: position.as_str().to_owned(),
         };
         self.signal(room_id, signal);
         Ok(())
+    }
+
+    /// Every member's read position in the room (one range read of its member rows), so a
+    /// client can draw who has seen which message.
+    pub async fn receipts(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Receipt>> {
+        self.access(room_id, &who.user_id).await?;
+        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, false).await?;
+        Ok(members.iter().map(Member::receipt).collect())
     }
 }

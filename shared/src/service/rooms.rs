@@ -13,7 +13,6 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::keys::Ticks;
 use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
@@ -152,10 +151,7 @@ impl Chat {
     /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
     async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
-        let position = member
-            .last_read
-            .clone()
-            .unwrap_or_else(|| Ticks::from_datetime(member.joined_at).message_key());
+        let position = member.read_position();
         let (rows, capped) = self
             .store
             .messages_newer_than(&room_id, &position, MAX_UNREAD_COUNTED)

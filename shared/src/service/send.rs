@@ -34,6 +34,10 @@ use crate::signals::Signal;
 use crate::store::messages::{Inserted, NotInserted};
 use crate::store::stored_time;
 use chrono::{DateTime, Duration, Utc};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Rounds of the conditional helper a sender's read position may lose before it is given up.
+const POSITION_ROUNDS: usize = 8;
 
 impl Chat {
     /// Sends a member's message into a room.
@@ -140,6 +144,7 @@ impl Chat {
             thread_id,
             pinned_message_id: None,
             forwarded_from: draft.forwarded_from,
+            reader: Some(who.user_id.clone()),
         };
         self.post(room, post).await
     }
@@ -212,7 +217,18 @@ impl Chat {
         }
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let mut message = message;
-        match self.store.insert_message(room, &message, client, event.as_ref()).await {
+        let insert = self.store.insert_message(room, &message, client, event.as_ref());
+        // The sender's read position moves alongside the message's write, not after it, so it
+        // adds no round trip to the send. Moved for a send that then fails, it only marks read
+        // what its sender had seen anyway.
+        let inserted = match &post.reader {
+            Some(reader) => {
+                let key = ticks.message_key();
+                tokio::join!(insert, self.move_read_position(room, reader, &key)).0
+            }
+            None => insert.await,
+        };
+        match inserted {
             Ok(Inserted::Committed(version)) => message.version = version,
             // A concurrent retry with the same client id stored its message first: answer with
             // that one, as for any repeat.
@@ -249,6 +265,37 @@ impl Chat {
             self.dispatch(room, event).await;
         }
         Ok(Sent { message, created: true })
+    }
+
+    /// Moves `reader`'s read position forward to `key`, conditionally (a concurrent mark-read
+    /// or timeout is kept). A row already at or past `key` is not written, so a burst of one
+    /// member's sends converges: each lost race re-reads, and every send older than the one
+    /// that landed stops there, so the newest keeps trying until it lands. A side effect: a
+    /// failure is logged, never returned.
+    async fn move_read_position(&self, room: &RoomId, reader: &UserId, key: &crate::keys::MessageKey) {
+        for _ in 0..POSITION_ROUNDS {
+            let passed = AtomicBool::new(false);
+            let moved = self
+                .store
+                .update_member(room, reader, |member| match member.read_up_to(key) {
+                    true => Ok(()),
+                    false => {
+                        passed.store(true, Ordering::Relaxed);
+                        Err(Error::Conflict("already read past it".into()))
+                    }
+                })
+                .await;
+            match moved.map_err(Error::from) {
+                Ok(_) => return,
+                Err(_) if passed.load(Ordering::Relaxed) => return,
+                Err(Error::Conflict(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(%room, "a sender's read position kept losing races; it was not moved");
     }
 
     /// The sender's access; a banned user is told so, anyone else outside the room gets 404.

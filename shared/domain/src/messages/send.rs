@@ -128,6 +128,9 @@ pub struct Post {
     pub thread_id: Option<String>,
     pub pinned_message_id: Option<String>,
     pub forwarded_from: Option<ForwardSource>,
+    /// The member whose read position the send moves to the new message: its sender, for a
+    /// member's message (a sender has read their own room); none for the server's lines.
+    pub reader: Option<UserId>,
 }
 
 impl Post {
@@ -145,6 +148,7 @@ impl Post {
             thread_id: None,
             pinned_message_id: None,
             forwarded_from: None,
+            reader: None,
         }
     }
 }
