@@ -33,6 +33,7 @@ mod reactions;
 mod receipts;
 mod reports;
 mod room_admin;
+mod room_list;
 mod rooms;
 mod send_checks;
 mod serve;

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::members::{
-    Ban, MarkRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout, target_user,
+    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout, target_user,
 };
 use tabletalk::moderation::{BanEntry, Kick};
 
@@ -53,6 +53,14 @@ pub async fn mark_read(
 ) -> ApiResult<StatusCode> {
     state.chat.mark_read(&who, &RoomId::parse(&room)?, input).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Marks every room of the caller read up to now (one write per room); answers how many.
+#[utoipa::path(post, path = "/api/rooms/read", tag = "members", operation_id = "markAllRead",
+    responses((status = 200, body = MarkedAllRead), (status = "4XX", body = ErrorBody)))]
+pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<MarkedAllRead>> {
+    let rooms = state.chat.mark_all_read(&who).await?;
+    Ok(Json(MarkedAllRead { rooms }))
 }
 
 /// Every member's read position, for seen-ticks: a message is read by a member when its id

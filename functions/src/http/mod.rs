@@ -106,6 +106,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::queue))
         .routes(routes!(moderation::resolve))
         .routes(routes!(members::receipts))
+        .routes(routes!(members::mark_all_read))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

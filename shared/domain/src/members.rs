@@ -94,6 +94,14 @@ pub struct MemberSummary {
     pub timeout_until: Option<DateTime<Utc>>,
 }
 
+/// The answer to marking every room read.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkedAllRead {
+    /// Rooms whose read position moved to now.
+    pub rooms: usize,
+}
+
 /// How far a member has read a room, as `GET …/receipts` lists it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -192,22 +192,6 @@ impl Store {
         Ok((messages, more))
     }
 
-    /// Messages newer than `position`, up to `max` (rows that cannot be read are left out: a
-    /// count shows what it can), and whether more follow.
-    pub(crate) async fn messages_newer_than(
-        &self,
-        room: &RoomId,
-        position: &MessageKey,
-        max: usize,
-    ) -> Result<(Vec<Message>, bool)> {
-        let query = RangeQuery::partition(room.as_str(), max + 1)
-            .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
-            .to(Bound::Excluded(position.as_str().to_owned()));
-        let (rows, capped) = self.tables.query_up_to(&self.schema.messages, &query, max).await?;
-        let messages = rows.iter().filter_map(|row| parse_message(room, row).ok()).collect();
-        Ok((messages, capped))
-    }
-
     /// Up to `limit` keys of the ascending index after `after`, oldest first, and whether more
     /// follow.
     pub(crate) async fn index_page(
@@ -382,7 +366,8 @@ impl Store {
             ops.extend(extra.iter().cloned());
             ops
         };
-        match self.commit_change(room, Box::new(build)).await {
+        let activity = super::activity::activity_change(room, message, true);
+        match self.commit_change(room, Box::new(build), Some(activity)).await {
             Ok(committed) => Ok(Inserted::Committed(committed.version)),
             Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
                 Ok(Inserted::ClientIdTaken)
@@ -430,6 +415,8 @@ impl Store {
             let given = given.clone();
             async move {
                 let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
+                // The room list's preview follows an edit or a delete of the message it shows.
+                let activity = super::activity::activity_change(room, &current, false);
                 let build = move |version| {
                     let mut message = current.clone();
                     let old = message.version;
@@ -452,7 +439,7 @@ impl Store {
                     ops.push(BatchOp::Insert(feed_row(&message)));
                     ops
                 };
-                let committed = self.commit_change(room, Box::new(build)).await?;
+                let committed = self.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),

@@ -8,6 +8,7 @@
 //! The service asks the store for what it needs in its own terms — a member, a page of
 //! messages, a change committed with the next version — and never sees an `Entity`.
 
+pub mod activity;
 pub mod claims;
 pub mod companions;
 pub mod directory;

@@ -8,6 +8,9 @@
 //!   key>`), so a thread is one range read, oldest reply first.
 //!   The room's version counter (`seq`) and one change-feed row per message at its newest
 //!   version (`v:<version>`) live here too, so a change and its version commit together.
+//!   The room's activity row (`!activity`: the newest message's preview) sorts before every
+//!   message, so the room list reads it in the same range read as a member's unread messages,
+//!   and it is written in the transaction of the message it shows (`store::activity`).
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
 //! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
 //!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
@@ -85,6 +88,9 @@ pub const CLOSED_REPORTS_PREFIX: &str = "reports:closed:";
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
 pub const COUNTER_ROW: &str = "seq";
+/// Row key of a room's activity row in its `Messages` partition: before every message key
+/// (all digits), so one range read from it covers the newest messages too.
+pub const ACTIVITY_ROW: &str = "!activity";
 /// Prefix of change-feed rows in a `Messages` partition (`v:<20-digit version>`).
 pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
