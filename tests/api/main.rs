@@ -22,6 +22,7 @@ mod live;
 mod mentions;
 mod messages;
 mod moderation_log;
+mod notification_rules;
 mod ownership;
 mod permissions;
 mod pins;

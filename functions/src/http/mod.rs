@@ -107,6 +107,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::resolve))
         .routes(routes!(members::receipts))
         .routes(routes!(members::mark_all_read))
+        .routes(routes!(push::set_do_not_disturb, push::do_not_disturb))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -33,6 +33,13 @@ pub enum Signal {
         #[serde(rename = "messageId")]
         message_id: String,
     },
+    /// A poll's votes changed: clients re-read it for the counts (each reader's own vote is
+    /// theirs to see, so the signal carries none).
+    #[serde(rename = "message.voted")]
+    Voted {
+        #[serde(rename = "messageId")]
+        message_id: String,
+    },
     #[serde(rename = "typing")]
     Typing {
         #[serde(rename = "userId")]

@@ -4,7 +4,10 @@
 //! Recipients are the room's members minus the sender, by their notification level: `All`
 //! always, `Mentions` when the message mentions them (directly, through one of their roles, or
 //! `@everyone`; `@here` only reaches members who are online, and those are not pushed; every
-//! message of a direct conversation mentions the other person), `Never` never; a muted room never; and never a member with a live connection open (they
+//! message of a direct conversation mentions the other person), `Never` never; a muted room
+//! only when it mentions them (seed 002: a mention gets through Mentions-only and a mute,
+//! never through Never or do-not-disturb); nobody under their do-not-disturb (a `~dnd` row
+//! read with their subscriptions); and never a member with a live connection open (they
 //! see the message live). The payload carries ids, the sender's name and a short
 //! preview only. Deliveries run with bounded concurrency, each on its own: 404/410 delete the
 //! subscription, 429 waits for `Retry-After`, 5xx retries with a bounded backoff, and one
@@ -144,12 +147,13 @@ fn wants(member: &Member, mentions: &Mentions, direct: bool) -> Option<bool> {
         || mentions.everyone
         || mentions.users.iter().any(|u| u == member.user_id.as_str())
         || mentions.roles.iter().any(|r| member.roles.contains(r));
-    let pushed = !member.muted
-        && match member.notifications {
-            NotificationLevel::All => true,
-            NotificationLevel::Mentions => mentioned,
-            NotificationLevel::Never => false,
-        };
+    // A mention gets through Mentions-only and through a mute; nothing gets through Never
+    // (nor the user's do-not-disturb, checked with their subscriptions).
+    let pushed = match member.notifications {
+        NotificationLevel::All => !member.muted || mentioned,
+        NotificationLevel::Mentions => mentioned,
+        NotificationLevel::Never => false,
+    };
     pushed.then_some(mentioned)
 }
 
@@ -462,7 +466,12 @@ impl Notifier {
                 if self.online(user.as_str()).await {
                     return Ok(None);
                 }
-                let subscriptions = self.store.subscriptions(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
+                let (subscriptions, dnd) = self.store.push_targets(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
+                // Under do-not-disturb, nothing is pushed, mentions included.
+                let subscriptions = match dnd.holds_at(chrono::Utc::now()) {
+                    true => Vec::new(),
+                    false => subscriptions,
+                };
                 Ok(Some((user, mentioned, subscriptions)))
             })
             .buffer_unordered(CONCURRENT_DELIVERIES)

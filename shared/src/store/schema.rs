@@ -31,7 +31,8 @@
 //!   with their first join, written once when they first join and kept when they leave, so an
 //!   erasure finds every room that can hold their messages without a write per send.
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
-//!   subscriptions.
+//!   subscriptions, and after them the user's do-not-disturb (`~dnd`), so the notifier reads
+//!   both in the one partition read it makes per recipient.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
@@ -91,6 +92,9 @@ pub const COUNTER_ROW: &str = "seq";
 /// Row key of a room's activity row in its `Messages` partition: before every message key
 /// (all digits), so one range read from it covers the newest messages too.
 pub const ACTIVITY_ROW: &str = "!activity";
+/// Row key of a user's do-not-disturb in their `PushSubscriptions` partition: after every
+/// subscription key (hex digits).
+pub const DO_NOT_DISTURB_ROW: &str = "~dnd";
 /// Prefix of change-feed rows in a `Messages` partition (`v:<20-digit version>`).
 pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
