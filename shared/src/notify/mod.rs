@@ -687,6 +687,7 @@ mod tests {
             mentions: Mentions::default(),
             poll: None,
             reactions: Vec::new(),
+            thread: None,
         };
         let event = MessageEvent::of(&message).unwrap();
         assert_eq!(event.preview.chars().count(), PREVIEW_CHARS);

@@ -203,6 +203,7 @@ impl Chat {
             mentions: post.mentions,
             poll: post.poll,
             reactions: Vec::new(),
+            thread: None,
         };
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {

@@ -20,9 +20,13 @@ use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
 use crate::messages::polls::{Poll, PollDefinition};
+use crate::messages::threads::ThreadSummary;
 use crate::messages::{Message, MessageType};
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+
+/// Times a reply's transaction is tried while its root keeps changing under it.
+const THREAD_ROUNDS: usize = 8;
 
 /// Ticks tried before a send gives up on finding a free one. Each collision means another send
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
@@ -70,6 +74,7 @@ fn message_row(message: &Message) -> Entity {
             (!message.mentions.is_empty()).then(|| json_value(&message.mentions)),
         ),
         ("poll", message.poll.as_ref().map(|p| json_value(&p.definition()))),
+        ("thread", message.thread.as_ref().map(json_value)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -129,6 +134,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
         mentions: from_json(entity, "mentions").unwrap_or_default(),
         poll: from_json::<PollDefinition>(entity, "poll").map(Poll::from),
         reactions: Vec::new(),
+        thread: from_json(entity, "thread"),
     })
 }
 
@@ -325,7 +331,9 @@ impl Store {
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them.
+    /// them. A reply also updates its root's thread summary in that transaction, conditional on
+    /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
+    /// commits again, which is safe because nothing of the failed transaction landed.
     pub(crate) async fn insert_message(
         &self,
         room: &RoomId,
@@ -333,6 +341,10 @@ impl Store {
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
     ) -> Result<Inserted, NotInserted> {
+        let not_inserted = |error: Error| NotInserted {
+            may_be_stored: false,
+            error,
+        };
         let mut extra = Vec::new();
         // The idempotency record comes right after the message and its feed row: a failure
         // there (and only there) is a concurrent send of the same client id.
@@ -349,34 +361,77 @@ impl Store {
             extra.push(BatchOp::Insert(row));
         }
         if let Some(event) = event {
-            let row = super::outbox::event_row(room, event).map_err(|error| NotInserted {
-                may_be_stored: false,
-                error: error.into(),
-            })?;
+            let row = super::outbox::event_row(room, event).map_err(|error| not_inserted(error.into()))?;
             extra.push(BatchOp::Insert(row));
         }
-        let draft = message.clone();
-        let build = move |version| {
-            let mut message = draft.clone();
-            message.version = version;
-            let mut ops = vec![
-                BatchOp::Insert(message_row(&message)),
-                BatchOp::Insert(feed_row(&message)),
-            ];
-            ops.extend(extra.iter().cloned());
-            ops
-        };
-        let activity = super::activity::activity_change(room, message, true);
-        match self.commit_change(room, Box::new(build), Some(activity)).await {
-            Ok(committed) => Ok(Inserted::Committed(committed.version)),
-            Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
-                Ok(Inserted::ClientIdTaken)
-            }
-            Err(e) => Err(NotInserted {
-                may_be_stored: e.is(ErrorKind::Indeterminate),
-                error: reported(e),
-            }),
+        for _ in 0..THREAD_ROUNDS {
+            let mut extra = extra.clone();
+            // The root's summary goes last, so its index names it.
+            let root_at = match &message.thread_id {
+                Some(root) => match self.root_summary_op(room, root, message).await {
+                    Ok(Some(op)) => {
+                        extra.push(op);
+                        Some(2 + extra.len() - 1)
+                    }
+                    Ok(None) => None,
+                    Err(e) => return Err(not_inserted(e.into())),
+                },
+                None => None,
+            };
+            let draft = message.clone();
+            let build = move |version| {
+                let mut message = draft.clone();
+                message.version = version;
+                let mut ops = vec![
+                    BatchOp::Insert(message_row(&message)),
+                    BatchOp::Insert(feed_row(&message)),
+                ];
+                ops.extend(extra.iter().cloned());
+                ops
+            };
+            let activity = super::activity::activity_change(room, message, true);
+            return match self.commit_change(room, Box::new(build), Some(activity)).await {
+                Ok(committed) => Ok(Inserted::Committed(committed.version)),
+                Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
+                    Ok(Inserted::ClientIdTaken)
+                }
+                // The root changed since it was read: read it again.
+                Err(e)
+                    if root_at.is_some()
+                        && e.batch_index == root_at
+                        && (e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound)) =>
+                {
+                    continue;
+                }
+                Err(e) => Err(NotInserted {
+                    may_be_stored: e.is(ErrorKind::Indeterminate),
+                    error: reported(e),
+                }),
+            };
         }
+        Err(not_inserted(Error::Conflict(
+            "the thread is busy; send the reply again".into(),
+        )))
+    }
+
+    /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;
+    /// none when the root row is gone (purged).
+    async fn root_summary_op(&self, room: &RoomId, root: &str, reply: &Message) -> Result<Option<BatchOp>> {
+        let Some(row) = self.tables.get(&self.schema.messages, room.as_str(), root).await? else {
+            return Ok(None);
+        };
+        let Some(etag) = row.etag.clone() else {
+            return Err(Error::Internal("a message row without an ETag".into()).into());
+        };
+        let summary = from_json::<ThreadSummary>(&row, "thread")
+            .unwrap_or_default()
+            .with_reply(&reply.author_id, reply.created_at);
+        let entity = Entity::new(room.as_str(), root).with("thread", json_value(&summary));
+        Ok(Some(BatchOp::Update {
+            entity,
+            mode: UpdateMode::Merge,
+            if_match: IfMatch::Etag(etag),
+        }))
     }
 
     /// Rewrites a live message row with the conditional-write helper: `change` runs on the

@@ -136,6 +136,9 @@ pub struct Message {
     /// Reactions per emoji; filled in on reads.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reactions: Vec<ReactionCount>,
+    /// On a thread's root: its replies' count, last time and participants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<threads::ThreadSummary>,
 }
 
 impl Message {
