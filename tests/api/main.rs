@@ -13,6 +13,7 @@ mod edits_and_deletes;
 mod entra;
 mod erasure;
 mod events;
+mod follows;
 mod forwards;
 mod helpers;
 mod infra;

@@ -218,7 +218,10 @@ impl Chat {
         }
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let mut message = message;
-        let insert = self.store.insert_message(room, &message, client, event.as_ref());
+        let follower = post.reader.as_ref().filter(|_| message.thread_id.is_some());
+        let insert = self
+            .store
+            .insert_message(room, &message, client, event.as_ref(), follower);
         // The sender's read position moves alongside the message's write, not after it, so it
         // adds no round trip to the send. Moved for a send that then fails, it only marks read
         // what its sender had seen anyway.
@@ -255,6 +258,15 @@ impl Chat {
         }
 
         // Step 5, after the durable write only: side effects, none of which can fail the send.
+        // A replier's "my threads" row, their read position in the thread at their reply.
+        if let (Some(follower), Some(root)) = (follower, &message.thread_id)
+            && let Err(e) = self
+                .store
+                .index_followed(room, root, follower, message.created_at)
+                .await
+        {
+            tracing::warn!(%room, error = %e, "could not list a followed thread for its replier");
+        }
         // The notification event goes to its consumer; its outbox row is cleared once accepted.
         self.signal(
             room,

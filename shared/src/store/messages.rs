@@ -25,8 +25,10 @@ use crate::messages::{Message, MessageType};
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
-/// Times a reply's transaction is tried while its root keeps changing under it.
-const THREAD_ROUNDS: usize = 8;
+/// Times a reply's transaction is tried while its root keeps changing under it. Replies to
+/// one root commit one per round (each changes the root), so a burst of n replies takes n
+/// rounds: this bounds the burst a thread absorbs before a reply is answered 409.
+const THREAD_ROUNDS: usize = 32;
 
 /// Ticks tried before a send gives up on finding a free one. Each collision means another send
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
@@ -331,7 +333,7 @@ impl Store {
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them. A reply also updates its root's thread summary in that transaction, conditional on
+    /// them. A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
     /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
     /// commits again, which is safe because nothing of the failed transaction landed.
     pub(crate) async fn insert_message(
@@ -340,6 +342,7 @@ impl Store {
         message: &Message,
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
+        follower: Option<&UserId>,
     ) -> Result<Inserted, NotInserted> {
         let not_inserted = |error: Error| NotInserted {
             may_be_stored: false,
@@ -359,6 +362,10 @@ impl Store {
             let key = thread_key(root, &message.key().ticks().ascending_key());
             let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
             extra.push(BatchOp::Insert(row));
+            // A replier follows the thread from their reply on.
+            if let Some(follower) = follower {
+                extra.push(super::follows::follow_op(room, root, follower));
+            }
         }
         if let Some(event) = event {
             let row = super::outbox::event_row(room, event).map_err(|error| not_inserted(error.into()))?;
@@ -395,12 +402,14 @@ impl Store {
                 Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
                     Ok(Inserted::ClientIdTaken)
                 }
-                // The root changed since it was read: read it again.
+                // The root changed since it was read: read it again, after a short random pause
+                // so that racing replies spread out.
                 Err(e)
                     if root_at.is_some()
                         && e.batch_index == root_at
                         && (e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound)) =>
                 {
+                    tokio::time::sleep(std::time::Duration::from_millis(rand::random_range(0..=5u64))).await;
                     continue;
                 }
                 Err(e) => Err(NotInserted {

@@ -14,6 +14,7 @@ pub mod companions;
 pub mod directory;
 pub mod erasure;
 pub mod error;
+pub mod follows;
 pub mod invitations;
 pub mod ledger;
 pub mod limits;

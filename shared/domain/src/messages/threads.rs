@@ -52,3 +52,32 @@ impl ThreadSummary {
         self
     }
 }
+
+/// Threads one "my threads" listing returns.
+pub const MAX_FOLLOWED_THREADS: usize = 200;
+/// Unread replies counted per followed thread; past this the listing says "at least".
+pub const MAX_UNREAD_REPLIES_COUNTED: usize = 100;
+
+/// Whether the caller follows a thread, after following or unfollowing it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Following {
+    /// The thread's root (following a reply follows its thread).
+    pub thread_id: String,
+    pub room_id: String,
+    pub following: bool,
+}
+
+/// A thread the caller follows, as "my threads" lists it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FollowedThread {
+    pub room_id: String,
+    /// The root, with its summary (`thread`).
+    pub root: Message,
+    /// Replies after the caller's read position in the thread (their own included only if
+    /// sent before it), counted up to 100.
+    pub unread_replies: usize,
+    /// True when there are more unread replies than `unreadReplies` says.
+    pub unread_capped: bool,
+}
