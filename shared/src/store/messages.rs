@@ -13,8 +13,9 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::Store;
+use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
-use super::schema::{THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
+use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
 use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
@@ -198,6 +199,24 @@ impl Store {
             .map(|row| parse_message(room, row))
             .collect::<crate::error::Result<_>>()?;
         Ok((messages, more))
+    }
+
+    /// The room's newest message's preview and up to `max` messages newer than `position`
+    /// (rows that cannot be read are left out: a count shows what it can), in ONE range read.
+    pub(crate) async fn unread_since(&self, room: &RoomId, position: &MessageKey, max: usize) -> Result<Unread> {
+        let query = RangeQuery::partition(room.as_str(), max + 2)
+            .from(Bound::Included(ACTIVITY_ROW.to_owned()))
+            .to(Bound::Excluded(position.as_str().to_owned()));
+        let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, max + 1).await?;
+        let last = rows.first().and_then(parse_activity);
+        let mut messages: Vec<Message> = rows
+            .iter()
+            .filter(|row| row.row_key.as_str() >= MESSAGE_KEY_RANGE.0)
+            .filter_map(|row| parse_message(room, row).ok())
+            .collect();
+        let capped = more || messages.len() > max;
+        messages.truncate(max);
+        Ok(Unread { last, messages, capped })
     }
 
     /// Up to `limit` keys of the ascending index after `after`, oldest first, and whether more
