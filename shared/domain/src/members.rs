@@ -77,6 +77,10 @@ pub struct Member {
     /// Their read position: every message with a key below this one (newer) is unread.
     #[serde(skip)]
     pub last_read: Option<MessageKey>,
+    /// The version of the row it was read from (opaque: the store's ETag), so a write can be
+    /// made conditional on it without reading the row again. None for a row not yet stored.
+    #[serde(skip)]
+    pub row_version: Option<String>,
 }
 
 /// Another member, as a member listing shows them.
@@ -177,6 +181,7 @@ impl Member {
             timeout_until: None,
             last_message_at: None,
             last_read: Some(Ticks::from_datetime(joined_at).message_key()),
+            row_version: None,
         }
     }
 

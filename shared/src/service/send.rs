@@ -145,6 +145,7 @@ impl Chat {
             pinned_message_id: None,
             forwarded_from: draft.forwarded_from,
             reader: Some(who.user_id.clone()),
+            reader_row: Some(access.member.clone()),
         };
         self.post(room, post).await
     }
@@ -228,7 +229,8 @@ impl Chat {
         let inserted = match &post.reader {
             Some(reader) => {
                 let key = ticks.message_key();
-                tokio::join!(insert, self.move_read_position(room, reader, &key)).0
+                let known = post.reader_row.as_ref();
+                tokio::join!(insert, self.move_read_position(room, reader, known, &key)).0
             }
             None => insert.await,
         };
@@ -285,7 +287,29 @@ impl Chat {
     /// member's sends converges: each lost race re-reads, and every send older than the one
     /// that landed stops there, so the newest keeps trying until it lands. A side effect: a
     /// failure is logged, never returned.
-    async fn move_read_position(&self, room: &RoomId, reader: &UserId, key: &crate::keys::MessageKey) {
+    ///
+    /// While the member row is as the send read it (`known`), that is one conditional write of
+    /// the position alone, and no read.
+    async fn move_read_position(
+        &self,
+        room: &RoomId,
+        reader: &UserId,
+        known: Option<&crate::members::Member>,
+        key: &crate::keys::MessageKey,
+    ) {
+        if let Some(member) = known {
+            if member.last_read.as_ref().is_some_and(|current| current <= key) {
+                return;
+            }
+            match self.store.move_read_position_at(room, member, key).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
+                    return;
+                }
+            }
+        }
         for _ in 0..POSITION_ROUNDS {
             let passed = AtomicBool::new(false);
             let moved = self
