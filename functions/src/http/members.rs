@@ -5,7 +5,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
-use tabletalk::members::{Ban, MarkRead, Member, MemberRoles, MemberSummary, MembershipChange, Timeout, target_user};
+use tabletalk::members::{
+    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout, target_user,
+};
 use tabletalk::moderation::{BanEntry, Kick};
 
 use super::AppState;
@@ -51,6 +53,27 @@ pub async fn mark_read(
 ) -> ApiResult<StatusCode> {
     state.chat.mark_read(&who, &RoomId::parse(&room)?, input).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Marks every room of the caller read up to now (one write per room); answers how many.
+#[utoipa::path(post, path = "/api/rooms/read", tag = "members", operation_id = "markAllRead",
+    responses((status = 200, body = MarkedAllRead), (status = "4XX", body = ErrorBody)))]
+pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<MarkedAllRead>> {
+    let rooms = state.chat.mark_all_read(&who).await?;
+    Ok(Json(MarkedAllRead { rooms }))
+}
+
+/// Every member's read position, for seen-ticks: a message is read by a member when its id
+/// sorts at or after their `upTo` (ids sort newest first).
+#[utoipa::path(get, path = "/api/rooms/{roomId}/receipts", tag = "members", operation_id = "listReceipts",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [Receipt]), (status = "4XX", body = ErrorBody)))]
+pub async fn receipts(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+) -> ApiResult<Json<Vec<Receipt>>> {
+    Ok(Json(state.chat.receipts(&who, &RoomId::parse(&room)?).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member. The body is optional (no body is a

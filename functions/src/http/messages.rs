@@ -13,7 +13,7 @@ use tabletalk::messages::polls::Vote;
 use tabletalk::messages::reactions::ReactionCount;
 use tabletalk::messages::read::{MessagePage, ReadMessages};
 use tabletalk::messages::send::NewMessage;
-use tabletalk::messages::threads::{ReadThread, ThreadPage};
+use tabletalk::messages::threads::{FollowedThread, Following, ReadThread, ThreadPage};
 use utoipa::ToSchema;
 
 use super::AppState;
@@ -228,4 +228,54 @@ pub async fn changes(
     JsonBody(request): JsonBody<MessageChangesRequest>,
 ) -> ApiResult<Json<MessageChangesResult>> {
     Ok(Json(state.chat.message_changes(&who, request.input).await?))
+}
+
+/// Follows the thread of a message (a reply's: its root's): its replies push the caller,
+/// subject to their notification level and mute. Repliers follow automatically.
+#[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/follow", tag = "messages",
+    operation_id = "followThread",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 200, body = Following), (status = "4XX", body = ErrorBody)))]
+pub async fn follow(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<Json<Following>> {
+    Ok(Json(state.chat.follow_thread(&who, &RoomId::parse(&room)?, &id).await?))
+}
+
+/// Stops following the thread of a message; not following it is no error.
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/follow", tag = "messages",
+    operation_id = "unfollowThread",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 200, body = Following), (status = "4XX", body = ErrorBody)))]
+pub async fn unfollow(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<Json<Following>> {
+    Ok(Json(
+        state.chat.unfollow_thread(&who, &RoomId::parse(&room)?, &id).await?,
+    ))
+}
+
+/// Marks a followed thread read up to now (409 when the caller does not follow it).
+#[utoipa::path(post, path = "/api/rooms/{roomId}/messages/{messageId}/thread/read", tag = "messages",
+    operation_id = "markThreadRead",
+    params(("roomId" = String, Path), ("messageId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn thread_read(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state.chat.mark_thread_read(&who, &RoomId::parse(&room)?, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The threads the caller follows, the most recent reply first, each with its unread replies.
+#[utoipa::path(get, path = "/api/threads", tag = "messages", operation_id = "listMyThreads",
+    responses((status = 200, body = [FollowedThread]), (status = "4XX", body = ErrorBody)))]
+pub async fn my_threads(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<FollowedThread>>> {
+    Ok(Json(state.chat.my_threads(&who).await?))
 }

@@ -117,6 +117,12 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::post))
         .routes(routes!(scheduled::create, scheduled::list))
         .routes(routes!(scheduled::edit, scheduled::cancel))
+        .routes(routes!(members::receipts))
+        .routes(routes!(members::mark_all_read))
+        .routes(routes!(push::set_do_not_disturb, push::do_not_disturb))
+        .routes(routes!(messages::follow, messages::unfollow))
+        .routes(routes!(messages::thread_read))
+        .routes(routes!(messages::my_threads))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use tabletalk::Error;
-use tabletalk::subscriptions::{NewSubscription, PushSubscription, Unsubscribe};
+use tabletalk::subscriptions::{DoNotDisturb, NewSubscription, PushSubscription, Unsubscribe};
 use utoipa::ToSchema;
 
 use super::AppState;
@@ -61,4 +61,24 @@ pub async fn vapid_public_key(State(state): State<AppState>, Caller(_): Caller) 
     Ok(Json(VapidKey {
         public_key: key.to_owned(),
     }))
+}
+
+/// Sets the caller's do-not-disturb until a time (null ends it): while it holds, no push
+/// reaches them from any room, mentions included.
+#[utoipa::path(put, path = "/api/me/do-not-disturb", tag = "push", operation_id = "setDoNotDisturb",
+    request_body = DoNotDisturb,
+    responses((status = 200, body = DoNotDisturb), (status = "4XX", body = ErrorBody)))]
+pub async fn set_do_not_disturb(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(input): JsonBody<DoNotDisturb>,
+) -> ApiResult<Json<DoNotDisturb>> {
+    Ok(Json(state.chat.set_do_not_disturb(&who, input).await?))
+}
+
+/// The caller's do-not-disturb (`until` null when none holds).
+#[utoipa::path(get, path = "/api/me/do-not-disturb", tag = "push", operation_id = "getDoNotDisturb",
+    responses((status = 200, body = DoNotDisturb), (status = "4XX", body = ErrorBody)))]
+pub async fn do_not_disturb(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<DoNotDisturb>> {
+    Ok(Json(state.chat.do_not_disturb(&who).await?))
 }

@@ -77,6 +77,10 @@ pub struct Member {
     /// Their read position: every message with a key below this one (newer) is unread.
     #[serde(skip)]
     pub last_read: Option<MessageKey>,
+    /// The version of the row it was read from (opaque: the store's ETag), so a write can be
+    /// made conditional on it without reading the row again. None for a row not yet stored.
+    #[serde(skip)]
+    pub row_version: Option<String>,
 }
 
 /// Another member, as a member listing shows them.
@@ -92,6 +96,27 @@ pub struct MemberSummary {
     pub joined_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_until: Option<DateTime<Utc>>,
+}
+
+/// The answer to marking every room read.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkedAllRead {
+    /// Rooms whose read position moved to now.
+    pub rooms: usize,
+}
+
+/// How far a member has read a room, as `GET …/receipts` lists it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    pub user_id: String,
+    /// Their read position, in the format of message ids: every message whose id sorts at or
+    /// after it (ids sort newest first) is read by them. It is the id of the message they
+    /// read up to, or of their last send, or a position in time (marking everything read).
+    pub up_to: String,
+    /// The time of that position.
+    pub read_at: DateTime<Utc>,
 }
 
 /// A member's change to their own settings; absent fields stay as they are.
@@ -156,6 +181,7 @@ impl Member {
             timeout_until: None,
             last_message_at: None,
             last_read: Some(Ticks::from_datetime(joined_at).message_key()),
+            row_version: None,
         }
     }
 
@@ -167,6 +193,32 @@ impl Member {
     /// True while a timeout is running.
     pub fn timed_out_at(&self, now: DateTime<Utc>) -> bool {
         self.timeout_until.is_some_and(|until| until > now)
+    }
+
+    /// Their read position; a member who never read the room has read up to their join.
+    pub fn read_position(&self) -> MessageKey {
+        self.last_read
+            .clone()
+            .unwrap_or_else(|| Ticks::from_datetime(self.joined_at).message_key())
+    }
+
+    pub fn receipt(&self) -> Receipt {
+        let position = self.read_position();
+        Receipt {
+            user_id: self.user_id.to_string(),
+            read_at: position.ticks().to_datetime(),
+            up_to: position.as_str().to_owned(),
+        }
+    }
+
+    /// Moves the read position to `key` if that is newer (a send moves its sender's position
+    /// forward only: "mark unread from here" is `mark_read`'s to do).
+    pub fn read_up_to(&mut self, key: &MessageKey) -> bool {
+        let newer = self.last_read.as_ref().is_none_or(|current| key < current);
+        if newer {
+            self.last_read = Some(key.clone());
+        }
+        newer
     }
 
     pub fn summary(&self) -> MemberSummary {

@@ -33,6 +33,13 @@ pub enum Signal {
         #[serde(rename = "messageId")]
         message_id: String,
     },
+    /// A poll's votes changed: clients re-read it for the counts (each reader's own vote is
+    /// theirs to see, so the signal carries none).
+    #[serde(rename = "message.voted")]
+    Voted {
+        #[serde(rename = "messageId")]
+        message_id: String,
+    },
     #[serde(rename = "typing")]
     Typing {
         #[serde(rename = "userId")]
@@ -40,10 +47,15 @@ pub enum Signal {
         #[serde(rename = "userName")]
         user_name: String,
     },
+    /// A member's read position moved (they marked the room read, or read up to a message).
     #[serde(rename = "read")]
     Read {
         #[serde(rename = "userId")]
         user_id: String,
+        /// Their position: every message whose id sorts at or after it (ids sort newest
+        /// first) is read, so a client can draw seen-ticks without another read.
+        #[serde(rename = "upTo")]
+        up_to: String,
     },
     /// To its owner alone: a scheduled message was refused when it was due.
     #[serde(rename = "scheduled.refused")]

@@ -54,6 +54,37 @@ fn decode(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// The longest do-not-disturb a user can set.
+pub const MAX_DO_NOT_DISTURB: chrono::Duration = chrono::Duration::days(366);
+
+/// A user's do-not-disturb: until it ends, no push reaches them, from any room, mentions
+/// included (live signals still do: they only reach an open client).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DoNotDisturb {
+    /// When it ends: in the future, at most 366 days ahead; null (or absent) ends it now.
+    #[serde(default)]
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl DoNotDisturb {
+    /// The setting as given, checked against `now`.
+    pub fn checked(self, now: DateTime<Utc>) -> Result<DoNotDisturb> {
+        match self.until {
+            Some(until) if until <= now => Err(Error::validation("until must be in the future")),
+            Some(until) if until > now + MAX_DO_NOT_DISTURB => {
+                Err(Error::validation("until must be at most 366 days ahead"))
+            }
+            _ => Ok(self),
+        }
+    }
+
+    /// True while it holds.
+    pub fn holds_at(&self, now: DateTime<Utc>) -> bool {
+        self.until.is_some_and(|until| until > now)
+    }
+}
+
 pub fn check_keys(keys: &PushKeys) -> Result<()> {
     let p256dh = decode(&keys.p256dh).ok_or_else(|| Error::validation("keys.p256dh is not base64url"))?;
     if p256dh.len() != 65 || p256dh[0] != 0x04 {

@@ -4,7 +4,11 @@
 //! Recipients are the room's members minus the sender, by their notification level: `All`
 //! always, `Mentions` when the message mentions them (directly, through one of their roles, or
 //! `@everyone`; `@here` only reaches members who are online, and those are not pushed; every
-//! message of a direct conversation mentions the other person), `Never` never; a muted room never; and never a member with a live connection open (they
+//! message of a direct conversation mentions the other person, and a reply concerns the
+//! followers of its thread as a mention does, mute aside), `Never` never; a muted room
+//! only when it mentions them (seed 002: a mention gets through Mentions-only and a mute,
+//! never through Never or do-not-disturb); nobody under their do-not-disturb (a `~dnd` row
+//! read with their subscriptions); and never a member with a live connection open (they
 //! see the message live). The payload carries ids, the sender's name and a short
 //! preview only. Deliveries run with bounded concurrency, each on its own: 404/410 delete the
 //! subscription, 429 waits for `Retry-After`, 5xx retries with a bounded backoff, and one
@@ -139,17 +143,20 @@ pub struct Report {
 
 /// Whether `member` is pushed for a message with `mentions`, and whether it mentions them (a
 /// message in a `direct` conversation always does).
-fn wants(member: &Member, mentions: &Mentions, direct: bool) -> Option<bool> {
+fn wants(member: &Member, mentions: &Mentions, direct: bool, following: bool) -> Option<bool> {
     let mentioned = direct
         || mentions.everyone
         || mentions.users.iter().any(|u| u == member.user_id.as_str())
         || mentions.roles.iter().any(|r| member.roles.contains(r));
-    let pushed = !member.muted
-        && match member.notifications {
-            NotificationLevel::All => true,
-            NotificationLevel::Mentions => mentioned,
-            NotificationLevel::Never => false,
-        };
+    // A mention gets through Mentions-only and through a mute; nothing gets through Never
+    // (nor the user's do-not-disturb, checked with their subscriptions).
+    // A reply in a thread they follow concerns a follower as a mention would, but it does
+    // not get through a mute.
+    let pushed = match member.notifications {
+        NotificationLevel::All => !member.muted || mentioned,
+        NotificationLevel::Mentions => mentioned || (following && !member.muted),
+        NotificationLevel::Never => false,
+    };
     pushed.then_some(mentioned)
 }
 
@@ -445,16 +452,30 @@ impl Notifier {
             return Ok(plan);
         };
         // A member row that cannot be read costs that member their push, not everyone theirs.
-        let (members, direct) = tokio::try_join!(
+        let followers = async {
+            match stored.as_ref().and_then(|m| m.thread_id.as_deref()) {
+                Some(root) => {
+                    self.store
+                        .followers(room, root, crate::members::MAX_LISTED_MEMBERS)
+                        .await
+                }
+                None => Ok(Vec::new()),
+            }
+        };
+        let (members, direct, followers) = tokio::try_join!(
             self.store.members(room, crate::members::MAX_LISTED_MEMBERS, false),
             self.store.room(room),
+            followers,
         )?;
         // In a direct conversation every message is addressed to the other person.
         let direct = direct.is_some_and(|room| room.direct);
         let recipients: Vec<(UserId, bool)> = members
             .into_iter()
             .filter(|member| member.user_id.as_str() != event.sender_id)
-            .filter_map(|member| wants(&member, &event.mentions, direct).map(|mentioned| (member.user_id, mentioned)))
+            .filter_map(|member| {
+                let following = followers.contains(&member.user_id);
+                wants(&member, &event.mentions, direct, following).map(|mentioned| (member.user_id, mentioned))
+            })
             .collect();
         plan.recipients = recipients.len();
         let reached: Vec<Result<Option<(UserId, bool, Vec<PushSubscription>)>>> = futures::stream::iter(recipients)
@@ -462,7 +483,12 @@ impl Notifier {
                 if self.online(user.as_str()).await {
                     return Ok(None);
                 }
-                let subscriptions = self.store.subscriptions(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
+                let (subscriptions, dnd) = self.store.push_targets(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
+                // Under do-not-disturb, nothing is pushed, mentions included.
+                let subscriptions = match dnd.holds_at(chrono::Utc::now()) {
+                    true => Vec::new(),
+                    false => subscriptions,
+                };
                 Ok(Some((user, mentioned, subscriptions)))
             })
             .buffer_unordered(CONCURRENT_DELIVERIES)
@@ -680,6 +706,7 @@ mod tests {
             poll: None,
             reactions: Vec::new(),
             attachments: Vec::new(),
+            thread: None,
         };
         let event = MessageEvent::of(&message).unwrap();
         assert_eq!(event.preview.chars().count(), PREVIEW_CHARS);

@@ -12,10 +12,17 @@
 
 use super::Chat;
 use crate::auth::Principal;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::keys::Ticks;
-use crate::members::{MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, checked_nickname};
+use crate::members::{
+    MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, Receipt, checked_nickname,
+};
+use crate::rooms::MAX_ROOMS_PER_USER;
+use crate::signals::Signal;
+
+/// Rooms `mark_all_read` writes at the same time.
+const MARK_ALL_AT_ONCE: usize = 16;
 
 impl Chat {
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
@@ -58,10 +65,57 @@ impl Chat {
                 Ok(())
             })
             .await?;
-        let signal = crate::signals::Signal::Read {
+        let signal = Signal::Read {
             user_id: who.user_id.to_string(),
+            up_to: position.as_str().to_owned(),
         };
         self.signal(room_id, signal);
         Ok(())
+    }
+
+    /// Marks every room of the caller read up to now: one conditional write per room, a few at
+    /// a time. A room they are no member of any more (a stale index row) is passed over.
+    /// Answers how many rooms were marked.
+    pub async fn mark_all_read(&self, who: &Principal) -> Result<usize> {
+        use futures::stream::{StreamExt, TryStreamExt};
+        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let position = Ticks::now().message_key();
+        let marks = rooms.into_iter().map(|room_id| {
+            let position = position.clone();
+            async move {
+                let marked = self
+                    .store
+                    .update_member(&room_id, &who.user_id, |member| {
+                        member.last_read = Some(position.clone());
+                        Ok(())
+                    })
+                    .await
+                    .map_err(Error::from);
+                match marked {
+                    Ok(_) => {}
+                    Err(Error::NotFound(_)) => return Ok(0),
+                    Err(e) => return Err(e),
+                }
+                let signal = Signal::Read {
+                    user_id: who.user_id.to_string(),
+                    up_to: position.as_str().to_owned(),
+                };
+                self.signal(&room_id, signal);
+                Ok::<usize, Error>(1)
+            }
+        });
+        let marked: Vec<usize> = futures::stream::iter(marks)
+            .buffer_unordered(MARK_ALL_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(marked.into_iter().sum())
+    }
+
+    /// Every member's read position in the room (one range read of its member rows), so a
+    /// client can draw who has seen which message.
+    pub async fn receipts(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Receipt>> {
+        self.access(room_id, &who.user_id).await?;
+        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, false).await?;
+        Ok(members.iter().map(Member::receipt).collect())
     }
 }

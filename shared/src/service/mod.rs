@@ -10,6 +10,7 @@ pub mod direct;
 pub mod directory;
 pub mod erasure;
 pub mod feed;
+pub mod follows;
 pub mod forward;
 pub mod housekeeping;
 pub mod invitations;

@@ -5,7 +5,7 @@
 //! upsert and withdrawn with a delete. Voters therefore never contend on one row — twenty
 //! concurrent votes are twenty independent writes, all of which land — and the stored poll
 //! (question, options) is never rewritten by a vote, so no field of it can be lost to one.
-//! Counts are summed when messages are read.
+//! Counts are summed when messages are read. A vote signals the room live (`message.voted`).
 
 use super::Chat;
 use crate::auth::Principal;
@@ -16,6 +16,7 @@ use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::polls::Vote;
+use crate::signals::Signal;
 use crate::store::companions::Companion;
 
 impl Chat {
@@ -45,6 +46,12 @@ impl Chat {
                     .await?
             }
         }
+        self.signal(
+            room,
+            Signal::Voted {
+                message_id: message.id.clone(),
+            },
+        );
         let mut messages = [message];
         self.decorate(room, &who.user_id, &mut messages).await?;
         let [message] = messages;

@@ -13,7 +13,6 @@ use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
-use crate::keys::Ticks;
 use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
@@ -133,7 +132,10 @@ impl Chat {
         Ok(())
     }
 
-    /// The rooms the caller belongs to, oldest id first, with unread and mention counts.
+    /// The rooms the caller belongs to, the most recently active first, each with its newest
+    /// message's preview and the caller's unread and mention counts. A room costs what it
+    /// cost before previews: its member row, its room row and one range read (the activity
+    /// row and the unread messages together), all rooms at once.
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let lookups = rooms.into_iter().map(|room_id| async move {
@@ -145,24 +147,34 @@ impl Chat {
             self.room_entry(room, &member).await.map(Some)
         });
         let rooms: Vec<Option<RoomEntry>> = try_join_all(lookups).await?;
-        Ok(rooms.into_iter().flatten().collect())
+        let mut rooms: Vec<RoomEntry> = rooms.into_iter().flatten().collect();
+        rooms.sort_by(|a, b| (b.last_activity_at, &b.room.id).cmp(&(a.last_activity_at, &a.room.id)));
+        Ok(rooms)
     }
 
     /// Counts what `member` has not read: messages from others newer than their read position
     /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
     async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
-        let position = member
-            .last_read
-            .clone()
-            .unwrap_or_else(|| Ticks::from_datetime(member.joined_at).message_key());
-        let (rows, capped) = self
-            .store
-            .messages_newer_than(&room_id, &position, MAX_UNREAD_COUNTED)
-            .await?;
+        let position = member.read_position();
+        let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;
         let me = member.user_id.as_str();
-        let unread: Vec<Message> = rows.into_iter().filter(|m| m.is_live() && m.author_id != me).collect();
+        let unread: Vec<Message> = found
+            .messages
+            .into_iter()
+            .filter(|m| m.is_live() && m.author_id != me)
+            .collect();
         let mention_count = unread.iter().filter(|m| m.mentions.reaches(me, &member.roles)).count();
+        // What a retention period expired is not previewed either: only its time stays.
+        let expired_before = room
+            .retention_seconds
+            .map(|seconds| Utc::now() - chrono::Duration::seconds(i64::from(seconds)));
+        let last_message = found.last.map(|preview| match expired_before {
+            Some(cutoff) if preview.created_at < cutoff => preview.expired(),
+            _ => preview,
+        });
+        let last_activity_at = last_message.as_ref().map_or(room.created_at, |p| p.created_at);
+        let capped = found.capped;
         Ok(RoomEntry {
             room,
             unread_count: unread.len(),
@@ -171,6 +183,8 @@ impl Chat {
             last_read_at: position.ticks().to_datetime(),
             notifications: member.notifications,
             muted: member.muted,
+            last_activity_at,
+            last_message,
         })
     }
 

@@ -36,6 +36,10 @@ use crate::store::messages::{Inserted, NotInserted};
 use crate::store::stored_time;
 use crate::webhooks::{CheckedPayload, Webhook};
 use chrono::{DateTime, Duration, Utc};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Rounds of the conditional helper a sender's read position may lose before it is given up.
+const POSITION_ROUNDS: usize = 8;
 
 impl Chat {
     /// Sends a member's message into a room.
@@ -149,6 +153,8 @@ impl Chat {
             pinned_message_id: None,
             forwarded_from: draft.forwarded_from,
             attachments: files.clone(),
+            reader: Some(who.user_id.clone()),
+            reader_row: Some(access.member.clone()),
         };
         let sent = self.advance_and_post(who, room, &access, post, client_id, now).await;
         // A repeat carries the first send's claim (the same client id): nothing to release.
@@ -228,6 +234,8 @@ impl Chat {
                 pinned_message_id: None,
                 forwarded_from: None,
                 attachments: Vec::new(),
+                reader: None,
+                reader_row: None,
             };
             self.post(room, post).await
         }
@@ -294,6 +302,7 @@ impl Chat {
             poll: post.poll,
             reactions: Vec::new(),
             attachments: post.attachments,
+            thread: None,
         };
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {
@@ -308,7 +317,22 @@ impl Chat {
         }
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let mut message = message;
-        match self.store.insert_message(room, &message, client, event.as_ref()).await {
+        let follower = post.reader.as_ref().filter(|_| message.thread_id.is_some());
+        let insert = self
+            .store
+            .insert_message(room, &message, client, event.as_ref(), follower);
+        // The sender's read position moves alongside the message's write, not after it, so it
+        // adds no round trip to the send. Moved for a send that then fails, it only marks read
+        // what its sender had seen anyway.
+        let inserted = match &post.reader {
+            Some(reader) => {
+                let key = ticks.message_key();
+                let known = post.reader_row.as_ref();
+                tokio::join!(insert, self.move_read_position(room, reader, known, &key)).0
+            }
+            None => insert.await,
+        };
+        match inserted {
             Ok(Inserted::Committed(version)) => message.version = version,
             // A concurrent retry with the same client id stored its message first: answer with
             // that one, as for any repeat.
@@ -334,6 +358,15 @@ impl Chat {
         }
 
         // Step 5, after the durable write only: side effects, none of which can fail the send.
+        // A replier's "my threads" row, their read position in the thread at their reply.
+        if let (Some(follower), Some(root)) = (follower, &message.thread_id)
+            && let Err(e) = self
+                .store
+                .index_followed(room, root, follower, message.created_at)
+                .await
+        {
+            tracing::warn!(%room, error = %e, "could not list a followed thread for its replier");
+        }
         // The notification event goes to its consumer; its outbox row is cleared once accepted.
         self.signal(
             room,
@@ -345,6 +378,59 @@ impl Chat {
             self.dispatch(room, event).await;
         }
         Ok(Sent { message, created: true })
+    }
+
+    /// Moves `reader`'s read position forward to `key`, conditionally (a concurrent mark-read
+    /// or timeout is kept). A row already at or past `key` is not written, so a burst of one
+    /// member's sends converges: each lost race re-reads, and every send older than the one
+    /// that landed stops there, so the newest keeps trying until it lands. A side effect: a
+    /// failure is logged, never returned.
+    ///
+    /// While the member row is as the send read it (`known`), that is one conditional write of
+    /// the position alone, and no read.
+    async fn move_read_position(
+        &self,
+        room: &RoomId,
+        reader: &UserId,
+        known: Option<&crate::members::Member>,
+        key: &crate::keys::MessageKey,
+    ) {
+        if let Some(member) = known {
+            if member.last_read.as_ref().is_some_and(|current| current <= key) {
+                return;
+            }
+            match self.store.move_read_position_at(room, member, key).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
+                    return;
+                }
+            }
+        }
+        for _ in 0..POSITION_ROUNDS {
+            let passed = AtomicBool::new(false);
+            let moved = self
+                .store
+                .update_member(room, reader, |member| match member.read_up_to(key) {
+                    true => Ok(()),
+                    false => {
+                        passed.store(true, Ordering::Relaxed);
+                        Err(Error::Conflict("already read past it".into()))
+                    }
+                })
+                .await;
+            match moved.map_err(Error::from) {
+                Ok(_) => return,
+                Err(_) if passed.load(Ordering::Relaxed) => return,
+                Err(Error::Conflict(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(%room, "a sender's read position kept losing races; it was not moved");
     }
 
     /// The sender's access; a banned user is told so, anyone else outside the room gets 404.

@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::ids::UserId;
 use crate::store::stored_time;
 use crate::subscriptions::{
-    MAX_ENDPOINT_CHARS, MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe, check_keys,
+    DoNotDisturb, MAX_ENDPOINT_CHARS, MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe,
+    check_keys,
 };
 use chrono::Utc;
 
@@ -59,6 +60,29 @@ impl Chat {
 
     pub async fn my_subscriptions(&self, who: &Principal) -> Result<Vec<PushSubscription>> {
         self.subscriptions(&who.user_id).await
+    }
+
+    /// Sets the caller's do-not-disturb (until a time; no time ends it): while it holds, no
+    /// push reaches them at all.
+    pub async fn set_do_not_disturb(&self, who: &Principal, input: DoNotDisturb) -> Result<DoNotDisturb> {
+        let dnd = input.checked(Utc::now())?;
+        let dnd = DoNotDisturb {
+            until: dnd.until.map(stored_time),
+        };
+        self.store.set_do_not_disturb(&who.user_id, &dnd).await?;
+        Ok(dnd)
+    }
+
+    /// The caller's do-not-disturb; one that has ended reads as none.
+    pub async fn do_not_disturb(&self, who: &Principal) -> Result<DoNotDisturb> {
+        let (_, dnd) = self
+            .store
+            .push_targets(&who.user_id, MAX_SUBSCRIPTIONS_PER_USER)
+            .await?;
+        Ok(match dnd.holds_at(Utc::now()) {
+            true => dnd,
+            false => DoNotDisturb::default(),
+        })
     }
 
     pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {

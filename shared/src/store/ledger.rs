@@ -46,6 +46,10 @@ const MAX_CONTENDED_ROUNDS: u32 = 8;
 pub(crate) struct Counter {
     pub version: u64,
     pub floor: u64,
+    /// The ticks of the message the room's activity row shows (`store::activity`): kept on
+    /// the counter so that of two commits racing, the one that wins the counter decides, and
+    /// the newest message stays shown whatever order they commit in.
+    pub activity: Option<u64>,
 }
 
 impl Counter {
@@ -54,14 +58,34 @@ impl Counter {
         Counter {
             version: number("version"),
             floor: number("floor"),
+            activity: entity.i64(ACTIVITY_PROPERTY).and_then(|v| u64::try_from(v).ok()),
         }
     }
 
     fn write(self, mut entity: Entity) -> Entity {
         entity.set("version", Value::Int64(self.version as i64));
         entity.set("floor", Value::Int64(self.floor as i64));
+        if let Some(ticks) = self.activity {
+            entity.set(ACTIVITY_PROPERTY, Value::Int64(ticks as i64));
+        }
         entity
     }
+}
+
+/// The counter row's property naming the message the activity row shows.
+const ACTIVITY_PROPERTY: &str = "activityTicks";
+
+/// What a change does to the room's activity row: the row showing its message, written in the
+/// change's transaction when that message is (or stays) the one shown.
+#[derive(Debug, Clone)]
+pub(crate) struct ActivityChange {
+    /// The ticks of the change's message.
+    pub ticks: u64,
+    /// The activity row showing it.
+    pub row: Entity,
+    /// A new message becomes the one shown if it is the newest; an edit or a delete only
+    /// rewrites the row if it shows that message already.
+    pub new: bool,
 }
 
 /// A change waiting for its version: the operations it commits, given that version. It may
@@ -103,6 +127,7 @@ struct Pending {
     /// The rows it writes (its feed row aside, which is unique by version): a transaction may
     /// touch a row once, so changes to the same row go in different groups.
     rows: Vec<String>,
+    activity: Option<ActivityChange>,
     reply: oneshot::Sender<Result<Committed, StoreError>>,
 }
 
@@ -144,7 +169,8 @@ impl RoomLog {
     /// passing over any that touches a row already in the group.
     fn take_group(&self) -> Vec<Pending> {
         let mut queue = self.queue.lock().expect("queue lock");
-        let (mut ops, mut bytes) = (1, 0);
+        // The counter and the activity row.
+        let (mut ops, mut bytes) = (2, 0);
         let mut rows: HashSet<String> = HashSet::new();
         let (mut group, mut later) = (Vec::new(), VecDeque::new());
         while let Some(next) = queue.pop_front() {
@@ -181,14 +207,24 @@ impl Store {
     ///
     /// Queueing and committing run as their own task: a request dropped while its change
     /// waits (a client gone) neither strands the change in the queue nor the group it leads.
-    pub(crate) async fn commit_change(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
+    pub(crate) async fn commit_change(
+        &self,
+        room: &RoomId,
+        build: Build,
+        activity: Option<ActivityChange>,
+    ) -> Result<Committed, StoreError> {
         let (store, room) = (self.clone(), room.clone());
-        tokio::spawn(async move { store.queue_and_commit(&room, build).await })
+        tokio::spawn(async move { store.queue_and_commit(&room, build, activity).await })
             .await
             .map_err(|e| StoreError::internal(format!("a commit failed: {e}")))?
     }
 
-    async fn queue_and_commit(&self, room: &RoomId, build: Build) -> Result<Committed, StoreError> {
+    async fn queue_and_commit(
+        &self,
+        room: &RoomId,
+        build: Build,
+        activity: Option<ActivityChange>,
+    ) -> Result<Committed, StoreError> {
         let sample = build(SIZING_VERSION);
         let (tx, mut rx) = oneshot::channel();
         let log = self.ledger.log(room);
@@ -202,6 +238,7 @@ impl Store {
                 .filter(|row| *row != unnumbered)
                 .collect(),
             build,
+            activity,
             reply: tx,
         });
         loop {
@@ -235,6 +272,8 @@ impl Store {
             };
             let n = group.len() as u64;
             let builds: Vec<&Build> = group.iter().map(|p| &p.build).collect();
+            let activities: Vec<&ActivityChange> = group.iter().filter_map(|p| p.activity.as_ref()).collect();
+            let newest = activities.iter().filter(|a| a.new).map(|a| a.ticks).max();
             // Each change's operation count in the transaction last built.
             let sizes = Mutex::new(Vec::new());
             let outcome = self
@@ -243,13 +282,25 @@ impl Store {
                     known,
                     |counter| Counter {
                         version: counter.version + n,
+                        activity: counter.activity.max(newest),
                         ..counter
                     },
                     |after| {
                         let first = after.version - n + 1;
                         let built: Vec<Vec<BatchOp>> = (0..).zip(&builds).map(|(i, build)| build(first + i)).collect();
                         *sizes.lock().expect("sizes lock") = built.iter().map(Vec::len).collect();
-                        built.into_iter().flatten().collect()
+                        let mut ops: Vec<BatchOp> = built.into_iter().flatten().collect();
+                        // Last, after every change's operations, so a failure's index still
+                        // names its change.
+                        if let Some(shown) = after.activity
+                            && let Some(change) = activities.iter().find(|a| a.ticks == shown)
+                        {
+                            ops.push(BatchOp::Upsert {
+                                entity: change.row.clone(),
+                                mode: UpdateMode::Replace,
+                            });
+                        }
+                        ops
                     },
                 )
                 .await;
@@ -273,16 +324,17 @@ impl Store {
                 // One change's own operation failed: answer it, commit the others.
                 Err(ConditionalError::Store(e)) if e.batch_index.is_some_and(|i| i > 0) => {
                     let mut index = e.batch_index.unwrap_or(0) - 1;
-                    let culprit = sizes
-                        .iter()
-                        .position(|size| {
-                            let inside = index < *size;
-                            if !inside {
-                                index -= size;
-                            }
-                            inside
-                        })
-                        .unwrap_or(0);
+                    let culprit = sizes.iter().position(|size| {
+                        let inside = index < *size;
+                        if !inside {
+                            index -= size;
+                        }
+                        inside
+                    });
+                    // The activity row is no change's own: the group fails as a whole.
+                    let Some(culprit) = culprit else {
+                        return answer_all(group, e);
+                    };
                     let pending = group.remove(culprit);
                     let _ = pending.reply.send(Err(StoreError {
                         batch_index: Some(index),
@@ -605,7 +657,7 @@ mod tests {
         for key in ["lead", "a", "taken", "b"] {
             let (chat, room) = (chat.clone(), room.clone());
             changes.push(tokio::spawn(async move {
-                chat.commit_change(&room, insert(&room, key)).await
+                chat.commit_change(&room, insert(&room, key), None).await
             }));
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -659,7 +711,9 @@ mod tests {
         let mut changes = Vec::new();
         for build in [insert(&room, "lead"), grows, insert(&room, "taken")] {
             let (chat, room) = (chat.clone(), room.clone());
-            changes.push(tokio::spawn(async move { chat.commit_change(&room, build).await }));
+            changes.push(tokio::spawn(
+                async move { chat.commit_change(&room, build, None).await },
+            ));
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let mut outcomes = Vec::new();
@@ -688,12 +742,12 @@ mod tests {
         faults.set_latency(Some(Duration::from_millis(50)));
         let lead = {
             let (chat, room) = (chat.clone(), room.clone());
-            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "lead")).await })
+            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "lead"), None).await })
         };
         tokio::time::sleep(Duration::from_millis(5)).await;
         let dropped = {
             let (chat, room) = (chat.clone(), room.clone());
-            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "dropped")).await })
+            tokio::spawn(async move { chat.commit_change(&room, insert(&room, "dropped"), None).await })
         };
         tokio::time::sleep(Duration::from_millis(5)).await;
         dropped.abort(); // the client went away while its change waited for the turn

@@ -105,6 +105,7 @@ pub(crate) fn parse_member(entity: &Entity) -> crate::error::Result<Member> {
         timeout_until: entity.datetime("timeoutUntil"),
         last_message_at: entity.datetime("lastMessageAt"),
         last_read: entity.str("lastReadKey").and_then(MessageKey::parse),
+        row_version: entity.etag.as_ref().map(|etag| etag.0.clone()),
     })
 }
 
@@ -146,6 +147,29 @@ impl Store {
         .await
         .map_err(|e| settle(e, "member not found"))?;
         Ok(parse_member(&entity)?)
+    }
+
+    /// Moves `member`'s read position to `key` with ONE conditional write of that property,
+    /// on the row version `member` was read at. False when the row changed since (or has no
+    /// version): the caller falls back to [`Store::update_member`]. A member gone since counts
+    /// as done: there is nothing to move.
+    pub(crate) async fn move_read_position_at(&self, room: &RoomId, member: &Member, key: &MessageKey) -> Result<bool> {
+        let Some(version) = &member.row_version else {
+            return Ok(false);
+        };
+        let entity = Entity::new(room.as_str(), member_key(&member.user_id))
+            .with("lastReadKey", Value::String(key.as_str().to_owned()));
+        let condition = IfMatch::Etag(crate::storage::ETag(version.clone()));
+        match self
+            .tables
+            .update(&self.schema.rooms, &entity, UpdateMode::Merge, &condition)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(true),
+            Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// [`Store::update_member`] with the moderation log entries `log` makes of the row before

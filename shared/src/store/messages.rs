@@ -13,16 +13,23 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::Store;
+use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
-use super::schema::{THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
+use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
 use crate::error::Error;
 use crate::events::MessageEvent;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
 use crate::messages::polls::{Poll, PollDefinition};
+use crate::messages::threads::ThreadSummary;
 use crate::messages::{Message, MessageType};
 use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+
+/// Times a reply's transaction is tried while its root keeps changing under it. Replies to
+/// one root commit one per round (each changes the root), so a burst of n replies takes n
+/// rounds: this bounds the burst a thread absorbs before a reply is answered 409.
+const THREAD_ROUNDS: usize = 32;
 
 /// Ticks tried before a send gives up on finding a free one. Each collision means another send
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
@@ -75,6 +82,7 @@ fn message_row(message: &Message) -> Entity {
             "attachments",
             (!message.attachments.is_empty()).then(|| json_value(&message.attachments)),
         ),
+        ("thread", message.thread.as_ref().map(json_value)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -136,6 +144,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
         poll: from_json::<PollDefinition>(entity, "poll").map(Poll::from),
         reactions: Vec::new(),
         attachments: from_json(entity, "attachments").unwrap_or_default(),
+        thread: from_json(entity, "thread"),
     })
 }
 
@@ -199,20 +208,22 @@ impl Store {
         Ok((messages, more))
     }
 
-    /// Messages newer than `position`, up to `max` (rows that cannot be read are left out: a
-    /// count shows what it can), and whether more follow.
-    pub(crate) async fn messages_newer_than(
-        &self,
-        room: &RoomId,
-        position: &MessageKey,
-        max: usize,
-    ) -> Result<(Vec<Message>, bool)> {
-        let query = RangeQuery::partition(room.as_str(), max + 1)
-            .from(Bound::Included(MESSAGE_KEY_RANGE.0.to_owned()))
+    /// The room's newest message's preview and up to `max` messages newer than `position`
+    /// (rows that cannot be read are left out: a count shows what it can), in ONE range read.
+    pub(crate) async fn unread_since(&self, room: &RoomId, position: &MessageKey, max: usize) -> Result<Unread> {
+        let query = RangeQuery::partition(room.as_str(), max + 2)
+            .from(Bound::Included(ACTIVITY_ROW.to_owned()))
             .to(Bound::Excluded(position.as_str().to_owned()));
-        let (rows, capped) = self.tables.query_up_to(&self.schema.messages, &query, max).await?;
-        let messages = rows.iter().filter_map(|row| parse_message(room, row).ok()).collect();
-        Ok((messages, capped))
+        let (rows, more) = self.tables.query_up_to(&self.schema.messages, &query, max + 1).await?;
+        let last = rows.first().and_then(parse_activity);
+        let mut messages: Vec<Message> = rows
+            .iter()
+            .filter(|row| row.row_key.as_str() >= MESSAGE_KEY_RANGE.0)
+            .filter_map(|row| parse_message(room, row).ok())
+            .collect();
+        let capped = more || messages.len() > max;
+        messages.truncate(max);
+        Ok(Unread { last, messages, capped })
     }
 
     /// Up to `limit` keys of the ascending index after `after`, oldest first, and whether more
@@ -348,14 +359,21 @@ impl Store {
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them.
+    /// them. A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
+    /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
+    /// commits again, which is safe because nothing of the failed transaction landed.
     pub(crate) async fn insert_message(
         &self,
         room: &RoomId,
         message: &Message,
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
+        follower: Option<&UserId>,
     ) -> Result<Inserted, NotInserted> {
+        let not_inserted = |error: Error| NotInserted {
+            may_be_stored: false,
+            error,
+        };
         let mut extra = Vec::new();
         // The idempotency record comes right after the message and its feed row: a failure
         // there (and only there) is a concurrent send of the same client id.
@@ -370,35 +388,85 @@ impl Store {
             let key = thread_key(root, &message.key().ticks().ascending_key());
             let row = Entity::new(room.as_str(), key).with("messageId", Value::String(message.id.clone()));
             extra.push(BatchOp::Insert(row));
+            // A replier follows the thread from their reply on.
+            if let Some(follower) = follower {
+                extra.push(super::follows::follow_op(room, root, follower));
+            }
         }
         if let Some(event) = event {
-            let row = super::outbox::event_row(room, event).map_err(|error| NotInserted {
-                may_be_stored: false,
-                error: error.into(),
-            })?;
+            let row = super::outbox::event_row(room, event).map_err(|error| not_inserted(error.into()))?;
             extra.push(BatchOp::Insert(row));
         }
-        let draft = message.clone();
-        let build = move |version| {
-            let mut message = draft.clone();
-            message.version = version;
-            let mut ops = vec![
-                BatchOp::Insert(message_row(&message)),
-                BatchOp::Insert(feed_row(&message)),
-            ];
-            ops.extend(extra.iter().cloned());
-            ops
-        };
-        match self.commit_change(room, Box::new(build)).await {
-            Ok(committed) => Ok(Inserted::Committed(committed.version)),
-            Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
-                Ok(Inserted::ClientIdTaken)
-            }
-            Err(e) => Err(NotInserted {
-                may_be_stored: e.is(ErrorKind::Indeterminate),
-                error: reported(e),
-            }),
+        for _ in 0..THREAD_ROUNDS {
+            let mut extra = extra.clone();
+            // The root's summary goes last, so its index names it.
+            let root_at = match &message.thread_id {
+                Some(root) => match self.root_summary_op(room, root, message).await {
+                    Ok(Some(op)) => {
+                        extra.push(op);
+                        Some(2 + extra.len() - 1)
+                    }
+                    Ok(None) => None,
+                    Err(e) => return Err(not_inserted(e.into())),
+                },
+                None => None,
+            };
+            let draft = message.clone();
+            let build = move |version| {
+                let mut message = draft.clone();
+                message.version = version;
+                let mut ops = vec![
+                    BatchOp::Insert(message_row(&message)),
+                    BatchOp::Insert(feed_row(&message)),
+                ];
+                ops.extend(extra.iter().cloned());
+                ops
+            };
+            let activity = super::activity::activity_change(room, message, true);
+            return match self.commit_change(room, Box::new(build), Some(activity)).await {
+                Ok(committed) => Ok(Inserted::Committed(committed.version)),
+                Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
+                    Ok(Inserted::ClientIdTaken)
+                }
+                // The root changed since it was read: read it again, after a short random pause
+                // so that racing replies spread out.
+                Err(e)
+                    if root_at.is_some()
+                        && e.batch_index == root_at
+                        && (e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound)) =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(rand::random_range(0..=5u64))).await;
+                    continue;
+                }
+                Err(e) => Err(NotInserted {
+                    may_be_stored: e.is(ErrorKind::Indeterminate),
+                    error: reported(e),
+                }),
+            };
         }
+        Err(not_inserted(Error::Conflict(
+            "the thread is busy; send the reply again".into(),
+        )))
+    }
+
+    /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;
+    /// none when the root row is gone (purged).
+    async fn root_summary_op(&self, room: &RoomId, root: &str, reply: &Message) -> Result<Option<BatchOp>> {
+        let Some(row) = self.tables.get(&self.schema.messages, room.as_str(), root).await? else {
+            return Ok(None);
+        };
+        let Some(etag) = row.etag.clone() else {
+            return Err(Error::Internal("a message row without an ETag".into()).into());
+        };
+        let summary = from_json::<ThreadSummary>(&row, "thread")
+            .unwrap_or_default()
+            .with_reply(&reply.author_id, reply.created_at);
+        let entity = Entity::new(room.as_str(), root).with("thread", json_value(&summary));
+        Ok(Some(BatchOp::Update {
+            entity,
+            mode: UpdateMode::Merge,
+            if_match: IfMatch::Etag(etag),
+        }))
     }
 
     /// Rewrites a live message row with the conditional-write helper: `change` runs on the
@@ -437,6 +505,8 @@ impl Store {
             let given = given.clone();
             async move {
                 let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
+                // The room list's preview follows an edit or a delete of the message it shows.
+                let activity = super::activity::activity_change(room, &current, false);
                 let build = move |version| {
                     let mut message = current.clone();
                     let old = message.version;
@@ -459,7 +529,7 @@ impl Store {
                     ops.push(BatchOp::Insert(feed_row(&message)));
                     ops
                 };
-                let committed = self.commit_change(room, Box::new(build)).await?;
+                let committed = self.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),

@@ -8,11 +8,13 @@
 //! The service asks the store for what it needs in its own terms — a member, a page of
 //! messages, a change committed with the next version — and never sees an `Entity`.
 
+pub mod activity;
 pub mod claims;
 pub mod companions;
 pub mod directory;
 pub mod erasure;
 pub mod error;
+pub mod follows;
 pub mod invitations;
 pub mod ledger;
 pub mod limits;

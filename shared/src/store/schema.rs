@@ -8,6 +8,11 @@
 //!   key>`), so a thread is one range read, oldest reply first.
 //!   The room's version counter (`seq`) and one change-feed row per message at its newest
 //!   version (`v:<version>`) live here too, so a change and its version commit together.
+//!   Each follower of a thread has a row `follow:<root>:<user>`, so a reply's push reads its
+//!   thread's followers in one range read, and a replier's own row commits with their reply.
+//!   The room's activity row (`!activity`: the newest message's preview) sorts before every
+//!   message, so the room list reads it in the same range read as a member's unread messages,
+//!   and it is written in the transaction of the message it shows (`store::activity`).
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
 //! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
 //!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
@@ -24,12 +29,14 @@
 //!   webhooks are rows there too (`hook:<webhook id>`), so a room's deletion takes them along.
 //! - `UserRooms` (partition = user): one row per room the user belongs to, for "my rooms"
 //!   (keyed by room id, a UUID), and after them one row per invitation waiting for the user
-//!   (`inv:<room id>`).
+//!   (`inv:<room id>`) and one per thread they follow (`thr:<room id>:<root id>`, with their
+//!   read position in it), so "my threads" is one range read.
 //! - `UserHistory` (partition = user): one row per room the user has ever been a member of,
 //!   with their first join, written once when they first join and kept when they leave, so an
 //!   erasure finds every room that can hold their messages without a write per send.
 //! - `PushSubscriptions` (partition = user, row = SHA-256 of the endpoint): Web Push
-//!   subscriptions.
+//!   subscriptions, and after them the user's do-not-disturb (`~dnd`), so the notifier reads
+//!   both in the one partition read it makes per recipient.
 //! - `Housekeeping`: partition `rooms` has one row per room, so the housekeeping timer finds
 //!   every room without scanning the room-partitioned tables; partition `outbox` one row per
 //!   room that may hold pending events (`outbox:<message id>` rows in its `Messages` partition,
@@ -107,6 +114,16 @@ pub const WEBHOOK_PREFIX: &str = "hook:";
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
 pub const COUNTER_ROW: &str = "seq";
+/// Prefix of thread follower rows in a `Messages` partition.
+pub const FOLLOW_PREFIX: &str = "follow:";
+/// Prefix of followed-thread rows in a `UserRooms` partition (after the invitations).
+pub const FOLLOWED_PREFIX: &str = "thr:";
+/// Row key of a room's activity row in its `Messages` partition: before every message key
+/// (all digits), so one range read from it covers the newest messages too.
+pub const ACTIVITY_ROW: &str = "!activity";
+/// Row key of a user's do-not-disturb in their `PushSubscriptions` partition: after every
+/// subscription key (hex digits).
+pub const DO_NOT_DISTURB_ROW: &str = "~dnd";
 /// Prefix of change-feed rows in a `Messages` partition (`v:<20-digit version>`).
 pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
@@ -239,6 +256,20 @@ pub(crate) fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
 /// one range read, oldest reply first.
 pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
     format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
+}
+
+/// The prefix of every follower row of the thread rooted at `root`.
+pub(crate) fn followers_of(root: &str) -> String {
+    format!("{FOLLOW_PREFIX}{root}:")
+}
+
+pub(crate) fn follow_key(root: &str, user: &UserId) -> String {
+    format!("{}{}", followers_of(root), user_key(user))
+}
+
+/// The row key, in the follower's `UserRooms` partition, of the thread `root` of `room`.
+pub(crate) fn followed_key(room: &RoomId, root: &str) -> String {
+    format!("{FOLLOWED_PREFIX}{room}:{root}")
 }
 
 pub(crate) fn outbox_key(message_id: &str) -> String {

@@ -3,10 +3,10 @@
 
 use super::Store;
 use super::error::Result;
-use super::schema::{subscription_key, user_key};
+use super::schema::{DO_NOT_DISTURB_ROW, subscription_key, user_key};
 use crate::ids::UserId;
 use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
-use crate::subscriptions::{PushKeys, PushSubscription};
+use crate::subscriptions::{DoNotDisturb, PushKeys, PushSubscription};
 
 fn subscription_row(user: &UserId, subscription: &PushSubscription) -> Entity {
     Entity::new(user_key(user), subscription_key(&subscription.endpoint))
@@ -42,12 +42,47 @@ impl Store {
 
     /// `user`'s subscriptions, up to `max` (a row that cannot be read is left out).
     pub(crate) async fn subscriptions(&self, user: &UserId, max: usize) -> Result<Vec<PushSubscription>> {
+        Ok(self.push_targets(user, max).await?.0)
+    }
+
+    /// `user`'s subscriptions (up to `max`) and do-not-disturb, in one partition read.
+    pub(crate) async fn push_targets(
+        &self,
+        user: &UserId,
+        max: usize,
+    ) -> Result<(Vec<PushSubscription>, DoNotDisturb)> {
         let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self
             .tables
-            .query_up_to(&self.schema.push_subscriptions, &query, max)
+            .query_up_to(&self.schema.push_subscriptions, &query, max + 1)
             .await?;
-        Ok(rows.iter().filter_map(parse_subscription).collect())
+        let dnd = rows
+            .iter()
+            .find(|row| row.row_key == DO_NOT_DISTURB_ROW)
+            .map(|row| DoNotDisturb {
+                until: row.datetime("until"),
+            })
+            .unwrap_or_default();
+        let mut subscriptions: Vec<PushSubscription> = rows.iter().filter_map(parse_subscription).collect();
+        subscriptions.truncate(max);
+        Ok((subscriptions, dnd))
+    }
+
+    /// Sets (or, with no end, clears) `user`'s do-not-disturb.
+    pub(crate) async fn set_do_not_disturb(&self, user: &UserId, dnd: &DoNotDisturb) -> Result<()> {
+        match dnd.until {
+            Some(until) => {
+                let row = Entity::new(user_key(user), DO_NOT_DISTURB_ROW).with("until", Value::datetime(until));
+                self.tables
+                    .upsert(&self.schema.push_subscriptions, &row, UpdateMode::Replace)
+                    .await?;
+                Ok(())
+            }
+            None => {
+                self.delete_if_present(&self.schema.push_subscriptions, &user_key(user), DO_NOT_DISTURB_ROW)
+                    .await
+            }
+        }
     }
 
     pub(crate) async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {

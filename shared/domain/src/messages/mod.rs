@@ -143,6 +143,9 @@ pub struct Message {
     /// Files attached at send (at most 10); none on a tombstone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// On a thread's root: its replies' count, last time and participants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<threads::ThreadSummary>,
 }
 
 impl Message {

@@ -153,6 +153,12 @@ pub struct Post {
     pub pinned_message_id: Option<String>,
     pub forwarded_from: Option<ForwardSource>,
     pub attachments: Vec<Attachment>,
+    /// The member whose read position the send moves to the new message: its sender, for a
+    /// member's message (a sender has read their own room); none for the server's lines.
+    pub reader: Option<UserId>,
+    /// The reader's member row as the send read it (its read position and row version), so
+    /// moving the position is one conditional write while the row is unchanged.
+    pub reader_row: Option<crate::members::Member>,
 }
 
 impl Post {
@@ -172,6 +178,8 @@ impl Post {
             pinned_message_id: None,
             forwarded_from: None,
             attachments: Vec::new(),
+            reader: None,
+            reader_row: None,
         }
     }
 }

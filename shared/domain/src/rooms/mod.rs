@@ -2,6 +2,7 @@
 //! (`settings`). The use cases are `crate::service::rooms`, `room_settings` and
 //! `room_deletion`.
 
+pub mod activity;
 pub mod directory;
 pub mod invitations;
 pub mod settings;
@@ -114,4 +115,11 @@ pub struct RoomEntry {
     pub last_read_at: DateTime<Utc>,
     pub notifications: NotificationLevel,
     pub muted: bool,
+    /// When the room last had a message (its creation, before the first): the room list is
+    /// ordered by it, newest first.
+    pub last_activity_at: DateTime<Utc>,
+    /// The newest message, shortened; absent before the first message (or in a room whose
+    /// last message predates previews, until its next one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<activity::MessagePreview>,
 }

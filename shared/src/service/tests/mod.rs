@@ -1,6 +1,7 @@
 //! Service-level tests of the send and read paths, of rooms and of erasure, on a real
 //! embedded store, with faults injected where a failure path needs one.
 
+mod activity;
 mod attachments;
 mod erasure;
 mod limits;
