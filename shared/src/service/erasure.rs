@@ -230,6 +230,7 @@ impl Chat {
         }
         run.job.counts.subscriptions_removed += self.store.delete_subscriptions(&run.user).await?;
         self.drop_invitations_for(&run.user).await?;
+        self.store.unfollow_all(&run.user).await?;
         self.store.delete_user_bucket(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;

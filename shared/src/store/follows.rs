@@ -90,6 +90,16 @@ impl Store {
         }
     }
 
+    /// Stops `user` following every thread they follow (an erasure: their id goes from every
+    /// follower list their own list names); how many.
+    pub(crate) async fn unfollow_all(&self, user: &UserId) -> Result<usize> {
+        let followed = self.followed(user, usize::MAX / 2).await?;
+        for thread in &followed {
+            self.unfollow(&thread.room, &thread.root, user).await?;
+        }
+        Ok(followed.len())
+    }
+
     /// The followers of the thread `root`, up to `max`.
     pub(crate) async fn followers(&self, room: &RoomId, root: &str, max: usize) -> Result<Vec<UserId>> {
         let query = RangeQuery::prefix(room.as_str(), &followers_of(root), 1000);

@@ -338,6 +338,34 @@ async fn memberships_older_than_the_history_index_are_erased_too() {
     world.assert_erased().await;
 }
 
+/// The threads the erased user follows (a replier follows on their own) forget them: their id
+/// leaves every follower list, and their own list goes.
+#[tokio::test]
+async fn an_erasure_leaves_the_user_in_no_follower_list() {
+    let world = world(Tables::new(store())).await;
+    let chat = &world.chat;
+    let bob = user("bob");
+    let root = chat
+        .send_message(&bob, &world.joined, NewMessage::text("a thread"))
+        .await
+        .unwrap()
+        .message;
+    let mut reply = NewMessage::text("alice replies");
+    reply.reply_to = Some(root.id.clone());
+    chat.send_message(&alice(), &world.joined, reply).await.unwrap();
+    let followers = |chat: &Chat| {
+        let (room, root) = (world.joined.clone(), root.id.clone());
+        let store = chat.store.clone();
+        async move { store.followers(&room, &root, 100).await.unwrap() }
+    };
+    assert!(followers(chat).await.contains(&alice().user_id), "a replier follows");
+
+    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    assert!(!followers(chat).await.contains(&alice().user_id));
+    assert!(chat.store.followed(&alice().user_id, 100).await.unwrap().is_empty());
+}
+
 /// An invitation waiting for the erased user is theirs: it goes with the rest, so it no
 /// longer shows among their invitations nor in the room's list.
 #[tokio::test]
