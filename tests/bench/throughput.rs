@@ -208,7 +208,7 @@ async fn limits_cost(backend: &Backend) {
         let room: serde_json::Value = http
             .post(format!("{base}/api/rooms"))
             .bearer_auth(&tokens[0])
-            .json(&json!({ "name": "limits" }))
+            .json(&json!({ "name": "limits", "visibility": "public" }))
             .send()
             .await
             .unwrap()
