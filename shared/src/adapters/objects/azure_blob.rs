@@ -266,7 +266,7 @@ impl AzureBlobObjects {
             .body(body)
             .send()
             .await
-            .map_err(|e| unavailable("cannot get a user delegation key", e))?;
+            .map_err(|e| unavailable("cannot get a user delegation key", e.without_url()))?;
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
@@ -303,7 +303,7 @@ impl ObjectBackend for AzureBlobObjects {
             .header("Authorization", authorization)
             .send()
             .await
-            .map_err(|e| unavailable("cannot create the container", e))?;
+            .map_err(|e| unavailable("cannot create the container", e.without_url()))?;
         match response.status() {
             s if s.is_success() || s == StatusCode::CONFLICT => Ok(()),
             s => Err(failed(
@@ -365,7 +365,7 @@ impl ObjectBackend for AzureBlobObjects {
             .await?
             .send()
             .await
-            .map_err(|e| unavailable("cannot read an object", e))?;
+            .map_err(|e| unavailable("cannot read an object", e.without_url()))?;
         match response.status() {
             StatusCode::NOT_FOUND => Ok(None),
             s if s.is_success() => {
@@ -398,7 +398,7 @@ impl ObjectBackend for AzureBlobObjects {
             .body(bytes)
             .send()
             .await
-            .map_err(|e| unavailable("cannot write an object", e))?;
+            .map_err(|e| unavailable("cannot write an object", e.without_url()))?;
         match response.status() {
             s if s.is_success() => Ok(()),
             s => Err(failed(
@@ -415,14 +415,14 @@ impl ObjectBackend for AzureBlobObjects {
             .await?
             .send()
             .await
-            .map_err(|e| unavailable("cannot read an object", e))?;
+            .map_err(|e| unavailable("cannot read an object", e.without_url()))?;
         match response.status() {
             StatusCode::NOT_FOUND => Ok(None),
             s if s.is_success() => Ok(Some(
                 response
                     .bytes()
                     .await
-                    .map_err(|e| unavailable("cannot read an object", e))?
+                    .map_err(|e| unavailable("cannot read an object", e.without_url()))?
                     .to_vec(),
             )),
             s => Err(failed(
@@ -439,7 +439,7 @@ impl ObjectBackend for AzureBlobObjects {
             .await?
             .send()
             .await
-            .map_err(|e| unavailable("cannot delete an object", e))?;
+            .map_err(|e| unavailable("cannot delete an object", e.without_url()))?;
         match response.status() {
             s if s.is_success() || s == StatusCode::NOT_FOUND => Ok(()),
             s => Err(failed(
@@ -474,7 +474,7 @@ impl ObjectBackend for AzureBlobObjects {
             let response = request
                 .send()
                 .await
-                .map_err(|e| unavailable("cannot list objects", e))?;
+                .map_err(|e| unavailable("cannot list objects", e.without_url()))?;
             let status = response.status();
             let body = response.text().await.unwrap_or_default();
             if !status.is_success() {
@@ -544,6 +544,29 @@ mod tests {
             ("oid", "b", "a2V5")
         );
         assert!(parse_delegation_key("<UserDelegationKey></UserDelegationKey>").is_none());
+    }
+
+    /// A request the server signs itself carries a SAS in its URL; a failure to reach the
+    /// store must not repeat it, since the message is logged and answered to the client.
+    #[tokio::test]
+    async fn a_failed_request_never_shows_its_signature() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let connection = format!(
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+        );
+        let store = AzureBlobObjects::from_connection_string(&connection, "attachments").unwrap();
+        let key = ObjectKey::parse("r/u/i/a.png").unwrap();
+        let failures = [
+            store.head(&key).await.unwrap_err().to_string(),
+            store.get(&key).await.unwrap_err().to_string(),
+            store.delete(&key).await.unwrap_err().to_string(),
+            store.list("r/").await.unwrap_err().to_string(),
+        ];
+        for message in failures {
+            assert!(!message.contains("sig="), "{message}");
+        }
     }
 
     #[test]
