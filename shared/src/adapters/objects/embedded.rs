@@ -57,6 +57,19 @@ pub struct SignedQuery {
     pub sig: Option<String>,
 }
 
+/// The length of the links' signing key.
+const KEY_BYTES: usize = 32;
+
+/// Writes a file only its owner may read.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(bytes)
+}
+
 impl EmbeddedObjects {
     /// The store under `data_dir`, its links on `public_base` (e.g. `http://127.0.0.1:7071`).
     pub fn open(data_dir: &Path, public_base: &str) -> Result<EmbeddedObjects> {
@@ -64,18 +77,27 @@ impl EmbeddedObjects {
         std::fs::create_dir_all(&dir).map_err(|e| unavailable("cannot create the objects directory", e))?;
         let key_file = data_dir.join("objects.key");
         let secret = match std::fs::read(&key_file) {
-            Ok(bytes) if bytes.len() == 32 => bytes,
+            Ok(bytes) if bytes.len() == KEY_BYTES => bytes,
+            // Missing, or cut short (a crash while it was first written): a new one.
             _ => {
-                let bytes: [u8; 32] = rand::random();
-                // Written under another name, then renamed: two processes starting at once end
-                // with one key (the last rename wins, and both re-read it).
+                let bytes: [u8; KEY_BYTES] = rand::random();
+                // Written under another name, then linked into place: two processes starting
+                // at once end with one key (the first link wins, and both re-read it). Only the
+                // server's own user may read it.
                 let scratch = data_dir.join(format!("objects.key.{}", uuid::Uuid::new_v4().simple()));
-                std::fs::write(&scratch, bytes).map_err(|e| unavailable("cannot write the signing key", e))?;
-                if std::fs::hard_link(&scratch, &key_file).is_err() && !key_file.exists() {
+                write_private(&scratch, &bytes).map_err(|e| unavailable("cannot write the signing key", e))?;
+                let linked = std::fs::hard_link(&scratch, &key_file).is_ok();
+                let current = std::fs::read(&key_file).ok().filter(|b| b.len() == KEY_BYTES);
+                if !linked && current.is_none() {
+                    // A file of the wrong length is in the way: never sign with it.
                     std::fs::rename(&scratch, &key_file).map_err(|e| unavailable("cannot write the signing key", e))?;
                 }
                 let _ = std::fs::remove_file(&scratch);
-                std::fs::read(&key_file).map_err(|e| unavailable("cannot read the signing key", e))?
+                let key = std::fs::read(&key_file).map_err(|e| unavailable("cannot read the signing key", e))?;
+                if key.len() != KEY_BYTES {
+                    return Err(unavailable("the signing key", "is not 32 bytes"));
+                }
+                key
             }
         };
         Ok(EmbeddedObjects {
@@ -265,5 +287,30 @@ impl ObjectBackend for EmbeddedObjects {
         }
         keys.sort();
         Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An empty or cut-short key file would let anyone sign links: it is replaced, and the key
+    /// is readable by the server's own user only.
+    #[test]
+    fn a_signing_key_cut_short_is_replaced_and_only_its_owner_reads_it() {
+        let dir = std::env::temp_dir().join(format!("tt-objkey-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("objects.key"), b"").unwrap();
+        let store = EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap();
+        assert_eq!(store.secret.len(), KEY_BYTES);
+        assert_eq!(&std::fs::read(dir.join("objects.key")).unwrap()[..], &store.secret[..]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.join("objects.key")).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{mode:o}");
+        }
+        let again = EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap();
+        assert_eq!(again.secret, store.secret, "a second process signs with the same key");
     }
 }
