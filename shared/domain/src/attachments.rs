@@ -113,8 +113,13 @@ pub fn safe_name(name: &str) -> String {
     }
 }
 
-/// A user id as one key segment, reversibly: letters, digits and `-` stay; every other byte
-/// is `_` and two hex digits.
+/// The longest user segment: with the room, the id and the safe name, a key stays within the
+/// 255 bytes a file name may have, so the embedded store can keep each object in one file.
+pub const MAX_USER_SEGMENT: usize = 64;
+
+/// A user id as one key segment: letters, digits and `-` stay; every other byte is `_` and
+/// two hex digits (reversible). One longer than [`MAX_USER_SEGMENT`] is the SHA-256 of the id
+/// in hex instead: still one per user, and short.
 pub fn user_segment(user: &UserId) -> String {
     let mut segment = String::new();
     for byte in user.as_str().bytes() {
@@ -122,6 +127,13 @@ pub fn user_segment(user: &UserId) -> String {
             true => segment.push(byte as char),
             false => segment.push_str(&format!("_{byte:02x}")),
         }
+    }
+    if segment.len() > MAX_USER_SEGMENT {
+        use sha2::{Digest, Sha256};
+        return Sha256::digest(user.as_str().as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
     }
     segment
 }
@@ -297,6 +309,14 @@ mod tests {
         assert_eq!(safe_name("photo été.png"), "photo__t_.png");
         assert_eq!(safe_name("..."), "file");
         assert_eq!(safe_name("ok-name_1.pdf"), "ok-name_1.pdf");
+    }
+
+    #[test]
+    fn a_long_user_id_makes_a_short_segment() {
+        let long = UserId::parse(&"é".repeat(200)).unwrap();
+        let segment = user_segment(&long);
+        assert_eq!(segment.len(), MAX_USER_SEGMENT);
+        assert_ne!(segment, user_segment(&UserId::parse(&"è".repeat(200)).unwrap()));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
-use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use sha2::Sha256;
 
 use super::{Link, ObjectBackend, ObjectInfo, ObjectKey, unavailable};
@@ -56,6 +56,11 @@ pub struct SignedQuery {
     /// The signature, base64url.
     pub sig: Option<String>,
 }
+
+/// What a key must not keep in a file name: its `/` (every object is one file of one
+/// directory) and `%`, which makes the encoding reversible. A key is ASCII without `..`
+/// segments, so nothing else needs encoding and the name stays within 255 bytes.
+const FILE_NAME: &AsciiSet = &CONTROLS.add(b'/').add(b'%').add(b'\\');
 
 /// The length of the links' signing key.
 const KEY_BYTES: usize = 32;
@@ -109,7 +114,7 @@ impl EmbeddedObjects {
 
     fn file(&self, key: &ObjectKey, ext: &str) -> PathBuf {
         self.dir
-            .join(format!("{}.{ext}", utf8_percent_encode(key.as_str(), NON_ALPHANUMERIC)))
+            .join(format!("{}.{ext}", utf8_percent_encode(key.as_str(), FILE_NAME)))
     }
 
     fn sign(&self, method: &str, key: &ObjectKey, expires: i64, mime: &str, file_name: &str) -> String {
@@ -312,5 +317,25 @@ mod tests {
         }
         let again = EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap();
         assert_eq!(again.secret, store.secret, "a second process signs with the same key");
+    }
+
+    /// The longest key an upload makes (a room, the longest user segment, an id, a name of
+    /// 100 characters each `_`) is one file the filesystem accepts, and lists as itself.
+    #[tokio::test]
+    async fn the_longest_upload_key_is_stored_and_listed() {
+        let dir = std::env::temp_dir().join(format!("tt-objlong-{}", uuid::Uuid::new_v4().simple()));
+        let store = EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap();
+        let user = crate::ids::UserId::parse(&"é".repeat(200)).unwrap();
+        let room = crate::ids::RoomId::generate();
+        let key = format!(
+            "{room}/{}/{}/{}",
+            crate::attachments::user_segment(&user),
+            "0".repeat(32),
+            crate::attachments::safe_name(&"文".repeat(100))
+        );
+        let key = ObjectKey::parse(&key).unwrap();
+        store.put(&key, "text/plain", b"hello".to_vec()).await.unwrap();
+        assert_eq!(store.get(&key).await.unwrap().as_deref(), Some(&b"hello"[..]));
+        assert_eq!(store.list(&format!("{room}/")).await.unwrap(), vec![key]);
     }
 }
