@@ -238,18 +238,21 @@ impl Chat {
         Ok(copies)
     }
 
-    /// Deletes files (their objects, then their rows): a tombstone's, a purged message's.
-    /// Logged, never failing the operation that removed their message.
+    /// Deletes files (their rows, then their objects): a tombstone's, a purged message's. The
+    /// row goes first, since without it no link is handed out: a failure in between leaves an
+    /// object nobody can reach, never a file still downloadable. Logged, never failing the
+    /// operation that removed their message.
     pub(crate) async fn remove_attachments(&self, room: &RoomId, files: &[Attachment]) {
         let Some(settings) = self.attachments.as_deref() else {
             return;
         };
         for file in files {
             let removed = async {
-                if let Some(upload) = self.store.upload(room, &file.id).await? {
+                let upload = self.store.upload(room, &file.id).await?;
+                self.store.delete_upload(room, &file.id).await?;
+                if let Some(upload) = upload {
                     settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
                 }
-                self.store.delete_upload(room, &file.id).await?;
                 Ok::<(), Error>(())
             };
             if let Err(e) = removed.await {

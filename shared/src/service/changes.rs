@@ -130,9 +130,10 @@ impl Chat {
             },
         );
         self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
-        self.store.delete_companions(room, &message.key()).await?;
-        // A tombstone carries no attachments: their objects and rows go too.
+        // A tombstone carries no attachments: their rows and objects go too, before anything
+        // that may fail leaves them downloadable.
         self.remove_attachments(room, &message.attachments).await;
+        self.store.delete_companions(room, &message.key()).await?;
         Ok(())
     }
 

@@ -109,3 +109,30 @@ async fn a_send_that_fails_to_write_releases_its_attachments() {
     assert_eq!(sent.message.attachments.len(), 1);
     assert_eq!(sent.message.attachments[0].id, id);
 }
+
+/// A tombstone whose companion rows cannot be deleted (the store fails after the tombstone
+/// committed) still takes its files away: no member can download them any more.
+#[tokio::test]
+async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let id = uploaded(&chat, &room, &objects).await;
+    let sent = chat
+        .send_message(&alice(), &room, naming(&id, "soon gone"))
+        .await
+        .unwrap();
+    faults.fail_operation(
+        "query",
+        Some(&chat.store.schema.metadata),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let deleted = chat.delete_message(&alice(), &room, &sent.message.id).await;
+    assert_eq!(
+        deleted.unwrap_err().code(),
+        "UNAVAILABLE",
+        "the companions' delete failed"
+    );
+    let link = chat.attachment_link(&alice(), &room, &id).await;
+    assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
+}
