@@ -327,14 +327,7 @@ impl ObjectBackend for AzureBlobObjects {
                 content_type: None,
             })
             .await?;
-        Ok(Link {
-            method: "PUT".into(),
-            url: format!("{}?{sas}", self.blob_url(key)),
-            headers: vec![
-                ("Content-Type".into(), mime.to_owned()),
-                ("x-ms-blob-type".into(), "BlockBlob".into()),
-            ],
-        })
+        Ok(Link::put(format!("{}?{sas}", self.blob_url(key)), mime))
     }
 
     async fn download_url(

@@ -197,14 +197,7 @@ impl ObjectBackend for EmbeddedObjects {
     async fn upload_link(&self, key: &ObjectKey, mime: &str, expires: DateTime<Utc>) -> Result<Link> {
         let se = expires.timestamp();
         let sig = self.sign("PUT", key, se, "", "");
-        Ok(Link {
-            method: "PUT".into(),
-            url: self.url(key, &format!("se={se}&sig={sig}")),
-            headers: vec![
-                ("Content-Type".into(), mime.to_owned()),
-                ("x-ms-blob-type".into(), "BlockBlob".into()),
-            ],
-        })
+        Ok(Link::put(self.url(key, &format!("se={se}&sig={sig}")), mime))
     }
 
     async fn download_url(

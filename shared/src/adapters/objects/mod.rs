@@ -72,6 +72,21 @@ pub struct Link {
     pub headers: Vec<(String, String)>,
 }
 
+impl Link {
+    /// An upload: a PUT of the file's bytes to `url`, with the headers Blob Storage needs (the
+    /// embedded store takes the same, so a front-end does one thing everywhere).
+    pub fn put(url: String, mime: &str) -> Link {
+        Link {
+            method: "PUT".into(),
+            url,
+            headers: vec![
+                ("Content-Type".into(), mime.to_owned()),
+                ("x-ms-blob-type".into(), "BlockBlob".into()),
+            ],
+        }
+    }
+}
+
 /// What an object store backend implements. Keys arrive checked ([`ObjectKey`]).
 #[async_trait]
 pub trait ObjectBackend: fmt::Debug + Send + Sync + 'static {

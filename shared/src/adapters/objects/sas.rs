@@ -70,19 +70,9 @@ pub fn service_string_to_sign(grant: &Grant<'_>) -> String {
         &grant.expiry(),
         &resource,
         "", // signed identifier
-        "", // signed IP
-        "", // signed protocol
-        VERSION,
-        sr,
-        "", // snapshot time
-        "", // encryption scope
-        "", // rscc
-        grant.content_disposition.unwrap_or(""),
-        "", // rsce
-        "", // rscl
-        grant.content_type.unwrap_or(""),
     ]
     .join("\n")
+        + &common_tail(grant, sr)
 }
 
 /// A service SAS query string (without `?`), signed with the account key.
@@ -121,6 +111,14 @@ pub fn user_delegation_string_to_sign(key: &DelegationKey, grant: &Grant<'_>) ->
         "", // signed authorized object id
         "", // signed unauthorized object id
         "", // signed correlation id
+    ]
+    .join("\n")
+        + &common_tail(grant, sr)
+}
+
+/// The fields both kinds of SAS end with, from the signed IP on, after a line break.
+fn common_tail(grant: &Grant<'_>, sr: &str) -> String {
+    let fields = [
         "", // signed IP
         "", // signed protocol
         VERSION,
@@ -132,8 +130,8 @@ pub fn user_delegation_string_to_sign(key: &DelegationKey, grant: &Grant<'_>) ->
         "", // rsce
         "", // rscl
         grant.content_type.unwrap_or(""),
-    ]
-    .join("\n")
+    ];
+    format!("\n{}", fields.join("\n"))
 }
 
 /// A user delegation SAS query string (without `?`).
