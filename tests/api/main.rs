@@ -14,6 +14,7 @@ mod edits_and_deletes;
 mod entra;
 mod erasure;
 mod events;
+mod finding;
 mod follows;
 mod forwards;
 mod helpers;

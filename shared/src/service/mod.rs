@@ -20,6 +20,7 @@ pub mod members;
 pub mod moderation;
 pub mod moderation_log;
 pub mod outbox;
+pub mod pins;
 pub mod polls;
 pub mod reactions;
 pub mod read;

@@ -7,5 +7,6 @@ mod erasure;
 mod limits;
 mod messages;
 mod moderation;
+mod pins;
 mod rooms;
 mod scheduled;

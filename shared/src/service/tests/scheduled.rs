@@ -40,6 +40,7 @@ async fn texts(chat: &Chat, room: &RoomId) -> Vec<String> {
         order: None,
         limit: Some(100),
         cursor: None,
+        around: None,
     };
     let page = chat.read_messages(&alice(), room, request).await.unwrap();
     page.messages
