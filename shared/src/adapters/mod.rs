@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod events;
+pub mod link_preview;
 pub mod live;
 pub mod objects;
 pub mod outbound;
