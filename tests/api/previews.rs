@@ -18,6 +18,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::helpers::messages::assert_status;
+use crate::helpers::web_pubsub::{Hub, start_hub};
 use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with};
 
 backend_tests!(
@@ -25,6 +26,7 @@ backend_tests!(
     refused_links_get_no_preview,
     a_cached_url_is_not_fetched_again,
     the_author_removes_their_messages_preview,
+    a_preview_and_its_removal_signal_the_room,
     bad_input_on_removing_a_preview_gets_documented_errors,
 );
 
@@ -386,4 +388,53 @@ async fn bad_input_on_removing_a_preview_gets_documented_errors(backend: Backend
     remove(room.clone(), id.clone(), Some("alice"))
         .await
         .assert_error(404, "NOT_FOUND");
+}
+
+/// The `message.previewed` signals the hub was sent for `id`, waiting (bounded) for `count`.
+async fn previewed_signals(hub: &Hub, room: &str, id: &str, count: usize) -> usize {
+    let seen = || {
+        let sent = hub.sent.lock().unwrap();
+        sent.iter()
+            .filter(|(group, body)| {
+                group == &format!("room.{room}") && body["type"] == "message.previewed" && body["messageId"] == id
+            })
+            .count()
+    };
+    for _ in 0..200 {
+        if seen() >= count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen()
+}
+
+async fn a_preview_and_its_removal_signal_the_room(backend: Backend) {
+    let pages = serve_pages().await;
+    let (hub, connection) = start_hub(&[]).await;
+    let app = spawn_app_with(
+        &backend,
+        &[
+            ("TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK", "true"),
+            ("TABLETALK_WEBPUBSUB_CONNECTION", connection.as_str()),
+        ],
+    );
+    let room = app.create_room("alice").await;
+    let id = app.post("alice", &room, &pages.url("/signalled")).await;
+    previewed(&app, &room, &id).await;
+    assert_eq!(
+        previewed_signals(&hub, &room, &id, 1).await,
+        1,
+        "attached: the room is told"
+    );
+    let path = format!("/api/rooms/{room}/messages/{id}/preview");
+    assert_status(
+        &app.call(Method::DELETE, &path, Some("alice"), None).await,
+        StatusCode::NO_CONTENT,
+    );
+    assert_eq!(
+        previewed_signals(&hub, &room, &id, 2).await,
+        2,
+        "removed: the room is told"
+    );
 }

@@ -18,7 +18,6 @@ pub mod members;
 pub mod messages;
 pub mod moderation;
 pub mod permissions;
-pub mod previews;
 pub mod principal;
 pub mod reports;
 pub mod roles;

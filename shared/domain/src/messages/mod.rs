@@ -12,6 +12,7 @@ pub mod forward;
 pub mod mentions;
 pub mod operations;
 pub mod polls;
+pub mod previews;
 pub mod reactions;
 pub mod read;
 pub mod send;
@@ -149,7 +150,7 @@ pub struct Message {
     /// The preview of the message's first link, once the server fetched it (companion data,
     /// filled in on reads; no change of `version`). See `previews`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preview: Option<crate::previews::LinkPreview>,
+    pub preview: Option<previews::LinkPreview>,
 }
 
 impl Message {

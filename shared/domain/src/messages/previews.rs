@@ -9,9 +9,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::{Message, MessageType};
 use crate::error::{Error, Result};
 use crate::ids::UserId;
-use crate::messages::{Message, MessageType};
 
 /// The longest URL that is previewed (longer ones are not fetched).
 pub const MAX_URL_CHARS: usize = 2048;
@@ -23,7 +23,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 500;
 pub const MAX_SITE_NAME_CHARS: usize = 100;
 
 /// What a message shows of the page it links to. Every field is plain text (never markup),
-/// trimmed, single-spaced and cut to its limit; `image_url` is an absolute `http(s)` URL.
+/// trimmed, single-spaced and cut to its limit; `imageUrl` is an absolute `http(s)` URL.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LinkPreview {
