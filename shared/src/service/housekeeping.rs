@@ -5,7 +5,7 @@
 //! erasures whose process stopped running them; delete uploads never attached after a day,
 //! and the objects of purged messages; and remove scheduled messages finished a week ago
 //! (found by their expiry rows, never by a scan); and try once more the link previews a
-//! stopped process left unfetched.
+//! stopped process left unfetched, and forget cached previews past their window.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -47,6 +47,8 @@ pub struct Report {
     pub scheduled_expired: usize,
     /// Link preview jobs left by a process that stopped, tried once more (`service::previews`).
     pub preview_jobs_retried: usize,
+    /// Link previews cached longer than `previews::CACHE_FOR`, forgotten.
+    pub link_previews_expired: usize,
 }
 
 impl Chat {
@@ -69,6 +71,10 @@ impl Chat {
         match self.retry_preview_jobs(now).await {
             Ok(tried) => report.preview_jobs_retried = tried,
             Err(e) => tracing::warn!(error = %e, "retrying link previews failed; trying again next run"),
+        }
+        match self.expire_link_cache(now).await {
+            Ok(expired) => report.link_previews_expired = expired,
+            Err(e) => tracing::warn!(error = %e, "expiring cached link previews failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

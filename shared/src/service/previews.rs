@@ -38,6 +38,8 @@ pub const CACHE_FOR: Duration = Duration::hours(6);
 pub const RETRY_AFTER: Duration = Duration::minutes(2);
 /// Jobs housekeeping tries per run.
 const JOBS_PER_RUN: usize = 50;
+/// Cache rows housekeeping reads per run (the rest wait for the next run).
+const CACHE_ROWS_PER_RUN: usize = 5000;
 /// Jobs waiting in a process's queue before new ones are left to the timer.
 const QUEUE_DEPTH: usize = 1024;
 
@@ -176,6 +178,15 @@ impl Chat {
         self.store.remove_preview(room, &message.key()).await?;
         self.signal(room, Signal::Previewed { message_id: message.id });
         Ok(())
+    }
+
+    /// Housekeeping's part: forgets what the cache holds past [`CACHE_FOR`]. Returns how many
+    /// URLs it forgot.
+    pub(crate) async fn expire_link_cache(&self, now: DateTime<Utc>) -> Result<usize> {
+        Ok(self
+            .store
+            .expire_link_cache(now - CACHE_FOR, CACHE_ROWS_PER_RUN)
+            .await?)
     }
 
     /// Housekeeping's part: each job older than [`RETRY_AFTER`] (its process stopped) is

@@ -121,6 +121,25 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the cache's rows fetched before `before`, reading at most `max` rows. Returns
+    /// how many went. The partition holds one row per URL fetched within the cache's window
+    /// (and those expired since the last run), so a run costs in URLs linked lately, never in
+    /// messages.
+    pub(crate) async fn expire_link_cache(&self, before: DateTime<Utc>, max: usize) -> Result<usize> {
+        let query = RangeQuery::partition(LINK_CACHE_PARTITION, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
+        let mut expired = 0;
+        for row in rows
+            .iter()
+            .filter(|row| row.datetime("fetchedAt").is_none_or(|at| at < before))
+        {
+            self.delete_if_present(&self.schema.housekeeping, LINK_CACHE_PARTITION, &row.row_key)
+                .await?;
+            expired += 1;
+        }
+        Ok(expired)
+    }
+
     /// Attaches `preview` to a message unless it has a preview row already (one attached, or
     /// the author's removal). Returns whether it was attached.
     pub(crate) async fn attach_preview(

@@ -119,6 +119,43 @@ async fn a_job_a_stopped_process_left_is_tried_once_by_housekeeping() {
     assert_eq!(hits.load(Ordering::SeqCst), 2);
 }
 
+/// A URL's cached preview serves later messages until it expires; housekeeping then forgets
+/// it, and the next message with that link fetches the page again.
+#[tokio::test]
+async fn a_cached_url_is_fetched_again_once_its_cache_expired() {
+    let (base, hits) = page_server().await;
+    let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
+    let link = format!("{base}/page");
+    let send = |chat: Chat, room: RoomId, link: String| async move {
+        chat.send_message(&alice(), &room, NewMessage::text(link))
+            .await
+            .unwrap()
+            .message
+    };
+    let first = send(chat.clone(), room.clone(), link.clone()).await;
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    chat.housekeeping(clock.now()).await.unwrap();
+    let second = send(chat.clone(), room.clone(), link.clone()).await;
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "the second came from the cache");
+    for id in [&first.id, &second.id] {
+        assert_eq!(preview_shown(&chat, &room, id).await.as_deref(), Some("The page"));
+    }
+
+    clock.advance(crate::service::previews::CACHE_FOR);
+    let report = chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(report.link_previews_expired, 1);
+    let third = send(chat.clone(), room.clone(), link).await;
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "fetched again once expired");
+    assert_eq!(
+        preview_shown(&chat, &room, &third.id).await.as_deref(),
+        Some("The page")
+    );
+}
+
 /// The job's row is a side effect: when the store refuses it, the send still succeeds and the
 /// message simply has no preview.
 #[tokio::test]
