@@ -15,7 +15,8 @@
 //!
 //! [`Reach::Anywhere`] turns all of it off, for development against a push service on
 //! loopback (`TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS=true`); `http` is then allowed too.
-//! [`Reach::PublicAndLoopback`] opens IPv4 loopback alone (link previews in development).
+//! Link previews fetch pages with [`Reach::PublicWeb`] (plain `http` too, to public addresses
+//! only); [`Reach::PublicAndLoopback`] opens IPv4 loopback alone besides (in development).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -33,10 +34,13 @@ pub enum Reach {
     Public,
     /// Any address, `http` or `https`: development only.
     Anywhere,
-    /// What `Public` reaches, and also `http` and `https` to IPv4 loopback (127.0.0.0/8) and
-    /// nothing else private: development and tests of link previews, so a page served on
-    /// loopback is fetched while a redirect to 10.0.0.1 or the metadata service is still
-    /// refused (`TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK=true`).
+    /// `http` or `https` to addresses on the public internet: the pages members link to (link
+    /// previews), many of which are still plain `http`.
+    PublicWeb,
+    /// What `PublicWeb` reaches, and IPv4 loopback (127.0.0.0/8), and nothing else private:
+    /// development and tests of link previews, so a page served on loopback is fetched while a
+    /// redirect to 10.0.0.1 or the metadata service is still refused
+    /// (`TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK=true`).
     PublicAndLoopback,
 }
 
@@ -46,12 +50,13 @@ impl Reach {
         if allow_private { Reach::Anywhere } else { Reach::Public }
     }
 
-    /// `PublicAndLoopback` when `allow_loopback` (the development setting), else `Public`.
+    /// For link previews: `PublicAndLoopback` when `allow_loopback` (the development
+    /// setting), else `PublicWeb`.
     pub fn allowing_loopback(allow_loopback: bool) -> Reach {
         if allow_loopback {
             Reach::PublicAndLoopback
         } else {
-            Reach::Public
+            Reach::PublicWeb
         }
     }
 
@@ -152,7 +157,7 @@ fn v6_range(ip: Ipv6Addr) -> Option<&'static str> {
 pub fn check_url(url: &Url, reach: Reach) -> std::result::Result<(), Refused> {
     let refused = |why: String| Err(Refused(why));
     match (url.scheme(), reach) {
-        ("https", _) | ("http", Reach::Anywhere | Reach::PublicAndLoopback) => {}
+        ("https", _) | ("http", Reach::Anywhere | Reach::PublicWeb | Reach::PublicAndLoopback) => {}
         ("http", Reach::Public) => return refused("must use https".into()),
         (other, _) => return refused(format!("must use https, not {other}")),
     }
@@ -472,6 +477,21 @@ mod tests {
         assert!(admit("a.example", loopback.to_vec(), Reach::Public).is_err());
         let private = [SocketAddr::from(([10, 0, 0, 1], 80))];
         assert!(admit("a.example", private.to_vec(), Reach::PublicAndLoopback).is_err());
+
+        // Production's reach for pages: plain http to the public internet, nothing private.
+        let web = |url: &str| check_url(&Url::parse(url).unwrap(), Reach::PublicWeb);
+        assert!(web("http://news.example.com/page").is_ok());
+        assert!(web("https://[2a00:1450::1]/page").is_ok());
+        for bad in [
+            "http://127.0.0.1/",
+            "http://10.0.0.1/",
+            "http://[::1]/",
+            "http://localhost/",
+            "ftp://a.example/",
+        ] {
+            assert!(web(bad).is_err(), "{bad}");
+        }
+        assert!(admit("a.example", loopback.to_vec(), Reach::PublicWeb).is_err());
     }
 
     /// A resolver that answers every name with the same addresses, as a DNS server of the
