@@ -435,6 +435,10 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
           value: 'on'
         }
         {
+          name: 'TABLETALK_LINK_PREVIEWS'
+          value: 'on'
+        }
+        {
           name: 'TABLETALK_NEWCOMER_SECONDS'
           value: string(newcomerSeconds)
         }

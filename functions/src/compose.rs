@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tabletalk::Chat;
 use tabletalk::adapters::clock::{Clock, FileClock, SystemClock};
 use tabletalk::adapters::events::EventGrid;
+use tabletalk::adapters::link_preview::{self, PreviewFetcher};
 use tabletalk::adapters::live::web_pubsub::WebPubSub;
 use tabletalk::adapters::objects::Objects;
 use tabletalk::adapters::objects::azure_blob::AzureBlobObjects;
@@ -109,6 +110,11 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
     if settings.write_limits {
         let newcomer_period = chrono::Duration::from_std(settings.newcomer_period).map_err(|e| e.to_string())?;
         chat = chat.with_limits(LimitSettings { newcomer_period, clock });
+    }
+    if settings.link_previews {
+        let reach = Reach::allowing_loopback(settings.link_previews_allow_loopback);
+        let client = OutboundClient::new(reach, link_preview::REQUEST_TIMEOUT).map_err(|e| e.to_string())?;
+        chat = chat.with_previews(PreviewFetcher::new(client));
     }
     Ok(chat.with_push(PushSettings {
         sender,

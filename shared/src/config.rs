@@ -60,6 +60,12 @@ pub const ERASURE_LEASE_SECONDS: &str = "TABLETALK_ERASURE_LEASE_SECONDS";
 /// The limits against abuse on members' writes: `on` (default) or `off` (benchmarks and load
 /// tests that measure the store, not the limits; never in front of real users).
 pub const WRITE_LIMITS: &str = "TABLETALK_WRITE_LIMITS";
+/// Link previews of members' messages (the server fetches each message's first link): `on`
+/// (default) or `off`.
+pub const LINK_PREVIEWS: &str = "TABLETALK_LINK_PREVIEWS";
+/// Development and tests only: `true` lets link previews fetch pages on IPv4 loopback
+/// (127.0.0.0/8), and no other private address, so a redirect elsewhere is still refused.
+pub const LINK_PREVIEWS_ALLOW_LOOPBACK: &str = "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK";
 /// Seconds after joining a room during which a member is a newcomer there: a lower write rate
 /// in it, and no `@everyone`, `@here` or links. Default 600; `0`: no newcomers.
 pub const NEWCOMER_SECONDS: &str = "TABLETALK_NEWCOMER_SECONDS";
@@ -178,6 +184,10 @@ pub struct Settings {
     pub erasure: crate::erasure::ErasureSettings,
     /// Whether members' writes are limited.
     pub write_limits: bool,
+    /// Whether members' links get previews.
+    pub link_previews: bool,
+    /// Development only: link previews may fetch from IPv4 loopback.
+    pub link_previews_allow_loopback: bool,
     /// How long a member is a newcomer in a room they joined (zero: never).
     pub newcomer_period: std::time::Duration,
     /// Tests only: the file the limits read the time from.
@@ -237,6 +247,8 @@ impl fmt::Debug for Settings {
             .field("web_pubsub_connection", &redacted(&self.web_pubsub_connection))
             .field("web_pubsub_hub", &self.web_pubsub_hub)
             .field("write_limits", &self.write_limits)
+            .field("link_previews", &self.link_previews)
+            .field("link_previews_allow_loopback", &self.link_previews_allow_loopback)
             .field("newcomer_period", &self.newcomer_period)
             .field("test_clock_file", &self.test_clock_file)
             .field("attachments", &self.attachments)
@@ -352,6 +364,21 @@ impl Settings {
             Some("off") => false,
             Some(other) => return Err(config_error(WRITE_LIMITS, &format!("{other:?} is not on or off"))),
         };
+        let link_previews = match get(LINK_PREVIEWS).as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(config_error(LINK_PREVIEWS, &format!("{other:?} is not on or off"))),
+        };
+        let link_previews_allow_loopback = match get(LINK_PREVIEWS_ALLOW_LOOPBACK).as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(config_error(
+                    LINK_PREVIEWS_ALLOW_LOOPBACK,
+                    &format!("{other:?} is not true or false"),
+                ));
+            }
+        };
         let newcomer_period = match get(NEWCOMER_SECONDS).map(|s| s.parse::<u32>()) {
             None => std::time::Duration::from_secs(600),
             Some(Ok(seconds)) => std::time::Duration::from_secs(u64::from(seconds)),
@@ -386,6 +413,8 @@ impl Settings {
             attachments,
             erasure,
             write_limits,
+            link_previews,
+            link_previews_allow_loopback,
             newcomer_period,
             test_clock_file,
             event_grid,

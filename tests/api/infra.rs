@@ -29,6 +29,7 @@ const LOCAL_ONLY: &[&str] = &[
     "TABLETALK_ERASURE_BATCH",                // the defaults serve Azure; tests shorten them
     "TABLETALK_ERASURE_PAUSE_MS",
     "TABLETALK_ERASURE_LEASE_SECONDS",
+    "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK", // development pages on loopback
 ];
 
 fn root() -> PathBuf {

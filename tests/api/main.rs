@@ -31,6 +31,7 @@ mod ownership;
 mod permissions;
 mod pins;
 mod polls;
+mod previews;
 mod privacy;
 mod push;
 mod push_endpoints;

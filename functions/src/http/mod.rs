@@ -16,6 +16,7 @@ pub mod messages;
 pub mod moderation;
 pub mod objects;
 pub mod openapi;
+pub mod previews;
 pub mod push;
 pub mod roles;
 pub mod rooms;
@@ -125,6 +126,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::my_threads))
         .routes(routes!(messages::batch))
         .routes(routes!(messages::pins))
+        .routes(routes!(previews::remove))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -40,6 +40,13 @@ pub enum Signal {
         #[serde(rename = "messageId")]
         message_id: String,
     },
+    /// A message's link preview was attached or removed: clients re-read it (companion data,
+    /// so the message's version did not change).
+    #[serde(rename = "message.previewed")]
+    Previewed {
+        #[serde(rename = "messageId")]
+        message_id: String,
+    },
     #[serde(rename = "typing")]
     Typing {
         #[serde(rename = "userId")]

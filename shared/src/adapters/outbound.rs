@@ -15,6 +15,8 @@
 //!
 //! [`Reach::Anywhere`] turns all of it off, for development against a push service on
 //! loopback (`TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS=true`); `http` is then allowed too.
+//! Link previews fetch pages with [`Reach::PublicWeb`] (plain `http` too, to public addresses
+//! only); [`Reach::PublicAndLoopback`] opens IPv4 loopback alone besides (in development).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -32,12 +34,39 @@ pub enum Reach {
     Public,
     /// Any address, `http` or `https`: development only.
     Anywhere,
+    /// `http` or `https` to addresses on the public internet: the pages members link to (link
+    /// previews), many of which are still plain `http`.
+    PublicWeb,
+    /// What `PublicWeb` reaches, and IPv4 loopback (127.0.0.0/8), and nothing else private:
+    /// development and tests of link previews, so a page served on loopback is fetched while a
+    /// redirect to 10.0.0.1 or the metadata service is still refused
+    /// (`TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK=true`).
+    PublicAndLoopback,
 }
 
 impl Reach {
     /// `Anywhere` when `allow_private` (the development setting), else `Public`.
     pub fn allowing_private(allow_private: bool) -> Reach {
         if allow_private { Reach::Anywhere } else { Reach::Public }
+    }
+
+    /// For link previews: `PublicAndLoopback` when `allow_loopback` (the development
+    /// setting), else `PublicWeb`.
+    pub fn allowing_loopback(allow_loopback: bool) -> Reach {
+        if allow_loopback {
+            Reach::PublicAndLoopback
+        } else {
+            Reach::PublicWeb
+        }
+    }
+
+    /// The range `ip` lies in when this reach refuses it; `None` when it may be connected to.
+    fn refuses(self, ip: IpAddr) -> Option<&'static str> {
+        match (self, ip) {
+            (Reach::Anywhere, _) => None,
+            (Reach::PublicAndLoopback, IpAddr::V4(v4)) if v4.is_loopback() => None,
+            _ => non_public_range(ip),
+        }
     }
 }
 
@@ -128,7 +157,7 @@ fn v6_range(ip: Ipv6Addr) -> Option<&'static str> {
 pub fn check_url(url: &Url, reach: Reach) -> std::result::Result<(), Refused> {
     let refused = |why: String| Err(Refused(why));
     match (url.scheme(), reach) {
-        ("https", _) | ("http", Reach::Anywhere) => {}
+        ("https", _) | ("http", Reach::Anywhere | Reach::PublicWeb | Reach::PublicAndLoopback) => {}
         ("http", Reach::Public) => return refused("must use https".into()),
         (other, _) => return refused(format!("must use https, not {other}")),
     }
@@ -147,13 +176,13 @@ pub fn check_url(url: &Url, reach: Reach) -> std::result::Result<(), Refused> {
             }
             Ok(())
         }
-        Some(Host::Ipv4(ip)) => literal(IpAddr::V4(ip)),
-        Some(Host::Ipv6(ip)) => literal(IpAddr::V6(ip)),
+        Some(Host::Ipv4(ip)) => literal(IpAddr::V4(ip), reach),
+        Some(Host::Ipv6(ip)) => literal(IpAddr::V6(ip), reach),
     }
 }
 
-fn literal(ip: IpAddr) -> std::result::Result<(), Refused> {
-    match non_public_range(ip) {
+fn literal(ip: IpAddr, reach: Reach) -> std::result::Result<(), Refused> {
+    match reach.refuses(ip) {
         Some(range) => Err(Refused(format!("{ip} is not a public address ({range})"))),
         None => Ok(()),
     }
@@ -169,7 +198,7 @@ pub fn admit(host: &str, addrs: Vec<SocketAddr>, reach: Reach) -> std::result::R
     let mut refused = Vec::new();
     let admitted: Vec<SocketAddr> = addrs
         .into_iter()
-        .filter(|addr| match non_public_range(addr.ip()) {
+        .filter(|addr| match reach.refuses(addr.ip()) {
             Some(range) => {
                 refused.push(format!("{} ({range})", addr.ip()));
                 false
@@ -257,6 +286,15 @@ impl OutboundClient {
 
     pub fn reach(&self) -> Reach {
         self.reach
+    }
+
+    /// A GET of `url`, once [`check_url`] allows it (link previews). Redirects are not
+    /// followed here either: a caller that follows one asks for its target again, so every
+    /// hop is checked.
+    pub fn get(&self, url: &str) -> std::result::Result<reqwest::RequestBuilder, Refused> {
+        let parsed = Url::parse(url).map_err(|_| Refused("is not a URL".into()))?;
+        check_url(&parsed, self.reach)?;
+        Ok(self.http.get(parsed))
     }
 
     /// A POST to `url`, once [`check_url`] allows it.
@@ -412,6 +450,48 @@ mod tests {
         assert!(check("http://127.0.0.1:9000/push", Reach::Anywhere).is_ok());
         assert!(check("http://localhost:9000/push", Reach::Anywhere).is_ok());
         assert!(check("ftp://127.0.0.1/x", Reach::Anywhere).is_err());
+    }
+
+    /// The link previews' development reach lets IPv4 loopback through and nothing else that
+    /// is not public: a redirect to another private address is still refused.
+    #[test]
+    fn the_loopback_reach_admits_loopback_and_no_other_private_address() {
+        let check = |url: &str| check_url(&Url::parse(url).unwrap(), Reach::PublicAndLoopback);
+        assert!(check("http://127.0.0.1:9000/page").is_ok());
+        assert!(check("https://127.3.4.5/page").is_ok());
+        assert!(check("https://news.example.com/page").is_ok());
+        for bad in [
+            "http://10.0.0.1/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://[::ffff:10.0.0.1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[::1]/",
+            "http://192.168.1.1/",
+            "http://localhost:9000/",
+            "ftp://127.0.0.1/",
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        let loopback = [SocketAddr::from(([127, 0, 0, 1], 80))];
+        assert!(admit("a.example", loopback.to_vec(), Reach::PublicAndLoopback).is_ok());
+        assert!(admit("a.example", loopback.to_vec(), Reach::Public).is_err());
+        let private = [SocketAddr::from(([10, 0, 0, 1], 80))];
+        assert!(admit("a.example", private.to_vec(), Reach::PublicAndLoopback).is_err());
+
+        // Production's reach for pages: plain http to the public internet, nothing private.
+        let web = |url: &str| check_url(&Url::parse(url).unwrap(), Reach::PublicWeb);
+        assert!(web("http://news.example.com/page").is_ok());
+        assert!(web("https://[2a00:1450::1]/page").is_ok());
+        for bad in [
+            "http://127.0.0.1/",
+            "http://10.0.0.1/",
+            "http://[::1]/",
+            "http://localhost/",
+            "ftp://a.example/",
+        ] {
+            assert!(web(bad).is_err(), "{bad}");
+        }
+        assert!(admit("a.example", loopback.to_vec(), Reach::PublicWeb).is_err());
     }
 
     /// A resolver that answers every name with the same addresses, as a DNS server of the

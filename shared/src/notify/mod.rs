@@ -707,6 +707,7 @@ mod tests {
             reactions: Vec::new(),
             attachments: Vec::new(),
             thread: None,
+            preview: None,
         };
         let event = MessageEvent::of(&message).unwrap();
         assert_eq!(event.preview.chars().count(), PREVIEW_CHARS);

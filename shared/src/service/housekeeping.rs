@@ -4,7 +4,8 @@
 //! past their windows; list rooms from before visibility in the directory; and take over
 //! erasures whose process stopped running them; delete uploads never attached after a day,
 //! and the objects of purged messages; and remove scheduled messages finished a week ago
-//! (found by their expiry rows, never by a scan).
+//! (found by their expiry rows, never by a scan); and try once more the link previews a
+//! stopped process left unfetched, and forget cached previews past their window.
 //!
 //! Rooms are found through the `Housekeeping` table (one row per room), so a run costs in rooms,
 //! in expired messages and in the idempotency records kept (at most a day's worth), never in
@@ -44,6 +45,10 @@ pub struct Report {
     pub uploads_expired: usize,
     /// Scheduled messages finished more than `scheduled::FINISHED_KEPT` ago.
     pub scheduled_expired: usize,
+    /// Link preview jobs left by a process that stopped, tried once more (`service::previews`).
+    pub preview_jobs_retried: usize,
+    /// Link previews cached longer than `previews::CACHE_FOR`, forgotten.
+    pub link_previews_expired: usize,
 }
 
 impl Chat {
@@ -62,6 +67,14 @@ impl Chat {
         match self.store.expire_scheduled(now - crate::scheduled::FINISHED_KEPT).await {
             Ok(expired) => report.scheduled_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
+        }
+        match self.retry_preview_jobs(now).await {
+            Ok(tried) => report.preview_jobs_retried = tried,
+            Err(e) => tracing::warn!(error = %e, "retrying link previews failed; trying again next run"),
+        }
+        match self.expire_link_cache(now).await {
+            Ok(expired) => report.link_previews_expired = expired,
+            Err(e) => tracing::warn!(error = %e, "expiring cached link previews failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

@@ -22,6 +22,7 @@ pub mod moderation_log;
 pub mod outbox;
 pub mod pins;
 pub mod polls;
+pub mod previews;
 pub mod reactions;
 pub mod read;
 pub mod reports;
@@ -88,6 +89,8 @@ pub struct Chat {
     pub(crate) attachments: Option<Arc<attachments::AttachmentSettings>>,
     /// What time it is for scheduled messages (when one is due); tests move it.
     pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
+    /// Link previews, when this process makes them (`with_previews`).
+    pub(crate) previews: Option<Arc<previews::Previews>>,
 }
 
 impl Chat {
@@ -112,6 +115,7 @@ impl Chat {
             limits: None,
             attachments: None,
             time: Arc::new(crate::adapters::clock::SystemClock),
+            previews: None,
         })
     }
 

@@ -147,6 +147,7 @@ impl Chat {
                             poll.count(option_id, mine);
                         }
                     }
+                    CompanionKind::Preview(preview) => message.preview = preview.clone(),
                 }
             }
             reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));

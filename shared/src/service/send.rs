@@ -303,6 +303,7 @@ impl Chat {
             reactions: Vec::new(),
             attachments: post.attachments,
             thread: None,
+            preview: None,
         };
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {
@@ -377,6 +378,8 @@ impl Chat {
         if let Some(event) = event {
             self.dispatch(room, event).await;
         }
+        // A member's link gets its preview in the background (`service::previews`).
+        self.preview_later(room, &message).await;
         Ok(Sent { message, created: true })
     }
 

@@ -29,8 +29,14 @@ pub(crate) struct CompanionRow {
 
 #[derive(Debug, Clone)]
 pub(crate) enum CompanionKind {
-    Reaction { emoji: String },
-    Vote { option_id: String },
+    Reaction {
+        emoji: String,
+    },
+    Vote {
+        option_id: String,
+    },
+    /// The message's link preview (`None`: its author removed it); see `store::previews`.
+    Preview(Option<crate::previews::LinkPreview>),
 }
 
 /// Every companion row of one message.
@@ -112,6 +118,8 @@ impl Store {
                     CompanionKind::Vote {
                         option_id: row.str("optionId")?.to_owned(),
                     }
+                } else if rest == "p" {
+                    CompanionKind::Preview(super::previews::preview_of(row))
                 } else {
                     return None;
                 };

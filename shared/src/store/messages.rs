@@ -145,6 +145,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
         reactions: Vec::new(),
         attachments: from_json(entity, "attachments").unwrap_or_default(),
         thread: from_json(entity, "thread"),
+        preview: None,
     })
 }
 

@@ -53,6 +53,12 @@
 //!   expiry row (`done:<Unix ms>:<id>`) by which housekeeping removes it a week later.
 //! - `MessagesMetadata` also holds each upload of the room (`upload:<id>`, see
 //!   `store::uploads`).
+//! - `MessagesMetadata` also holds a message's link preview (`<message key>:p`, a companion
+//!   row: one range read with the reactions, deleted with them), or the author's removal of it.
+//!   `Housekeeping` partition `previews` holds one row per preview still to be fetched
+//!   (`<room>:<message key>`), so a fetch a crash interrupted is made again by the timer, and
+//!   partition `linkcache` one row per fetched URL (the SHA-256 of the URL, with when it was
+//!   fetched and what it gave, nothing for a failed fetch), so a URL is fetched once a while.
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
 //!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
@@ -94,6 +100,10 @@ pub const SCHEDULED_DUE_PREFIX: &str = "due:";
 pub const SCHEDULED_DONE_PREFIX: &str = "done:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
+/// The `Housekeeping` partition of link previews still to be fetched.
+pub const PREVIEW_JOBS_PARTITION: &str = "previews";
+/// The `Housekeeping` partition of fetched link previews, by URL.
+pub const LINK_CACHE_PARTITION: &str = "linkcache";
 /// Row key of the room row in its `Rooms` partition.
 pub const ROOM_ROW: &str = "room";
 /// Prefix of member rows in a `Rooms` partition.
@@ -209,6 +219,24 @@ pub(crate) fn upload_index_key(created: chrono::DateTime<chrono::Utc>, room: &Ro
 
 pub(crate) fn claim_key(message: &MessageKey) -> String {
     format!("{}:n", message.as_str())
+}
+
+/// A message's link preview row (or its removal) in `MessagesMetadata`.
+pub(crate) fn preview_key(message: &MessageKey) -> String {
+    format!("{}:p", message.as_str())
+}
+
+/// A preview still to be fetched, in [`PREVIEW_JOBS_PARTITION`].
+pub(crate) fn preview_job_key(room: &RoomId, message: &MessageKey) -> String {
+    format!("{}:{}", room.as_str(), message.as_str())
+}
+
+/// A URL's row in [`LINK_CACHE_PARTITION`]: the SHA-256 of the URL, so any URL makes a key.
+pub(crate) fn link_cache_key(url: &str) -> String {
+    Sha256::digest(url.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {

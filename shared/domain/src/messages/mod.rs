@@ -12,6 +12,7 @@ pub mod forward;
 pub mod mentions;
 pub mod operations;
 pub mod polls;
+pub mod previews;
 pub mod reactions;
 pub mod read;
 pub mod send;
@@ -146,6 +147,10 @@ pub struct Message {
     /// On a thread's root: its replies' count, last time and participants.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread: Option<threads::ThreadSummary>,
+    /// The preview of the message's first link, once the server fetched it (companion data,
+    /// filled in on reads; no change of `version`). See `previews`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<previews::LinkPreview>,
 }
 
 impl Message {

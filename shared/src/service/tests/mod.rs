@@ -8,5 +8,6 @@ mod limits;
 mod messages;
 mod moderation;
 mod pins;
+mod previews;
 mod rooms;
 mod scheduled;

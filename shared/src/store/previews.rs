@@ -1,0 +1,171 @@
+//! Link previews as rows: a message's preview is a companion row (`<message key>:p` in
+//! `MessagesMetadata`, read in the same range read as its reactions and deleted with them); a
+//! preview still to be fetched is a row in `Housekeeping`'s `previews` partition; a fetched
+//! URL's result is a row in its `linkcache` partition (see `schema`).
+//!
+//! A removal is a row too (`removed`): a preview is attached only where no row exists yet
+//! (create-only), so a fetch finishing after the author removed the preview never brings it
+//! back.
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::error::Result;
+use super::schema::{LINK_CACHE_PARTITION, PREVIEW_JOBS_PARTITION, link_cache_key, preview_job_key, preview_key};
+use crate::ids::RoomId;
+use crate::keys::MessageKey;
+use crate::previews::LinkPreview;
+use crate::storage::{Entity, ErrorKind, RangeQuery, UpdateMode, Value};
+
+/// A preview still to be fetched: the message and its first link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewJob {
+    pub room: RoomId,
+    pub message: MessageKey,
+    pub url: String,
+    /// When the send recorded it; `None` on a row that lost it.
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// What the cache holds of a URL: its preview (`None`: the fetch gave none) and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedLink {
+    pub preview: Option<LinkPreview>,
+    pub fetched_at: DateTime<Utc>,
+}
+
+/// A preview companion row as read back: the preview, or `None` where its author removed it.
+pub(crate) fn preview_of(row: &Entity) -> Option<LinkPreview> {
+    if row.bool("removed") == Some(true) {
+        return None;
+    }
+    serde_json::from_str(row.str("preview")?).ok()
+}
+
+impl Store {
+    /// Records that `message`'s link is to be fetched.
+    pub(crate) async fn put_preview_job(&self, job: &PreviewJob) -> Result<()> {
+        let mut row = Entity::new(PREVIEW_JOBS_PARTITION, preview_job_key(&job.room, &job.message))
+            .with("url", Value::String(job.url.clone()));
+        if let Some(at) = job.created_at {
+            row.set("createdAt", Value::datetime(at));
+        }
+        self.tables
+            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Up to `max` previews still to be fetched, oldest room and message first by key.
+    pub(crate) async fn preview_jobs(&self, max: usize) -> Result<Vec<PreviewJob>> {
+        let query = RangeQuery::partition(PREVIEW_JOBS_PARTITION, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let (room, message) = row.row_key.split_once(':')?;
+                Some(PreviewJob {
+                    room: RoomId::parse(room).ok()?,
+                    message: MessageKey::parse(message)?,
+                    url: row.str("url")?.to_owned(),
+                    created_at: row.datetime("createdAt"),
+                })
+            })
+            .collect())
+    }
+
+    /// Drops a job (done, or given up on); gone already is fine.
+    pub(crate) async fn clear_preview_job(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+        self.delete_if_present(
+            &self.schema.housekeeping,
+            PREVIEW_JOBS_PARTITION,
+            &preview_job_key(room, message),
+        )
+        .await
+    }
+
+    /// The cache's row for `url`, fresh or not (the caller judges its age).
+    pub(crate) async fn cached_link(&self, url: &str) -> Result<Option<CachedLink>> {
+        let Some(row) = self
+            .tables
+            .get(&self.schema.housekeeping, LINK_CACHE_PARTITION, &link_cache_key(url))
+            .await?
+        else {
+            return Ok(None);
+        };
+        // Two URLs with one digest are not expected; a row of another URL is no answer.
+        if row.str("url") != Some(url) {
+            return Ok(None);
+        }
+        let Some(fetched_at) = row.datetime("fetchedAt") else {
+            return Ok(None);
+        };
+        let preview = row.str("preview").and_then(|p| serde_json::from_str(p).ok());
+        Ok(Some(CachedLink { preview, fetched_at }))
+    }
+
+    /// Keeps what a fetch of `url` gave.
+    pub(crate) async fn cache_link(&self, url: &str, cached: &CachedLink) -> Result<()> {
+        let mut row = Entity::new(LINK_CACHE_PARTITION, link_cache_key(url))
+            .with("url", Value::String(url.to_owned()))
+            .with("fetchedAt", Value::datetime(cached.fetched_at));
+        if let Some(preview) = &cached.preview {
+            row.set(
+                "preview",
+                Value::String(serde_json::to_string(preview).unwrap_or_default()),
+            );
+        }
+        self.tables
+            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the cache's rows fetched before `before`, reading at most `max` rows. Returns
+    /// how many went. The partition holds one row per URL fetched within the cache's window
+    /// (and those expired since the last run), so a run costs in URLs linked lately, never in
+    /// messages.
+    pub(crate) async fn expire_link_cache(&self, before: DateTime<Utc>, max: usize) -> Result<usize> {
+        let query = RangeQuery::partition(LINK_CACHE_PARTITION, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
+        let mut expired = 0;
+        for row in rows
+            .iter()
+            .filter(|row| row.datetime("fetchedAt").is_none_or(|at| at < before))
+        {
+            self.delete_if_present(&self.schema.housekeeping, LINK_CACHE_PARTITION, &row.row_key)
+                .await?;
+            expired += 1;
+        }
+        Ok(expired)
+    }
+
+    /// Attaches `preview` to a message unless it has a preview row already (one attached, or
+    /// the author's removal). Returns whether it was attached.
+    pub(crate) async fn attach_preview(
+        &self,
+        room: &RoomId,
+        message: &MessageKey,
+        preview: &LinkPreview,
+    ) -> Result<bool> {
+        let row = Entity::new(room.as_str(), preview_key(message)).with(
+            "preview",
+            Value::String(serde_json::to_string(preview).unwrap_or_default()),
+        );
+        match self.tables.insert(&self.schema.metadata, &row).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes a message's preview for good: its row becomes a removal, so no later fetch
+    /// attaches one.
+    pub(crate) async fn remove_preview(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+        let row = Entity::new(room.as_str(), preview_key(message)).with("removed", Value::Bool(true));
+        self.tables
+            .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+}
