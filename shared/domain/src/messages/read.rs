@@ -189,6 +189,7 @@ mod tests {
             reactions: Vec::new(),
             attachments: Vec::new(),
             thread: None,
+            preview: None,
         }
     }
 
