@@ -11,4 +11,5 @@ pub mod events;
 pub mod live;
 pub mod objects;
 pub mod outbound;
+pub mod outgoing;
 pub mod push;

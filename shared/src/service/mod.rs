@@ -20,6 +20,7 @@ pub mod members;
 pub mod moderation;
 pub mod moderation_log;
 pub mod outbox;
+pub mod outgoing;
 pub mod polls;
 pub mod reactions;
 pub mod read;
@@ -87,6 +88,10 @@ pub struct Chat {
     pub(crate) attachments: Option<Arc<attachments::AttachmentSettings>>,
     /// What time it is for scheduled messages (when one is due); tests move it.
     pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
+    /// Where outgoing webhooks are posted from, when they are configured (a sealing key).
+    pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
+    /// The Event Grid topic automation events go to, when one is configured.
+    pub(crate) automation: Option<Arc<EventGrid>>,
 }
 
 impl Chat {
@@ -111,7 +116,21 @@ impl Chat {
             limits: None,
             attachments: None,
             time: Arc::new(crate::adapters::clock::SystemClock),
+            outgoing: None,
+            automation: None,
         })
+    }
+
+    /// The same service calling outgoing webhooks through `sender`.
+    pub fn with_outgoing_webhooks(mut self, sender: crate::adapters::outgoing::HookSender) -> Chat {
+        self.outgoing = Some(Arc::new(sender));
+        self
+    }
+
+    /// The same service publishing automation events (docs/AUTOMATION_EVENTS.md) to `topic`.
+    pub fn with_automation_topic(mut self, topic: EventGrid) -> Chat {
+        self.automation = Some(Arc::new(topic));
+        self
     }
 
     /// The same service answering the change feed for `workspace`.

@@ -33,6 +33,7 @@ impl Chat {
             name,
             created_by: who.user_id.to_string(),
             created_at: stored_time(Utc::now()),
+            automation: input.automation.unwrap_or(false),
             token_hash,
         };
         self.store.insert_webhook(&hook).await?;
