@@ -37,6 +37,11 @@ use crate::store::stored_time;
 
 /// Deliveries listed per endpoint.
 pub const DELIVERIES_LISTED: usize = 100;
+/// Finished deliveries are kept for the room's last this many changes…
+pub const HISTORY_VERSIONS: u64 = 10_000;
+/// …pruned when a delivery of a version that is a multiple of this lands, so pruning costs a
+/// read per this many deliveries.
+const PRUNE_EVERY: u64 = 64;
 
 /// What a delivery run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -242,6 +247,11 @@ impl Chat {
                     self.store.finish_delivery(room, &delivery, etag).await?;
                     self.record_attempt(room, hook, &delivery, now, true).await?;
                     report.delivered += 1;
+                    if delivery.version % PRUNE_EVERY == 0 {
+                        self.store
+                            .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
+                            .await?;
+                    }
                 }
                 Attempt::Failed { status, error } => {
                     delivery.status_code = status;

@@ -109,6 +109,7 @@ pub(crate) fn hook_event_row(message: &Message, event: HookEvent) -> Entity {
 
 fn delivery_row(room: &RoomId, row_key: String, d: &Delivery) -> Entity {
     let mut row = Entity::new(room.as_str(), row_key)
+        .with("deliveryId", Value::String(d.id.clone()))
         .with("webhookId", Value::String(d.webhook_id.clone()))
         .with("event", Value::String(d.event.as_str().into()))
         .with("messageId", Value::String(d.message_id.clone()))
@@ -143,12 +144,8 @@ fn delivery_row(room: &RoomId, row_key: String, d: &Delivery) -> Entity {
 }
 
 fn parse_delivery(row: &Entity) -> Option<Delivery> {
-    let id = row
-        .row_key
-        .strip_prefix(DELIVERY_PENDING_PREFIX)
-        .or_else(|| row.row_key.strip_prefix(DELIVERY_DONE_PREFIX))?;
     Some(Delivery {
-        id: id.to_owned(),
+        id: row.str("deliveryId")?.to_owned(),
         webhook_id: row.str("webhookId")?.to_owned(),
         event: HookEvent::parse(row.str("event")?)?,
         message_id: row.str("messageId")?.to_owned(),
@@ -366,7 +363,8 @@ impl Store {
 
     /// Moves a finished delivery from pending to done, in one transaction.
     pub(crate) async fn finish_delivery(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<()> {
-        let done = delivery_row(room, delivery_done_key(&delivery.id), delivery);
+        let done_key = delivery_done_key(&delivery.webhook_id, delivery.version, &delivery.message_id);
+        let done = delivery_row(room, done_key, delivery);
         let ops = [
             BatchOp::Upsert {
                 entity: done,
@@ -386,14 +384,49 @@ impl Store {
         }
     }
 
-    /// An endpoint's deliveries, newest change first, at most `limit`.
-    pub(crate) async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
-        let mut all = Vec::new();
-        for prefix in [DELIVERY_PENDING_PREFIX, DELIVERY_DONE_PREFIX] {
-            let query = RangeQuery::prefix(room.as_str(), &format!("{prefix}{webhook}."), 1000);
-            let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, 100_000).await?;
-            all.extend(rows.iter().filter_map(parse_delivery));
+    /// Deletes an endpoint's finished deliveries of changes more than `kept` versions before
+    /// `version` (at most a page per call): the history stays bounded, and finding what to
+    /// delete reads only that.
+    pub(crate) async fn prune_deliveries(
+        &self,
+        room: &RoomId,
+        webhook: &str,
+        version: u64,
+        kept: u64,
+    ) -> Result<usize> {
+        let Some(oldest_kept) = version.checked_sub(kept) else {
+            return Ok(0);
+        };
+        let prefix = format!("{DELIVERY_DONE_PREFIX}{webhook}.");
+        let older = RangeQuery::prefix(room.as_str(), &prefix, 100).from(std::ops::Bound::Excluded(delivery_done_key(
+            webhook,
+            oldest_kept,
+            "~",
+        )));
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &older, 100).await?;
+        for row in &rows {
+            self.delete_if_present(&self.schema.rooms, room.as_str(), &row.row_key)
+                .await?;
         }
+        Ok(rows.len())
+    }
+
+    /// An endpoint's deliveries, newest change first, at most `limit`: its pending ones (an
+    /// outage's backlog) and the newest `limit` finished ones.
+    pub(crate) async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
+        let mut all: Vec<Delivery> = self
+            .pending_deliveries(room, webhook)
+            .await?
+            .into_iter()
+            .map(|(delivery, _)| delivery)
+            .collect();
+        let done = RangeQuery::prefix(
+            room.as_str(),
+            &format!("{DELIVERY_DONE_PREFIX}{webhook}."),
+            limit.min(1000),
+        );
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &done, limit).await?;
+        all.extend(rows.iter().filter_map(parse_delivery));
         all.sort_by(|a, b| b.version.cmp(&a.version).then_with(|| b.message_id.cmp(&a.message_id)));
         all.truncate(limit);
         Ok(all)

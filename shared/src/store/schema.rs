@@ -113,7 +113,9 @@ pub const OUTGOING_PREFIX: &str = "outhook:";
 /// Prefix of an outgoing webhook's pending deliveries in a `Rooms` partition
 /// (`odp:<delivery id>`, the id starting with the webhook's id).
 pub const DELIVERY_PENDING_PREFIX: &str = "odp:";
-/// Prefix of finished deliveries (delivered or abandoned), `odd:<delivery id>`.
+/// Prefix of finished deliveries (delivered or abandoned),
+/// `odd:<webhook id>.<20-digit u64::MAX - version>.<message id>`: newest change first, so a
+/// listing reads the newest and pruning finds the oldest by a range.
 pub const DELIVERY_DONE_PREFIX: &str = "odd:";
 /// Prefix of outgoing webhook events in a room's `Messages` partition
 /// (`hookq:<20-digit version>:<message id>`), committed with their change.
@@ -468,8 +470,11 @@ pub(crate) fn delivery_pending_key(delivery_id: &str) -> String {
     format!("{DELIVERY_PENDING_PREFIX}{delivery_id}")
 }
 
-pub(crate) fn delivery_done_key(delivery_id: &str) -> String {
-    format!("{DELIVERY_DONE_PREFIX}{delivery_id}")
+pub(crate) fn delivery_done_key(webhook: &str, version: u64, message_id: &str) -> String {
+    format!(
+        "{DELIVERY_DONE_PREFIX}{webhook}.{:020}.{message_id}",
+        u64::MAX - version
+    )
 }
 
 pub(crate) fn hook_event_key(version: u64, message_id: &str) -> String {
