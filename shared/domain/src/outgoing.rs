@@ -116,7 +116,7 @@ pub struct LastDelivery {
 }
 
 /// An endpoint as its managers see it. The secret is never part of it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutgoingWebhook {
     pub id: String,
@@ -138,6 +138,21 @@ pub struct OutgoingWebhook {
     pub sealed_secret: String,
 }
 
+impl std::fmt::Debug for OutgoingWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutgoingWebhook")
+            .field("id", &self.id)
+            .field("room_id", &self.room_id)
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("status", &self.status)
+            .field("failing_since", &self.failing_since)
+            .field("disabled_at", &self.disabled_at)
+            .field("last_delivery", &self.last_delivery)
+            .finish_non_exhaustive()
+    }
+}
+
 impl OutgoingWebhook {
     pub fn wants(&self, event: HookEvent) -> bool {
         self.status == EndpointStatus::Active && self.events.contains(&event)
@@ -151,14 +166,23 @@ impl OutgoingWebhook {
     }
 }
 
-/// An endpoint as created: its signing secret, shown this once.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+/// An endpoint as created: its signing secret, shown this once (and never in `Debug`).
+#[derive(Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutgoingWebhookWithSecret {
     #[serde(flatten)]
     pub webhook: OutgoingWebhook,
     /// `whsec_` and 43 base64url characters: the HMAC key of [`SIGNATURE_HEADER`].
     pub secret: String,
+}
+
+impl std::fmt::Debug for OutgoingWebhookWithSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutgoingWebhookWithSecret")
+            .field("webhook", &self.webhook)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
 }
 
 /// `POST /api/rooms/{roomId}/outgoing-webhooks`.
@@ -311,5 +335,30 @@ mod tests {
         assert!(!hook.failed_at(start));
         assert!(!hook.failed_at(start + FAILURE_WINDOW - Duration::seconds(1)));
         assert!(hook.failed_at(start + FAILURE_WINDOW));
+    }
+
+    #[test]
+    fn a_secret_never_shows_in_debug_output() {
+        let created = OutgoingWebhookWithSecret {
+            webhook: OutgoingWebhook {
+                id: new_id(),
+                room_id: "r".into(),
+                url: "https://example.com".into(),
+                events: HookEvent::ALL.to_vec(),
+                created_by: "u".into(),
+                created_at: Utc::now(),
+                status: EndpointStatus::Active,
+                failing_since: None,
+                disabled_at: None,
+                last_delivery: None,
+                sealed_secret: "sealed-bytes".into(),
+            },
+            secret: "whsec_do-not-print".into(),
+        };
+        let printed = format!("{created:?}");
+        assert!(
+            !printed.contains("whsec_do-not-print") && !printed.contains("sealed-bytes"),
+            "{printed}"
+        );
     }
 }

@@ -220,11 +220,9 @@ impl Chat {
             .sealer()
             .open(&hook.sealed_secret, &seal_context(room.as_str(), &hook.id))?;
         for (mut delivery, etag) in pending {
+            // Later changes wait behind an earlier one that waits for its retry, or that
+            // another run is attempting: an endpoint gets its events in order.
             if !delivery.due(now) {
-                // Later changes wait behind an earlier one that waits for its retry.
-                if delivery.claimed_until.is_some_and(|until| until > now) {
-                    continue;
-                }
                 break;
             }
             // The claim: of two runs at once, one attempts it.
