@@ -78,7 +78,14 @@ fn no_redirects() -> reqwest::Client {
 }
 
 /// `createUpload` as `user`; the raw reply.
-async fn declare(app: &TestApp, user: &str, room: &str, name: &str, mime: &str, size: u64) -> crate::helpers::Reply {
+pub(crate) async fn declare(
+    app: &TestApp,
+    user: &str,
+    room: &str,
+    name: &str,
+    mime: &str,
+    size: u64,
+) -> crate::helpers::Reply {
     let body = json!({ "name": name, "mime": mime, "size": size });
     app.call(
         Method::POST,
@@ -106,14 +113,14 @@ async fn put_file(answer: &Value, bytes: &[u8], content_type: Option<&str>) -> S
 }
 
 /// Declares and uploads a file; its attachment id.
-async fn uploaded(app: &TestApp, user: &str, room: &str, name: &str, mime: &str, bytes: &[u8]) -> String {
+pub(crate) async fn uploaded(app: &TestApp, user: &str, room: &str, name: &str, mime: &str, bytes: &[u8]) -> String {
     let answer = declare(app, user, room, name, mime, bytes.len() as u64).await;
     assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.body);
     assert!(put_file(&answer.body, bytes, None).await.is_success());
     answer.body["attachment"]["id"].as_str().unwrap().to_owned()
 }
 
-async fn send_with(app: &TestApp, user: &str, room: &str, ids: &[&str]) -> crate::helpers::Reply {
+pub(crate) async fn send_with(app: &TestApp, user: &str, room: &str, ids: &[&str]) -> crate::helpers::Reply {
     create_message(app, user, room, json!({ "text": "see attached", "attachments": ids })).await
 }
 
@@ -136,7 +143,7 @@ async fn download(app: &TestApp, user: &str, url: &str) -> (StatusCode, Option<r
 }
 
 /// Every object the app keeps under `prefix` (a room id and `/`).
-async fn objects_under(backend: &Backend, prefix: &str) -> Vec<String> {
+pub(crate) async fn objects_under(backend: &Backend, prefix: &str) -> Vec<String> {
     let objects = backend.objects().await;
     objects
         .list(prefix)
@@ -147,7 +154,7 @@ async fn objects_under(backend: &Backend, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-fn png(size: usize) -> Vec<u8> {
+pub(crate) fn png(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i % 251) as u8).collect()
 }
 

@@ -15,6 +15,7 @@ mod edits_and_deletes;
 mod entra;
 mod erasure;
 mod events;
+mod finding;
 mod follows;
 mod forwards;
 mod helpers;

@@ -23,6 +23,9 @@ backend_tests!(
     the_self_hosted_housekeeping_loop_sends_what_is_due,
     a_refused_item_is_told_to_its_owner_by_a_live_notice,
     bad_input_on_the_scheduled_routes_is_a_documented_4xx,
+    a_scheduled_messages_attachments_are_checked_when_scheduled_held_for_it_and_sent_with_it,
+    a_file_gone_by_its_time_refuses_the_item_and_a_refused_or_cancelled_item_frees_its_files,
+    a_file_held_for_a_scheduled_message_outlives_the_expiry_of_unattached_uploads,
 );
 
 /// The test clock: a file of Unix milliseconds both the test and the servers read.
@@ -369,6 +372,10 @@ async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend)
         json!({ "text": "x".repeat(20_000), "sendAt": later }),
         json!({ "poll": { "question": "q", "options": ["a"] }, "sendAt": later }),
         json!({ "text": "x", "sendAt": later, "extra": true }),
+        json!({ "text": "x", "sendAt": later, "attachments": "x" }),
+        json!({ "text": "x", "sendAt": later, "attachments": [7] }),
+        json!({ "text": "x", "sendAt": later, "attachments": ["a".repeat(32), "a".repeat(32)] }),
+        json!({ "text": "x", "sendAt": later, "attachments": vec!["a".repeat(32); 11] }),
     ] {
         schedule(&app, "alice", &room, body.clone())
             .await
@@ -395,6 +402,7 @@ async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend)
         json!({ "text": "" }),
         json!({ "text": "x", "poll": poll }),
         json!({ "nope": 1 }),
+        json!({ "attachments": [] }),
     ] {
         app.act(Method::PATCH, "alice", &path, body)
             .await
@@ -475,4 +483,161 @@ async fn a_refused_item_is_told_to_its_owner_by_a_live_notice(backend: Backend) 
     );
     assert_eq!(item["refusal"]["code"], "FORBIDDEN");
     assert_eq!(status_of(&app, "frank", &room, &id).await["status"], "refused");
+}
+
+/// The message a sent item became, as alice reads it.
+async fn sent_message(app: &TestApp, room: &str, item: &Value) -> Value {
+    assert_eq!(item["status"], "sent", "{item}");
+    let id = item["messageId"].as_str().unwrap();
+    let reply = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/messages/{id}"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_status(&reply, StatusCode::OK);
+    reply.body
+}
+
+async fn a_scheduled_messages_attachments_are_checked_when_scheduled_held_for_it_and_sent_with_it(backend: Backend) {
+    use crate::attachments::{declare, png, send_with, uploaded};
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let photo = uploaded(&app, "alice", &room, "photo.png", "image/png", &png(100)).await;
+    let body = |ids: Value| json!({ "text": "see attached", "attachments": ids, "sendAt": clock.at(60) });
+    let item = schedule(&app, "alice", &room, body(json!([photo]))).await;
+    assert_status(&item, StatusCode::CREATED);
+    assert_eq!(item.body["attachments"], json!([photo]));
+    let id = item.body["id"].as_str().unwrap().to_owned();
+
+    // Held for the item: no message and no other item can take it meanwhile.
+    send_with(&app, "alice", &room, &[&photo])
+        .await
+        .assert_error(409, "CONFLICT");
+    schedule(&app, "alice", &room, body(json!([photo])))
+        .await
+        .assert_error(409, "CONFLICT");
+    // Checked as a send checks them: uploaded, by the caller, in this room.
+    let declared = declare(&app, "alice", &room, "never.png", "image/png", 10).await;
+    let never = declared.body["attachment"]["id"].as_str().unwrap().to_owned();
+    let bobs = uploaded(&app, "bob", &room, "bob.png", "image/png", &png(10)).await;
+    let elsewhere = app.create_room("alice").await;
+    let foreign = uploaded(&app, "alice", &elsewhere, "x.png", "image/png", &png(10)).await;
+    for refused in [&never, &bobs, &foreign, &"0".repeat(32)] {
+        schedule(&app, "alice", &room, body(json!([refused])))
+            .await
+            .assert_error(404, "NOT_FOUND");
+    }
+    assert_eq!(
+        mine(&app, "alice", &room).await.len(),
+        1,
+        "{backend:?}: nothing else scheduled"
+    );
+
+    clock.advance_s(60);
+    run_timer(&app).await;
+    let message = sent_message(&app, &room, &status_of(&app, "alice", &room, &id).await).await;
+    assert_eq!(message["text"], "see attached");
+    let files = message["attachments"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{message}");
+    assert_eq!(
+        (files[0]["id"].as_str(), files[0]["name"].as_str()),
+        (Some(photo.as_str()), Some("photo.png"))
+    );
+    send_with(&app, "alice", &room, &[&photo])
+        .await
+        .assert_error(409, "CONFLICT");
+}
+
+async fn a_file_gone_by_its_time_refuses_the_item_and_a_refused_or_cancelled_item_frees_its_files(backend: Backend) {
+    use crate::attachments::{objects_under, png, send_with, uploaded};
+    use tabletalk::adapters::objects::ObjectKey;
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    let kept = uploaded(&app, "alice", &room, "kept.png", "image/png", &png(10)).await;
+    let gone = uploaded(&app, "alice", &room, "gone.png", "image/png", &png(10)).await;
+    let later = uploaded(&app, "alice", &room, "later.png", "image/png", &png(10)).await;
+    let refused = schedule(
+        &app,
+        "alice",
+        &room,
+        json!({ "text": "two files", "attachments": [kept, gone], "sendAt": clock.at(60) }),
+    )
+    .await;
+    assert_status(&refused, StatusCode::CREATED);
+    let cancelled = schedule(
+        &app,
+        "alice",
+        &room,
+        json!({ "text": "one file", "attachments": [later], "sendAt": clock.at(60) }),
+    )
+    .await;
+    assert_status(&cancelled, StatusCode::CREATED);
+    let cancelled_id = cancelled.body["id"].as_str().unwrap();
+    let cancel = app
+        .call(
+            Method::DELETE,
+            &format!("/api/rooms/{room}/scheduled/{cancelled_id}"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_status(&cancel, StatusCode::OK);
+    assert_status(&send_with(&app, "alice", &room, &[&later]).await, StatusCode::CREATED);
+
+    // The file goes from the store before the item's time: its send checks again.
+    let objects = backend.objects().await;
+    for key in objects_under(&backend, &format!("{room}/")).await {
+        if key.contains(&gone) {
+            objects.delete(&ObjectKey::parse(&key).unwrap()).await.unwrap();
+        }
+    }
+    clock.advance_s(60);
+    run_timer(&app).await;
+    let item = status_of(&app, "alice", &room, refused.body["id"].as_str().unwrap()).await;
+    assert_eq!(item["status"], "refused", "{backend:?}: {item}");
+    assert_eq!(item["refusal"]["code"], "NOT_FOUND", "{item}");
+    assert!(!texts(&app, &room).await.contains(&"two files".to_owned()));
+    // The refused item let go of the file it still held.
+    assert_status(&send_with(&app, "alice", &room, &[&kept]).await, StatusCode::CREATED);
+}
+
+/// Housekeeping removes uploads left unattached for a day; one held for an item due in two
+/// days is attached to it, so it stays and is sent with it.
+async fn a_file_held_for_a_scheduled_message_outlives_the_expiry_of_unattached_uploads(backend: Backend) {
+    use crate::attachments::{objects_under, png, uploaded};
+    let mut clock = Clock::new();
+    let app = clock.handler(&backend);
+    let room = app.create_room("alice").await;
+    let held = uploaded(&app, "alice", &room, "held.png", "image/png", &png(10)).await;
+    let two_days = 2 * 86_400;
+    let item = schedule(
+        &app,
+        "alice",
+        &room,
+        json!({ "text": "in two days", "attachments": [held], "sendAt": clock.at(two_days) }),
+    )
+    .await;
+    assert_status(&item, StatusCode::CREATED);
+    let chat = backend.chat().await;
+    let report = chat
+        .housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(report.uploads_expired, 0, "{backend:?}: {report:?}");
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await.len(), 1);
+    clock.advance_s(two_days);
+    run_timer(&app).await;
+    let message = sent_message(
+        &app,
+        &room,
+        &status_of(&app, "alice", &room, item.body["id"].as_str().unwrap()).await,
+    )
+    .await;
+    assert_eq!(message["attachments"][0]["id"], held.as_str(), "{message}");
 }

@@ -18,6 +18,7 @@ backend_tests!(
     a_webhook_message_is_edited_and_deleted_only_with_manage_messages,
     bad_input_on_the_webhook_routes_is_a_documented_4xx,
     a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling,
+    each_webhook_change_is_in_the_moderation_log_without_its_url,
 );
 
 async fn create_hook(app: &TestApp, user: &str, room: &str, name: &str) -> Reply {
@@ -422,4 +423,54 @@ async fn a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling(backend: Back
     hook_post(&app, &second, json!({ "text": "two" }), None)
         .await
         .assert_error(429, "TOO_MANY_REQUESTS");
+}
+
+/// Making, renaming, rotating and deleting a webhook each leave one log line with the
+/// webhook's id (and name), never its secret URL; a change of a webhook gone logs nothing;
+/// a member who may manage webhooks reads the log.
+async fn each_webhook_change_is_in_the_moderation_log_without_its_url(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    app.grant("alice", &room, "bob", &["ManageWebhooks"], 1).await;
+    let (id, url) = new_hook(&app, "bob", &room).await;
+    let hook = format!("/rooms/{room}/webhooks/{id}");
+    let renamed = app.act(Method::PATCH, "bob", &hook, json!({ "name": "Deploys" })).await;
+    assert_status(&renamed, StatusCode::OK);
+    let rotated = app.act(Method::POST, "bob", &format!("{hook}/rotate"), json!({})).await;
+    assert_status(&rotated, StatusCode::OK);
+    let new_url = rotated.body["url"].as_str().unwrap().to_owned();
+    let deleted = app
+        .call(Method::DELETE, &format!("/api{hook}"), Some("bob"), None)
+        .await;
+    assert!(deleted.status.is_success(), "{}", deleted.body);
+    app.call(Method::DELETE, &format!("/api{hook}"), Some("bob"), None)
+        .await
+        .assert_error(404, "NOT_FOUND");
+    app.act(Method::PATCH, "bob", &hook, json!({ "name": "Gone" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    let log = crate::moderation_log::whole_log(&app, "bob", &room).await;
+    let webhook_lines: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["action"].as_str().is_some_and(|a| a.starts_with("webhook")))
+        .collect();
+    let actions: Vec<&str> = webhook_lines.iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        actions,
+        ["webhookDeleted", "webhookRotated", "webhookRenamed", "webhookCreated"],
+        "{backend:?}: newest first, one line each"
+    );
+    for line in &webhook_lines {
+        assert_eq!(line["actorId"], "bob", "{line}");
+        assert_eq!(line["details"]["webhookId"], id.as_str(), "{line}");
+    }
+    assert_eq!(webhook_lines[3]["details"]["name"], "CI");
+    assert_eq!(webhook_lines[2]["details"]["name"], "Deploys");
+    let text = serde_json::to_string(&log).unwrap();
+    for secret in [&url, &new_url] {
+        let token = secret.rsplit('/').next().unwrap();
+        assert!(!text.contains(token), "{backend:?}: a token in the log: {text}");
+    }
 }

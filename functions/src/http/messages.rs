@@ -1,4 +1,5 @@
-//! Message functions: send, read a page, get one, and every operation on a message.
+//! Message functions: send, read a page (or the page around a message), get one or several,
+//! the room's pins, and every operation on a message.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,7 +12,7 @@ use tabletalk::messages::feed::{MessageChangesRequest, MessageChangesResult};
 use tabletalk::messages::forward::{Forward, ForwardOutcome};
 use tabletalk::messages::polls::Vote;
 use tabletalk::messages::reactions::ReactionCount;
-use tabletalk::messages::read::{MessagePage, ReadMessages};
+use tabletalk::messages::read::{GetMessages, MessageBatch, MessagePage, MessagesRead, ReadMessages, ReadPins};
 use tabletalk::messages::send::NewMessage;
 use tabletalk::messages::threads::{FollowedThread, Following, ReadThread, ThreadPage};
 use utoipa::ToSchema;
@@ -41,18 +42,50 @@ pub async fn create(
     Ok((status, Json(sent.message)))
 }
 
+/// A page (`MessagePage`), or with `around` the page around that message (`AroundPage`).
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages", tag = "messages", operation_id = "readMessages",
     params(("roomId" = String, Path), ReadMessages),
-    responses((status = 200, body = MessagePage), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = MessagesRead), (status = "4XX", body = ErrorBody)))]
 pub async fn read(
     State(state): State<AppState>,
     Caller(who): Caller,
     PathParams(room): PathParams<String>,
     QueryParams(request): QueryParams<ReadMessages>,
-) -> ApiResult<Json<MessagePage>> {
+) -> ApiResult<Json<MessagesRead>> {
+    let room = RoomId::parse(&room)?;
+    Ok(Json(match request.around {
+        Some(_) => MessagesRead::Around(state.chat.read_around(&who, &room, request).await?),
+        None => MessagesRead::Page(state.chat.read_messages(&who, &room, request).await?),
+    }))
+}
+
+/// Several messages by id (reply previews): each answered as `getMessage` would, found or
+/// listed in `missing`.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/messages/batch", tag = "messages", operation_id = "batchGetMessages",
+    params(("roomId" = String, Path)), request_body = GetMessages,
+    responses((status = 200, body = MessageBatch), (status = "4XX", body = ErrorBody)))]
+pub async fn batch(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+    JsonBody(request): JsonBody<GetMessages>,
+) -> ApiResult<Json<MessageBatch>> {
     Ok(Json(
-        state.chat.read_messages(&who, &RoomId::parse(&room)?, request).await?,
+        state.chat.get_messages(&who, &RoomId::parse(&room)?, request).await?,
     ))
+}
+
+/// The room's pinned messages, newest message first, a page at a time.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/pins", tag = "messages", operation_id = "listPins",
+    params(("roomId" = String, Path), ReadPins),
+    responses((status = 200, body = MessagePage), (status = "4XX", body = ErrorBody)))]
+pub async fn pins(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+    QueryParams(request): QueryParams<ReadPins>,
+) -> ApiResult<Json<MessagePage>> {
+    Ok(Json(state.chat.read_pins(&who, &RoomId::parse(&room)?, request).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "getMessage",

@@ -127,6 +127,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::follow, messages::unfollow))
         .routes(routes!(messages::thread_read))
         .routes(routes!(messages::my_threads))
+        .routes(routes!(messages::batch))
+        .routes(routes!(messages::pins))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

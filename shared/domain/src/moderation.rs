@@ -25,11 +25,12 @@ const MAX_CURSOR_LEN: usize = 256;
 
 /// The permissions that let a member read the log: each one's actions are in it, so whoever
 /// may take one kind of action may see what the others did.
-pub const LOG_READERS: [Permission; 4] = [
+pub const LOG_READERS: [Permission; 5] = [
     Permission::ManageMembers,
     Permission::ManageMessages,
     Permission::ManageRoles,
     Permission::ManageRoom,
+    Permission::ManageWebhooks,
 ];
 
 /// What was done. Stored and served by its camelCase name, so a new kind is one line here.
@@ -54,6 +55,14 @@ pub enum ModerationAction {
     OwnershipTransferred,
     /// An invitation revoked: `details.invitationId`, and `targetUserId` for a user's.
     InvitationRevoked,
+    /// An inbound webhook made: `details.webhookId` and `details.name` (never its URL).
+    WebhookCreated,
+    /// An inbound webhook renamed: `details.webhookId` and the new `details.name`.
+    WebhookRenamed,
+    /// An inbound webhook given a new secret URL: `details.webhookId` (never the URL).
+    WebhookRotated,
+    /// An inbound webhook deleted: `details.webhookId`.
+    WebhookDeleted,
 }
 
 /// One line of the log.

@@ -1,5 +1,6 @@
-//! Scheduled messages: a member's text or poll to be sent at a time they chose, through the
-//! one door as if they sent it then (every check runs again at that time). What an item is,
+//! Scheduled messages: a member's text or poll, with attachments or not, to be sent at a time
+//! they chose, through the one door as if they sent it then (every check runs again at that
+//! time). What an item is,
 //! its states, and the rules a request must meet. Storing and claiming them is
 //! `tabletalk::store::scheduled`; sending them is `tabletalk::service::scheduled`.
 //!
@@ -12,6 +13,15 @@
 //! that one record. The claim (a conditional write of `Sending` on the item) only keeps a
 //! second sender from trying while the first is at it; a claim older than [`CLAIM_LEASE`] is
 //! the mark of a sender that stopped, and is taken over.
+//!
+//! # Attachments
+//!
+//! The uploads an item names are checked when it is scheduled, as a send checks them, and
+//! claimed with the claim its send will make ([`Scheduled::client_id`] is the send's client
+//! id, and a send's claim is made of it): no other message can take them meanwhile, and
+//! housekeeping leaves them, since they are attached. At its time the send checks and claims
+//! them again, through the one door; its own claim is no obstacle. An item cancelled or
+//! refused gives them back to its owner.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -102,6 +112,9 @@ pub struct Scheduled {
     pub text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll: Option<NewPoll>,
+    /// The upload ids it carries, claimed for it since it was scheduled.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub attachments: Vec<String>,
     pub send_at: DateTime<Utc>,
     pub status: ScheduledStatus,
     pub created_at: DateTime<Utc>,
@@ -135,8 +148,7 @@ impl Scheduled {
             poll: self.poll.clone(),
             client_id: Some(self.client_id().as_str().to_owned()),
             reply_to: None,
-            // Scheduling attachments is not built yet: an upload's link outlives no schedule.
-            attachments: None,
+            attachments: (!self.attachments.is_empty()).then(|| self.attachments.clone()),
         }
     }
 
@@ -171,12 +183,18 @@ pub struct NewScheduled {
     pub text: Option<String>,
     #[serde(default)]
     pub poll: Option<NewPoll>,
+    /// Upload ids (`createUpload`), at most 10, as a send names them: each must be uploaded
+    /// already, by the caller, in this room, and on no other message or scheduled message.
+    /// They are checked now and again when it is sent, and held for it until then.
+    #[serde(default)]
+    pub attachments: Option<Vec<String>>,
     /// When to send it: in the future, at most 366 days ahead.
     pub send_at: DateTime<Utc>,
 }
 
 /// `PATCH /api/rooms/{roomId}/scheduled/{scheduledId}`: what changes. A new `text` replaces a
-/// poll and a new `poll` a text.
+/// poll and a new `poll` a text. The attachments stay as scheduled (cancel and schedule again
+/// to change them).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduledEdit {
@@ -241,6 +259,7 @@ mod tests {
             user_name: "U".into(),
             text: Some("hi".into()),
             poll: None,
+            attachments: Vec::new(),
             send_at,
             status,
             created_at: send_at,

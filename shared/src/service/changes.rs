@@ -1,7 +1,8 @@
-//! Changes to a message row: edit, tombstone delete, pin and unpin. Each one loads the
-//! caller's access, finds the live message (a deleted one is absent: 404), asks the operation
-//! map, and rewrites the row through the store (`Store::rewrite_message`) — the conditional-write helper, so a concurrent
-//! edit and unpin both land, and a change never resurrects a message deleted meanwhile.
+//! Changes to a message row: edit, tombstone delete, pin and unpin (with its pin row). Each
+//! one loads the caller's access, finds the live message (a deleted one is absent: 404), asks
+//! the operation map, and rewrites the row through the store (`Store::rewrite_message_versioned`,
+//! `Store::set_pinned`) — the conditional-write helper, so a concurrent edit and unpin both
+//! land, and a change never resurrects a message deleted meanwhile.
 
 use super::Chat;
 use crate::auth::Principal;
@@ -136,26 +137,22 @@ impl Chat {
         // that may fail leaves them downloadable.
         self.remove_attachments(room, &message.attachments).await;
         self.store.delete_companions(room, &message.key()).await?;
+        // A tombstone is never pinned; the pins read skips and removes a row left behind.
+        if message.is_pinned {
+            self.store.delete_pin_row(room, &message.key()).await?;
+        }
         Ok(())
     }
 
-    /// Pins a message and writes a `PinMessage` line pointing at it. Pinning a pinned message
-    /// changes nothing and writes no line.
+    /// Pins a message (its flag and its pin row commit together: `Chat::read_pins`) and
+    /// writes a `PinMessage` line pointing at it. Pinning a pinned message writes no line.
     pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         // Each new pin writes a line in the room: a write like any other.
         self.check_write_limits(&access, Write::Pin).await?;
-        let mut newly = false;
-        let mut pinned = self
-            .store
-            .rewrite_message(room, &message.key(), |m| {
-                newly = !m.is_pinned;
-                m.is_pinned = true;
-                Ok(())
-            })
-            .await?;
+        let (mut pinned, newly) = self.store.set_pinned(room, &message.key(), true).await?;
         self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
             .await;
         self.signal(
@@ -174,19 +171,13 @@ impl Chat {
         Ok(pinned)
     }
 
-    /// Unpins a message. Writes no line, and rewrites only `isPinned`.
+    /// Unpins a message: it leaves the room's pins. Writes no line, and rewrites only `isPinned`.
     pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
         let access = self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         self.check_write_limits(&access, Write::Pin).await?;
-        let mut unpinned = self
-            .store
-            .rewrite_message(room, &message.key(), |m| {
-                m.is_pinned = false;
-                Ok(())
-            })
-            .await?;
+        let (mut unpinned, _) = self.store.set_pinned(room, &message.key(), false).await?;
         self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
             .await;
         self.signal(

@@ -21,6 +21,7 @@ pub mod moderation;
 pub mod moderation_log;
 pub mod outbox;
 pub mod outgoing;
+pub mod pins;
 pub mod polls;
 pub mod reactions;
 pub mod read;

@@ -1,4 +1,5 @@
-//! Reading messages: one message, or a page in either order.
+//! Reading messages: one message, several by id, a page in either order, or the page around
+//! a message.
 //!
 //! Newest first is a range read of `Messages` below the cursor. Oldest first reads a page of
 //! `MessagesAscending` after the cursor and joins it to `Messages` with ONE range query over
@@ -9,6 +10,11 @@
 //! spins on it. Deleted messages (tombstones) are skipped the same way. Reactions and poll
 //! tallies come from one more range read over the page's companion rows. Every page costs
 //! the same at any depth: two or three range reads from the cursor.
+//!
+//! The page around a message is a point read of it, then a newest-first page below it and an
+//! oldest-first page above it, each read as above, so its two cursors are the ordinary cursors
+//! of those two reads: following them visits every other message once. Several messages by id
+//! cost one point read each (at most [`MAX_BATCH`], a few at a time), as the single get would.
 
 use super::Chat;
 use crate::auth::Principal;
@@ -17,7 +23,14 @@ use crate::ids::RoomId;
 use crate::keys::{AscendingKey, MessageKey};
 use crate::messages::Message;
 use crate::messages::cursor::{Cursor, Order};
-use crate::messages::read::{DEFAULT_LIMIT, MAX_LIMIT, MessagePage, ReadMessages, keep_within_budget};
+use crate::messages::read::{
+    AroundPage, DEFAULT_LIMIT, GetMessages, MAX_BATCH, MAX_LIMIT, MessageBatch, MessagePage, ReadMessages,
+    keep_around_within_budget, keep_within_budget,
+};
+use futures::{StreamExt as _, TryStreamExt as _};
+
+/// Point reads a batch read keeps in flight at once.
+const BATCH_READS_IN_FLIGHT: usize = 16;
 
 impl Chat {
     pub async fn read_messages(&self, who: &Principal, room: &RoomId, request: ReadMessages) -> Result<MessagePage> {
@@ -48,6 +61,98 @@ impl Chat {
             has_more,
             next_cursor,
         })
+    }
+
+    /// The page around message `around` (a missing or deleted one is 404): oldest first, with
+    /// a newest-first cursor below it and an oldest-first one above it.
+    pub async fn read_around(&self, who: &Principal, room: &RoomId, request: ReadMessages) -> Result<AroundPage> {
+        let Some(around) = request.around.as_deref() else {
+            return Err(Error::bad_request("around names no message"));
+        };
+        if request.order.is_some() || request.cursor.as_deref().is_some_and(|c| !c.is_empty()) {
+            return Err(Error::bad_request(
+                "around takes no order or cursor: read on with olderCursor and newerCursor",
+            ));
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
+        }
+        self.access(room, &who.user_id).await?;
+        let target = self.live_message(room, around).await?;
+        let key = target.key();
+        let newer_room = (limit - 1) / 2;
+        let older_room = limit - 1 - newer_room;
+        // A side given no room reads nothing and says more may follow: its cursor tells.
+        let (mut older, mut has_older, older_last) = if older_room > 0 {
+            self.newest_first(room, Some(key.clone()), older_room).await?
+        } else {
+            (Vec::new(), true, None)
+        };
+        let (mut newer, mut has_newer, newer_last) = if newer_room > 0 {
+            self.oldest_first(room, Some(key.ticks().ascending_key()), newer_room)
+                .await?
+        } else {
+            (Vec::new(), true, None)
+        };
+        let (older_cut, newer_cut) = keep_around_within_budget(&mut older, &target, &mut newer);
+        // A cut side resumes after its last kept message (or the target); a whole one where
+        // its read ended, or at the target when it read nothing.
+        let older_cursor = match (older_cut, older_last) {
+            (false, Some(last)) => last,
+            _ => Cursor::NewestFirst(older.last().unwrap_or(&target).key()),
+        };
+        let newer_cursor = match (newer_cut, newer_last) {
+            (false, Some(last)) => last,
+            _ => Cursor::OldestFirst(newer.last().unwrap_or(&target).key().ticks().ascending_key()),
+        };
+        has_older |= older_cut;
+        has_newer |= newer_cut;
+        older.reverse();
+        let mut messages = older;
+        messages.push(target);
+        messages.extend(newer);
+        self.decorate(room, &who.user_id, &mut messages).await?;
+        Ok(AroundPage {
+            messages,
+            has_older,
+            older_cursor: older_cursor.encode(room),
+            has_newer,
+            newer_cursor: newer_cursor.encode(room),
+        })
+    }
+
+    /// Several messages by id, each as [`Chat::get_message`] answers it: found, or missing
+    /// (unknown, not an id, or deleted). A repeated id is answered once.
+    pub async fn get_messages(&self, who: &Principal, room: &RoomId, request: GetMessages) -> Result<MessageBatch> {
+        let ids = request.unique_ids()?;
+        debug_assert!(ids.len() <= MAX_BATCH);
+        self.access(room, &who.user_id).await?;
+        // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
+        let reads: Vec<_> = ids.into_iter().map(|id| self.live_by_id(room, id.to_owned())).collect();
+        let found: Vec<(String, Option<Message>)> = futures::stream::iter(reads)
+            .buffered(BATCH_READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut messages = Vec::with_capacity(found.len());
+        let mut missing = Vec::new();
+        for (id, message) in found {
+            match message {
+                Some(message) => messages.push(message),
+                None => missing.push(id),
+            }
+        }
+        self.decorate_each(room, &who.user_id, &mut messages).await?;
+        Ok(MessageBatch { messages, missing })
+    }
+
+    /// The live message `id` names, if any: a batch read's one lookup.
+    async fn live_by_id(&self, room: &RoomId, id: String) -> Result<(String, Option<Message>)> {
+        let message = match MessageKey::parse(&id) {
+            Some(key) => self.find_message(room, &key).await?.filter(Message::is_live),
+            None => None,
+        };
+        Ok((id, message))
     }
 
     /// One message by id; missing or deleted answers as missing.

@@ -1,5 +1,5 @@
-//! Scheduled messages: a member schedules a text or a poll for a time, lists, edits and
-//! cancels their own; when it is due, a timer run (the `sendScheduled` function on Azure, the
+//! Scheduled messages: a member schedules a text or a poll, with attachments or not, for a
+//! time, lists, edits and cancels their own; when it is due, a timer run (the `sendScheduled` function on Azure, the
 //! housekeeping loop self-hosted) sends it through the one door as if the member sent it then:
 //! `Chat::send_message`, with every check run again at that time. A check that refuses it
 //! (the member left, was banned or timed out, the room went read-only) is recorded in the item
@@ -9,6 +9,10 @@
 //! Exactly once, across processes, restarts, crashes and a timer that fires twice: see
 //! `crate::scheduled`. A run reads only the index rows due (`store::scheduled`), so its cost
 //! grows with the items due, not with those stored.
+//!
+//! The uploads an item names are checked and claimed when it is scheduled, with the claim its
+//! send makes (see `crate::scheduled`), so the send checks them again and takes them through
+//! the one door; a cancelled or refused item releases them.
 
 use chrono::{DateTime, Utc};
 
@@ -58,13 +62,14 @@ impl Chat {
                 "at most {MAX_PENDING_PER_MEMBER} scheduled messages may wait in one room; cancel one first"
             )));
         }
-        let item = Scheduled {
+        let mut item = Scheduled {
             id: uuid::Uuid::new_v4().simple().to_string(),
             room_id: room.to_string(),
             user_id: who.user_id.to_string(),
             user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
             text,
             poll,
+            attachments: Vec::new(),
             send_at,
             status: ScheduledStatus::Scheduled,
             created_at: stored_time(now),
@@ -74,8 +79,34 @@ impl Chat {
             refusal: None,
             finished_at: None,
         };
-        self.store.insert_scheduled(&item).await?;
+        // Checked as the send will check them, and held for it from now on.
+        let ids = input.attachments.unwrap_or_default();
+        let claim = Chat::attachment_claim(&who.user_id, Some(&item.client_id()));
+        let files = self.claim_attachments(&who.user_id, room, &ids, &claim).await?;
+        item.attachments = files.iter().map(|file| file.id.clone()).collect();
+        if let Err(e) = self.store.insert_scheduled(&item).await {
+            self.release_attachments(room, &files, &claim).await;
+            return Err(e.into());
+        }
         Ok(item)
+    }
+
+    /// Gives a finished item's uploads back to its owner (they are theirs to attach again,
+    /// or for housekeeping to remove). Logged, never failing: an upload left claimed is only
+    /// one its owner cannot attach again.
+    async fn release_scheduled_files(&self, item: &Scheduled) {
+        if item.attachments.is_empty() {
+            return;
+        }
+        let (Ok(room), Ok(user)) = (RoomId::parse(&item.room_id), UserId::parse(&item.user_id)) else {
+            return;
+        };
+        let claim = Chat::attachment_claim(&user, Some(&item.client_id()));
+        for id in &item.attachments {
+            if let Err(e) = self.store.claim_upload(&room, id, None, Some(&claim)).await {
+                tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
+            }
+        }
     }
 
     /// The caller's scheduled messages in the room, whatever became of them (finished ones for
@@ -120,11 +151,14 @@ impl Chat {
     /// Cancels one of the caller's items still waiting; it stays listed as `cancelled`.
     pub async fn cancel_scheduled(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Scheduled> {
         let now = stored_time(self.time.now());
-        self.change_scheduled(who, room, id, |item| {
-            item.status = ScheduledStatus::Cancelled;
-            item.finished_at = Some(now);
-        })
-        .await
+        let cancelled = self
+            .change_scheduled(who, room, id, |item| {
+                item.status = ScheduledStatus::Cancelled;
+                item.finished_at = Some(now);
+            })
+            .await?;
+        self.release_scheduled_files(&cancelled).await;
+        Ok(cancelled)
     }
 
     async fn change_scheduled(
@@ -284,6 +318,9 @@ impl Chat {
             return Ok(Turn::Skipped);
         }
         // The member is told at once if they are connected; the item's status tells it anyway.
+        if turn == Turn::Refused {
+            self.release_scheduled_files(&done).await;
+        }
         if turn == Turn::Refused
             && let (Ok(room), Ok(user)) = (RoomId::parse(&done.room_id), UserId::parse(&done.user_id))
         {

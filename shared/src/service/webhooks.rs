@@ -4,6 +4,9 @@
 //!
 //! A deleted webhook, a rotated-away token, a wrong token and an id that names nothing all
 //! answer the same 404, so the URL tells its holder nothing once it is no longer theirs.
+//!
+//! Making, renaming, rotating and deleting a webhook are moderation actions: each commits
+//! with its moderation log line (the webhook's id and name, never its URL or token).
 
 use chrono::Utc;
 
@@ -12,6 +15,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::messages::send::Sent;
+use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::store::stored_time;
 use crate::webhooks::{self, MAX_WEBHOOKS_PER_ROOM, Webhook, WebhookName, WebhookPayload, WebhookWithUrl, missing};
@@ -36,7 +40,8 @@ impl Chat {
             automation: input.automation.unwrap_or(false),
             token_hash,
         };
-        self.store.insert_webhook(&hook).await?;
+        let logged = webhook_entry(ModerationAction::WebhookCreated, who, &hook.id).detail("name", &hook.name);
+        self.store.insert_webhook(&hook, &logged).await?;
         Ok(WebhookWithUrl {
             url: webhooks::url(&hook.id, &token),
             webhook: hook,
@@ -58,9 +63,10 @@ impl Chat {
         let name = input.checked()?;
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
+        let logged = webhook_entry(ModerationAction::WebhookRenamed, who, id).detail("name", &name);
         Ok(self
             .store
-            .update_webhook(room, id, |hook| hook.name = name.clone())
+            .update_webhook(room, id, |hook| hook.name = name.clone(), &logged)
             .await?)
     }
 
@@ -69,9 +75,10 @@ impl Chat {
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
         let (token, token_hash) = webhooks::new_token();
+        let logged = webhook_entry(ModerationAction::WebhookRotated, who, id);
         let hook = self
             .store
-            .update_webhook(room, id, |hook| hook.token_hash = token_hash.clone())
+            .update_webhook(room, id, |hook| hook.token_hash = token_hash.clone(), &logged)
             .await?;
         Ok(WebhookWithUrl {
             url: webhooks::url(&hook.id, &token),
@@ -82,7 +89,8 @@ impl Chat {
     pub async fn delete_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
-        Ok(self.store.delete_webhook(room, id).await?)
+        let logged = webhook_entry(ModerationAction::WebhookDeleted, who, id);
+        Ok(self.store.delete_webhook(room, id, &logged).await?)
     }
 
     /// A message posted to a webhook's secret URL. `key` (an `Idempotency-Key`) makes a retry
@@ -118,4 +126,9 @@ impl Chat {
             .await?
             .require(Permission::ManageWebhooks)
     }
+}
+
+/// The log line of a change to webhook `id` by `who`.
+fn webhook_entry(action: ModerationAction, who: &Principal, id: &str) -> ModerationEntry {
+    ModerationEntry::by(action, &who.user_id).detail("webhookId", id)
 }

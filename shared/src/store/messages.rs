@@ -23,7 +23,7 @@ use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
 use crate::messages::polls::{Poll, PollDefinition};
 use crate::messages::threads::ThreadSummary;
 use crate::messages::{Message, MessageType};
-use crate::storage::conditional::{update_conditionally, update_conditionally_with};
+use crate::storage::conditional::update_conditionally_with;
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// Times a reply's transaction is tried while its root keeps changing under it. Replies to
@@ -53,7 +53,7 @@ pub(crate) enum Inserted {
 }
 
 /// The `Messages` row of a message.
-fn message_row(message: &Message) -> Entity {
+pub(super) fn message_row(message: &Message) -> Entity {
     let mut entity = Entity::new(&message.room_id, &message.id)
         .with("type", Value::String(message.kind.as_str().into()))
         .with("userId", Value::String(message.author_id.clone()))
@@ -165,7 +165,7 @@ pub(crate) fn json_value<T: Serialize>(value: &T) -> Value {
 }
 
 /// The conditional helper's `apply` for a change to a live message: a deleted one is 404.
-fn live_change(
+pub(super) fn live_change(
     room: &RoomId,
     mut change: impl FnMut(&mut Message) -> crate::error::Result<()>,
 ) -> impl FnMut(Entity) -> crate::error::Result<Entity> {
@@ -490,29 +490,9 @@ impl Store {
         }))
     }
 
-    /// Rewrites a live message row with the conditional-write helper: `change` runs on the
-    /// message as it is now (again after every lost race), and a message deleted meanwhile is
-    /// 404. Pins use this; they do not move the message's version.
-    pub(crate) async fn rewrite_message(
-        &self,
-        room: &RoomId,
-        key: &MessageKey,
-        change: impl FnMut(&mut Message) -> crate::error::Result<()>,
-    ) -> Result<Message> {
-        let entity = update_conditionally(
-            &self.tables,
-            &self.schema.messages,
-            room.as_str(),
-            key.as_str(),
-            UpdateMode::Replace,
-            live_change(room, change),
-        )
-        .await
-        .map_err(|e| settle(e, "message not found"))?;
-        Ok(parse_message(room, &entity)?)
-    }
-
-    /// [`Store::rewrite_message`] for a change the feed carries (text edits, deletes): the row
+    /// Rewrites a live message row with the conditional-write helper, for a change the feed
+    /// carries (text edits, deletes): `change` runs on the message as it is now (again after
+    /// every lost race), a message deleted meanwhile is 404, and the row
     /// is written with the room's next version, its old feed row replaced by one at the new
     /// version, all in the counter's transaction.
     pub(crate) async fn rewrite_message_versioned(

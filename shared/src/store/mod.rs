@@ -23,6 +23,7 @@ pub mod messages;
 pub mod moderation_log;
 pub mod outbox;
 pub mod outgoing;
+pub mod pins;
 pub mod purge;
 pub mod reports;
 pub mod roles;

@@ -118,6 +118,10 @@ impl Store {
                 self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
                     .await?;
                 self.delete_companions(room, &message.key()).await?;
+                // Before the message, so a pin row never outlives it but by a crash.
+                if message.is_pinned {
+                    self.delete_pin_row(room, &message.key()).await?;
+                }
             }
             match self.purge_batch(room, &messages).await {
                 Ok(()) => {

@@ -55,6 +55,10 @@ fn item_row(item: &Scheduled) -> Result<Entity> {
     let optional = [
         ("text", item.text.clone().map(Value::String)),
         ("poll", item.poll.as_ref().map(json_value)),
+        (
+            "attachments",
+            (!item.attachments.is_empty()).then(|| json_value(&item.attachments)),
+        ),
         ("claimedAt", item.claimed_at.map(Value::datetime)),
         ("messageId", item.message_id.clone().map(Value::String)),
         ("refusal", item.refusal.as_ref().map(json_value)),
@@ -76,6 +80,7 @@ fn parse_item(row: &Entity) -> Option<Scheduled> {
         user_name: row.str("userName")?.to_owned(),
         text: row.str("text").map(str::to_owned),
         poll: from_json(row, "poll"),
+        attachments: from_json(row, "attachments").unwrap_or_default(),
         send_at: row.datetime("sendAt")?,
         status: ScheduledStatus::parse(row.str("status")?)?,
         created_at: row.datetime("createdAt")?,

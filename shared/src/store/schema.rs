@@ -10,6 +10,8 @@
 //!   version (`v:<version>`) live here too, so a change and its version commit together.
 //!   Each follower of a thread has a row `follow:<root>:<user>`, so a reply's push reads its
 //!   thread's followers in one range read, and a replier's own row commits with their reply.
+//!   Each pinned message has a pin index row `pin:<message key>`, written and deleted in the
+//!   transaction that sets and clears its pin flag, so the room's pins are one range read.
 //!   The room's activity row (`!activity`: the newest message's preview) sorts before every
 //!   message, so the room list reads it in the same range read as a member's unread messages,
 //!   and it is written in the transaction of the message it shows (`store::activity`).
@@ -142,6 +144,8 @@ pub const DO_NOT_DISTURB_ROW: &str = "~dnd";
 pub const FEED_PREFIX: &str = "v:";
 /// Prefix of thread index rows in a `Messages` partition.
 pub const THREAD_PREFIX: &str = "thread:";
+/// Prefix of pin index rows in a `Messages` partition (`pin:<message key>`).
+pub const PIN_PREFIX: &str = "pin:";
 /// Row key of a user's write bucket in their `Limits` partition.
 pub const USER_BUCKET_ROW: &str = "writes";
 /// Row key of a room's send ceiling in its `Limits` partition.
@@ -270,6 +274,12 @@ pub(crate) fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
 /// one range read, oldest reply first.
 pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
     format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
+}
+
+/// Row key of a pinned message's pin index row: its message key, so the room's pins are one
+/// range read, newest message first, and the row commits with the message's pin flag.
+pub(crate) fn pin_key(message: &MessageKey) -> String {
+    format!("{PIN_PREFIX}{}", message.as_str())
 }
 
 /// The prefix of every follower row of the thread rooted at `root`.

@@ -1,13 +1,16 @@
 //! Inbound webhook rows: `hook:<webhook id>` in the room's `Rooms` partition, holding the
-//! name, who made it and when, and the SHA-256 of its current token (never the token).
+//! name, who made it and when, and the SHA-256 of its current token (never the token). The
+//! moderation log shares the partition, so each change commits with its log line.
 
 use super::Store;
 use super::error::{Result, settle};
+use super::moderation_log::log_op;
 use super::schema::{WEBHOOK_PREFIX, webhook_key};
 use crate::error::Error;
 use crate::ids::RoomId;
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use crate::moderation::ModerationEntry;
+use crate::storage::conditional::update_conditionally_with;
+use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 use crate::webhooks::{MAX_WEBHOOKS_PER_ROOM, Webhook, missing};
 
 fn webhook_row(hook: &Webhook) -> Entity {
@@ -32,9 +35,12 @@ fn parse_webhook(row: &Entity) -> Option<Webhook> {
 }
 
 impl Store {
-    /// Stores a new webhook (its id is fresh: an existing one is a conflict).
-    pub(crate) async fn insert_webhook(&self, hook: &Webhook) -> Result<()> {
-        match self.tables.insert(&self.schema.rooms, &webhook_row(hook)).await {
+    /// Stores a new webhook with its log line, in one transaction (its id is fresh: an
+    /// existing one is a conflict).
+    pub(crate) async fn insert_webhook(&self, hook: &Webhook, logged: &ModerationEntry) -> Result<()> {
+        let room = RoomId::parse(&hook.room_id)?;
+        let ops = [BatchOp::Insert(webhook_row(hook)), log_op(&room, logged)];
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
             Ok(_) => Ok(()),
             Err(e) if e.is(ErrorKind::AlreadyExists) => {
                 Err(Error::Conflict("that webhook id is taken; try again".into()).into())
@@ -62,38 +68,62 @@ impl Store {
         Ok(rows.iter().filter_map(parse_webhook).collect())
     }
 
-    /// Changes a webhook conditionally on the row as read; a missing one answers 404.
+    /// Changes a webhook conditionally on the row as read, with its log line in the same
+    /// transaction; a missing one answers 404.
     pub(crate) async fn update_webhook(
         &self,
         room: &RoomId,
         id: &str,
         mut change: impl FnMut(&mut Webhook),
+        logged: &ModerationEntry,
     ) -> Result<Webhook> {
-        let row = update_conditionally(
+        let write = |next: Entity, seen: ETag| async move {
+            let ops = [
+                BatchOp::Update {
+                    entity: next,
+                    mode: UpdateMode::Replace,
+                    if_match: IfMatch::Etag(seen),
+                },
+                log_op(room, logged),
+            ];
+            let etags = self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await?;
+            etags
+                .first()
+                .cloned()
+                .flatten()
+                .ok_or_else(|| StoreError::internal("a webhook's transaction answered no ETag"))
+        };
+        let row = update_conditionally_with(
             &self.tables,
             &self.schema.rooms,
             room.as_str(),
             &webhook_key(id),
-            UpdateMode::Replace,
+            None,
             |row| {
                 let mut hook = parse_webhook(&row).ok_or_else(missing)?;
                 change(&mut hook);
                 Ok(webhook_row(&hook))
             },
+            write,
         )
         .await
         .map_err(|e| settle(e, "webhook not found"))?;
         parse_webhook(&row).ok_or_else(|| Error::Internal("a webhook row did not read back".into()).into())
     }
 
-    /// Deletes a webhook; a missing one answers 404.
-    pub(crate) async fn delete_webhook(&self, room: &RoomId, id: &str) -> Result<()> {
-        match self
-            .tables
-            .delete(&self.schema.rooms, room.as_str(), &webhook_key(id), &IfMatch::Any)
-            .await
-        {
-            Ok(()) => Ok(()),
+    /// Deletes a webhook with its log line, in one transaction; a missing one answers 404
+    /// and logs nothing.
+    pub(crate) async fn delete_webhook(&self, room: &RoomId, id: &str, logged: &ModerationEntry) -> Result<()> {
+        let ops = [
+            BatchOp::Delete {
+                partition_key: room.to_string(),
+                row_key: webhook_key(id),
+                if_match: IfMatch::Any,
+            },
+            log_op(room, logged),
+        ];
+        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+            Ok(_) => Ok(()),
             Err(e) if e.is(ErrorKind::NotFound) => Err(missing().into()),
             Err(e) => Err(e.into()),
         }

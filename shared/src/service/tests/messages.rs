@@ -26,6 +26,7 @@ async fn all_ids(chat: &Chat, room: &RoomId, order: Order) -> Vec<String> {
             order: Some(order),
             limit: Some(7),
             cursor,
+            around: None,
         };
         let page = chat.read_messages(&alice(), room, request).await.unwrap();
         ids.extend(page.messages.into_iter().map(|m| m.id));
@@ -138,6 +139,7 @@ async fn an_orphan_index_row_is_skipped_and_passed() {
             order: Some(Order::OldestFirst),
             limit: Some(1),
             cursor: cursor.clone(),
+            around: None,
         };
         let page = chat.read_messages(&alice(), &room, request).await.unwrap();
         seen.extend(page.messages.iter().map(|m| m.text.clone()));

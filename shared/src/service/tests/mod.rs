@@ -8,5 +8,6 @@ mod limits;
 mod messages;
 mod moderation;
 mod outgoing;
+mod pins;
 mod rooms;
 mod scheduled;

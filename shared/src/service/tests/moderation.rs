@@ -154,3 +154,33 @@ async fn the_queue_closes_the_reports_of_a_message_deleted_around_the_delete_pat
     assert_eq!(page.entries[0].action, ModerationAction::ReportsResolved);
     assert_eq!(page.entries[0].actor_id.as_deref(), Some("bob"));
 }
+
+/// A webhook's change and its log line commit in one transaction: a store failing it leaves
+/// neither (no webhook, no rename, no line), and the next try writes both.
+#[tokio::test]
+async fn a_failed_webhook_change_leaves_neither_the_change_nor_its_line() {
+    use crate::webhooks::WebhookName;
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let name = |n: &str| WebhookName {
+        name: n.into(),
+        automation: None,
+    };
+    let rooms = Some(&chat.store.schema.rooms);
+    faults.fail_operation("transact", rooms, 1, unavailable());
+    assert!(chat.create_webhook(&alice(), &room, name("CI")).await.is_err());
+    assert!(chat.list_webhooks(&alice(), &room).await.unwrap().is_empty());
+    assert_eq!(logged(&chat, &room).await, []);
+    let hook = chat.create_webhook(&alice(), &room, name("CI")).await.unwrap().webhook;
+    faults.fail_operation("transact", rooms, 1, unavailable());
+    assert!(
+        chat.rename_webhook(&alice(), &room, &hook.id, name("Deploys"))
+            .await
+            .is_err()
+    );
+    assert_eq!(chat.list_webhooks(&alice(), &room).await.unwrap()[0].name, "CI");
+    faults.fail_operation("transact", rooms, 1, unavailable());
+    assert!(chat.delete_webhook(&alice(), &room, &hook.id).await.is_err());
+    assert_eq!(chat.list_webhooks(&alice(), &room).await.unwrap().len(), 1);
+    assert_eq!(logged(&chat, &room).await, [ModerationAction::WebhookCreated]);
+}

@@ -29,6 +29,7 @@ async fn schedule(chat: &Chat, room: &RoomId, text: &str, in_seconds: i64) -> Sc
     let input = NewScheduled {
         text: Some(text.into()),
         poll: None,
+        attachments: None,
         send_at: chat.time.now() + Duration::seconds(in_seconds),
     };
     chat.schedule_message(&alice(), room, input).await.unwrap()
@@ -40,6 +41,7 @@ async fn texts(chat: &Chat, room: &RoomId) -> Vec<String> {
         order: None,
         limit: Some(100),
         cursor: None,
+        around: None,
     };
     let page = chat.read_messages(&alice(), room, request).await.unwrap();
     page.messages
@@ -225,6 +227,7 @@ async fn an_erasure_deletes_the_users_scheduled_messages() {
     let input = NewScheduled {
         text: Some("bob's secret plans".into()),
         poll: None,
+        attachments: None,
         send_at: chat.time.now() + Duration::seconds(60),
     };
     let item = chat.schedule_message(&bob, &room, input).await.unwrap();
