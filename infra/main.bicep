@@ -44,6 +44,10 @@ param jwtAudience string
 @secure()
 param vapidPrivateKey string = ''
 
+@description('The key outgoing webhooks\' signing secrets are sealed with (any long random string, e.g. `openssl rand -base64 32`). Written to Key Vault when given; leave it empty on later deployments: a changed key makes every stored secret unusable.')
+@secure()
+param webhookSealingKey string = ''
+
 @description('The contact push services see in VAPID tokens (mailto: or https:).')
 param vapidSubject string
 
@@ -281,6 +285,15 @@ resource vapidSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty
   }
 }
 
+resource sealingSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = if (!empty(webhookSealingKey)) {
+  parent: vault
+  name: 'webhook-sealing-key'
+  properties: {
+    value: webhookSealingKey
+    contentType: 'text/plain'
+  }
+}
+
 resource webPubSubSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   parent: vault
   name: 'webpubsub-connection'
@@ -429,6 +442,20 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'TABLETALK_EVENTGRID_KEY'
           value: createEventSubscription ? '@Microsoft.KeyVault(SecretUri=${topicSecret.properties.secretUri})' : ''
+        }
+        {
+          name: 'TABLETALK_WEBHOOK_SEALING_KEY'
+          value: '@Microsoft.KeyVault(VaultName=${vault.name};SecretName=webhook-sealing-key)'
+        }
+        {
+          // No automation topic by default: point these at an Event Grid topic of your own to
+          // publish automation events (docs/AUTOMATION_EVENTS.md).
+          name: 'TABLETALK_AUTOMATION_EVENTGRID_ENDPOINT'
+          value: ''
+        }
+        {
+          name: 'TABLETALK_AUTOMATION_EVENTGRID_KEY'
+          value: ''
         }
         {
           name: 'TABLETALK_WRITE_LIMITS'

@@ -103,6 +103,25 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         }
         None => None,
     };
+    if let Some((endpoint, key)) = &settings.automation_event_grid {
+        chat = chat
+            .with_automation_topic(EventGrid::new(endpoint, key, &settings.workspace_id).map_err(|e| e.to_string())?);
+    }
+    // Outgoing webhooks reach what push endpoints may: public HTTPS only, unless the operator
+    // allowed private endpoints (development).
+    let sealing = settings
+        .webhook_sealing_key
+        .as_deref()
+        .or(settings.auth.hs256_secret.as_deref());
+    if let Some(material) = sealing {
+        let reach = Reach::allowing_private(settings.push_allow_private_endpoints);
+        let client =
+            OutboundClient::new(reach, tabletalk::adapters::outgoing::REQUEST_TIMEOUT).map_err(|e| e.to_string())?;
+        chat = chat.with_outgoing_webhooks(tabletalk::adapters::outgoing::HookSender::new(
+            client,
+            tabletalk::adapters::outgoing::Sealer::new(material.as_bytes()),
+        ));
+    }
     chat = chat.with_erasure(settings.erasure);
     chat = chat.with_attachments(attachments(settings).await?);
     let clock = clock(settings);

@@ -283,6 +283,11 @@ async fn housekeeping(chat: Chat, interval: Duration) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "sending scheduled messages failed; trying again next time"),
         }
+        match chat.deliver_webhooks().await {
+            Ok(report) if report != Default::default() => tracing::info!(?report, "outgoing webhooks"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "delivering outgoing webhooks failed; trying again next time"),
+        }
         match chat.housekeeping(chrono::Utc::now()).await {
             Ok(report) if report.messages_purged > 0 || report.rooms_failed > 0 => {
                 tracing::info!(?report, "housekeeping")

@@ -89,6 +89,15 @@ pub const EVENTGRID_ENDPOINT: &str = "TABLETALK_EVENTGRID_ENDPOINT";
 /// The topic's access key (sent as `aeg-sas-key`).
 pub const EVENTGRID_KEY: &str = "TABLETALK_EVENTGRID_KEY";
 
+/// The key outgoing webhooks' secrets are sealed with (any long random string; keep it in Key
+/// Vault). Absent: a key derived from `TABLETALK_JWT_SECRET`; with neither, outgoing webhooks
+/// are off (their routes answer 503). Changing it makes every stored secret unusable.
+pub const WEBHOOK_SEALING_KEY: &str = "TABLETALK_WEBHOOK_SEALING_KEY";
+/// The Event Grid custom topic automation events are published to (docs/AUTOMATION_EVENTS.md),
+/// and its access key. Absent: no automation events.
+pub const AUTOMATION_EVENTGRID_ENDPOINT: &str = "TABLETALK_AUTOMATION_EVENTGRID_ENDPOINT";
+pub const AUTOMATION_EVENTGRID_KEY: &str = "TABLETALK_AUTOMATION_EVENTGRID_KEY";
+
 /// Blob Storage connection string for attachments (`UseDevelopmentStorage=true` for Azurite,
 /// or `AccountName=..;AccountKey=..[;BlobEndpoint=..]`). Empty or absent: attachments are files
 /// under the data directory, with links served by this binary.
@@ -194,6 +203,10 @@ pub struct Settings {
     pub test_clock_file: Option<PathBuf>,
     /// Attachments: the object store and the rules.
     pub attachments: AttachmentConfig,
+    /// What outgoing webhooks' secrets are sealed with (`TABLETALK_WEBHOOK_SEALING_KEY`).
+    pub webhook_sealing_key: Option<String>,
+    /// The automation events' topic: endpoint and key.
+    pub automation_event_grid: Option<(String, String)>,
 }
 
 /// How a secret appears in `Debug` output: whether it is set, never its value.
@@ -256,6 +269,14 @@ impl fmt::Debug for Settings {
                 "event_grid",
                 &self
                     .event_grid
+                    .as_ref()
+                    .map(|(endpoint, _key)| (endpoint, "<redacted>")),
+            )
+            .field("webhook_sealing_key", &redacted(&self.webhook_sealing_key))
+            .field(
+                "automation_event_grid",
+                &self
+                    .automation_event_grid
                     .as_ref()
                     .map(|(endpoint, _key)| (endpoint, "<redacted>")),
             )
@@ -345,6 +366,22 @@ impl Settings {
             }
             (None, Some(_)) => return Err(config_error(EVENTGRID_ENDPOINT, "must be set with the topic's key")),
         };
+        let automation_event_grid = match (get(AUTOMATION_EVENTGRID_ENDPOINT), get(AUTOMATION_EVENTGRID_KEY)) {
+            (Some(endpoint), Some(key)) => Some((endpoint, key)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(config_error(
+                    AUTOMATION_EVENTGRID_KEY,
+                    "the topic's key must be set with its endpoint",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(config_error(
+                    AUTOMATION_EVENTGRID_ENDPOINT,
+                    "must be set with the topic's key",
+                ));
+            }
+        };
         let positive = |name: &str, default: u64| match get(name).map(|s| s.parse::<u64>()) {
             None => Ok(default),
             Some(Ok(n)) if n > 0 => Ok(n),
@@ -410,6 +447,8 @@ impl Settings {
             public_url: get(PUBLIC_URL),
         };
         Ok(Settings {
+            webhook_sealing_key: get(WEBHOOK_SEALING_KEY),
+            automation_event_grid,
             attachments,
             erasure,
             write_limits,

@@ -5,6 +5,7 @@
 //! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
 mod attachments;
+mod automation_events;
 mod bad_input;
 mod bad_input_operations;
 mod changes;
@@ -27,6 +28,7 @@ mod messages;
 mod moderation_log;
 mod notification_rules;
 mod object_store;
+mod outgoing_webhooks;
 mod ownership;
 mod permissions;
 mod pins;

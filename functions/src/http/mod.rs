@@ -17,6 +17,7 @@ pub mod moderation;
 pub mod objects;
 pub mod openapi;
 pub mod previews;
+pub mod outgoing;
 pub mod push;
 pub mod roles;
 pub mod rooms;
@@ -116,6 +117,9 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::rename, webhooks::delete))
         .routes(routes!(webhooks::rotate))
         .routes(routes!(webhooks::post))
+        .routes(routes!(outgoing::create, outgoing::list))
+        .routes(routes!(outgoing::delete))
+        .routes(routes!(outgoing::deliveries))
         .routes(routes!(scheduled::create, scheduled::list))
         .routes(routes!(scheduled::edit, scheduled::cancel))
         .routes(routes!(members::receipts))

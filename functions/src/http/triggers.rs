@@ -49,6 +49,11 @@ pub const TRIGGER_FUNCTIONS: &[TriggerFunction] = &[
         binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":false}"#,
         handler: || post(send_scheduled),
     },
+    TriggerFunction {
+        name: "deliverWebhooks",
+        binding: r#"{"type":"timerTrigger","direction":"in","name":"timer","schedule":"*/15 * * * * *","runOnStartup":false,"useMonitor":false}"#,
+        handler: || post(deliver_webhooks),
+    },
 ];
 
 /// The invocation response: `Logs` go to the invocation log.
@@ -114,6 +119,15 @@ pub async fn housekeeping(State(state): State<AppState>) -> Response {
 /// instances) send each message once (`tabletalk::scheduled`).
 pub async fn send_scheduled(State(state): State<AppState>) -> Response {
     match state.chat.send_due_messages().await {
+        Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
+        Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
+    }
+}
+
+/// The timer that fans outgoing webhook events out and posts the deliveries due. Two runs at
+/// once make one attempt of each delivery (`tabletalk::service::outgoing`).
+pub async fn deliver_webhooks(State(state): State<AppState>) -> Response {
+    match state.chat.deliver_webhooks().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }

@@ -30,6 +30,10 @@ pub struct MessageEvent {
     pub preview: String,
     #[serde(default)]
     pub mentions: Mentions,
+    /// Also publish an automation event ([`AutomationEvent`]): a person's message in a public
+    /// room, when an automation topic is configured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automation: bool,
 }
 
 impl MessageEvent {
@@ -57,6 +61,7 @@ impl MessageEvent {
                 .take(PREVIEW_CHARS)
                 .collect(),
             mentions: message.mentions.clone(),
+            automation: false,
         })
     }
 }
@@ -92,6 +97,61 @@ impl<'a> CloudEvent<'a> {
             time: Utc::now(),
             datacontenttype: "application/json",
             data: event,
+        }
+    }
+}
+
+/// The CloudEvents `type` of an automation event: a person's new message in a public room.
+pub const AUTOMATION_MESSAGE_CREATED: &str = "tabletalk.automation.message.created";
+
+/// What an automation event carries (docs/AUTOMATION_EVENTS.md). Its `origin` is always `user`:
+/// messages of webhooks and automations make none, so nothing can loop.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutomationData<'a> {
+    pub room_id: &'a str,
+    pub message_id: &'a str,
+    pub sender_id: &'a str,
+    pub sender_name: &'a str,
+    /// The text, as plain text, cut to the notification preview's length.
+    pub preview: &'a str,
+    pub origin: crate::messages::Origin,
+}
+
+/// A CloudEvents 1.0 automation event, published to the automation topic.
+#[derive(Debug, Clone, Serialize)]
+pub struct AutomationEvent<'a> {
+    pub specversion: &'static str,
+    /// `automation/<room id>/<message id>`: the same on every publication, so a consumer
+    /// dedupes by it.
+    pub id: String,
+    pub source: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub subject: String,
+    pub time: DateTime<Utc>,
+    pub datacontenttype: &'static str,
+    pub data: AutomationData<'a>,
+}
+
+impl<'a> AutomationEvent<'a> {
+    pub fn of(event: &'a MessageEvent, workspace: &str) -> AutomationEvent<'a> {
+        AutomationEvent {
+            specversion: "1.0",
+            id: format!("automation/{}", event.id),
+            source: format!("/tabletalk/{workspace}"),
+            kind: AUTOMATION_MESSAGE_CREATED,
+            subject: format!("rooms/{}/messages/{}", event.room_id, event.message_id),
+            time: Utc::now(),
+            datacontenttype: "application/json",
+            data: AutomationData {
+                room_id: &event.room_id,
+                message_id: &event.message_id,
+                sender_id: &event.sender_id,
+                sender_name: &event.sender_name,
+                preview: &event.preview,
+                origin: crate::messages::Origin::User,
+            },
         }
     }
 }
@@ -188,6 +248,7 @@ mod tests {
             sender_name: "Alice".into(),
             preview: "hi".into(),
             mentions: Default::default(),
+            automation: false,
         }
     }
 

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod members;
 pub mod messages;
 pub mod moderation;
+pub mod outgoing;
 pub mod permissions;
 pub mod principal;
 pub mod reports;

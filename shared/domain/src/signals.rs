@@ -69,6 +69,12 @@ pub enum Signal {
     ScheduledRefused {
         scheduled: Box<crate::scheduled::Scheduled>,
     },
+    /// To the manager who registered it: an outgoing webhook was disabled after failing for
+    /// a whole day.
+    #[serde(rename = "outgoingWebhook.disabled")]
+    OutgoingWebhookDisabled {
+        webhook: Box<crate::outgoing::OutgoingWebhook>,
+    },
 }
 
 impl Signal {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::events::{CloudEvent, MessageEvent};
+use crate::events::{AutomationEvent, CloudEvent, MessageEvent};
 
 /// The publishing API's version (reference §3.1).
 const API_VERSION: &str = "2018-01-01";
@@ -89,6 +89,35 @@ impl EventSink for EventGrid {
             Ok(())
         } else {
             Err(Error::Unavailable(format!("Event Grid answered {}", response.status())))
+        }
+    }
+}
+
+impl EventGrid {
+    /// Publishes `event`'s automation event (docs/AUTOMATION_EVENTS.md) as CloudEvents JSON;
+    /// `Ok` once the topic has accepted it.
+    pub async fn publish_automation(&self, event: &MessageEvent) -> Result<()> {
+        let automation = AutomationEvent::of(event, &self.workspace);
+        let body = serde_json::to_vec(&automation).map_err(|e| Error::Internal(format!("an event: {e}")))?;
+        let response = self
+            .http
+            .post(&self.endpoint)
+            .header("aeg-sas-key", &self.key)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/cloudevents+json; charset=utf-8",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("the automation topic: {e}")))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(Error::Unavailable(format!(
+                "the automation topic answered {}",
+                response.status()
+            )))
         }
     }
 }

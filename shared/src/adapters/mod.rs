@@ -13,4 +13,5 @@ pub mod link_preview;
 pub mod live;
 pub mod objects;
 pub mod outbound;
+pub mod outgoing;
 pub mod push;

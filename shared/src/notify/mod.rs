@@ -688,6 +688,7 @@ mod tests {
             kind: MessageType::Message,
             author_id: "a".into(),
             author_name: "A".into(),
+            origin: Default::default(),
             avatar_url: None,
             text: format!("<p>{}</p>", "word ".repeat(100)),
             created_at: now,

@@ -54,6 +54,7 @@ impl Chat {
                 message: edited.clone(),
             },
         );
+        self.nudge_outgoing(room);
         Ok(edited)
     }
 
@@ -130,6 +131,7 @@ impl Chat {
                 moderated: deleted.moderated,
             },
         );
+        self.nudge_outgoing(room);
         self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
         // A tombstone carries no attachments: their rows and objects go too, before anything
         // that may fail leaves them downloadable.

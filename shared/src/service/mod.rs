@@ -20,6 +20,7 @@ pub mod members;
 pub mod moderation;
 pub mod moderation_log;
 pub mod outbox;
+pub mod outgoing;
 pub mod pins;
 pub mod polls;
 pub mod previews;
@@ -91,6 +92,10 @@ pub struct Chat {
     pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
     /// Link previews, when this process makes them (`with_previews`).
     pub(crate) previews: Option<Arc<previews::Previews>>,
+    /// Where outgoing webhooks are posted from, when they are configured (a sealing key).
+    pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
+    /// The Event Grid topic automation events go to, when one is configured.
+    pub(crate) automation: Option<Arc<EventGrid>>,
 }
 
 impl Chat {
@@ -116,7 +121,21 @@ impl Chat {
             attachments: None,
             time: Arc::new(crate::adapters::clock::SystemClock),
             previews: None,
+            outgoing: None,
+            automation: None,
         })
+    }
+
+    /// The same service calling outgoing webhooks through `sender`.
+    pub fn with_outgoing_webhooks(mut self, sender: crate::adapters::outgoing::HookSender) -> Chat {
+        self.outgoing = Some(Arc::new(sender));
+        self
+    }
+
+    /// The same service publishing automation events (docs/AUTOMATION_EVENTS.md) to `topic`.
+    pub fn with_automation_topic(mut self, topic: EventGrid) -> Chat {
+        self.automation = Some(Arc::new(topic));
+        self
     }
 
     /// The same service answering the change feed for `workspace`.

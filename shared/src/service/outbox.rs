@@ -53,11 +53,18 @@ impl Chat {
     /// Whether sends record events: when something consumes them (push here, or whatever
     /// the Event Grid topic delivers to).
     pub(crate) fn publishes_events(&self) -> bool {
-        self.events.is_some()
+        self.events.is_some() || self.automation.is_some()
     }
 
     /// Publishes one event and deletes its outbox row (`row_key`).
     async fn publish(&self, room: &RoomId, event: &MessageEvent, row_key: &str) -> Result<()> {
+        // The automation event first: a notification consumer that has handled the event
+        // (which lets the timer drop its row) implies the automation topic took it too.
+        if event.automation
+            && let Some(topic) = &self.automation
+        {
+            topic.publish_automation(event).await?;
+        }
         if let Some(events) = &self.events {
             events.publish(event).await?;
         }
@@ -225,6 +232,7 @@ mod tests {
                     sender_name: "alice".into(),
                     preview: "hi".into(),
                     mentions: Default::default(),
+                    automation: false,
                 };
                 chat.store.record_fan_out(&room, &event).await.unwrap();
                 if let Some((state, at)) = claimed {

@@ -29,8 +29,9 @@ use crate::ids::{ClientId, RoomId, UserId};
 use crate::messages::checks::{self, Admission};
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Draft, DraftAttachments, NewMessage, Post, Sent};
-use crate::messages::{Message, MessageType};
+use crate::messages::{Message, MessageType, Origin};
 use crate::permissions::Permission;
+use crate::rooms::Visibility;
 use crate::signals::Signal;
 use crate::store::messages::{Inserted, NotInserted};
 use crate::store::stored_time;
@@ -155,6 +156,8 @@ impl Chat {
             attachments: files.clone(),
             reader: Some(who.user_id.clone()),
             reader_row: Some(access.member.clone()),
+            origin: Origin::User,
+            public_room: access.room.visibility == Visibility::Public,
         };
         let sent = self.advance_and_post(who, room, &access, post, client_id, now).await;
         // A repeat carries the first send's claim (the same client id): nothing to release.
@@ -236,6 +239,11 @@ impl Chat {
                 attachments: Vec::new(),
                 reader: None,
                 reader_row: None,
+                origin: match hook.automation {
+                    true => Origin::Automation,
+                    false => Origin::Webhook,
+                },
+                public_room: access.room.visibility == Visibility::Public,
             };
             self.post(room, post).await
         }
@@ -284,6 +292,7 @@ impl Chat {
             kind: post.kind,
             author_id: post.author_id,
             author_name: post.author_name,
+            origin: post.origin,
             avatar_url: post.avatar_url,
             text: post.text,
             created_at: stored_time(ticks.to_datetime()),
@@ -307,7 +316,12 @@ impl Chat {
         };
         // The notification event commits with the message (the outbox), so it cannot be lost.
         let event = match self.publishes_events() {
-            true => MessageEvent::of(&message),
+            true => MessageEvent::of(&message).map(|mut event| {
+                // Never for a webhook's or an automation's message: nothing can loop.
+                event.automation =
+                    self.automation.is_some() && post.public_room && message.origin.triggers_automations();
+                event
+            }),
             false => None,
         };
         if event.is_some()
@@ -380,6 +394,7 @@ impl Chat {
         }
         // A member's link gets its preview in the background (`service::previews`).
         self.preview_later(room, &message).await;
+        self.nudge_outgoing(room);
         Ok(Sent { message, created: true })
     }
 

@@ -37,6 +37,7 @@ impl Chat {
             name,
             created_by: who.user_id.to_string(),
             created_at: stored_time(Utc::now()),
+            automation: input.automation.unwrap_or(false),
             token_hash,
         };
         let logged = webhook_entry(ModerationAction::WebhookCreated, who, &hook.id).detail("name", &hook.name);

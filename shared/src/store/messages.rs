@@ -58,6 +58,7 @@ pub(super) fn message_row(message: &Message) -> Entity {
         .with("type", Value::String(message.kind.as_str().into()))
         .with("userId", Value::String(message.author_id.clone()))
         .with("userName", Value::String(message.author_name.clone()))
+        .with("origin", Value::String(message.origin.as_str().into()))
         .with("message", Value::String(message.text.clone()))
         .with("createdAt", Value::datetime(message.created_at))
         .with("version", Value::Int64(message.version as i64));
@@ -117,15 +118,20 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
     let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
     MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
     let string = |name: &str| entity.str(name).map(str::to_owned);
+    let kind = entity
+        .str("type")
+        .and_then(MessageType::parse)
+        .ok_or_else(|| broken("unknown type"))?;
     Ok(Message {
         id: id.to_owned(),
         room_id: room.to_string(),
-        kind: entity
-            .str("type")
-            .and_then(MessageType::parse)
-            .ok_or_else(|| broken("unknown type"))?,
+        kind,
         author_id: entity.str("userId").unwrap_or_default().to_owned(),
         author_name: entity.str("userName").unwrap_or_default().to_owned(),
+        origin: entity
+            .str("origin")
+            .and_then(crate::messages::Origin::parse)
+            .unwrap_or_else(|| crate::messages::Origin::of_kind(kind)),
         avatar_url: string("avatarUrl"),
         text: entity.str("message").unwrap_or_default().to_owned(),
         created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
@@ -398,6 +404,12 @@ impl Store {
             let row = super::outbox::event_row(room, event).map_err(|error| not_inserted(error.into()))?;
             extra.push(BatchOp::Insert(row));
         }
+        // The room's outgoing webhooks get the event through a row committed with the message.
+        let hook_event = match self.wants_hook_events(room).await {
+            Ok(true) => crate::outgoing::HookEvent::of_change(message, true),
+            Ok(false) => None,
+            Err(e) => return Err(not_inserted(e.into())),
+        };
         for _ in 0..THREAD_ROUNDS {
             let mut extra = extra.clone();
             // The root's summary goes last, so its index names it.
@@ -421,11 +433,20 @@ impl Store {
                     BatchOp::Insert(feed_row(&message)),
                 ];
                 ops.extend(extra.iter().cloned());
+                // Last, so the indexes of the rows above stay as they are.
+                if let Some(event) = hook_event {
+                    ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
+                }
                 ops
             };
             let activity = super::activity::activity_change(room, message, true);
             return match self.commit_change(room, Box::new(build), Some(activity)).await {
-                Ok(committed) => Ok(Inserted::Committed(committed.version)),
+                Ok(committed) => {
+                    if hook_event.is_some() {
+                        self.nudge(room);
+                    }
+                    Ok(Inserted::Committed(committed.version))
+                }
                 Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
                     Ok(Inserted::ClientIdTaken)
                 }
@@ -482,6 +503,7 @@ impl Store {
         change: impl FnMut(&mut Message) -> crate::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
+        let hooked = self.wants_hook_events(room).await?;
         let write = |next: Entity, seen: ETag| {
             let given = given.clone();
             async move {
@@ -508,10 +530,18 @@ impl Store {
                         });
                     }
                     ops.push(BatchOp::Insert(feed_row(&message)));
+                    // The room's outgoing webhooks get the edit or delete through a row
+                    // committed with it.
+                    if hooked && let Some(event) = crate::outgoing::HookEvent::of_change(&message, false) {
+                        ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
+                    }
                     ops
                 };
                 let committed = self.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
+                if hooked {
+                    self.nudge(room);
+                }
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),
                     // A commit confirmed after an ambiguous answer tells no ETags: the row does.

@@ -22,6 +22,7 @@ pub mod members;
 pub mod messages;
 pub mod moderation_log;
 pub mod outbox;
+pub mod outgoing;
 pub mod pins;
 pub mod previews;
 pub mod purge;
@@ -54,6 +55,9 @@ pub struct Store {
     pub(crate) ledger: Arc<Ledger>,
     /// Rooms whose outbox marker this process wrote lately.
     pub(crate) outbox_marks: Arc<outbox::Marks>,
+    /// Rooms whose outgoing webhooks have events this process committed and has not yet
+    /// handed to a delivery run.
+    pub(crate) outgoing_nudges: Arc<outgoing::Nudges>,
 }
 
 impl Store {
@@ -65,6 +69,7 @@ impl Store {
             schema: Arc::new(schema),
             ledger: Arc::default(),
             outbox_marks: Arc::default(),
+            outgoing_nudges: Arc::default(),
         })
     }
 

@@ -120,6 +120,20 @@ pub const REPORT_PREFIX: &str = "report:";
 pub const OPEN_REPORTS_PREFIX: &str = "reports:open:";
 /// Prefix of the resolved report groups in a `Rooms` partition.
 pub const CLOSED_REPORTS_PREFIX: &str = "reports:closed:";
+/// Prefix of outgoing webhook rows in a `Rooms` partition (`outhook:<webhook id>`).
+pub const OUTGOING_PREFIX: &str = "outhook:";
+/// Prefix of an outgoing webhook's pending deliveries in a `Rooms` partition
+/// (`odp:<delivery id>`, the id starting with the webhook's id).
+pub const DELIVERY_PENDING_PREFIX: &str = "odp:";
+/// Prefix of finished deliveries (delivered or abandoned),
+/// `odd:<webhook id>.<20-digit u64::MAX - version>.<message id>`: newest change first, so a
+/// listing reads the newest and pruning finds the oldest by a range.
+pub const DELIVERY_DONE_PREFIX: &str = "odd:";
+/// Prefix of outgoing webhook events in a room's `Messages` partition
+/// (`hookq:<20-digit version>:<message id>`), committed with their change.
+pub const HOOK_EVENT_PREFIX: &str = "hookq:";
+/// The `Housekeeping` partition of rooms with outgoing webhooks (row key: the room id).
+pub const OUTGOING_PARTITION: &str = "outhooks";
 /// Prefix of inbound webhook rows in a `Rooms` partition (`hook:<webhook id>`).
 pub const WEBHOOK_PREFIX: &str = "hook:";
 /// Prefix of idempotency records in a `Messages` partition.
@@ -484,4 +498,23 @@ mod tests {
             "the encoding is injective"
         );
     }
+}
+
+pub(crate) fn outgoing_key(id: &str) -> String {
+    format!("{OUTGOING_PREFIX}{id}")
+}
+
+pub(crate) fn delivery_pending_key(delivery_id: &str) -> String {
+    format!("{DELIVERY_PENDING_PREFIX}{delivery_id}")
+}
+
+pub(crate) fn delivery_done_key(webhook: &str, version: u64, message_id: &str) -> String {
+    format!(
+        "{DELIVERY_DONE_PREFIX}{webhook}.{:020}.{message_id}",
+        u64::MAX - version
+    )
+}
+
+pub(crate) fn hook_event_key(version: u64, message_id: &str) -> String {
+    format!("{HOOK_EVENT_PREFIX}{version:020}:{message_id}")
 }

@@ -19,6 +19,7 @@ fn webhook_row(hook: &Webhook) -> Entity {
         .with("createdBy", Value::String(hook.created_by.clone()))
         .with("createdAt", Value::datetime(hook.created_at))
         .with("tokenHash", Value::String(hook.token_hash.clone()))
+        .with("automation", Value::Bool(hook.automation))
 }
 
 fn parse_webhook(row: &Entity) -> Option<Webhook> {
@@ -29,6 +30,7 @@ fn parse_webhook(row: &Entity) -> Option<Webhook> {
         created_by: row.str("createdBy")?.to_owned(),
         created_at: row.datetime("createdAt")?,
         token_hash: row.str("tokenHash")?.to_owned(),
+        automation: row.bool("automation").unwrap_or(false),
     })
 }
 

@@ -87,6 +87,51 @@ pub struct ForwardSource {
     pub message_id: String,
 }
 
+/// Who wrote a message: a person (a member's send, a forward, a scheduled send), an inbound
+/// webhook, an automation (an inbound webhook its managers flagged as one), or the server (its
+/// own lines). Only a person's message in a public room makes an automation event, so an
+/// automation reacting to messages can never set itself off (docs/AUTOMATION_EVENTS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    #[default]
+    User,
+    Webhook,
+    Automation,
+    Server,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Webhook => "webhook",
+            Origin::Automation => "automation",
+            Origin::Server => "server",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Origin> {
+        [Origin::User, Origin::Webhook, Origin::Automation, Origin::Server]
+            .into_iter()
+            .find(|o| o.as_str() == text)
+    }
+
+    /// The origin of a row stored before origins were: told by its kind.
+    pub fn of_kind(kind: MessageType) -> Origin {
+        match kind {
+            MessageType::Message | MessageType::Poll => Origin::User,
+            MessageType::Webhook => Origin::Webhook,
+            MessageType::Call | MessageType::EditRoom | MessageType::PinMessage | MessageType::System => Origin::Server,
+        }
+    }
+
+    /// Whether a message of this origin may make an automation event: only a person's.
+    pub fn triggers_automations(self) -> bool {
+        self == Origin::User
+    }
+}
+
 /// A message as clients see it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -98,6 +143,8 @@ pub struct Message {
     pub kind: MessageType,
     pub author_id: String,
     pub author_name: String,
+    /// Who wrote it: `user`, `webhook`, `automation` or `server`.
+    pub origin: Origin,
     /// The picture shown with a webhook's message (its `icon_url` override); none for others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avatar_url: Option<String>,

@@ -170,6 +170,7 @@ mod tests {
             kind: MessageType::Message,
             author_id: "a".into(),
             author_name: "A".into(),
+            origin: Default::default(),
             avatar_url: None,
             text: "x".repeat(bytes),
             created_at: chrono::DateTime::UNIX_EPOCH,

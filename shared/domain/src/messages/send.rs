@@ -159,6 +159,11 @@ pub struct Post {
     /// The reader's member row as the send read it (its read position and row version), so
     /// moving the position is one conditional write while the row is unchanged.
     pub reader_row: Option<crate::members::Member>,
+    /// Who wrote it (see [`crate::messages::Origin`]).
+    pub origin: crate::messages::Origin,
+    /// Whether its room is public: only a person's message in a public room makes an
+    /// automation event.
+    pub public_room: bool,
 }
 
 impl Post {
@@ -180,6 +185,8 @@ impl Post {
             attachments: Vec::new(),
             reader: None,
             reader_row: None,
+            origin: crate::messages::Origin::Server,
+            public_room: false,
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct Webhook {
     pub name: String,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
+    /// An automation's webhook: its messages carry the origin `automation` (a plain webhook's,
+    /// `webhook`); neither ever makes an automation event.
+    pub automation: bool,
     /// The SHA-256 of the current token, hex.
     #[serde(skip)]
     pub token_hash: String,
@@ -96,6 +99,10 @@ pub struct WebhookWithUrl {
 pub struct WebhookName {
     /// 1-80 characters, trimmed.
     pub name: String,
+    /// On create: the webhook is an automation's (its messages' origin is `automation`).
+    /// Ignored on a rename.
+    #[serde(default)]
+    pub automation: Option<bool>,
 }
 
 impl WebhookName {
@@ -239,6 +246,7 @@ mod tests {
             name: "n".into(),
             created_by: "u".into(),
             created_at: Utc::now(),
+            automation: false,
             token_hash: hash,
         };
         assert!(hook.accepts(&token));

@@ -7,6 +7,7 @@ mod erasure;
 mod limits;
 mod messages;
 mod moderation;
+mod outgoing;
 mod pins;
 mod previews;
 mod rooms;

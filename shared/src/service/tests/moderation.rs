@@ -162,7 +162,10 @@ async fn a_failed_webhook_change_leaves_neither_the_change_nor_its_line() {
     use crate::webhooks::WebhookName;
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let name = |n: &str| WebhookName { name: n.into() };
+    let name = |n: &str| WebhookName {
+        name: n.into(),
+        automation: None,
+    };
     let rooms = Some(&chat.store.schema.rooms);
     faults.fail_operation("transact", rooms, 1, unavailable());
     assert!(chat.create_webhook(&alice(), &room, name("CI")).await.is_err());

@@ -1,0 +1,77 @@
+//! Outgoing webhook functions: a room's HTTPS endpoints for its message events (register,
+//! list, delete) and each one's deliveries. They need ManageWebhooks; a non-member is answered
+//! 404 as for a missing room. The receiver's side is docs/OUTGOING_WEBHOOKS.md.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use tabletalk::ids::RoomId;
+use tabletalk::outgoing::{Delivery, NewOutgoingWebhook, OutgoingWebhook, OutgoingWebhookWithSecret};
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{Caller, JsonBody, PathParams};
+
+/// Registers an endpoint. The answer carries its signing `secret`, shown only here. 422: a
+/// URL that is not `https` to a public host, has credentials, or is too long; an empty or
+/// unknown event list. 409: the room has ten already.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/outgoing-webhooks", tag = "webhooks", operation_id = "createOutgoingWebhook",
+    params(("roomId" = String, Path)), request_body = NewOutgoingWebhook,
+    responses((status = 201, body = OutgoingWebhookWithSecret), (status = "4XX", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+    JsonBody(input): JsonBody<NewOutgoingWebhook>,
+) -> ApiResult<(StatusCode, Json<OutgoingWebhookWithSecret>)> {
+    let hook = state
+        .chat
+        .create_outgoing_webhook(&who, &RoomId::parse(&room)?, input)
+        .await?;
+    Ok((StatusCode::CREATED, Json(hook)))
+}
+
+/// The room's endpoints, each with its status and its newest attempt's outcome.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/outgoing-webhooks", tag = "webhooks", operation_id = "listOutgoingWebhooks",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [OutgoingWebhook]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<String>,
+) -> ApiResult<Json<Vec<OutgoingWebhook>>> {
+    Ok(Json(
+        state.chat.list_outgoing_webhooks(&who, &RoomId::parse(&room)?).await?,
+    ))
+}
+
+/// Deletes an endpoint; nothing more is sent to it. An id naming nothing is 404.
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/outgoing-webhooks/{webhookId}", tag = "webhooks", operation_id = "deleteOutgoingWebhook",
+    params(("roomId" = String, Path), ("webhookId" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state
+        .chat
+        .delete_outgoing_webhook(&who, &RoomId::parse(&room)?, &id)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// An endpoint's deliveries (the newest 100 changes), each with its status, attempts and
+/// last answer.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/outgoing-webhooks/{webhookId}/deliveries", tag = "webhooks", operation_id = "listDeliveries",
+    params(("roomId" = String, Path), ("webhookId" = String, Path)),
+    responses((status = 200, body = [Delivery]), (status = "4XX", body = ErrorBody)))]
+pub async fn deliveries(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(String, String)>,
+) -> ApiResult<Json<Vec<Delivery>>> {
+    Ok(Json(
+        state.chat.list_deliveries(&who, &RoomId::parse(&room)?, &id).await?,
+    ))
+}

@@ -1,0 +1,354 @@
+//! Outgoing webhooks: members with ManageWebhooks register, list and delete a room's HTTPS
+//! endpoints for its message events, and list each one's deliveries. A change of a message
+//! commits its event with it (`store::outgoing`); a delivery run — nudged in the background
+//! after the change, never in the send's way, and the `deliverWebhooks` timer (self-hosted:
+//! the housekeeping loop) for everything else — fans each event out into one delivery per
+//! endpoint and posts what is due, signed, through the SSRF-safe client
+//! (`adapters::outgoing`).
+//!
+//! A failed attempt is retried after [`retry_after`]'s backoff; an endpoint is tried in the
+//! order of its changes and a run stops at its first failure, so an outage costs one request
+//! per endpoint per run. An endpoint that has failed for [`FAILURE_WINDOW`] without a success
+//! is disabled, its pending deliveries abandoned, and its managers told: a live notice to the
+//! manager who registered it, and a `System` line in the room (which every manager sees,
+//! connected or not; it names no URL).
+//!
+//! Each attempt is claimed first (a conditional write on the delivery's row), so two runs at
+//! once (two processes, a nudge and the timer) make one attempt, and a delivery answered 2xx
+//! is never posted again. A receiver still dedupes by the delivery id: an answer lost after it
+//! acted makes a retry.
+
+use chrono::{DateTime, Utc};
+
+use super::Chat;
+use crate::adapters::outgoing::{Attempt, HookSender, new_secret};
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::ids::{RoomId, UserId};
+use crate::messages::MessageType;
+use crate::outgoing::{
+    CLAIM, Delivery, DeliveryBody, DeliveryStatus, EndpointStatus, FAILURE_WINDOW, LastDelivery, MAX_OUTGOING_PER_ROOM,
+    NewOutgoingWebhook, OutgoingWebhook, OutgoingWebhookWithSecret, check_id, missing, new_id, retry_after,
+};
+use crate::permissions::Permission;
+use crate::signals::Signal;
+use crate::store::outgoing::{HookEventRow, new_delivery};
+use crate::store::stored_time;
+
+/// Deliveries listed per endpoint.
+pub const DELIVERIES_LISTED: usize = 100;
+/// Finished deliveries are kept for the room's last this many changes…
+pub const HISTORY_VERSIONS: u64 = 10_000;
+/// …pruned when a delivery of a version that is a multiple of this lands, so pruning costs a
+/// read per this many deliveries.
+const PRUNE_EVERY: u64 = 64;
+
+/// What a delivery run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    /// Events fanned out into deliveries.
+    pub events: usize,
+    pub delivered: usize,
+    pub failed: usize,
+    /// Endpoints disabled by this run.
+    pub disabled: usize,
+}
+
+impl Chat {
+    /// Registers an endpoint; its signing secret is in this answer only.
+    pub async fn create_outgoing_webhook(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        input: NewOutgoingWebhook,
+    ) -> Result<OutgoingWebhookWithSecret> {
+        let (url, events) = input.checked()?;
+        self.outgoing_manager(room, who).await?;
+        let sender = self.hook_sender()?;
+        sender.check_url(&url).map_err(Error::validation)?;
+        if self.store.outgoing_webhooks(room).await?.len() >= MAX_OUTGOING_PER_ROOM {
+            return Err(Error::Conflict(format!(
+                "a room has at most {MAX_OUTGOING_PER_ROOM} outgoing webhooks; delete one first"
+            )));
+        }
+        let id = new_id();
+        let secret = new_secret();
+        let hook = OutgoingWebhook {
+            sealed_secret: sender.sealer().seal(&secret, &seal_context(room.as_str(), &id))?,
+            id,
+            room_id: room.to_string(),
+            url,
+            events,
+            created_by: who.user_id.to_string(),
+            created_at: stored_time(Utc::now()),
+            status: EndpointStatus::Active,
+            failing_since: None,
+            disabled_at: None,
+            last_delivery: None,
+        };
+        self.store.insert_outgoing(&hook).await?;
+        Ok(OutgoingWebhookWithSecret { webhook: hook, secret })
+    }
+
+    /// A room's endpoints, each with its newest attempt's outcome.
+    pub async fn list_outgoing_webhooks(&self, who: &Principal, room: &RoomId) -> Result<Vec<OutgoingWebhook>> {
+        self.outgoing_manager(room, who).await?;
+        Ok(self.store.outgoing_webhooks(room).await?)
+    }
+
+    pub async fn delete_outgoing_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+        self.outgoing_manager(room, who).await?;
+        check_id(id)?;
+        Ok(self.store.delete_outgoing(room, id).await?)
+    }
+
+    /// An endpoint's deliveries, newest change first, with each one's last status.
+    pub async fn list_deliveries(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Vec<Delivery>> {
+        self.outgoing_manager(room, who).await?;
+        check_id(id)?;
+        if self.store.outgoing_webhook(room, id).await?.is_none() {
+            return Err(missing());
+        }
+        Ok(self.store.deliveries(room, id, DELIVERIES_LISTED).await?)
+    }
+
+    /// One delivery run over every room with endpoints, at the service's clock.
+    pub async fn deliver_webhooks(&self) -> Result<DeliveryReport> {
+        let mut report = DeliveryReport::default();
+        if self.outgoing.is_none() {
+            return Ok(report);
+        }
+        for (room, listing) in self.store.outgoing_rooms().await? {
+            // One room's trouble never holds up the others; the next run tries it again.
+            match self.deliver_room(&room).await {
+                Ok(Some(done)) => {
+                    report.events += done.events;
+                    report.delivered += done.delivered;
+                    report.failed += done.failed;
+                    report.disabled += done.disabled;
+                }
+                Ok(None) => self.store.unlist_outgoing_room(&room, listing).await?,
+                Err(e) => tracing::warn!(%room, error = %e, "delivering a room's webhooks failed"),
+            }
+        }
+        Ok(report)
+    }
+
+    /// After a committed change: a delivery run for its room in the background, when the
+    /// change wrote an event. Never fails or waits for the caller.
+    pub(crate) fn nudge_outgoing(&self, room: &RoomId) {
+        if self.outgoing.is_none() || !self.store.take_nudge(room) {
+            return;
+        }
+        let (chat, room) = (self.clone(), room.clone());
+        tokio::spawn(async move {
+            if let Err(e) = chat.deliver_room(&room).await {
+                tracing::warn!(%room, error = %e, "delivering webhooks failed; the timer will retry");
+            }
+        });
+    }
+
+    /// Fans the room's events out and posts its due deliveries. `None`: the room has no
+    /// endpoint left (and nothing pending is kept for one).
+    async fn deliver_room(&self, room: &RoomId) -> Result<Option<DeliveryReport>> {
+        let sender = self.hook_sender()?;
+        let now = self.time.now();
+        let mut report = DeliveryReport::default();
+        let hooks = self.store.outgoing_webhooks(room).await?;
+        for event in self.store.hook_events(room).await? {
+            self.fan_out(room, &hooks, &event, now).await?;
+            report.events += 1;
+        }
+        if hooks.is_empty() {
+            return Ok(None);
+        }
+        for hook in &hooks {
+            self.deliver_to(sender, room, hook, now, &mut report).await?;
+        }
+        Ok(Some(report))
+    }
+
+    /// One delivery per endpoint that wants the event, then the event row goes. A crash in
+    /// between fans it out again, which finds the deliveries already recorded.
+    async fn fan_out(
+        &self,
+        room: &RoomId,
+        hooks: &[OutgoingWebhook],
+        event: &HookEventRow,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        for hook in hooks.iter().filter(|hook| hook.wants(event.event)) {
+            let id = crate::outgoing::delivery_id(&hook.id, event.version, &event.message_id);
+            let body = DeliveryBody {
+                id: &id,
+                kind: event.event,
+                created_at: now,
+                room_id: room.as_str(),
+                message: &event.message,
+            };
+            let body = serde_json::to_string(&body).map_err(|e| Error::Internal(format!("a delivery: {e}")))?;
+            self.store
+                .insert_delivery(room, &new_delivery(&hook.id, event, body, now))
+                .await?;
+        }
+        Ok(self.store.clear_hook_event(room, &event.row_key).await?)
+    }
+
+    /// Posts an endpoint's due deliveries in the order of their changes, up to its first
+    /// failure. A disabled (or deleted) endpoint's pending deliveries are abandoned.
+    async fn deliver_to(
+        &self,
+        sender: &HookSender,
+        room: &RoomId,
+        hook: &OutgoingWebhook,
+        now: DateTime<Utc>,
+        report: &mut DeliveryReport,
+    ) -> Result<()> {
+        let pending = self.store.pending_deliveries(room, &hook.id).await?;
+        if hook.status == EndpointStatus::Disabled {
+            for (mut delivery, etag) in pending {
+                delivery.status = DeliveryStatus::Abandoned;
+                delivery.next_attempt_at = None;
+                self.store.finish_delivery(room, &delivery, etag).await?;
+            }
+            return Ok(());
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let secret = sender
+            .sealer()
+            .open(&hook.sealed_secret, &seal_context(room.as_str(), &hook.id))?;
+        for (mut delivery, etag) in pending {
+            // Later changes wait behind an earlier one that waits for its retry, or that
+            // another run is attempting: an endpoint gets its events in order.
+            if !delivery.due(now) {
+                break;
+            }
+            // The claim: of two runs at once, one attempts it.
+            delivery.attempts += 1;
+            delivery.last_attempt_at = Some(now);
+            delivery.claimed_until = Some(now + CLAIM);
+            let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
+                continue;
+            };
+            let attempt = sender
+                .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)
+                .await;
+            delivery.claimed_until = None;
+            match attempt {
+                Attempt::Delivered(status) => {
+                    delivery.status = DeliveryStatus::Delivered;
+                    delivery.status_code = Some(status);
+                    delivery.error = None;
+                    delivery.next_attempt_at = None;
+                    self.store.finish_delivery(room, &delivery, etag).await?;
+                    self.record_attempt(room, hook, &delivery, now, true).await?;
+                    report.delivered += 1;
+                    if delivery.version % PRUNE_EVERY == 0 {
+                        self.store
+                            .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
+                            .await?;
+                    }
+                }
+                Attempt::Failed { status, error } => {
+                    delivery.status_code = status;
+                    delivery.error = Some(error);
+                    delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
+                    self.store.replace_pending(room, &delivery, etag).await?;
+                    report.failed += 1;
+                    if self.record_attempt(room, hook, &delivery, now, false).await? {
+                        report.disabled += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an attempt's outcome on its endpoint; a failure that completes a day of them
+    /// disables it (returns true) and tells its managers.
+    async fn record_attempt(
+        &self,
+        room: &RoomId,
+        hook: &OutgoingWebhook,
+        delivery: &Delivery,
+        now: DateTime<Utc>,
+        delivered: bool,
+    ) -> Result<bool> {
+        let last = LastDelivery {
+            delivery_id: delivery.id.clone(),
+            at: now,
+            status: delivery.status,
+            status_code: delivery.status_code,
+            error: delivery.error.clone(),
+        };
+        let mut disabled_now = false;
+        let updated = self
+            .store
+            .update_outgoing(room, &hook.id, |row| {
+                row.last_delivery = Some(last.clone());
+                disabled_now = false;
+                if delivered {
+                    row.failing_since = None;
+                } else if row.status == EndpointStatus::Active && row.failed_at(now) {
+                    row.status = EndpointStatus::Disabled;
+                    row.disabled_at = Some(now);
+                    disabled_now = true;
+                }
+            })
+            .await;
+        let updated = match updated.map_err(Error::from) {
+            Ok(updated) => updated,
+            // Deleted meanwhile: nothing to record.
+            Err(Error::NotFound(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if disabled_now {
+            tracing::warn!(%room, webhook = %hook.id, "an outgoing webhook failed for a day and was disabled");
+            self.tell_managers_disabled(room, updated).await;
+        }
+        Ok(disabled_now)
+    }
+
+    async fn tell_managers_disabled(&self, room: &RoomId, hook: OutgoingWebhook) {
+        let Ok(creator) = UserId::parse(&hook.created_by) else {
+            return;
+        };
+        let text = format!(
+            "An outgoing webhook was disabled: its endpoint failed every delivery for {} hours. Its managers can see it in the room's outgoing webhooks.",
+            FAILURE_WINDOW.num_hours()
+        );
+        let author = Principal {
+            user_id: creator.clone(),
+            name: "Outgoing webhooks".into(),
+        };
+        self.announce(room, MessageType::System, &author, text).await;
+        self.notice(
+            room,
+            &creator,
+            Signal::OutgoingWebhookDisabled {
+                webhook: Box::new(hook),
+            },
+        );
+    }
+
+    fn hook_sender(&self) -> Result<&HookSender> {
+        self.outgoing.as_deref().ok_or_else(|| {
+            Error::Unavailable("outgoing webhooks are not configured on this server (no sealing key)".into())
+        })
+    }
+
+    /// The caller may manage the room's outgoing webhooks (a non-member: 404).
+    async fn outgoing_manager(&self, room: &RoomId, who: &Principal) -> Result<()> {
+        self.access(room, &who.user_id)
+            .await?
+            .require(Permission::ManageWebhooks)
+    }
+}
+
+/// What a sealed secret is bound to: its room and endpoint.
+fn seal_context(room: &str, id: &str) -> String {
+    format!("{room}/{id}")
+}

@@ -1,0 +1,267 @@
+//! Outgoing webhooks at the service level, against a real local HTTP receiver, where a failure
+//! can be placed exactly: a send whose transaction fails (no event, nothing delivered), one
+//! that commits and then reports a timeout (delivered once), a run that dies between fanning
+//! an event out and clearing it (each delivery once), and two processes' runs at once (each
+//! delivery posted once).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use chrono::Utc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::adapters::clock::ManualClock;
+use crate::adapters::outbound::{OutboundClient, Reach};
+use crate::adapters::outgoing::{HookSender, Sealer};
+use crate::ids::RoomId;
+use crate::messages::send::NewMessage;
+use crate::outgoing::{DeliveryStatus, NewOutgoingWebhook};
+use crate::service::Chat;
+use crate::service::testing::{alice, chat_on, store};
+use crate::storage::faults::FaultyTables;
+use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+use crate::store::schema::{HOOK_EVENT_PREFIX, Schema};
+
+/// Requests by delivery id, as a real receiver on loopback got them.
+#[derive(Clone, Default)]
+struct Receiver(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Receiver {
+    fn posts(&self) -> HashMap<String, usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A minimal HTTP/1.1 server answering every request 200 and counting its delivery ids.
+async fn start_receiver() -> (Receiver, String) {
+    let receiver = Receiver::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let counts = receiver.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let counts = counts.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 8192];
+                // Headers, then as much body as Content-Length says.
+                loop {
+                    let Ok(n) = socket.read(&mut buffer).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            let id = head.lines().find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("x-tabletalk-delivery")
+                                    .then(|| value.trim().to_owned())
+                            });
+                            *counts.0.lock().unwrap().entry(id.unwrap_or_default()).or_default() += 1;
+                            break;
+                        }
+                    }
+                }
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (receiver, url)
+}
+
+fn with_webhooks(chat: Chat, clock: &ManualClock) -> Chat {
+    let client = OutboundClient::new(Reach::Anywhere, StdDuration::from_secs(5)).unwrap();
+    chat.with_outgoing_webhooks(HookSender::new(client, Sealer::new(b"test sealing key")))
+        .with_time(Arc::new(clock.clone()))
+}
+
+/// A second process on the same tables that sends but delivers nothing itself (no sealing
+/// key): its sends still commit their events, and only the test's runs deliver them.
+async fn sender_on(tables: Tables) -> Chat {
+    Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap()
+}
+
+async fn register(chat: &Chat, room: &RoomId, url: &str) -> String {
+    let input = NewOutgoingWebhook {
+        url: url.to_owned(),
+        events: None,
+    };
+    chat.create_outgoing_webhook(&alice(), room, input)
+        .await
+        .unwrap()
+        .webhook
+        .id
+}
+
+async fn pending_events(chat: &Chat, room: &RoomId) -> usize {
+    let query = RangeQuery::prefix(room.as_str(), HOOK_EVENT_PREFIX, 100);
+    let rows = chat
+        .store
+        .tables()
+        .query_up_to(&chat.store.schema().messages, &query, 100);
+    rows.await.unwrap().0.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_send_delivers_nothing_and_one_that_commits_then_times_out_is_delivered_once() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(Tables::new(faults.clone())).await;
+    let (receiver, url) = start_receiver().await;
+    let hook = register(&chat, &room, &url).await;
+    let messages = chat.store.schema().messages.clone();
+
+    // The transaction fails outright: no message, no event, nothing delivered.
+    faults.fail_operation(
+        "transact",
+        Some(&messages),
+        1,
+        StoreError::new(ErrorKind::Internal, "injected"),
+    );
+    assert!(
+        sender
+            .send_message(&alice(), &room, NewMessage::text("lost"))
+            .await
+            .is_err()
+    );
+    assert_eq!(pending_events(&chat, &room).await, 0);
+    chat.deliver_webhooks().await.unwrap();
+    assert!(receiver.posts().is_empty());
+
+    // It commits and then reports a timeout: the message is stored, its event with it.
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&messages),
+        1,
+        StoreError::unavailable("operation timed out"),
+    );
+    let sent = sender.send_message(&alice(), &room, NewMessage::text("kept")).await;
+    assert!(sent.is_ok(), "the ledger finds the commit: {sent:?}");
+    assert_eq!(pending_events(&chat, &room).await, 1);
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.events, report.delivered), (1, 1));
+    chat.deliver_webhooks().await.unwrap();
+    let posts = receiver.posts();
+    assert_eq!(posts.len(), 1);
+    assert!(posts.values().all(|n| *n == 1), "{posts:?}");
+    let listed = chat.list_deliveries(&alice(), &room, &hook).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, DeliveryStatus::Delivered);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_dies_between_fan_out_and_clearing_the_event_delivers_each_once() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(Tables::new(faults.clone())).await;
+    let (receiver, url) = start_receiver().await;
+    register(&chat, &room, &url).await;
+    register(&chat, &room, &url).await;
+    sender
+        .send_message(&alice(), &room, NewMessage::text("once"))
+        .await
+        .unwrap();
+
+    // The deliveries are recorded, then clearing the event fails: the run stops there.
+    let messages = chat.store.schema().messages.clone();
+    faults.fail_operation("delete", Some(&messages), 1, StoreError::unavailable("injected"));
+    chat.deliver_webhooks().await.unwrap();
+    assert_eq!(pending_events(&chat, &room).await, 1, "the event waits");
+    // The next run fans it out again, which finds both deliveries recorded.
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.events, report.delivered), (1, 2));
+    assert_eq!(pending_events(&chat, &room).await, 0);
+    chat.deliver_webhooks().await.unwrap();
+    let posts = receiver.posts();
+    assert_eq!(posts.len(), 2, "one delivery per endpoint: {posts:?}");
+    assert!(posts.values().all(|n| *n == 1), "{posts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_delivering_at_once_post_each_delivery_once() {
+    let tables = Tables::new(FaultyTables::new(store()));
+    let clock = ManualClock::at(Utc::now());
+    let (a, room) = chat_on(tables.clone()).await;
+    let a = with_webhooks(a, &clock);
+    let b = with_webhooks(sender_on(tables.clone()).await, &clock);
+    let (receiver, url) = start_receiver().await;
+    register(&a, &room, &url).await;
+    for n in 0..6 {
+        // Each send nudges a run of its own in the background, too.
+        let chat = if n % 2 == 0 { &a } else { &b };
+        chat.send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
+            .await
+            .unwrap();
+    }
+    for _ in 0..3 {
+        let (x, y, z) = tokio::join!(a.deliver_webhooks(), b.deliver_webhooks(), a.deliver_webhooks());
+        x.unwrap();
+        y.unwrap();
+        z.unwrap();
+    }
+    for _ in 0..100 {
+        if receiver.posts().len() == 6 {
+            break;
+        }
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    }
+    let posts = receiver.posts();
+    assert_eq!(posts.len(), 6, "{posts:?}");
+    assert!(posts.values().all(|n| *n == 1), "each delivery posted once: {posts:?}");
+}
+
+/// The history is listed newest change first, and pruning takes only the deliveries of
+/// changes older than the history it keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let (_receiver, url) = start_receiver().await;
+    let hook = register(&chat, &room, &url).await;
+    for n in 0..5 {
+        sender
+            .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 5);
+    let listed = chat.list_deliveries(&alice(), &room, &hook).await.unwrap();
+    let versions: Vec<u64> = listed.iter().map(|d| d.version).collect();
+    let mut newest_first = versions.clone();
+    newest_first.sort_by(|a, b| b.cmp(a));
+    assert_eq!(versions, newest_first);
+    let newest = versions[0];
+    let pruned = chat.store.prune_deliveries(&room, &hook, newest, 2).await.unwrap();
+    assert_eq!(pruned, 2, "versions below {} go", newest - 2);
+    let kept: Vec<u64> = chat
+        .list_deliveries(&alice(), &room, &hook)
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.version)
+        .collect();
+    assert_eq!(kept, versions[..3].to_vec());
+}
