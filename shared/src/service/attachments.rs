@@ -261,6 +261,24 @@ impl Chat {
         }
     }
 
+    /// Deletes the files of messages the retention purge is about to remove: each object,
+    /// then its upload row, failing on the first failure so that the purge keeps the messages
+    /// (which still name the files) for its next run. Object first: a row without its object
+    /// is only a file that answers 404, while an object without its row is one nothing would
+    /// ever delete.
+    pub(crate) async fn purge_attachments(&self, room: &RoomId, files: &[Attachment]) -> Result<()> {
+        let Some(settings) = self.attachments.as_deref() else {
+            return Ok(());
+        };
+        for file in files {
+            if let Some(upload) = self.store.upload(room, &file.id).await? {
+                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                self.store.delete_upload(room, &file.id).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes every object of a room (room deletion; its rows go with its partitions).
     pub(crate) async fn remove_room_objects(&self, room: &RoomId) -> Result<()> {
         match self.attachments.as_deref() {

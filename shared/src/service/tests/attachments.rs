@@ -9,6 +9,7 @@ use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
 use crate::ids::RoomId;
 use crate::messages::send::NewMessage;
+use crate::rooms::RoomChange;
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
 use crate::service::testing::{alice, chat_on, store};
@@ -135,4 +136,45 @@ async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
     );
     let link = chat.attachment_link(&alice(), &room, &id).await;
     assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
+}
+
+/// A purge whose second batch fails has already committed its first: the files of the
+/// messages that batch purged are gone with them (nothing would ever find them again), and a
+/// second run purges the rest.
+#[tokio::test]
+async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it_committed() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let id = uploaded(&chat, &room, &objects).await;
+    chat.send_message(&alice(), &room, naming(&id, "oldest")).await.unwrap();
+    // 31 messages: two batches of the purge, the file in the first.
+    for i in 0..30 {
+        chat.send_message(&alice(), &room, NewMessage::text(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    let retention = RoomChange {
+        retention_seconds: Some(Some(3600)),
+        ..RoomChange::default()
+    };
+    chat.update_room(&alice(), &room, retention).await.unwrap();
+    let later = chrono::Utc::now() + chrono::Duration::seconds(3601);
+    let messages = Some(&chat.store.schema.messages);
+    // The first purge transaction goes through; the second fails.
+    faults.delay_operation("transact", messages, 1, std::time::Duration::ZERO);
+    faults.fail_operation("transact", messages, 1, StoreError::unavailable("disk gone"));
+    let failed = chat.housekeeping(later).await.unwrap();
+    assert_eq!(failed.rooms_failed, 1, "{failed:?}");
+    assert_eq!(
+        objects.list(&format!("{room}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+    let rerun = chat.housekeeping(later).await.unwrap();
+    assert_eq!(rerun.rooms_failed, 0, "{rerun:?}");
+    assert_eq!(failed.messages_purged + rerun.messages_purged, 31);
+    assert!(chat.store.upload(&room, &id).await.unwrap().is_none());
+    assert_eq!(
+        objects.list(&format!("{room}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
 }
