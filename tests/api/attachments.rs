@@ -579,3 +579,79 @@ async fn bad_input_on_the_attachment_routes_gets_documented_errors(backend: Back
         .unwrap();
     assert_eq!(bad_key.status(), StatusCode::NOT_FOUND);
 }
+
+/// Sends a request's head and the first bytes of a body it says is `length` long, and keeps the
+/// connection open without sending the rest; the status line of the answer, if one comes
+/// while the body is still unsent.
+async fn answer_before_the_body(url: &str, length: u64) -> Option<String> {
+    answer_before_the_end(url, &format!("Content-Length: {length}"), b"0123456789").await
+}
+
+/// Sends a PUT's head with `framing` (its length header), then `first`, and keeps the
+/// connection open; the status line of the answer, if one comes before the body ends.
+async fn answer_before_the_end(url: &str, framing: &str, first: &[u8]) -> Option<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let url = reqwest::Url::parse(url).unwrap();
+    let mut stream = tokio::net::TcpStream::connect((url.host_str().unwrap(), url.port().unwrap()))
+        .await
+        .unwrap();
+    let target = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let head = format!(
+        "PUT {target} HTTP/1.1\r\nHost: {}\r\nContent-Type: image/png\r\nx-ms-blob-type: BlockBlob\r\n{framing}\r\n\r\n",
+        url.authority()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(first).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    // Bounded so that a server waiting for the rest of the body fails the test, not hangs it.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut answer)).await;
+    let n = read.ok()?.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).into_owned();
+    text.lines().next().map(str::to_owned)
+}
+
+/// An upload to the embedded store whose signature is wrong is refused from its URL alone:
+/// the server answers 403 without waiting for (or reading) the body.
+#[tokio::test]
+async fn an_upload_with_a_wrong_signature_is_refused_before_its_body_is_read() {
+    let backend = Backend::embedded();
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let url = answer["upload"]["url"].as_str().unwrap();
+    let (base, _) = url.split_once("sig=").unwrap();
+    let forged = format!("{base}sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    let status = answer_before_the_body(&forged, 50).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 403 Forbidden"));
+}
+
+/// A signed upload saying it is longer than the largest attachment is refused as too large
+/// before its body is read.
+#[tokio::test]
+async fn an_upload_longer_than_the_maximum_is_refused_before_its_body_is_read() {
+    let backend = Backend::embedded();
+    let app = spawn_app_with(&backend, &[("TABLETALK_ATTACHMENT_MAX_BYTES", "100")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let status = answer_before_the_body(answer["upload"]["url"].as_str().unwrap(), 1_000_000_000).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+/// A signed upload sent without a length (chunked) is cut off once it runs over the largest
+/// attachment: 413 while the body is still coming, and nothing stored.
+#[tokio::test]
+async fn an_upload_without_a_length_running_over_the_maximum_is_cut_off() {
+    let backend = Backend::embedded();
+    let app = spawn_app_with(&backend, &[("TABLETALK_ATTACHMENT_MAX_BYTES", "100")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let chunk = format!("c8\r\n{}\r\n", "x".repeat(200));
+    let url = answer["upload"]["url"].as_str().unwrap();
+    let status = answer_before_the_end(url, "Transfer-Encoding: chunked", chunk.as_bytes()).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
