@@ -28,6 +28,8 @@ backend_tests!(
     uploads_never_attached_are_deleted_after_a_day,
     a_forward_into_two_rooms_gives_each_its_own_copy_which_outlives_the_source,
     bad_input_on_the_attachment_routes_gets_documented_errors,
+    an_upload_link_used_again_after_its_message_was_deleted_leaves_no_object_after_a_day,
+    an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a_day,
 );
 
 /// Two servers on one data directory sign with one key: an upload link handed out by one is
@@ -578,6 +580,46 @@ async fn bad_input_on_the_attachment_routes_gets_documented_errors(backend: Back
         .await
         .unwrap();
     assert_eq!(bad_key.status(), StatusCode::NOT_FOUND);
+}
+
+async fn an_upload_link_used_again_after_its_message_was_deleted_leaves_no_object_after_a_day(backend: Backend) {
+    let app = spawn_app_with(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "0")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 10).await.body;
+    assert!(put_file(&answer, &png(10), None).await.is_success());
+    let sent = send_with(&app, "alice", &room, &[answer["attachment"]["id"].as_str().unwrap()]).await;
+    let id = sent.body["id"].as_str().unwrap();
+    let deleted = crate::helpers::messages::delete_message(&app, "alice", &room, id).await;
+    assert!(deleted.status.is_success(), "{}", deleted.body);
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+    // The link is still valid for a few minutes: the object comes back, and nothing refers to it.
+    assert_eq!(put_file(&answer, &png(10), None).await, StatusCode::CREATED);
+    backend
+        .chat()
+        .await
+        .housekeeping(Utc::now() + Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+async fn an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a_day(backend: Backend) {
+    let app = spawn_app_with(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "0")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 10).await.body;
+    let deleted = app
+        .call(Method::DELETE, &format!("/api/rooms/{room}"), Some("alice"), None)
+        .await;
+    assert!(deleted.status.is_success(), "{}", deleted.body);
+    // Used after the room's last sweep: an object under a room that is gone.
+    assert_eq!(put_file(&answer, &png(10), None).await, StatusCode::CREATED);
+    backend
+        .chat()
+        .await
+        .housekeeping(Utc::now() + Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
 }
 
 /// Sends a request's head and the first bytes of a body it says is `length` long, and keeps the

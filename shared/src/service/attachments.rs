@@ -288,7 +288,9 @@ impl Chat {
     }
 
     /// Housekeeping: uploads handed out over a day ago and never attached are deleted, with
-    /// their objects. Returns how many.
+    /// their objects; and so is an object whose upload row is gone by then — its link (valid
+    /// for minutes) was used after its message or room was deleted, and nothing else refers to
+    /// it. Returns how many uploads.
     pub(crate) async fn expire_unattached_uploads(&self, now: DateTime<Utc>) -> Result<usize> {
         let Some(settings) = self.attachments.as_deref() else {
             return Ok(0);
@@ -299,14 +301,21 @@ impl Chat {
             .uploads_created_before(now - Duration::hours(UNATTACHED_HOURS), EXPIRE_BATCH)
             .await?
         {
-            if let Some(upload) = self.store.upload(&row.room, &row.id).await?
-                && upload.claimed_by.is_none()
-            {
-                // Unclaimed again between the read and the delete is fine: a claim after a day
-                // needs the upload, which is gone, and the send is refused as never uploaded.
-                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
-                self.store.delete_upload(&row.room, &row.id).await?;
-                expired += 1;
+            match self.store.upload(&row.room, &row.id).await? {
+                Some(upload) if upload.claimed_by.is_none() => {
+                    // Unclaimed again between the read and the delete is fine: a claim after a day
+                    // needs the upload, which is gone, and the send is refused as never uploaded.
+                    settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                    self.store.delete_upload(&row.room, &row.id).await?;
+                    expired += 1;
+                }
+                // Its message owns it now (and deletes it with itself).
+                Some(_) => {}
+                None => {
+                    if let Some(key) = &row.key {
+                        settings.objects.delete(&ObjectKey::parse(key)?).await?;
+                    }
+                }
             }
             self.store.delete_upload_index(&row.row_key).await?;
         }

@@ -1,7 +1,9 @@
 //! Upload rows: `upload:<id>` in the room's `MessagesMetadata` partition, one per upload link
 //! handed out, with what was declared and whether a send claimed it; and one row per upload in
 //! the `Housekeeping` partition `uploads` (`<created, Unix ms>:<room>:<id>`), so housekeeping
-//! finds uploads left unattached in one partition read, oldest first.
+//! finds uploads left unattached in one partition read, oldest first. That row also keeps the
+//! object's key, so an object uploaded after its upload row went (its link used after its
+//! message or room was deleted) is still found and deleted.
 
 use std::ops::Bound;
 
@@ -53,6 +55,8 @@ pub(crate) struct UploadIndexRow {
     pub room: RoomId,
     pub id: String,
     pub row_key: String,
+    /// The object's key (absent on rows written before it was kept).
+    pub key: Option<String>,
 }
 
 /// A claim that lost to another send's, or found no upload.
@@ -69,7 +73,8 @@ impl Store {
         let index = Entity::new(
             UPLOADS_PARTITION,
             upload_index_key(upload.created_at, &upload.room_id, &upload.id),
-        );
+        )
+        .with("key", Value::String(upload.key.clone()));
         self.tables
             .upsert(&self.schema.housekeeping, &index, UpdateMode::Replace)
             .await?;
@@ -166,6 +171,7 @@ impl Store {
                     room: RoomId::parse(room).ok()?,
                     id: id.to_owned(),
                     row_key: row.row_key.clone(),
+                    key: row.str("key").map(str::to_owned),
                 })
             })
             .collect())
