@@ -4,10 +4,13 @@
 //! goes — or when an upload was never attached (housekeeping, after a day).
 //!
 //! An upload is claimed for a send before the message is written and released if the send
-//! fails, so of two sends naming one upload exactly one carries it. A send whose failure
-//! leaves it unknown whether the message was stored releases its claim too: a later send may
-//! then carry the same file again (it was this sender's anyway); nothing is ever shown to a
-//! reader who could not see it.
+//! fails, so of two sends naming one upload exactly one carries it. Attempts of one send (one
+//! client id) share a claim; a failed attempt releases only the claims it took itself, and
+//! none once a message of that client id is stored (another attempt stored it with them) or
+//! when that cannot be told. A send without a client id whose failure leaves it unknown
+//! whether the message was stored releases its claim: a later send may then carry the same
+//! file again (it was this sender's anyway); nothing is ever shown to a reader who could not
+//! see it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use crate::attachments::{
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId, UserId};
-use crate::store::uploads::ClaimRefused;
+use crate::store::uploads::{ClaimRefused, Claimed, Unattached};
 
 /// Where attachments are stored and what may be uploaded.
 #[derive(Debug, Clone)]
@@ -36,6 +39,16 @@ pub struct AttachmentSettings {
     pub rules: AttachmentRules,
     /// Where link expiries are counted from (tests move it to hand out expired links).
     pub clock: Arc<dyn Clock>,
+}
+
+/// The uploads a send attempt named, as checked and claimed.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimedFiles {
+    /// Every one, in the order named: what the message carries.
+    pub files: Vec<Attachment>,
+    /// Those this attempt claimed itself; the others it found held by another attempt of the
+    /// same send (one client id), which alone may release them.
+    pub taken: Vec<Attachment>,
 }
 
 /// Most unattached uploads one housekeeping run deletes.
@@ -140,13 +153,14 @@ impl Chat {
         room: &RoomId,
         ids: &[String],
         claim: &str,
-    ) -> Result<Vec<Attachment>> {
+        client_id: Option<&ClientId>,
+    ) -> Result<ClaimedFiles> {
         attachments::check_ids(ids)?;
+        let mut claimed = ClaimedFiles::default();
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(claimed);
         }
         let settings = self.attachment_settings()?;
-        let mut claimed: Vec<Attachment> = Vec::new();
         let outcome = async {
             for id in ids {
                 let upload = self.store.upload(room, id).await?;
@@ -163,7 +177,12 @@ impl Chat {
                 )?;
                 let upload = upload.expect("checked above");
                 match self.store.claim_upload(room, id, Some(claim), None).await? {
-                    Ok(()) => claimed.push(upload.attachment()),
+                    Ok(how) => {
+                        if how == Claimed::Now {
+                            claimed.taken.push(upload.attachment());
+                        }
+                        claimed.files.push(upload.attachment());
+                    }
                     Err(ClaimRefused::Missing) => return Err(Error::not_found(format!("attachment {id} not found"))),
                     Err(ClaimRefused::Taken) => {
                         return Err(Error::Conflict(format!(
@@ -178,16 +197,40 @@ impl Chat {
         match outcome {
             Ok(()) => Ok(claimed),
             Err(e) => {
-                self.release_attachments(room, &claimed, claim).await;
+                self.release_attachments(room, &claimed.taken, claim, who, client_id)
+                    .await;
                 Err(e)
             }
         }
     }
 
-    /// Takes back a failed send's claims (logged, never failing: an upload left claimed is
-    /// only one its uploader cannot attach again).
-    pub(crate) async fn release_attachments(&self, room: &RoomId, claimed: &[Attachment], claim: &str) {
-        for attachment in claimed {
+    /// Takes back the claims a failed send attempt took itself (`taken`: never one it found
+    /// held by another attempt of the same send). With a client id, not if a message of that
+    /// client id is stored — another attempt of the same send stored it with these files — or
+    /// if that cannot be told. Logged, never failing: an upload left claimed is only one its
+    /// uploader cannot attach again.
+    pub(crate) async fn release_attachments(
+        &self,
+        room: &RoomId,
+        taken: &[Attachment],
+        claim: &str,
+        sender: &UserId,
+        client_id: Option<&ClientId>,
+    ) {
+        if taken.is_empty() {
+            return;
+        }
+        if let Some(client_id) = client_id {
+            match self.store.sent_with_client_id(room, sender, client_id).await {
+                Ok(None) => {}
+                Ok(Some(_)) => return,
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not tell whether a send was stored; its attachments stay claimed");
+                    return;
+                }
+            }
+        }
+        for attachment in taken {
             if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
             }
@@ -302,15 +345,17 @@ impl Chat {
             .await?
         {
             match self.store.upload(&row.room, &row.id).await? {
-                Some(upload) if upload.claimed_by.is_none() => {
-                    // Unclaimed again between the read and the delete is fine: a claim after a day
-                    // needs the upload, which is gone, and the send is refused as never uploaded.
-                    settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
-                    self.store.delete_upload(&row.room, &row.id).await?;
-                    expired += 1;
-                }
                 // Its message owns it now (and deletes it with itself).
-                Some(_) => {}
+                Some(upload) if upload.claimed_by.is_some() => {}
+                Some(upload) => {
+                    // The row first, on the condition that no send claimed it meanwhile (that
+                    // send checked the object, which must then stay); the index row stays until
+                    // the object is gone, so a failure in between is finished next run.
+                    if self.store.delete_unattached_upload(&row.room, &row.id).await? == Unattached::Deleted {
+                        settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                        expired += 1;
+                    }
+                }
                 None => {
                     if let Some(key) = &row.key {
                         settings.objects.delete(&ObjectKey::parse(key)?).await?;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::adapters::clock::SystemClock;
 use crate::adapters::objects::embedded::EmbeddedObjects;
+use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
 use crate::ids::RoomId;
@@ -138,6 +139,50 @@ async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
     assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
 }
 
+/// The service with attachments as files in a scratch directory, behind a fault-injecting
+/// object store.
+async fn with_faulty_objects(tables: Tables) -> (Chat, RoomId, Objects, FaultyObjects) {
+    let (chat, room) = chat_on(tables).await;
+    let dir = std::env::temp_dir().join(format!("tt-objects-{}", uuid::Uuid::new_v4().simple()));
+    let faulty = FaultyObjects::new(EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap());
+    let objects = Objects::new(faulty.clone());
+    let chat = chat.with_attachments(AttachmentSettings {
+        objects: objects.clone(),
+        embedded: None,
+        rules: AttachmentRules::default(),
+        clock: Arc::new(SystemClock),
+    });
+    (chat, room, objects, faulty)
+}
+
+/// Declares an upload and never stores its bytes; its id.
+async fn declared(chat: &Chat, room: &RoomId) -> String {
+    let upload = NewUpload {
+        name: "never.png".into(),
+        mime: "image/png".into(),
+        size: 3,
+    };
+    chat.create_upload(&alice(), room, upload).await.unwrap().attachment.id
+}
+
+/// A send with client id `client` naming `ids`.
+fn attempt(client: &str, ids: &[&str]) -> NewMessage {
+    NewMessage {
+        client_id: Some(client.into()),
+        attachments: Some(ids.iter().map(|id| id.to_string()).collect()),
+        ..NewMessage::text("twice")
+    }
+}
+
+/// Whether `id` is free to go on another message (a send without a client id naming it).
+async fn claimable(chat: &Chat, room: &RoomId, id: &str) -> bool {
+    match chat.send_message(&alice(), room, naming(id, "again")).await {
+        Ok(_) => true,
+        Err(e) if e.code() == "CONFLICT" => false,
+        Err(e) => panic!("neither sent nor a conflict: {e}"),
+    }
+}
+
 /// A purge whose second batch fails has already committed its first: the files of the
 /// messages that batch purged are gone with them (nothing would ever find them again), and a
 /// second run purges the rest.
@@ -177,4 +222,103 @@ async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it
         objects.list(&format!("{room}/")).await.unwrap(),
         Vec::<ObjectKey>::new()
     );
+}
+
+/// Two attempts of one send (one client id): the one that claimed a file first fails after
+/// the other, which found its claim, stored the message. The failed one must not release the
+/// file the stored message carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_of_a_send_keeps_the_files_of_the_attempt_that_stored_it() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The first attempt claims the file, then waits at its second file's HEAD.
+    let gate = faulty.hold_nth("head", 2);
+    let first = tokio::spawn({
+        let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-1", &[&file, &never]))
+                .await
+        }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, attempt("c-1", &[&file]))
+        .await
+        .unwrap();
+    assert_eq!(stored.message.attachments[0].id, file);
+    gate.release();
+    assert_eq!(first.await.unwrap().unwrap_err().code(), "NOT_FOUND");
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
+
+/// Two attempts of one send (one client id): one claims a file and is still on its way; the
+/// other finds the claim, then fails. The failed one took no claim of its own, so it releases
+/// none: the first stores its message with its file still claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_of_a_send_never_releases_a_claim_another_attempt_took() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let second_file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The first attempt claims the file, then waits at its second file's HEAD.
+    let gate = faulty.hold_nth("head", 2);
+    let first = tokio::spawn({
+        let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-2", &[&file, &second_file]))
+                .await
+        }
+    });
+    gate.entered().await;
+    let failed = chat
+        .send_message(&alice(), &room, attempt("c-2", &[&file, &never]))
+        .await;
+    assert_eq!(failed.unwrap_err().code(), "NOT_FOUND");
+    gate.release();
+    let stored = first.await.unwrap().unwrap();
+    assert_eq!(stored.message.attachments.len(), 2);
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
+
+/// Housekeeping expiring an upload a day old and a send naming it at that moment: the send
+/// either fails, or its message keeps the file; never a message whose file is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_sent_while_housekeeping_expires_it_is_never_left_on_a_message_without_its_file() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let gate = faulty.hold_nth("delete", 1);
+    let housekeeping = tokio::spawn({
+        let chat = chat.clone();
+        async move {
+            chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+                .await
+        }
+    });
+    gate.entered().await;
+    let sent = chat.send_message(&alice(), &room, naming(&file, "just in time")).await;
+    gate.release();
+    housekeeping.await.unwrap().unwrap();
+    if let Err(e) = &sent {
+        assert_eq!(e.code(), "NOT_FOUND", "{e}");
+    } else {
+        assert!(
+            chat.attachment_link(&alice(), &room, &file).await.is_ok(),
+            "the row is gone"
+        );
+        let upload = chat.store.upload(&room, &file).await.unwrap().unwrap();
+        assert!(
+            objects
+                .head(&ObjectKey::parse(&upload.key).unwrap())
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
 }
