@@ -251,32 +251,47 @@ impl Chat {
         }
         let settings = self.attachment_settings()?;
         let mut copies = Vec::new();
-        for file in files {
-            let source = self
-                .store
-                .upload(source_room, &file.id)
-                .await?
-                .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
-            let id = uuid::Uuid::new_v4().simple().to_string();
-            let key = attachments::object_key(target, who, &id, &source.name);
-            let copy = Upload {
-                id,
-                room_id: target.clone(),
-                user_id: who.clone(),
-                key,
-                created_at: crate::store::stored_time(Utc::now()),
-                claimed_by: Some(claim.to_owned()),
-                ..source.clone()
-            };
-            if !settings
-                .objects
-                .copy(&ObjectKey::parse(&source.key)?, &ObjectKey::parse(&copy.key)?)
-                .await?
-            {
-                return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
+        // An object copied whose row is not written yet.
+        let mut pending: Option<ObjectKey> = None;
+        let outcome = async {
+            for file in files {
+                let source = self
+                    .store
+                    .upload(source_room, &file.id)
+                    .await?
+                    .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
+                let id = uuid::Uuid::new_v4().simple().to_string();
+                let key = attachments::object_key(target, who, &id, &source.name);
+                let copy = Upload {
+                    id,
+                    room_id: target.clone(),
+                    user_id: who.clone(),
+                    key,
+                    created_at: crate::store::stored_time(Utc::now()),
+                    claimed_by: Some(claim.to_owned()),
+                    ..source.clone()
+                };
+                let to = ObjectKey::parse(&copy.key)?;
+                pending = Some(to.clone());
+                if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
+                    return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
+                }
+                self.store.insert_claimed_upload(&copy).await?;
+                pending = None;
+                copies.push(copy.attachment());
             }
-            self.store.insert_claimed_upload(&copy).await?;
-            copies.push(copy.attachment());
+            Ok(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            // Nothing refers to the copies made so far: they go, rows and objects.
+            self.remove_attachments(target, &copies).await;
+            if let Some(key) = pending
+                && let Err(e) = settings.objects.delete(&key).await
+            {
+                tracing::warn!(room = %target, error = %e, "could not delete a copy of a failed forward");
+            }
+            return Err(e);
         }
         Ok(copies)
     }

@@ -9,6 +9,7 @@ use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
 use crate::ids::RoomId;
+use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
 use crate::rooms::RoomChange;
 use crate::service::Chat;
@@ -183,6 +184,21 @@ async fn claimable(chat: &Chat, room: &RoomId, id: &str) -> bool {
     }
 }
 
+async fn other_room(chat: &Chat) -> RoomId {
+    let room = chat
+        .create_room(
+            &alice(),
+            crate::rooms::NewRoom {
+                name: "target".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    RoomId::parse(&room.id).unwrap()
+}
+
 /// A purge whose second batch fails has already committed its first: the files of the
 /// messages that batch purged are gone with them (nothing would ever find them again), and a
 /// second run purges the rest.
@@ -321,4 +337,67 @@ async fn an_upload_sent_while_housekeeping_expires_it_is_never_left_on_a_message
                 .is_some()
         );
     }
+}
+
+/// A forward whose second file cannot be copied fails in that room, and leaves no copy of
+/// the first file behind there.
+#[tokio::test]
+async fn a_forward_whose_second_copy_fails_leaves_no_copied_object_behind() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let files = [
+        uploaded(&chat, &room, &objects).await,
+        uploaded(&chat, &room, &objects).await,
+    ];
+    let source = NewMessage {
+        attachments: Some(files.to_vec()),
+        ..NewMessage::text("two files")
+    };
+    let source = chat.send_message(&alice(), &room, source).await.unwrap().message;
+    let target = other_room(&chat).await;
+    faulty.fail_nth("put", 2);
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+}
+
+/// A forward whose store fails after the first file's object was copied (its row cannot be
+/// written) leaves no copied object behind.
+#[tokio::test]
+async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let target = other_room(&chat).await;
+    faults.fail_operation(
+        "insert",
+        Some(&chat.store.schema.metadata),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
 }
