@@ -30,6 +30,7 @@ backend_tests!(
     bad_input_on_the_attachment_routes_gets_documented_errors,
     an_upload_link_used_again_after_its_message_was_deleted_leaves_no_object_after_a_day,
     an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a_day,
+    a_file_whose_size_or_type_differs_from_the_declared_is_deleted_when_a_send_names_it,
 );
 
 /// Two servers on one data directory sign with one key: an upload link handed out by one is
@@ -619,6 +620,22 @@ async fn an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a
         .housekeeping(Utc::now() + Duration::hours(25))
         .await
         .unwrap();
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+async fn a_file_whose_size_or_type_differs_from_the_declared_is_deleted_when_a_send_names_it(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    let larger = declare(&app, "alice", &room, "a.png", "image/png", 1000).await.body;
+    assert!(put_file(&larger, &png(5000), None).await.is_success());
+    let other_type = declare(&app, "alice", &room, "b.png", "image/png", 100).await.body;
+    assert!(put_file(&other_type, &png(100), Some("text/plain")).await.is_success());
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await.len(), 2);
+    for answer in [&larger, &other_type] {
+        send_with(&app, "alice", &room, &[answer["attachment"]["id"].as_str().unwrap()])
+            .await
+            .assert_error(422, "VALIDATION");
+    }
     assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
 }
 

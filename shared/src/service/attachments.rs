@@ -146,7 +146,9 @@ impl Chat {
     }
 
     /// Checks each upload a send names and claims it for this send (see the module notes);
-    /// refused as a whole if any one is refused, releasing what it claimed.
+    /// refused as a whole if any one is refused, releasing what it claimed. A file found
+    /// larger, smaller or of another type than declared is deleted at once: no send can ever
+    /// carry it, and Blob Storage's upload link cannot cap what is uploaded.
     pub(crate) async fn claim_attachments(
         &self,
         who: &UserId,
@@ -168,13 +170,17 @@ impl Chat {
                     Some(upload) => settings.objects.head(&ObjectKey::parse(&upload.key)?).await?,
                     None => None,
                 };
-                attachments::check_for_send(
+                let checked = attachments::check_for_send(
                     id,
                     upload.as_ref(),
                     stored.as_ref().map(|s| (s.size, s.mime.as_str())),
                     who,
                     claim,
-                )?;
+                );
+                if let (Err(Error::Validation(_)), Some(upload)) = (&checked, &upload) {
+                    self.discard_mismatched(upload).await;
+                }
+                checked?;
                 let upload = upload.expect("checked above");
                 match self.store.claim_upload(room, id, Some(claim), None).await? {
                     Ok(how) => {
@@ -201,6 +207,22 @@ impl Chat {
                     .await;
                 Err(e)
             }
+        }
+    }
+
+    /// Deletes the object of an upload whose bytes differ from its declaration (its row stays
+    /// until it expires unattached, so a link still valid may upload the right file). Only an
+    /// upload no send holds: a held one's object is a message's. Logged, never failing the send.
+    async fn discard_mismatched(&self, upload: &Upload) {
+        let Some(settings) = self.attachments.as_deref() else {
+            return;
+        };
+        if upload.claimed_by.is_some() {
+            return;
+        }
+        let deleted = async { settings.objects.delete(&ObjectKey::parse(&upload.key)?).await };
+        if let Err(e) = deleted.await {
+            tracing::warn!(room = %upload.room_id, attachment = %upload.id, error = %e, "could not delete a mismatched upload");
         }
     }
 
