@@ -7,7 +7,8 @@
 //! fails, so of two sends naming one upload exactly one carries it. Attempts of one send (one
 //! client id) share a claim; a failed attempt releases only the claims it took itself, and
 //! none once a message of that client id is stored (another attempt stored it with them) or
-//! when that cannot be told. A send without a client id whose failure leaves it unknown
+//! when that cannot be told; the attempt that stores the message claims again the files it
+//! found held by another (which may have released them in between). A send without a client id whose failure leaves it unknown
 //! whether the message was stored releases its claim: a later send may then carry the same
 //! file again (it was this sender's anyway); nothing is ever shown to a reader who could not
 //! see it.
@@ -255,6 +256,24 @@ impl Chat {
         for attachment in taken {
             if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
+            }
+        }
+    }
+
+    /// After a send stored its message: claims again the files it found held by another
+    /// attempt of the same send (one client id) rather than claiming them itself, since that
+    /// attempt may have failed and released them before this one stored the message. Logged,
+    /// never failing: the message is stored.
+    pub(crate) async fn keep_claims(&self, room: &RoomId, files: &[Attachment], taken: &[Attachment], claim: &str) {
+        for file in files.iter().filter(|f| !taken.iter().any(|t| t.id == f.id)) {
+            match self.store.claim_upload(room, &file.id, Some(claim), None).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(refused)) => {
+                    tracing::warn!(%room, attachment = %file.id, ?refused, "a stored message's attachment was claimed again by another send")
+                }
+                Err(e) => {
+                    tracing::warn!(%room, attachment = %file.id, error = %e, "could not keep a stored message's attachment claimed")
+                }
             }
         }
     }

@@ -166,14 +166,20 @@ impl Chat {
             .advance_and_post(who, room, &access, post, client_id.clone(), now)
             .await;
         // A repeat carries the first send's claim (the same client id): nothing to release.
-        if sent.is_err() {
-            match &draft.attachments {
+        match &sent {
+            Err(_) => match &draft.attachments {
                 DraftAttachments::Copied { .. } => self.remove_attachments(room, &files).await,
                 _ => {
                     self.release_attachments(room, &taken, &claim, &who.user_id, client_id.as_ref())
                         .await
                 }
+            },
+            // Files another attempt of this send claimed: that attempt may have failed and
+            // released them while this one was storing its message.
+            Ok(stored) if stored.created && taken.len() < files.len() => {
+                self.keep_claims(room, &files, &taken, &claim).await
             }
+            Ok(_) => {}
         }
         sent
     }

@@ -401,3 +401,43 @@ async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind
         Vec::<ObjectKey>::new()
     );
 }
+
+/// Two attempts of one send (one client id): one claims a file and waits; the other finds the
+/// claim and goes on; the first fails and releases the file while the second has not stored
+/// its message yet. The second, once stored, claims its file again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_stores_a_send_keeps_its_files_claimed_when_another_attempt_released_them() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let second_file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The failing attempt waits at its second HEAD (after claiming the file), the storing one
+    // at its second HEAD too (after finding the claim): the fourth HEAD in all.
+    let failing_gate = faulty.hold_nth("head", 2);
+    let storing_gate = faulty.hold_nth("head", 4);
+    let failing = tokio::spawn({
+        let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &never]))
+                .await
+        }
+    });
+    failing_gate.entered().await;
+    let storing = tokio::spawn({
+        let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &second_file]))
+                .await
+        }
+    });
+    storing_gate.entered().await;
+    failing_gate.release();
+    assert_eq!(failing.await.unwrap().unwrap_err().code(), "NOT_FOUND");
+    storing_gate.release();
+    let stored = storing.await.unwrap().unwrap();
+    assert_eq!(stored.message.attachments.len(), 2);
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
