@@ -441,3 +441,39 @@ async fn an_attempt_that_stores_a_send_keeps_its_files_claimed_when_another_atte
         "the stored message's file was released"
     );
 }
+
+/// A forward into two rooms whose message write fails in one of them: that room keeps no copy
+/// of the file, the other keeps its own.
+#[tokio::test]
+async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let targets = [other_room(&chat).await, other_room(&chat).await];
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let forward = Forward {
+        room_ids: targets.iter().map(ToString::to_string).collect(),
+    };
+    let outcomes = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcomes.iter().filter(|o| o.copy.is_err()).count(), 1, "{outcomes:?}");
+    for (target, outcome) in targets.iter().zip(&outcomes) {
+        let copies = objects.list(&format!("{target}/")).await.unwrap();
+        match &outcome.copy {
+            Ok(_) => assert_eq!(copies.len(), 1, "{copies:?}"),
+            Err(e) => assert_eq!((e.code(), copies), ("UNAVAILABLE", Vec::new())),
+        }
+    }
+}
