@@ -28,6 +28,9 @@ backend_tests!(
     uploads_never_attached_are_deleted_after_a_day,
     a_forward_into_two_rooms_gives_each_its_own_copy_which_outlives_the_source,
     bad_input_on_the_attachment_routes_gets_documented_errors,
+    an_upload_link_used_again_after_its_message_was_deleted_leaves_no_object_after_a_day,
+    an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a_day,
+    a_file_whose_size_or_type_differs_from_the_declared_is_deleted_when_a_send_names_it,
 );
 
 /// Two servers on one data directory sign with one key: an upload link handed out by one is
@@ -585,4 +588,136 @@ async fn bad_input_on_the_attachment_routes_gets_documented_errors(backend: Back
         .await
         .unwrap();
     assert_eq!(bad_key.status(), StatusCode::NOT_FOUND);
+}
+
+async fn an_upload_link_used_again_after_its_message_was_deleted_leaves_no_object_after_a_day(backend: Backend) {
+    let app = spawn_app_with(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "0")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 10).await.body;
+    assert!(put_file(&answer, &png(10), None).await.is_success());
+    let sent = send_with(&app, "alice", &room, &[answer["attachment"]["id"].as_str().unwrap()]).await;
+    let id = sent.body["id"].as_str().unwrap();
+    let deleted = crate::helpers::messages::delete_message(&app, "alice", &room, id).await;
+    assert!(deleted.status.is_success(), "{}", deleted.body);
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+    // The link is still valid for a few minutes: the object comes back, and nothing refers to it.
+    assert_eq!(put_file(&answer, &png(10), None).await, StatusCode::CREATED);
+    backend
+        .chat()
+        .await
+        .housekeeping(Utc::now() + Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+async fn an_upload_link_used_after_its_room_was_deleted_leaves_no_object_after_a_day(backend: Backend) {
+    let app = spawn_app_with(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "0")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 10).await.body;
+    let deleted = app
+        .call(Method::DELETE, &format!("/api/rooms/{room}"), Some("alice"), None)
+        .await;
+    assert!(deleted.status.is_success(), "{}", deleted.body);
+    // Used after the room's last sweep: an object under a room that is gone.
+    assert_eq!(put_file(&answer, &png(10), None).await, StatusCode::CREATED);
+    backend
+        .chat()
+        .await
+        .housekeeping(Utc::now() + Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+async fn a_file_whose_size_or_type_differs_from_the_declared_is_deleted_when_a_send_names_it(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    let larger = declare(&app, "alice", &room, "a.png", "image/png", 1000).await.body;
+    assert!(put_file(&larger, &png(5000), None).await.is_success());
+    let other_type = declare(&app, "alice", &room, "b.png", "image/png", 100).await.body;
+    assert!(put_file(&other_type, &png(100), Some("text/plain")).await.is_success());
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await.len(), 2);
+    for answer in [&larger, &other_type] {
+        send_with(&app, "alice", &room, &[answer["attachment"]["id"].as_str().unwrap()])
+            .await
+            .assert_error(422, "VALIDATION");
+    }
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+/// Sends a request's head and the first bytes of a body it says is `length` long, and keeps the
+/// connection open without sending the rest; the status line of the answer, if one comes
+/// while the body is still unsent.
+async fn answer_before_the_body(url: &str, length: u64) -> Option<String> {
+    answer_before_the_end(url, &format!("Content-Length: {length}"), b"0123456789").await
+}
+
+/// Sends a PUT's head with `framing` (its length header), then `first`, and keeps the
+/// connection open; the status line of the answer, if one comes before the body ends.
+async fn answer_before_the_end(url: &str, framing: &str, first: &[u8]) -> Option<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let url = reqwest::Url::parse(url).unwrap();
+    let mut stream = tokio::net::TcpStream::connect((url.host_str().unwrap(), url.port().unwrap()))
+        .await
+        .unwrap();
+    let target = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let head = format!(
+        "PUT {target} HTTP/1.1\r\nHost: {}\r\nContent-Type: image/png\r\nx-ms-blob-type: BlockBlob\r\n{framing}\r\n\r\n",
+        url.authority()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(first).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    // Bounded so that a server waiting for the rest of the body fails the test, not hangs it.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut answer)).await;
+    let n = read.ok()?.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).into_owned();
+    text.lines().next().map(str::to_owned)
+}
+
+/// An upload to the embedded store whose signature is wrong is refused from its URL alone:
+/// the server answers 403 without waiting for (or reading) the body.
+#[tokio::test]
+async fn an_upload_with_a_wrong_signature_is_refused_before_its_body_is_read() {
+    let backend = Backend::embedded();
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let url = answer["upload"]["url"].as_str().unwrap();
+    let (base, _) = url.split_once("sig=").unwrap();
+    let forged = format!("{base}sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    let status = answer_before_the_body(&forged, 50).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 403 Forbidden"));
+}
+
+/// A signed upload saying it is longer than the largest attachment is refused as too large
+/// before its body is read.
+#[tokio::test]
+async fn an_upload_longer_than_the_maximum_is_refused_before_its_body_is_read() {
+    let backend = Backend::embedded();
+    let app = spawn_app_with(&backend, &[("TABLETALK_ATTACHMENT_MAX_BYTES", "100")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let status = answer_before_the_body(answer["upload"]["url"].as_str().unwrap(), 1_000_000_000).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
+}
+
+/// A signed upload sent without a length (chunked) is cut off once it runs over the largest
+/// attachment: 413 while the body is still coming, and nothing stored.
+#[tokio::test]
+async fn an_upload_without_a_length_running_over_the_maximum_is_cut_off() {
+    let backend = Backend::embedded();
+    let app = spawn_app_with(&backend, &[("TABLETALK_ATTACHMENT_MAX_BYTES", "100")]);
+    let room = app.create_room("alice").await;
+    let answer = declare(&app, "alice", &room, "a.png", "image/png", 100).await.body;
+    let chunk = format!("c8\r\n{}\r\n", "x".repeat(200));
+    let url = answer["upload"]["url"].as_str().unwrap();
+    let status = answer_before_the_end(url, "Transfer-Encoding: chunked", chunk.as_bytes()).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+    assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
 }

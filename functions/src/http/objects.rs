@@ -2,15 +2,16 @@
 //! server when attachments are files under the data directory. A `PUT` with a signed upload
 //! link stores the body; a `GET` with a signed download link answers the file as an
 //! attachment. Each link's signature is checked against this one object and this one method
-//! and must not have expired (403 otherwise, as the blob service answers). An upload link can
+//! and must not have expired (403 otherwise, as the blob service answers) — from the URL alone,
+//! before any of an upload's body is read. An upload link can
 //! only create: a second upload to its key is refused (409), as a blob SAS with only the
 //! create permission is.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use tabletalk::Error;
 use tabletalk::adapters::objects::ObjectKey;
 use tabletalk::adapters::objects::embedded::SignedQuery;
@@ -22,13 +23,16 @@ fn refuse(error: Error) -> Response {
     ApiError(error).into_response()
 }
 
-/// Stores an upload.
+/// Stores an upload. Anyone may send one, so nothing of the body is read before the URL's
+/// signature (this object, this method, not expired) is checked, and then no more of it than
+/// the largest attachment allowed: a longer `Content-Length` is refused unread, and a body that
+/// runs over (sent without one) is cut off at the limit.
 pub async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
     Query(query): Query<SignedQuery>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Response {
     let Some(store) = state.chat.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
@@ -39,20 +43,36 @@ pub async fn put(
     if let Err(e) = store.verify("PUT", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return refuse(Error::PayloadTooLarge(
-                "the file is larger than the largest attachment allowed".into(),
-            ));
-        }
-        Err(rejection) => return refuse(Error::bad_request(rejection.body_text())),
+    let max = state.chat.attachment_max_bytes().unwrap_or(0);
+    let too_large = || {
+        refuse(Error::PayloadTooLarge(
+            "the file is larger than the largest attachment allowed".into(),
+        ))
     };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > max) {
+        return too_large();
+    }
+    let mut bytes = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => return refuse(Error::bad_request(format!("the body could not be read: {e}"))),
+        };
+        if (bytes.len() + chunk.len()) as u64 > max {
+            return too_large();
+        }
+        bytes.extend_from_slice(&chunk);
+    }
     let mime = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream");
-    match store.create(&key, mime, body.to_vec()).await {
+    match store.create(&key, mime, bytes).await {
         Ok(true) => StatusCode::CREATED.into_response(),
         Ok(false) => refuse(Error::Conflict("the object exists already".into())),
         Err(e) => refuse(e),

@@ -4,10 +4,14 @@
 //! goes — or when an upload was never attached (housekeeping, after a day).
 //!
 //! An upload is claimed for a send before the message is written and released if the send
-//! fails, so of two sends naming one upload exactly one carries it. A send whose failure
-//! leaves it unknown whether the message was stored releases its claim too: a later send may
-//! then carry the same file again (it was this sender's anyway); nothing is ever shown to a
-//! reader who could not see it.
+//! fails, so of two sends naming one upload exactly one carries it. Attempts of one send (one
+//! client id) share a claim; a failed attempt releases only the claims it took itself, and
+//! none once a message of that client id is stored (another attempt stored it with them) or
+//! when that cannot be told; the attempt that stores the message claims again the files it
+//! found held by another (which may have released them in between). A send without a client id whose failure leaves it unknown
+//! whether the message was stored releases its claim: a later send may then carry the same
+//! file again (it was this sender's anyway); nothing is ever shown to a reader who could not
+//! see it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,7 +29,7 @@ use crate::attachments::{
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId, UserId};
-use crate::store::uploads::ClaimRefused;
+use crate::store::uploads::{ClaimRefused, Claimed, Unattached};
 
 /// Where attachments are stored and what may be uploaded.
 #[derive(Debug, Clone)]
@@ -36,6 +40,16 @@ pub struct AttachmentSettings {
     pub rules: AttachmentRules,
     /// Where link expiries are counted from (tests move it to hand out expired links).
     pub clock: Arc<dyn Clock>,
+}
+
+/// The uploads a send attempt named, as checked and claimed.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimedFiles {
+    /// Every one, in the order named: what the message carries.
+    pub files: Vec<Attachment>,
+    /// Those this attempt claimed itself; the others it found held by another attempt of the
+    /// same send (one client id), which alone may release them.
+    pub taken: Vec<Attachment>,
 }
 
 /// Most unattached uploads one housekeeping run deletes.
@@ -133,20 +147,23 @@ impl Chat {
     }
 
     /// Checks each upload a send names and claims it for this send (see the module notes);
-    /// refused as a whole if any one is refused, releasing what it claimed.
+    /// refused as a whole if any one is refused, releasing what it claimed. A file found
+    /// larger, smaller or of another type than declared is deleted at once: no send can ever
+    /// carry it, and Blob Storage's upload link cannot cap what is uploaded.
     pub(crate) async fn claim_attachments(
         &self,
         who: &UserId,
         room: &RoomId,
         ids: &[String],
         claim: &str,
-    ) -> Result<Vec<Attachment>> {
+        client_id: Option<&ClientId>,
+    ) -> Result<ClaimedFiles> {
         attachments::check_ids(ids)?;
+        let mut claimed = ClaimedFiles::default();
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(claimed);
         }
         let settings = self.attachment_settings()?;
-        let mut claimed: Vec<Attachment> = Vec::new();
         let outcome = async {
             for id in ids {
                 let upload = self.store.upload(room, id).await?;
@@ -154,16 +171,25 @@ impl Chat {
                     Some(upload) => settings.objects.head(&ObjectKey::parse(&upload.key)?).await?,
                     None => None,
                 };
-                attachments::check_for_send(
+                let checked = attachments::check_for_send(
                     id,
                     upload.as_ref(),
                     stored.as_ref().map(|s| (s.size, s.mime.as_str())),
                     who,
                     claim,
-                )?;
+                );
+                if let (Err(Error::Validation(_)), Some(upload)) = (&checked, &upload) {
+                    self.discard_mismatched(upload).await;
+                }
+                checked?;
                 let upload = upload.expect("checked above");
                 match self.store.claim_upload(room, id, Some(claim), None).await? {
-                    Ok(()) => claimed.push(upload.attachment()),
+                    Ok(how) => {
+                        if how == Claimed::Now {
+                            claimed.taken.push(upload.attachment());
+                        }
+                        claimed.files.push(upload.attachment());
+                    }
                     Err(ClaimRefused::Missing) => return Err(Error::not_found(format!("attachment {id} not found"))),
                     Err(ClaimRefused::Taken) => {
                         return Err(Error::Conflict(format!(
@@ -178,18 +204,76 @@ impl Chat {
         match outcome {
             Ok(()) => Ok(claimed),
             Err(e) => {
-                self.release_attachments(room, &claimed, claim).await;
+                self.release_attachments(room, &claimed.taken, claim, who, client_id)
+                    .await;
                 Err(e)
             }
         }
     }
 
-    /// Takes back a failed send's claims (logged, never failing: an upload left claimed is
-    /// only one its uploader cannot attach again).
-    pub(crate) async fn release_attachments(&self, room: &RoomId, claimed: &[Attachment], claim: &str) {
-        for attachment in claimed {
+    /// Deletes the object of an upload whose bytes differ from its declaration (its row stays
+    /// until it expires unattached, so a link still valid may upload the right file). Only an
+    /// upload no send holds: a held one's object is a message's. Logged, never failing the send.
+    async fn discard_mismatched(&self, upload: &Upload) {
+        let Some(settings) = self.attachments.as_deref() else {
+            return;
+        };
+        if upload.claimed_by.is_some() {
+            return;
+        }
+        let deleted = async { settings.objects.delete(&ObjectKey::parse(&upload.key)?).await };
+        if let Err(e) = deleted.await {
+            tracing::warn!(room = %upload.room_id, attachment = %upload.id, error = %e, "could not delete a mismatched upload");
+        }
+    }
+
+    /// Takes back the claims a failed send attempt took itself (`taken`: never one it found
+    /// held by another attempt of the same send). With a client id, not if a message of that
+    /// client id is stored — another attempt of the same send stored it with these files — or
+    /// if that cannot be told. Logged, never failing: an upload left claimed is only one its
+    /// uploader cannot attach again.
+    pub(crate) async fn release_attachments(
+        &self,
+        room: &RoomId,
+        taken: &[Attachment],
+        claim: &str,
+        sender: &UserId,
+        client_id: Option<&ClientId>,
+    ) {
+        if taken.is_empty() {
+            return;
+        }
+        if let Some(client_id) = client_id {
+            match self.store.sent_with_client_id(room, sender, client_id).await {
+                Ok(None) => {}
+                Ok(Some(_)) => return,
+                Err(e) => {
+                    tracing::warn!(%room, error = %e, "could not tell whether a send was stored; its attachments stay claimed");
+                    return;
+                }
+            }
+        }
+        for attachment in taken {
             if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
+            }
+        }
+    }
+
+    /// After a send stored its message: claims again the files it found held by another
+    /// attempt of the same send (one client id) rather than claiming them itself, since that
+    /// attempt may have failed and released them before this one stored the message. Logged,
+    /// never failing: the message is stored.
+    pub(crate) async fn keep_claims(&self, room: &RoomId, files: &[Attachment], taken: &[Attachment], claim: &str) {
+        for file in files.iter().filter(|f| !taken.iter().any(|t| t.id == f.id)) {
+            match self.store.claim_upload(room, &file.id, Some(claim), None).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(refused)) => {
+                    tracing::warn!(%room, attachment = %file.id, ?refused, "a stored message's attachment was claimed again by another send")
+                }
+                Err(e) => {
+                    tracing::warn!(%room, attachment = %file.id, error = %e, "could not keep a stored message's attachment claimed")
+                }
             }
         }
     }
@@ -208,32 +292,47 @@ impl Chat {
         }
         let settings = self.attachment_settings()?;
         let mut copies = Vec::new();
-        for file in files {
-            let source = self
-                .store
-                .upload(source_room, &file.id)
-                .await?
-                .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
-            let id = uuid::Uuid::new_v4().simple().to_string();
-            let key = attachments::object_key(target, who, &id, &source.name);
-            let copy = Upload {
-                id,
-                room_id: target.clone(),
-                user_id: who.clone(),
-                key,
-                created_at: crate::store::stored_time(Utc::now()),
-                claimed_by: Some(claim.to_owned()),
-                ..source.clone()
-            };
-            if !settings
-                .objects
-                .copy(&ObjectKey::parse(&source.key)?, &ObjectKey::parse(&copy.key)?)
-                .await?
-            {
-                return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
+        // An object copied whose row is not written yet.
+        let mut pending: Option<ObjectKey> = None;
+        let outcome = async {
+            for file in files {
+                let source = self
+                    .store
+                    .upload(source_room, &file.id)
+                    .await?
+                    .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
+                let id = uuid::Uuid::new_v4().simple().to_string();
+                let key = attachments::object_key(target, who, &id, &source.name);
+                let copy = Upload {
+                    id,
+                    room_id: target.clone(),
+                    user_id: who.clone(),
+                    key,
+                    created_at: crate::store::stored_time(Utc::now()),
+                    claimed_by: Some(claim.to_owned()),
+                    ..source.clone()
+                };
+                let to = ObjectKey::parse(&copy.key)?;
+                pending = Some(to.clone());
+                if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
+                    return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
+                }
+                self.store.insert_claimed_upload(&copy).await?;
+                pending = None;
+                copies.push(copy.attachment());
             }
-            self.store.insert_claimed_upload(&copy).await?;
-            copies.push(copy.attachment());
+            Ok(())
+        }
+        .await;
+        if let Err(e) = outcome {
+            // Nothing refers to the copies made so far: they go, rows and objects.
+            self.remove_attachments(target, &copies).await;
+            if let Some(key) = pending
+                && let Err(e) = settings.objects.delete(&key).await
+            {
+                tracing::warn!(room = %target, error = %e, "could not delete a copy of a failed forward");
+            }
+            return Err(e);
         }
         Ok(copies)
     }
@@ -261,6 +360,24 @@ impl Chat {
         }
     }
 
+    /// Deletes the files of messages the retention purge is about to remove: each object,
+    /// then its upload row, failing on the first failure so that the purge keeps the messages
+    /// (which still name the files) for its next run. Object first: a row without its object
+    /// is only a file that answers 404, while an object without its row is one nothing would
+    /// ever delete.
+    pub(crate) async fn purge_attachments(&self, room: &RoomId, files: &[Attachment]) -> Result<()> {
+        let Some(settings) = self.attachments.as_deref() else {
+            return Ok(());
+        };
+        for file in files {
+            if let Some(upload) = self.store.upload(room, &file.id).await? {
+                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                self.store.delete_upload(room, &file.id).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Deletes every object of a room (room deletion; its rows go with its partitions).
     pub(crate) async fn remove_room_objects(&self, room: &RoomId) -> Result<()> {
         match self.attachments.as_deref() {
@@ -270,7 +387,9 @@ impl Chat {
     }
 
     /// Housekeeping: uploads handed out over a day ago and never attached are deleted, with
-    /// their objects. Returns how many.
+    /// their objects; and so is an object whose upload row is gone by then — its link (valid
+    /// for minutes) was used after its message or room was deleted, and nothing else refers to
+    /// it. Returns how many uploads.
     pub(crate) async fn expire_unattached_uploads(&self, now: DateTime<Utc>) -> Result<usize> {
         let Some(settings) = self.attachments.as_deref() else {
             return Ok(0);
@@ -281,14 +400,23 @@ impl Chat {
             .uploads_created_before(now - Duration::hours(UNATTACHED_HOURS), EXPIRE_BATCH)
             .await?
         {
-            if let Some(upload) = self.store.upload(&row.room, &row.id).await?
-                && upload.claimed_by.is_none()
-            {
-                // Unclaimed again between the read and the delete is fine: a claim after a day
-                // needs the upload, which is gone, and the send is refused as never uploaded.
-                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
-                self.store.delete_upload(&row.room, &row.id).await?;
-                expired += 1;
+            match self.store.upload(&row.room, &row.id).await? {
+                // Its message owns it now (and deletes it with itself).
+                Some(upload) if upload.claimed_by.is_some() => {}
+                Some(upload) => {
+                    // The row first, on the condition that no send claimed it meanwhile (that
+                    // send checked the object, which must then stay); the index row stays until
+                    // the object is gone, so a failure in between is finished next run.
+                    if self.store.delete_unattached_upload(&row.room, &row.id).await? == Unattached::Deleted {
+                        settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                        expired += 1;
+                    }
+                }
+                None => {
+                    if let Some(key) = &row.key {
+                        settings.objects.delete(&ObjectKey::parse(key)?).await?;
+                    }
+                }
             }
             self.store.delete_upload_index(&row.row_key).await?;
         }

@@ -12,7 +12,9 @@
 //! the messages stored. A purge works in small batches and stops after a bounded amount of work
 //! per room per run; the next run goes on.
 //!
-//! Purging a message deletes its index row and companion rows (reactions, votes) first, then,
+//! Purging a batch of messages deletes their files first (objects, then upload rows; a failure
+//! stops the batch before its rows go, so no file outlives every row that names it), then each
+//! message's index row and companion rows (reactions, votes), then,
 //! in one entity group transaction, its message row, its feed row and its thread row together
 //! with the counter's new floor: a reader can never see a purged change vanish without the
 //! floor telling it so (its cursor below the floor answers RESET).
@@ -21,7 +23,7 @@ use super::Chat;
 use crate::error::Result;
 use crate::ids::RoomId;
 use crate::limits::REPEAT_WINDOW;
-use crate::store::purge::RoomStanding;
+use crate::store::purge::{MAX_BATCHES_PER_ROOM, RoomStanding};
 use chrono::{DateTime, Duration, Utc};
 
 /// How long a client id protects against a repeated send.
@@ -105,12 +107,19 @@ impl Chat {
         // Rooms from before visibility are public, as they were joinable by id: listed once.
         self.store.list_room_from_before_visibility(room).await?;
         if let Some(seconds) = retention {
-            let (purged, files) = self
-                .store
-                .purge_room(room, now - Duration::seconds(i64::from(seconds)))
-                .await?;
-            report.messages_purged += purged;
-            self.remove_attachments(room, &files).await;
+            let cutoff = now - Duration::seconds(i64::from(seconds));
+            for _ in 0..MAX_BATCHES_PER_ROOM {
+                let messages = self.store.expired_messages(room, cutoff).await?;
+                if messages.is_empty() {
+                    break;
+                }
+                // Their files before their rows: once the rows are gone nothing names the files
+                // any more, so a failure in between must leave the rows (the next run tries
+                // the batch again), never the files.
+                let files: Vec<_> = messages.iter().flat_map(|m| m.attachments.iter().cloned()).collect();
+                self.purge_attachments(room, &files).await?;
+                report.messages_purged += self.store.purge_messages(room, &messages).await?;
+            }
         }
         report.idempotency_records_expired += self.store.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
         // A newcomer bucket last drawn from a period ago belongs to a member who is none now.

@@ -133,12 +133,18 @@ impl Chat {
         // this send (a forward's files are copied into this room); a send that does not
         // happen releases them (copies are removed).
         let claim = Chat::attachment_claim(&who.user_id, client_id.as_ref());
-        let files = match &draft.attachments {
-            DraftAttachments::None => Vec::new(),
-            DraftAttachments::Named(ids) => self.claim_attachments(&who.user_id, room, ids, &claim).await?,
-            DraftAttachments::Copied { from, files } => {
-                self.copy_attachments(&who.user_id, from, room, files, &claim).await?
+        let (files, taken) = match &draft.attachments {
+            DraftAttachments::None => (Vec::new(), Vec::new()),
+            DraftAttachments::Named(ids) => {
+                let claimed = self
+                    .claim_attachments(&who.user_id, room, ids, &claim, client_id.as_ref())
+                    .await?;
+                (claimed.files, claimed.taken)
             }
+            DraftAttachments::Copied { from, files } => (
+                self.copy_attachments(&who.user_id, from, room, files, &claim).await?,
+                Vec::new(),
+            ),
         };
         let post = Post {
             kind: draft.kind,
@@ -159,13 +165,24 @@ impl Chat {
             origin: Origin::User,
             public_room: access.room.visibility == Visibility::Public,
         };
-        let sent = self.advance_and_post(who, room, &access, post, client_id, now).await;
+        let sent = self
+            .advance_and_post(who, room, &access, post, client_id.clone(), now)
+            .await;
         // A repeat carries the first send's claim (the same client id): nothing to release.
-        if sent.is_err() {
-            match &draft.attachments {
+        match &sent {
+            Err(_) => match &draft.attachments {
                 DraftAttachments::Copied { .. } => self.remove_attachments(room, &files).await,
-                _ => self.release_attachments(room, &files, &claim).await,
+                _ => {
+                    self.release_attachments(room, &taken, &claim, &who.user_id, client_id.as_ref())
+                        .await
+                }
+            },
+            // Files another attempt of this send claimed: that attempt may have failed and
+            // released them while this one was storing its message.
+            Ok(stored) if stored.created && taken.len() < files.len() => {
+                self.keep_claims(room, &files, &taken, &claim).await
             }
+            Ok(_) => {}
         }
         sent
     }

@@ -1,6 +1,8 @@
 //! The housekeeping rows and the retention purge: the `Housekeeping` table's `rooms`
 //! partition lists every room (one row each), so a run finds every room without scanning the
-//! room-partitioned tables; purging a message deletes its index row and companion rows
+//! room-partitioned tables; the purge reads a batch of expired messages (the service removes
+//! their files before their rows go: nothing names a file once its message is purged), and
+//! purging a message deletes its index row and companion rows
 //! (reactions, votes) first, then, in one entity group transaction, its message row, its feed
 //! row and its thread row together with the counter's new floor, so a reader can never see a
 //! purged change vanish without the floor telling it so (its cursor below the floor answers
@@ -27,7 +29,7 @@ use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError
 /// Messages purged per transaction: each takes up to three operations, plus the counter.
 const PURGE_BATCH: usize = 30;
 /// Batches one room gets per run, so that one big room never holds up the others.
-const MAX_BATCHES_PER_ROOM: usize = 20;
+pub(crate) const MAX_BATCHES_PER_ROOM: usize = 20;
 
 /// What housekeeping finds of a listed room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,56 +88,46 @@ impl Store {
         })
     }
 
-    /// Purges a room's messages sent before `cutoff`, a bounded number of batches per call.
-    /// Also answers the purged messages' attachments, whose objects the caller removes.
-    pub(crate) async fn purge_room(
-        &self,
-        room: &RoomId,
-        cutoff: DateTime<Utc>,
-    ) -> Result<(usize, Vec<crate::attachments::Attachment>)> {
+    /// The next batch of a room's messages sent before `cutoff`, oldest first: what one
+    /// [`Store::purge_messages`] takes. The caller removes their files first.
+    pub(crate) async fn expired_messages(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<Vec<Message>> {
         // Older messages have larger keys: everything after the cutoff's key is expired.
         let expired = RangeQuery::partition(room.as_str(), PURGE_BATCH)
             .from(Bound::Excluded(
                 Ticks::from_datetime(cutoff).message_key().as_str().to_owned(),
             ))
             .to(Bound::Excluded(MESSAGE_KEY_RANGE.1.to_owned()));
-        let mut purged = 0;
-        let mut files = Vec::new();
-        for _ in 0..MAX_BATCHES_PER_ROOM {
-            let (rows, _) = self
-                .tables
-                .query_up_to(&self.schema.messages, &expired, PURGE_BATCH)
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.messages, &expired, PURGE_BATCH)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| parse_message(room, row))
+            .collect::<crate::error::Result<Vec<_>>>()?)
+    }
+
+    /// Purges one batch of [`Store::expired_messages`]: how many it purged (none if another
+    /// run purged some of them meanwhile, or one was edited: the next batch reads again).
+    pub(crate) async fn purge_messages(&self, room: &RoomId, messages: &[Message]) -> Result<usize> {
+        for message in messages {
+            let index = message.key().ticks().ascending_key();
+            self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
                 .await?;
-            if rows.is_empty() {
-                break;
-            }
-            let messages = rows
-                .iter()
-                .map(|row| parse_message(room, row))
-                .collect::<crate::error::Result<Vec<_>>>()?;
-            for message in &messages {
-                let index = message.key().ticks().ascending_key();
-                self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
-                    .await?;
-                self.delete_companions(room, &message.key()).await?;
-                // Before the message, so a pin row never outlives it but by a crash.
-                if message.is_pinned {
-                    self.delete_pin_row(room, &message.key()).await?;
-                }
-            }
-            match self.purge_batch(room, &messages).await {
-                Ok(()) => {
-                    purged += messages.len();
-                    files.extend(messages.iter().flat_map(|m| m.attachments.iter().cloned()));
-                }
-                // Another run purged some of them meanwhile, or one was edited: read again.
-                Err(e) if e.is(ErrorKind::NotFound) => {
-                    tracing::info!(%room, error = %e, "a purge batch raced another change; reading again");
-                }
-                Err(e) => return Err(e.into()),
+            self.delete_companions(room, &message.key()).await?;
+            // Before the message, so a pin row never outlives it but by a crash.
+            if message.is_pinned {
+                self.delete_pin_row(room, &message.key()).await?;
             }
         }
-        Ok((purged, files))
+        match self.purge_batch(room, messages).await {
+            Ok(()) => Ok(messages.len()),
+            Err(e) if e.is(ErrorKind::NotFound) => {
+                tracing::info!(%room, error = %e, "a purge batch raced another change; reading again");
+                Ok(0)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Deletes the messages' rows in the `Messages` partition and raises the floor, in one

@@ -1,7 +1,9 @@
 //! Upload rows: `upload:<id>` in the room's `MessagesMetadata` partition, one per upload link
 //! handed out, with what was declared and whether a send claimed it; and one row per upload in
 //! the `Housekeeping` partition `uploads` (`<created, Unix ms>:<room>:<id>`), so housekeeping
-//! finds uploads left unattached in one partition read, oldest first.
+//! finds uploads left unattached in one partition read, oldest first. That row also keeps the
+//! object's key, so an object uploaded after its upload row went (its link used after its
+//! message or room was deleted) is still found and deleted.
 
 use std::ops::Bound;
 
@@ -53,6 +55,8 @@ pub(crate) struct UploadIndexRow {
     pub room: RoomId,
     pub id: String,
     pub row_key: String,
+    /// The object's key (absent on rows written before it was kept).
+    pub key: Option<String>,
 }
 
 /// A claim that lost to another send's, or found no upload.
@@ -62,6 +66,25 @@ pub(crate) enum ClaimRefused {
     Taken,
 }
 
+/// How a claim succeeded: written now, or found already held by the same claim (another
+/// attempt of the same send took it, and only that attempt may give it back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claimed {
+    Now,
+    Already,
+}
+
+/// What deleting an upload as unattached found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unattached {
+    /// It was unclaimed, and its row is deleted.
+    Deleted,
+    /// A send holds it: it stays.
+    Claimed,
+    /// There is no row.
+    Missing,
+}
+
 impl Store {
     /// Records an upload link handed out: its row, then its housekeeping row.
     pub(crate) async fn insert_upload(&self, upload: &Upload) -> Result<()> {
@@ -69,7 +92,8 @@ impl Store {
         let index = Entity::new(
             UPLOADS_PARTITION,
             upload_index_key(upload.created_at, &upload.room_id, &upload.id),
-        );
+        )
+        .with("key", Value::String(upload.key.clone()));
         self.tables
             .upsert(&self.schema.housekeeping, &index, UpdateMode::Replace)
             .await?;
@@ -96,7 +120,7 @@ impl Store {
         id: &str,
         claim: Option<&str>,
         from: Option<&str>,
-    ) -> Result<std::result::Result<(), ClaimRefused>> {
+    ) -> Result<std::result::Result<Claimed, ClaimRefused>> {
         for _ in 0..5 {
             let Some(row) = self
                 .tables
@@ -107,7 +131,7 @@ impl Store {
             };
             let current = row.str("claimedBy");
             if current == claim {
-                return Ok(Ok(()));
+                return Ok(Ok(Claimed::Already));
             }
             if current != from {
                 return Ok(Err(ClaimRefused::Taken));
@@ -125,7 +149,7 @@ impl Store {
                 )
                 .await
             {
-                Ok(_) => return Ok(Ok(())),
+                Ok(_) => return Ok(Ok(Claimed::Now)),
                 Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
                 Err(e) if e.is(ErrorKind::NotFound) => return Ok(Err(ClaimRefused::Missing)),
                 Err(e) => return Err(e.into()),
@@ -143,6 +167,35 @@ impl Store {
     pub(crate) async fn delete_upload(&self, room: &RoomId, id: &str) -> Result<()> {
         self.delete_if_present(&self.schema.metadata, room.as_str(), &upload_key(id))
             .await
+    }
+
+    /// Deletes an upload's row if no send holds it, conditional on the row as read: a claim
+    /// landing meanwhile keeps it (the send that claimed it checked its object, which stays).
+    pub(crate) async fn delete_unattached_upload(&self, room: &RoomId, id: &str) -> Result<Unattached> {
+        for _ in 0..5 {
+            let Some(row) = self
+                .tables
+                .get(&self.schema.metadata, room.as_str(), &upload_key(id))
+                .await?
+            else {
+                return Ok(Unattached::Missing);
+            };
+            if row.str("claimedBy").is_some() {
+                return Ok(Unattached::Claimed);
+            }
+            let if_match = row.etag().cloned().map_or(IfMatch::Any, IfMatch::Etag);
+            match self
+                .tables
+                .delete(&self.schema.metadata, room.as_str(), &upload_key(id), &if_match)
+                .await
+            {
+                Ok(()) => return Ok(Unattached::Deleted),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
+                Err(e) if e.is(ErrorKind::NotFound) => return Ok(Unattached::Missing),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Unavailable(format!("upload {id} is changing too fast to expire")).into())
     }
 
     /// Uploads handed out before `cutoff`, oldest first, at most `limit`.
@@ -166,6 +219,7 @@ impl Store {
                     room: RoomId::parse(room).ok()?,
                     id: id.to_owned(),
                     row_key: row.row_key.clone(),
+                    key: row.str("key").map(str::to_owned),
                 })
             })
             .collect())

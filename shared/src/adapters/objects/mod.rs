@@ -12,6 +12,8 @@
 
 pub mod azure_blob;
 pub mod embedded;
+#[cfg(test)]
+pub mod faults;
 pub mod sas;
 
 use std::fmt;

@@ -5,10 +5,13 @@ use std::sync::Arc;
 
 use crate::adapters::clock::SystemClock;
 use crate::adapters::objects::embedded::EmbeddedObjects;
+use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
 use crate::ids::RoomId;
+use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
+use crate::rooms::RoomChange;
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
 use crate::service::testing::{alice, chat_on, store};
@@ -135,4 +138,342 @@ async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
     );
     let link = chat.attachment_link(&alice(), &room, &id).await;
     assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
+}
+
+/// The service with attachments as files in a scratch directory, behind a fault-injecting
+/// object store.
+async fn with_faulty_objects(tables: Tables) -> (Chat, RoomId, Objects, FaultyObjects) {
+    let (chat, room) = chat_on(tables).await;
+    let dir = std::env::temp_dir().join(format!("tt-objects-{}", uuid::Uuid::new_v4().simple()));
+    let faulty = FaultyObjects::new(EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap());
+    let objects = Objects::new(faulty.clone());
+    let chat = chat.with_attachments(AttachmentSettings {
+        objects: objects.clone(),
+        embedded: None,
+        rules: AttachmentRules::default(),
+        clock: Arc::new(SystemClock),
+    });
+    (chat, room, objects, faulty)
+}
+
+/// Declares an upload and never stores its bytes; its id.
+async fn declared(chat: &Chat, room: &RoomId) -> String {
+    let upload = NewUpload {
+        name: "never.png".into(),
+        mime: "image/png".into(),
+        size: 3,
+    };
+    chat.create_upload(&alice(), room, upload).await.unwrap().attachment.id
+}
+
+/// A send with client id `client` naming `ids`.
+fn attempt(client: &str, ids: &[&str]) -> NewMessage {
+    NewMessage {
+        client_id: Some(client.into()),
+        attachments: Some(ids.iter().map(|id| id.to_string()).collect()),
+        ..NewMessage::text("twice")
+    }
+}
+
+/// Whether `id` is free to go on another message (a send without a client id naming it).
+async fn claimable(chat: &Chat, room: &RoomId, id: &str) -> bool {
+    match chat.send_message(&alice(), room, naming(id, "again")).await {
+        Ok(_) => true,
+        Err(e) if e.code() == "CONFLICT" => false,
+        Err(e) => panic!("neither sent nor a conflict: {e}"),
+    }
+}
+
+async fn other_room(chat: &Chat) -> RoomId {
+    let room = chat
+        .create_room(
+            &alice(),
+            crate::rooms::NewRoom {
+                name: "target".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    RoomId::parse(&room.id).unwrap()
+}
+
+/// A purge whose second batch fails has already committed its first: the files of the
+/// messages that batch purged are gone with them (nothing would ever find them again), and a
+/// second run purges the rest.
+#[tokio::test]
+async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it_committed() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let id = uploaded(&chat, &room, &objects).await;
+    chat.send_message(&alice(), &room, naming(&id, "oldest")).await.unwrap();
+    // 31 messages: two batches of the purge, the file in the first.
+    for i in 0..30 {
+        chat.send_message(&alice(), &room, NewMessage::text(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    let retention = RoomChange {
+        retention_seconds: Some(Some(3600)),
+        ..RoomChange::default()
+    };
+    chat.update_room(&alice(), &room, retention).await.unwrap();
+    let later = chrono::Utc::now() + chrono::Duration::seconds(3601);
+    let messages = Some(&chat.store.schema.messages);
+    // The first purge transaction goes through; the second fails.
+    faults.delay_operation("transact", messages, 1, std::time::Duration::ZERO);
+    faults.fail_operation("transact", messages, 1, StoreError::unavailable("disk gone"));
+    let failed = chat.housekeeping(later).await.unwrap();
+    assert_eq!(failed.rooms_failed, 1, "{failed:?}");
+    assert_eq!(
+        objects.list(&format!("{room}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+    let rerun = chat.housekeeping(later).await.unwrap();
+    assert_eq!(rerun.rooms_failed, 0, "{rerun:?}");
+    assert_eq!(failed.messages_purged + rerun.messages_purged, 31);
+    assert!(chat.store.upload(&room, &id).await.unwrap().is_none());
+    assert_eq!(
+        objects.list(&format!("{room}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+}
+
+/// Two attempts of one send (one client id): the one that claimed a file first fails after
+/// the other, which found its claim, stored the message. The failed one must not release the
+/// file the stored message carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_of_a_send_keeps_the_files_of_the_attempt_that_stored_it() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The first attempt claims the file, then waits at its second file's HEAD.
+    let gate = faulty.hold_nth("head", 2);
+    let first = tokio::spawn({
+        let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-1", &[&file, &never]))
+                .await
+        }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, attempt("c-1", &[&file]))
+        .await
+        .unwrap();
+    assert_eq!(stored.message.attachments[0].id, file);
+    gate.release();
+    assert_eq!(first.await.unwrap().unwrap_err().code(), "NOT_FOUND");
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
+
+/// Two attempts of one send (one client id): one claims a file and is still on its way; the
+/// other finds the claim, then fails. The failed one took no claim of its own, so it releases
+/// none: the first stores its message with its file still claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_of_a_send_never_releases_a_claim_another_attempt_took() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let second_file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The first attempt claims the file, then waits at its second file's HEAD.
+    let gate = faulty.hold_nth("head", 2);
+    let first = tokio::spawn({
+        let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-2", &[&file, &second_file]))
+                .await
+        }
+    });
+    gate.entered().await;
+    let failed = chat
+        .send_message(&alice(), &room, attempt("c-2", &[&file, &never]))
+        .await;
+    assert_eq!(failed.unwrap_err().code(), "NOT_FOUND");
+    gate.release();
+    let stored = first.await.unwrap().unwrap();
+    assert_eq!(stored.message.attachments.len(), 2);
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
+
+/// Housekeeping expiring an upload a day old and a send naming it at that moment: the send
+/// either fails, or its message keeps the file; never a message whose file is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_sent_while_housekeeping_expires_it_is_never_left_on_a_message_without_its_file() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let gate = faulty.hold_nth("delete", 1);
+    let housekeeping = tokio::spawn({
+        let chat = chat.clone();
+        async move {
+            chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+                .await
+        }
+    });
+    gate.entered().await;
+    let sent = chat.send_message(&alice(), &room, naming(&file, "just in time")).await;
+    gate.release();
+    housekeeping.await.unwrap().unwrap();
+    if let Err(e) = &sent {
+        assert_eq!(e.code(), "NOT_FOUND", "{e}");
+    } else {
+        assert!(
+            chat.attachment_link(&alice(), &room, &file).await.is_ok(),
+            "the row is gone"
+        );
+        let upload = chat.store.upload(&room, &file).await.unwrap().unwrap();
+        assert!(
+            objects
+                .head(&ObjectKey::parse(&upload.key).unwrap())
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
+
+/// A forward whose second file cannot be copied fails in that room, and leaves no copy of
+/// the first file behind there.
+#[tokio::test]
+async fn a_forward_whose_second_copy_fails_leaves_no_copied_object_behind() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let files = [
+        uploaded(&chat, &room, &objects).await,
+        uploaded(&chat, &room, &objects).await,
+    ];
+    let source = NewMessage {
+        attachments: Some(files.to_vec()),
+        ..NewMessage::text("two files")
+    };
+    let source = chat.send_message(&alice(), &room, source).await.unwrap().message;
+    let target = other_room(&chat).await;
+    faulty.fail_nth("put", 2);
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+}
+
+/// A forward whose store fails after the first file's object was copied (its row cannot be
+/// written) leaves no copied object behind.
+#[tokio::test]
+async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let target = other_room(&chat).await;
+    faults.fail_operation(
+        "insert",
+        Some(&chat.store.schema.metadata),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new()
+    );
+}
+
+/// Two attempts of one send (one client id): one claims a file and waits; the other finds the
+/// claim and goes on; the first fails and releases the file while the second has not stored
+/// its message yet. The second, once stored, claims its file again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_stores_a_send_keeps_its_files_claimed_when_another_attempt_released_them() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let second_file = uploaded(&chat, &room, &objects).await;
+    let never = declared(&chat, &room).await;
+    // The failing attempt waits at its second HEAD (after claiming the file), the storing one
+    // at its second HEAD too (after finding the claim): the fourth HEAD in all.
+    let failing_gate = faulty.hold_nth("head", 2);
+    let storing_gate = faulty.hold_nth("head", 4);
+    let failing = tokio::spawn({
+        let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &never]))
+                .await
+        }
+    });
+    failing_gate.entered().await;
+    let storing = tokio::spawn({
+        let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
+        async move {
+            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &second_file]))
+                .await
+        }
+    });
+    storing_gate.entered().await;
+    failing_gate.release();
+    assert_eq!(failing.await.unwrap().unwrap_err().code(), "NOT_FOUND");
+    storing_gate.release();
+    let stored = storing.await.unwrap().unwrap();
+    assert_eq!(stored.message.attachments.len(), 2);
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was released"
+    );
+}
+
+/// A forward into two rooms whose message write fails in one of them: that room keeps no copy
+/// of the file, the other keeps its own.
+#[tokio::test]
+async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let targets = [other_room(&chat).await, other_room(&chat).await];
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let forward = Forward {
+        room_ids: targets.iter().map(ToString::to_string).collect(),
+    };
+    let outcomes = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcomes.iter().filter(|o| o.copy.is_err()).count(), 1, "{outcomes:?}");
+    for (target, outcome) in targets.iter().zip(&outcomes) {
+        let copies = objects.list(&format!("{target}/")).await.unwrap();
+        match &outcome.copy {
+            Ok(_) => assert_eq!(copies.len(), 1, "{copies:?}"),
+            Err(e) => assert_eq!((e.code(), copies), ("UNAVAILABLE", Vec::new())),
+        }
+    }
 }
