@@ -107,12 +107,10 @@ impl SqliteTables {
         work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply, answer) = oneshot::channel();
-        self.inner
-            .writes
-            .send(Box::new(writer::Call::new(work, reply)))
-            .map_err(|_| StoreError::internal("the sqlite writer has stopped"))?;
+        let sent = self.inner.writes.send(Box::new(writer::Call::new(work, reply)));
         #[cfg(test)]
         self.inner.probe.sent();
+        sent.map_err(|_| StoreError::internal("the sqlite writer has stopped"))?;
         answer
             .await
             .map_err(|_| StoreError::internal("the sqlite writer stopped before answering"))?
