@@ -1,0 +1,259 @@
+//! The embedded store: Azure Table semantics on one SQLite file, the default backend when no
+//! connection string is configured.
+//!
+//! Why SQLite: persistent, crash-safe through its write-ahead log, no server to start, and
+//! safe for several processes on one file (file locks), so two tabletalk processes sharing a
+//! data directory behave like two Functions instances sharing a storage account.
+//!
+//! Layout: one SQL table holds every entity, keyed (table, PartitionKey, RowKey) with its ETag,
+//! timestamp and properties as typed JSON.
+//!
+//! Threads: one writer thread owns the write connection ([`writer`]); a write call is sent to
+//! it on a channel and its caller awaits the answer. The writer group-commits whatever is queued
+//! — each call in its own savepoint inside one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync — so an
+//! ETag comparison and the write it guards are atomic across processes, a batch is
+//! all-or-nothing, and many independent calls share one fsync without waiting for each other.
+//! Reads go to reader threads with connections of their own ([`readers`]), which in WAL never
+//! wait for the writer. Every statement is prepared once per connection ([`session`]).
+
+mod readers;
+mod rows;
+mod session;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+pub use session::Durability;
+use session::{Session, Shared, open_connection, sql_error};
+
+use super::{
+    BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
+};
+
+/// Reader threads per store. Reads are short; a few readers let a long page read run beside
+/// the point reads of other requests.
+const READERS: usize = 4;
+
+/// The embedded store. Cloning is cheap; clones share the threads. The threads stop when the
+/// last clone is dropped, after answering every call already sent.
+#[derive(Debug, Clone)]
+pub struct SqliteTables {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    writes: Sender<Box<dyn writer::Job>>,
+    reads: Sender<readers::ReadJob>,
+    #[cfg(test)]
+    probe: Arc<tests::Probe>,
+}
+
+impl SqliteTables {
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: impl AsRef<Path>, durability: Durability) -> Result<SqliteTables> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::internal(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        #[cfg_attr(not(test), allow(unused_mut))]
+        let mut conn = open_connection(&path, durability)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS tables (name TEXT PRIMARY KEY) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS entities (
+                 tbl TEXT NOT NULL, pk TEXT NOT NULL, rk TEXT NOT NULL,
+                 etag TEXT NOT NULL, ts TEXT NOT NULL, props TEXT NOT NULL,
+                 PRIMARY KEY (tbl, pk, rk)) WITHOUT ROWID;",
+        )
+        .map_err(sql_error)?;
+        #[cfg(test)]
+        let probe = tests::Probe::install(&mut conn);
+        let shared = Arc::new(Shared::default());
+
+        let (writes, calls) = mpsc::channel();
+        let session = Session::new(conn, shared.clone());
+        spawn("sqlite-writer", move || writer::run(session, calls))?;
+
+        let (reads, queue) = mpsc::channel();
+        let queue = Arc::new(Mutex::new(queue));
+        for i in 0..READERS {
+            let session = Session::new(open_connection(&path, Durability::Normal)?, shared.clone());
+            let queue = queue.clone();
+            spawn(&format!("sqlite-reader-{i}"), move || readers::run(session, queue))?;
+        }
+        Ok(SqliteTables {
+            inner: Arc::new(Inner {
+                writes,
+                reads,
+                #[cfg(test)]
+                probe,
+            }),
+        })
+    }
+
+    /// Runs `work` on the writer thread, in the next group commit; answers once it committed
+    /// (or failed).
+    async fn write<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.inner.writes.send(Box::new(writer::Call::new(work, reply)));
+        #[cfg(test)]
+        self.inner.probe.sent();
+        sent.map_err(|_| StoreError::internal("the sqlite writer has stopped"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::internal("the sqlite writer stopped before answering"))?
+    }
+
+    /// Runs `work` on a reader thread.
+    async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        let job: readers::ReadJob = Box::new(move |session| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(session)))
+                .unwrap_or_else(|_| Err(StoreError::internal("a sqlite read panicked")));
+            let _ = reply.send(result);
+        });
+        self.inner
+            .reads
+            .send(job)
+            .map_err(|_| StoreError::internal("the sqlite readers have stopped"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::internal("a sqlite reader stopped before answering"))?
+    }
+}
+
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<()> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(body)
+        .map(drop)
+        .map_err(|e| StoreError::internal(format!("cannot start {name}: {e}")))
+}
+
+/// Table names are case-insensitive in Azure.
+fn table_key(table: &TableName) -> String {
+    table.as_str().to_ascii_lowercase()
+}
+
+#[async_trait]
+impl TableBackend for SqliteTables {
+    async fn create_table(&self, table: &TableName) -> Result<()> {
+        let table = table_key(table);
+        self.write(move |s| rows::create_table(&s.conn, &table)).await
+    }
+
+    async fn delete_table(&self, table: &TableName) -> Result<()> {
+        let table = table_key(table);
+        self.write(move |s| {
+            s.require_table(&table)?;
+            s.forget_table(&table);
+            rows::delete_table(&s.conn, &table)
+        })
+        .await
+    }
+
+    async fn get(&self, table: &TableName, partition_key: &str, row_key: &str) -> Result<Entity> {
+        let (table, pk, rk) = (table_key(table), partition_key.to_owned(), row_key.to_owned());
+        self.read(move |s| match rows::get(&s.conn, &table, &pk, &rk)? {
+            Some(entity) => Ok(entity),
+            None => {
+                s.require_table(&table)?;
+                Err(StoreError::not_found("the specified resource does not exist"))
+            }
+        })
+        .await
+    }
+
+    async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
+        let (table, entity) = (table_key(table), entity.clone());
+        self.write(move |s| {
+            s.require_table(&table)?;
+            rows::insert(&s.conn, &table, &entity)
+        })
+        .await
+    }
+
+    async fn update(&self, table: &TableName, entity: &Entity, mode: UpdateMode, if_match: &IfMatch) -> Result<ETag> {
+        let (table, entity, if_match) = (table_key(table), entity.clone(), if_match.clone());
+        self.write(move |s| {
+            s.require_table(&table)?;
+            rows::update(&s.conn, &table, &entity, mode, &if_match)
+        })
+        .await
+    }
+
+    async fn upsert(&self, table: &TableName, entity: &Entity, mode: UpdateMode) -> Result<ETag> {
+        let (table, entity) = (table_key(table), entity.clone());
+        self.write(move |s| {
+            s.require_table(&table)?;
+            rows::upsert(&s.conn, &table, &entity, mode)
+        })
+        .await
+    }
+
+    async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()> {
+        let (table, pk, rk, if_match) = (
+            table_key(table),
+            partition_key.to_owned(),
+            row_key.to_owned(),
+            if_match.clone(),
+        );
+        self.write(move |s| {
+            s.require_table(&table)?;
+            rows::delete(&s.conn, &table, &pk, &rk, &if_match)
+        })
+        .await
+    }
+
+    async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {
+        let (table, query) = (table_key(table), query.clone());
+        self.read(move |s| {
+            s.require_table(&table)?;
+            rows::query(&s.conn, &table, &query)
+        })
+        .await
+    }
+
+    async fn transact(&self, table: &TableName, _partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
+        let (table, ops) = (table_key(table), ops.to_vec());
+        // The call is one savepoint: any error rolls every operation of it back.
+        self.write(move |s| {
+            s.require_table(&table)?;
+            let conn = &s.conn;
+            ops.iter()
+                .enumerate()
+                .map(|(index, op)| {
+                    let result = match op {
+                        BatchOp::Insert(e) => rows::insert(conn, &table, e).map(Some),
+                        BatchOp::Update { entity, mode, if_match } => {
+                            rows::update(conn, &table, entity, *mode, if_match).map(Some)
+                        }
+                        BatchOp::Upsert { entity, mode } => rows::upsert(conn, &table, entity, *mode).map(Some),
+                        BatchOp::Delete {
+                            partition_key,
+                            row_key,
+                            if_match,
+                        } => rows::delete(conn, &table, partition_key, row_key, if_match).map(|()| None),
+                    };
+                    result.map_err(|e| e.at_batch_index(index))
+                })
+                .collect()
+        })
+        .await
+    }
+}

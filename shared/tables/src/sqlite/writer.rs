@@ -1,0 +1,152 @@
+//! The writer thread: it alone holds the store's write connection, and it group-commits.
+//!
+//! Calls arrive on a channel. The thread takes the first, drains whatever else is already
+//! queued (it never waits for more), and runs them all inside one `BEGIN IMMEDIATE`, each in
+//! its own `SAVEPOINT`: a call that fails rolls back to its savepoint and gets its own error, and
+//! the later calls of the group never see its writes. Then one `COMMIT` — one fsync for the
+//! whole group — and only then each caller hears its answer, so a result (an ETag) is never
+//! given out for a write that did not commit. If the `COMMIT` fails, every call of the group
+//! that had succeeded gets the commit's error and none of them applied.
+//!
+//! Every call keeps Azure's semantics: it is the same single statement sequence it would be
+//! alone, serialised behind the calls queued before it, and an entity group transaction is one
+//! call, so it is all-or-nothing through its savepoint.
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::Receiver;
+
+use tokio::sync::oneshot;
+
+use super::session::{Session, commit_error, sql_error};
+use crate::{Result, StoreError};
+
+/// The most calls one group commit takes. A longer queue is committed in several groups, so
+/// the first caller's wait stays bounded.
+const MAX_GROUP: usize = 256;
+
+/// A write call waiting for the writer thread.
+pub(super) trait Job: Send {
+    /// Runs the call in the current transaction; true if it succeeded.
+    fn run(&mut self, session: &mut Session) -> bool;
+    /// Answers the caller once the group's fate is known: its own failure if it failed, else
+    /// `commit`'s outcome (with its own result on success).
+    fn answer(self: Box<Self>, commit: &Result<()>);
+}
+
+/// A call and the channel its caller awaits.
+pub(super) struct Call<T, F> {
+    work: Option<F>,
+    result: Option<Result<T>>,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Call<T, F> {
+    pub(super) fn new(work: F, reply: oneshot::Sender<Result<T>>) -> Call<T, F> {
+        Call {
+            work: Some(work),
+            result: None,
+            reply,
+        }
+    }
+}
+
+impl<T, F> Job for Call<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Session) -> Result<T> + Send + 'static,
+{
+    fn run(&mut self, session: &mut Session) -> bool {
+        let Some(work) = self.work.take() else { return false };
+        let result = catch_unwind(AssertUnwindSafe(|| work(session)))
+            .unwrap_or_else(|_| Err(StoreError::internal("a sqlite call panicked")));
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn answer(self: Box<Self>, commit: &Result<()>) {
+        let Call { result, reply, .. } = *self;
+        let answer = match (result, commit) {
+            (Some(Err(own)), _) => Err(own),
+            (Some(Ok(_)), Err(e)) | (None, Err(e)) => Err(e.clone()),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (None, Ok(())) => Err(StoreError::internal("a sqlite call was never run")),
+        };
+        // A caller that stopped waiting (its request was cancelled) needs no answer.
+        let _ = reply.send(answer);
+    }
+}
+
+/// The writer thread's loop; returns when every handle to the store is gone.
+pub(super) fn run(mut session: Session, calls: Receiver<Box<dyn Job>>) {
+    let mut queue: VecDeque<Box<dyn Job>> = VecDeque::new();
+    while let Ok(first) = calls.recv() {
+        queue.push_back(first);
+        while queue.len() < MAX_GROUP {
+            match calls.try_recv() {
+                Ok(call) => queue.push_back(call),
+                Err(_) => break,
+            }
+        }
+        while !queue.is_empty() {
+            commit_group(&mut session, &mut queue);
+        }
+    }
+}
+
+/// Runs the queued calls in one transaction and commits it. Takes every call from `queue`
+/// unless the transaction is lost half-way (an error that made SQLite roll it back); the calls
+/// after that point stay queued for the next group.
+fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
+    if let Err(e) = session.exec("BEGIN IMMEDIATE") {
+        let e = Err(sql_error(e));
+        for call in queue.drain(..) {
+            call.answer(&e);
+        }
+        return;
+    }
+    let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(queue.len());
+    while let Some(mut call) = queue.pop_front() {
+        let kept = session.exec("SAVEPOINT call").is_ok() && {
+            if call.run(session) {
+                session.exec("RELEASE call").is_ok()
+            } else {
+                session.forget_tables();
+                session
+                    .exec("ROLLBACK TO call")
+                    .and_then(|()| session.exec("RELEASE call"))
+                    .is_ok()
+            }
+        };
+        group.push(call);
+        if !kept || session.conn.is_autocommit() {
+            // The transaction is gone (or its savepoints are): nothing of the group so far
+            // commits. The calls that had succeeded are told so; the rest wait for the next group.
+            if !session.conn.is_autocommit() {
+                let _ = session.exec("ROLLBACK");
+            }
+            session.forget_tables();
+            let lost = Err(StoreError::unavailable(
+                "sqlite rolled back the group commit this call was part of; nothing of it applied",
+            ));
+            for call in group {
+                call.answer(&lost);
+            }
+            return;
+        }
+    }
+    let commit = session.exec("COMMIT").map_err(commit_error);
+    match &commit {
+        Ok(()) => session.announce_dropped_tables(),
+        Err(_) => {
+            if !session.conn.is_autocommit() {
+                let _ = session.exec("ROLLBACK");
+            }
+            session.forget_tables();
+        }
+    }
+    for call in group {
+        call.answer(&commit);
+    }
+}
