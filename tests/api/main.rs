@@ -43,5 +43,6 @@ mod scheduled;
 mod send_checks;
 mod serve;
 mod threads;
+mod tiered_delivery;
 mod web_pubsub_client;
 mod webhooks;

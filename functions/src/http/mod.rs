@@ -123,6 +123,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::follow, messages::unfollow))
         .routes(routes!(messages::thread_read))
         .routes(routes!(messages::my_threads))
+        .routes(routes!(live::view_room))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -154,7 +154,7 @@ impl Chat {
 
     /// Counts what `member` has not read: messages from others newer than their read position
     /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
-    async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
+    pub(crate) async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
         let position = member.read_position();
         let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;

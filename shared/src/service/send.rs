@@ -374,6 +374,8 @@ impl Chat {
                 message: message.clone(),
             },
         );
+        // The full message went to those showing the room; the others get a notice.
+        self.notify_non_viewers(room, &message).await;
         if let Some(event) = event {
             self.dispatch(room, event).await;
         }

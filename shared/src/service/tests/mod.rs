@@ -7,5 +7,6 @@ mod erasure;
 mod limits;
 mod messages;
 mod moderation;
+mod notices;
 mod rooms;
 mod scheduled;
