@@ -65,3 +65,53 @@ async fn a_look_while_its_notice_goes_out_arms_the_member_again() {
     chat.store.disarm_notice(&room, &now.armed[0]).await.unwrap();
     assert!(chat.store.lookers(&room, Utc::now()).await.unwrap().armed.is_empty());
 }
+
+/// Of a member showing a room and a kick racing, the kick wins: the view is held between its
+/// membership check and putting the connection in the group while the kick lands, and
+/// whatever the order, the connection ends outside the room's group.
+#[tokio::test]
+async fn of_a_view_and_a_kick_racing_the_kick_wins() {
+    use crate::adapters::live::local_hub::JSON_PROTOCOL;
+    use crate::moderation::Kick;
+    use crate::signals::ViewRoom;
+    use crate::store::Schema;
+    use std::time::Duration;
+
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = chat.with_local_hub("chat");
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    let token = url.split_once("access_token=").unwrap().1;
+    let hub = chat.local_hub().unwrap().clone();
+    let (session, mut queue) = hub.connect(token, JSON_PROTOCOL).unwrap();
+    let connected: serde_json::Value = serde_json::from_str(&session.connected()).unwrap();
+    let connection = connected["connectionId"].as_str().unwrap().to_owned();
+
+    let user_rooms = Schema::with_prefix("").unwrap().user_rooms;
+    faults.delay_operation("get", Some(&user_rooms), 1, Duration::from_millis(400));
+    let view = chat.view_room(
+        &bob,
+        ViewRoom {
+            connection_id: connection,
+            room_id: Some(room.to_string()),
+        },
+    );
+    let kick = async {
+        // Ordering only: the kick starts while the view is held.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await
+    };
+    let (viewed, kicked) = tokio::join!(view, kick);
+    kicked.unwrap();
+    // Which of the two answers first depends on the scheduler; the outcome must not.
+    assert!(
+        matches!(viewed, Ok(()) | Err(crate::error::Error::NotFound(_))),
+        "{viewed:?}"
+    );
+    while queue.try_recv().is_ok() {}
+    hub.send_to_group(&crate::adapters::live::room_group(room.as_str()), br#"{"probe":1}"#);
+    assert!(queue.try_recv().is_err(), "bob's connection is not in the room's group");
+    drop(session);
+}
