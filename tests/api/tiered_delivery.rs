@@ -20,6 +20,7 @@ backend_tests!(
     viewing_answers_bad_input_and_strangers_as_errors,
     with_web_pubsub_the_server_moves_connections_between_groups_by_rest,
     with_web_pubsub_a_kicked_members_connection_leaves_the_group_for_good,
+    two_processes_on_one_store_share_who_looks_at_a_room,
 );
 
 /// `(unreadCount, mentionCount)` of `room` in `user`'s room list.
@@ -363,4 +364,49 @@ async fn with_web_pubsub_a_kicked_members_connection_leaves_the_group_for_good(b
         "{:?}",
         hub.notices.lock().unwrap()
     );
+}
+
+/// Who looks at a room lives in the store, so a view through one process and sends through
+/// another tell the same people the same way.
+async fn two_processes_on_one_store_share_who_looks_at_a_room(backend: Backend) {
+    let (hub, connection_string) = start_hub(&[]).await;
+    let settings = [("TABLETALK_WEBPUBSUB_CONNECTION", connection_string.as_str())];
+    let one = spawn_app_with(&backend, &settings);
+    let two = spawn_app_with(&backend, &settings);
+    let shown = one.create_room("alice").await;
+    let other = one.create_room("alice").await;
+    for room in [&shown, &other] {
+        one.join("bob", room).await;
+    }
+    hub.open("conn-bob", "bob");
+    let negotiated = one.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
+    assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
+    let viewed = view(&one, "bob", "conn-bob", Some(&shown)).await;
+    assert_eq!(viewed.status, StatusCode::NO_CONTENT, "{}", viewed.body);
+
+    two.post("alice", &shown, "<p>in full</p>").await;
+    two.post("alice", &other, "<p>first</p>").await;
+    two.post("alice", &other, "<p>second</p>").await;
+    two.post("alice", &other, &format!("<p>{}</p>", mention("bob"))).await;
+    eventually("two notices", || hub.notices.lock().unwrap().len() >= 2).await;
+    let notices = hub.notices.lock().unwrap().clone();
+    assert!(
+        notices
+            .iter()
+            .all(|(user, n)| user == "bob" && n["roomId"] == other.as_str()),
+        "none for the room bob shows: {notices:?}"
+    );
+    let mut mentioned: Vec<bool> = notices.iter().map(|(_, n)| n["mentioned"].as_bool().unwrap()).collect();
+    mentioned.sort();
+    assert_eq!(
+        mentioned,
+        [false, true],
+        "the first message and the mention; not the second"
+    );
+    let last = notices.iter().find(|(_, n)| n["mentioned"] == true).unwrap();
+    let carried = (
+        last.1["unreadCount"].as_u64().unwrap(),
+        last.1["mentionCount"].as_u64().unwrap(),
+    );
+    assert_eq!(carried, counts(&two, "bob", &other).await);
 }

@@ -147,10 +147,14 @@ impl Chat {
 
     /// Takes `user` out of the room's live group after they left or were removed, so the
     /// room's signals stop reaching them; best effort. Their token holds no join role, so
-    /// their client cannot rejoin it, and `view_room` refuses a non-member.
-    pub(crate) fn revoke_live(&self, room: &RoomId, user: &UserId) {
+    /// their client cannot rejoin it, and `view_room` refuses a non-member. Their rows of who
+    /// looks at the room go too, so nothing of theirs is left in it.
+    pub(crate) async fn revoke_live(&self, room: &RoomId, user: &UserId) {
         if let Some(live) = &self.live {
             live.remove_from_group(user.as_str(), &room_group(room.as_str()));
+            if let Err(e) = self.store.forget_looker(room, user).await {
+                tracing::warn!(%room, %user, error = %e, "could not forget a removed member's live rows");
+            }
         }
     }
 

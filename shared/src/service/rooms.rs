@@ -126,7 +126,7 @@ impl Chat {
         // A leave writes a line in the leaver's name.
         self.check_user_limit(&who.user_id).await?;
         self.store.remove_member(room_id, &who.user_id).await?;
-        self.revoke_live(room_id, &who.user_id);
+        self.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(())

@@ -160,4 +160,32 @@ impl Store {
         self.delete_if_present(&self.schema.rooms, room.as_str(), &viewer_key(connection))
             .await
     }
+
+    /// Removes `user`'s rows of the room (they left or were removed): their armed row, and
+    /// the rows of their connections showing it, found in one range read.
+    pub(crate) async fn forget_looker(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        self.delete_if_present(&self.schema.rooms, room.as_str(), &armed_key(user))
+            .await?;
+        let query = RangeQuery::prefix(room.as_str(), VIEWER_PREFIX, 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, MAX_LOOKERS).await?;
+        for row in rows.iter().filter(|row| row.str("userId") == Some(user.as_str())) {
+            self.delete_if_present(&self.schema.rooms, room.as_str(), &row.row_key)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Removes every row of which room `user`'s connections show (an erasure); how many.
+    pub(crate) async fn forget_views(&self, user: &UserId) -> Result<usize> {
+        let query = RangeQuery::prefix(user_key(user), VIEW_PREFIX, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.user_rooms, &query, usize::MAX / 2)
+            .await?;
+        for row in &rows {
+            self.delete_if_present(&self.schema.user_rooms, &row.partition_key, &row.row_key)
+                .await?;
+        }
+        Ok(rows.len())
+    }
 }

@@ -115,3 +115,40 @@ async fn of_a_view_and_a_kick_racing_the_kick_wins() {
     assert!(queue.try_recv().is_err(), "bob's connection is not in the room's group");
     drop(session);
 }
+
+/// A member who is kicked leaves no row of theirs among the room's lookers: neither the
+/// armed row negotiate wrote nor the row of their connection showing the room.
+#[tokio::test]
+async fn a_kicked_member_leaves_no_live_rows_in_the_room() {
+    use crate::adapters::live::local_hub::JSON_PROTOCOL;
+    use crate::moderation::Kick;
+    use crate::signals::ViewRoom;
+
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let chat = chat.with_local_hub("chat");
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    let hub = chat.local_hub().unwrap().clone();
+    let (session, _queue) = hub
+        .connect(url.split_once("access_token=").unwrap().1, JSON_PROTOCOL)
+        .unwrap();
+    let connected: serde_json::Value = serde_json::from_str(&session.connected()).unwrap();
+    let view = ViewRoom {
+        connection_id: connected["connectionId"].as_str().unwrap().to_owned(),
+        room_id: None,
+    };
+    // Showing no room, then the room: armed by negotiate, and a viewer.
+    chat.view_room(&bob, view.clone()).await.unwrap();
+    let shown = ViewRoom {
+        room_id: Some(room.to_string()),
+        ..view
+    };
+    chat.view_room(&bob, shown).await.unwrap();
+    let before = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    assert_eq!((before.viewers.len(), before.armed.len()), (1, 1));
+
+    chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await.unwrap();
+    let after = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    assert!(after.viewers.is_empty() && after.armed.is_empty(), "{after:?}");
+}
