@@ -21,6 +21,7 @@ backend_tests!(
     with_web_pubsub_the_server_moves_connections_between_groups_by_rest,
     with_web_pubsub_a_kicked_members_connection_leaves_the_group_for_good,
     two_processes_on_one_store_share_who_looks_at_a_room,
+    a_closed_connection_no_longer_holds_back_its_rooms_notices,
 );
 
 /// `(unreadCount, mentionCount)` of `room` in `user`'s room list.
@@ -409,4 +410,49 @@ async fn two_processes_on_one_store_share_who_looks_at_a_room(backend: Backend) 
         last.1["mentionCount"].as_u64().unwrap(),
     );
     assert_eq!(carried, counts(&two, "bob", &other).await);
+}
+
+/// The next text frame within `ms` milliseconds, if any.
+async fn frame_within(socket: &mut Socket, ms: u64) -> Option<Value> {
+    use futures::StreamExt;
+    let wait = std::time::Duration::from_millis(ms);
+    loop {
+        let frame = tokio::time::timeout(wait, socket.next()).await.ok()??.ok()?;
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+            return serde_json::from_str(text.as_str()).ok();
+        }
+    }
+}
+
+/// While one tab shows a room, its messages tell the user's other tabs nothing (they are
+/// looking at it); once that tab closes, the room's next message brings them a notice.
+async fn a_closed_connection_no_longer_holds_back_its_rooms_notices(backend: Backend) {
+    let app = spawn_app(&backend);
+    let shown = app.create_room("alice").await;
+    let other = app.create_room("alice").await;
+    for room in [&shown, &other] {
+        app.join("bob", room).await;
+    }
+    let (first_tab, _) = connect_viewing(&app, "bob", &shown).await;
+    let (mut second_tab, _) = connect_viewing(&app, "bob", &other).await;
+    app.post("alice", &shown, "<p>seen in the first tab</p>").await;
+    let marker = app.post("alice", &other, "<p>marker</p>").await;
+    let next = next_signal(&mut second_tab).await;
+    assert_eq!(
+        (next["type"].as_str(), next["message"]["id"].as_str()),
+        (Some("message.created"), Some(marker.as_str())),
+        "no notice while bob looks at the room in the first tab: {next}"
+    );
+
+    drop(first_tab);
+    // The server learns of the close when its socket ends; each round sends one message.
+    for _ in 0..50 {
+        app.post("alice", &shown, "<p>anyone?</p>").await;
+        if let Some(frame) = frame_within(&mut second_tab, 200).await {
+            assert_eq!(frame["data"]["type"], "room.activity", "{frame}");
+            assert_eq!(frame["data"]["roomId"], shown.as_str(), "{frame}");
+            return;
+        }
+    }
+    panic!("no notice after the first tab closed");
 }

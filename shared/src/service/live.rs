@@ -145,6 +145,26 @@ impl Chat {
         Ok(())
     }
 
+    /// A live connection of `user` closed: the room it showed is no longer looked at through
+    /// it, and is due a notice again; best effort. The local hub calls it; on Azure it is for
+    /// Web PubSub's `disconnected` event (until then a closed connection's row lapses after
+    /// `store::live::VIEW_TTL`).
+    pub async fn connection_closed(&self, user: &str, connection: &str) {
+        let Ok(user) = UserId::parse(user) else {
+            return;
+        };
+        let closed = async {
+            if let Some(Some(room)) = self.store.shown_room(&user, connection).await? {
+                self.store.remove_viewer(&room, connection).await?;
+                self.arm_notice(&room, &user).await;
+            }
+            self.store.forget_view(&user, connection).await
+        };
+        if let Err(e) = closed.await {
+            tracing::warn!(%user, error = %e, "could not forget a closed connection's view");
+        }
+    }
+
     /// Takes `user` out of the room's live group after they left or were removed, so the
     /// room's signals stop reaching them; best effort. Their token holds no join role, so
     /// their client cannot rejoin it, and `view_room` refuses a non-member. Their rows of who

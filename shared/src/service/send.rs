@@ -374,10 +374,14 @@ impl Chat {
                 message: message.clone(),
             },
         );
-        // The full message went to those showing the room; the others get a notice.
-        self.notify_non_viewers(room, &message).await;
-        if let Some(event) = event {
-            self.dispatch(room, event).await;
+        // The full message went to those showing the room; the others get a notice, alongside
+        // the event's dispatch rather than after it.
+        let notices = self.notify_non_viewers(room, &message);
+        match event {
+            Some(event) => {
+                tokio::join!(notices, self.dispatch(room, event));
+            }
+            None => notices.await,
         }
         Ok(Sent { message, created: true })
     }

@@ -175,6 +175,12 @@ impl Store {
         Ok(())
     }
 
+    /// Removes the row of which room `user`'s connection showed (it closed).
+    pub(crate) async fn forget_view(&self, user: &UserId, connection: &str) -> Result<()> {
+        self.delete_if_present(&self.schema.user_rooms, &user_key(user), &view_key(connection))
+            .await
+    }
+
     /// Removes every row of which room `user`'s connections show (an erasure); how many.
     pub(crate) async fn forget_views(&self, user: &UserId) -> Result<usize> {
         let query = RangeQuery::prefix(user_key(user), VIEW_PREFIX, 1000);

@@ -338,6 +338,16 @@ pub struct Session {
 }
 
 impl Session {
+    /// The connection's id, as its `connected` message gives it.
+    pub fn connection_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The connection's user (the token's subject), if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// The `connected` system message, sent first.
     pub fn connected(&self) -> String {
         json!({ "type": "system", "event": "connected", "userId": self.user, "connectionId": self.id }).to_string()
