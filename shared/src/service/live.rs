@@ -140,6 +140,7 @@ impl Chat {
                 .remove_connection_from_group(connection, &room_group(room.as_str()))
                 .await;
             self.store.remove_viewer(room, connection).await?;
+            self.store.show_room(me, connection, None, true, now).await?;
             return Err(Error::not_found("room not found"));
         }
         Ok(())
