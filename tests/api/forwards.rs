@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::messages::{assert_status, forward, get_message, ids, new_poll};
 use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app};
-use crate::live::{Socket, connect, next_frame, send_frame};
+use crate::live::{Socket, connect_viewing, next_frame};
 
 backend_tests!(
     a_forward_reports_each_room_on_its_own,
@@ -145,12 +145,7 @@ async fn a_forwarded_message_shows_its_source_room_only_to_members_of_it(backend
     app.grant("alice", &target, "carol", &["ManageMessages"], 10).await;
 
     // carol listens to the target room's group.
-    let negotiated = app.call(Method::POST, "/api/negotiate", Some("carol"), None).await;
-    assert_ok(&negotiated);
-    let mut socket = connect(negotiated.body["url"].as_str().unwrap()).await;
-    let join = json!({ "type": "joinGroup", "group": format!("room.{target}"), "ackId": 1 });
-    send_frame(&mut socket, join).await;
-    assert_eq!(next_frame(&mut socket).await["success"], true);
+    let (mut socket, _) = connect_viewing(&app, "carol", &target).await;
 
     let original = app.post("alice", &source, "<p>between us</p>").await;
     let body = json!({ "roomIds": [target] });

@@ -47,5 +47,6 @@ mod scheduled;
 mod send_checks;
 mod serve;
 mod threads;
+mod tiered_delivery;
 mod web_pubsub_client;
 mod webhooks;

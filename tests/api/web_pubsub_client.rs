@@ -1,7 +1,8 @@
 //! The official `@azure/web-pubsub-client` npm package, under node, against the self-hosted
 //! server's hub: it connects with a URL from negotiate (on its default reliable subprotocol),
-//! joins its room's group, receives a message sent over HTTP, and is refused the group of a
-//! room it is not in. `tests/run` installs the package and names it in
+//! cannot join a room's group itself, is put in the group of the room it shows by the server,
+//! receives that room's messages and only notices of others, and once kicked receives the
+//! room no more and cannot rejoin it. `tests/run` installs the package and names it in
 //! `TABLETALK_TEST_WPS_CLIENT` (its `node_modules` folder); under CI a missing package fails.
 
 use std::process::Stdio;
@@ -9,10 +10,14 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::ChildStdout;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::helpers::{Backend, spawn_app};
+use crate::helpers::messages::mention;
+use crate::helpers::{Backend, backend_tests, spawn_app};
+use crate::live::view;
+
+backend_tests!(the_official_client_shows_its_room_and_a_kick_takes_it_out_for_good);
 
 async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
     let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -23,15 +28,20 @@ async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
     serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON line: {line}"))
 }
 
-#[tokio::test]
-async fn the_official_client_joins_its_room_and_receives_messages() {
+async fn join(stdin: &mut ChildStdin, group: &str) {
+    stdin.write_all(format!("join {group}\n").as_bytes()).await.unwrap();
+    stdin.flush().await.unwrap();
+}
+
+async fn the_official_client_shows_its_room_and_a_kick_takes_it_out_for_good(backend: Backend) {
     let Some(node_modules) = crate::helpers::provided("TABLETALK_TEST_WPS_CLIENT") else {
         return;
     };
-    let app = spawn_app(&Backend::embedded());
+    let app = spawn_app(&backend);
     let room = app.create_room("alice").await;
-    let foreign = app.create_room("alice").await;
+    let other = app.create_room("alice").await;
     app.join("bob", &room).await;
+    app.join("bob", &other).await;
     let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
     assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
 
@@ -39,8 +49,6 @@ async fn the_official_client_joins_its_room_and_receives_messages() {
     let mut node = tokio::process::Command::new("node")
         .arg(script)
         .arg(negotiated.body["url"].as_str().unwrap())
-        .arg(format!("room.{room}"))
-        .arg(format!("room.{foreign}"))
         .env("NODE_PATH", &node_modules)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -48,35 +56,52 @@ async fn the_official_client_joins_its_room_and_receives_messages() {
         .kill_on_drop(true)
         .spawn()
         .expect("node runs");
+    let mut stdin = node.stdin.take().unwrap();
     let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
 
     let connected = next_line(&mut lines).await;
     assert_eq!(connected["event"], "connected", "{connected}");
     assert_eq!(connected["userId"], "bob");
-    let joined = next_line(&mut lines).await;
-    assert_eq!(joined["event"], "joined", "{joined}");
+    let connection = connected["connectionId"].as_str().unwrap().to_owned();
+    let group = format!("room.{room}");
+    join(&mut stdin, &group).await;
+    let refused = next_line(&mut lines).await;
+    assert_eq!(
+        (refused["event"].as_str(), refused["error"].as_str()),
+        (Some("refused"), Some("Forbidden")),
+        "the token joins no group: {refused}"
+    );
 
+    let shown = view(&app, "bob", &connection, Some(&room)).await;
+    assert_eq!(shown.status, StatusCode::NO_CONTENT, "{}", shown.body);
     let id = app.post("alice", &room, "<p>hello, official client</p>").await;
-    let mut saw_message = false;
-    let mut saw_refusal = false;
-    while !(saw_message && saw_refusal) {
-        let line = next_line(&mut lines).await;
-        match line["event"].as_str() {
-            Some("server-message") if line["data"]["type"] == "message.created" => {
-                assert_eq!(line["data"]["roomId"], room.as_str());
-                assert_eq!(line["data"]["message"]["id"], id.as_str());
-                assert_eq!(line["data"]["message"]["text"], "<p>hello, official client</p>");
-                saw_message = true;
-            }
-            Some("refused") => {
-                assert_eq!(line["error"], "Forbidden", "{line}");
-                saw_refusal = true;
-            }
-            Some("joined-foreign") => panic!("the client joined a room it is not in"),
-            _ => panic!("unexpected: {line}"),
-        }
-    }
-    drop(node.stdin.take());
+    let line = next_line(&mut lines).await;
+    assert_eq!(line["event"], "server-message", "{line}");
+    assert_eq!(line["data"]["type"], "message.created");
+    assert_eq!(line["data"]["roomId"], room.as_str());
+    assert_eq!(line["data"]["message"]["id"], id.as_str());
+    assert_eq!(line["data"]["message"]["text"], "<p>hello, official client</p>");
+
+    // Kicked: the room's messages stop at once. The next frame bob gets is the notice of a
+    // mention in his other room, which went out after the kicked room's message.
+    app.kick("alice", &room, "bob").await;
+    app.post("alice", &room, "<p>not for bob</p>").await;
+    app.post("alice", &other, &format!("<p>{}</p>", mention("bob"))).await;
+    let line = next_line(&mut lines).await;
+    assert_eq!(line["event"], "server-message", "{line}");
+    assert_eq!(line["data"]["type"], "room.activity", "{line}");
+    assert_eq!(line["data"]["roomId"], other.as_str(), "{line}");
+    assert_eq!(line["data"]["mentioned"], true);
+
+    // Neither the old token nor the server puts the connection back.
+    join(&mut stdin, &group).await;
+    let refused = next_line(&mut lines).await;
+    assert_eq!(refused["event"], "refused", "{refused}");
+    view(&app, "bob", &connection, Some(&room))
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(10), node.wait())
         .await
         .expect("the client exits")

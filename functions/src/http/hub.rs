@@ -65,7 +65,17 @@ pub async fn connect(
         .unwrap_or(JSON_PROTOCOL)
         .to_owned();
     match local.connect(query.access_token.as_deref().unwrap_or_default(), &protocol) {
-        Ok((session, queue)) => upgrade.on_upgrade(move |socket| run(socket, session, queue)),
+        Ok((session, queue)) => {
+            // Once closed, the room the connection showed is no longer looked at through it.
+            let (chat, connection) = (state.chat.clone(), session.connection_id().to_owned());
+            let user = session.user().map(str::to_owned);
+            upgrade.on_upgrade(move |socket| async move {
+                run(socket, session, queue).await;
+                if let Some(user) = user {
+                    chat.connection_closed(&user, &connection).await;
+                }
+            })
+        }
         Err(e) => ApiError(e).into_response(),
     }
 }

@@ -1,14 +1,16 @@
-//! Live functions: `negotiate`, the Web PubSub client URL for the caller's rooms, and typing.
+//! Live functions: `negotiate`, the Web PubSub client URL; which room a connection shows
+//! (`viewRoom`); and typing.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use tabletalk::ids::RoomId;
 use tabletalk::service::live::Negotiated;
+use tabletalk::signals::ViewRoom;
 
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{Caller, PathParams};
+use super::extract::{Caller, JsonBody, PathParams};
 
 /// The Azure Web PubSub URL when one is configured, else one on the self-hosted server's own
 /// hub (as the caller reached the server: its `Host`, and `wss` behind a TLS proxy that says
@@ -40,5 +42,23 @@ pub async fn typing(
     PathParams(room): PathParams<String>,
 ) -> ApiResult<StatusCode> {
     state.chat.typing(&who, &RoomId::parse(&room)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Makes the caller's live connection (`connectionId` from its `connected` message) show one
+/// room: the server puts it in that room's group, where the room's full messages and signals
+/// go, and takes it out of the group of the room it showed before; a `roomId` of null shows
+/// none. Every room not shown sends a short `room.activity` notice with the unread and
+/// mention counts instead. 404 for a room the caller is not in and for a connection that is
+/// not open; 400 for a malformed `connectionId`; 503 where there is no live delivery.
+#[utoipa::path(put, path = "/api/live/view", tag = "live", operation_id = "viewRoom",
+    request_body = ViewRoom,
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn view_room(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    JsonBody(input): JsonBody<ViewRoom>,
+) -> ApiResult<StatusCode> {
+    state.chat.view_room(&who, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

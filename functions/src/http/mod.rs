@@ -131,6 +131,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::batch))
         .routes(routes!(messages::pins))
         .routes(routes!(previews::remove))
+        .routes(routes!(live::view_room))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -2,7 +2,8 @@
 //! reading, which are never stored). They carry the change or a nudge; the store stays the
 //! truth, and clients catch up through reads and the change feed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::messages::Message;
 
@@ -64,6 +65,21 @@ pub enum Signal {
         #[serde(rename = "upTo")]
         up_to: String,
     },
+    /// To one member who is not looking at the room: it has something new. Sent once until
+    /// they look at the room again (view it or read it), and for every message that mentions
+    /// them; the counts are what the room list would answer now, so a badge updates in place.
+    #[serde(rename = "room.activity")]
+    Activity {
+        #[serde(rename = "unreadCount")]
+        unread_count: usize,
+        /// True when there are more unread messages than were counted.
+        #[serde(rename = "unreadCapped")]
+        unread_capped: bool,
+        #[serde(rename = "mentionCount")]
+        mention_count: usize,
+        /// True when the message that caused the notice mentions them.
+        mentioned: bool,
+    },
     /// To its owner alone: a scheduled message was refused when it was due.
     #[serde(rename = "scheduled.refused")]
     ScheduledRefused {
@@ -84,6 +100,38 @@ impl Signal {
             message.hide_source_room();
         }
         self
+    }
+}
+
+/// Which room a live connection shows (`PUT /api/live/view`): the server puts the connection
+/// in that room's group, where full messages go, and takes it out of the group of the room it
+/// showed before. No room means it shows none (a room list, say) and gets notices only.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ViewRoom {
+    /// The connection's id, from the `connected` message of the live connection.
+    pub connection_id: String,
+    pub room_id: Option<String>,
+}
+
+/// The most characters of a connection id.
+pub const MAX_CONNECTION_ID_CHARS: usize = 128;
+
+impl ViewRoom {
+    /// The connection id, checked: 1-128 characters of letters, digits and `-._~=`.
+    pub fn connection(&self) -> crate::error::Result<&str> {
+        let id = self.connection_id.as_str();
+        let valid = !id.is_empty()
+            && id.len() <= MAX_CONNECTION_ID_CHARS
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'='));
+        match valid {
+            true => Ok(id),
+            false => Err(crate::error::Error::validation(format!(
+                "connectionId must be 1-{MAX_CONNECTION_ID_CHARS} characters of letters, digits, '-', '.', '_', '~' or '='"
+            ))),
+        }
     }
 }
 

@@ -231,6 +231,8 @@ impl Chat {
         run.job.counts.subscriptions_removed += self.store.delete_subscriptions(&run.user).await?;
         self.drop_invitations_for(&run.user).await?;
         self.store.unfollow_all(&run.user).await?;
+        // Which room their live connections showed.
+        self.store.forget_views(&run.user).await?;
         self.store.delete_user_bucket(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;
@@ -345,7 +347,7 @@ impl Chat {
             };
             if member.role != MemberRole::Owner {
                 self.store.remove_member(room, user).await?;
-                self.revoke_live(room, user);
+                self.revoke_live(room, user).await;
                 return Ok(true);
             }
             let Some(heir) = self.heir(room, user).await? else {

@@ -1,5 +1,6 @@
 //! Live delivery as the service uses it: signals to a room's group after every durable change,
 //! typing (rate-limited, never stored), the client URL a browser connects with (`negotiate`),
+//! which room a connection shows (`view_room`: the server alone puts connections in groups),
 //! and taking a member who left out of their room's group. Where signals go is the live
 //! channel's business (`crate::adapters::live`); losing it costs only liveness.
 
@@ -17,7 +18,10 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::messages::checks::refuse_timed_out;
-use crate::signals::{Envelope, Signal};
+use crate::rooms::MAX_ROOMS_PER_USER;
+use crate::signals::{Envelope, Signal, ViewRoom};
+use crate::store::stored_time;
+use futures::StreamExt;
 
 /// One typing signal per user and room at most this often; more are dropped quietly.
 pub const TYPING_INTERVAL: Duration = Duration::from_secs(3);
@@ -72,30 +76,106 @@ impl Chat {
         Ok(())
     }
 
-    /// A client URL whose token lets the caller join the live groups of their rooms, and only
-    /// those. `local_endpoint` is this server as the caller reached it (`http(s)://host`),
-    /// for the local hub's URL.
+    /// A client URL for the caller whose token joins no group: the server puts the connection
+    /// in the group of the room it shows (`view_room`), checking membership each time, so a
+    /// removed member's token cannot rejoin. A fresh connection is due one notice per room (its
+    /// client reads the room list to start from). `local_endpoint` is this server as the
+    /// caller reached it (`http(s)://host`), for the local hub's URL.
     pub async fn negotiate(&self, who: &Principal, local_endpoint: &str) -> Result<Negotiated> {
         let Some(live) = &self.live else {
             return Err(Error::Unavailable("live delivery is not configured here".into()));
         };
-        let rooms: Vec<String> = self
-            .my_rooms(who)
-            .await?
-            .into_iter()
-            .map(|entry| entry.room.id)
-            .collect();
-        let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &rooms, Utc::now())?;
+        let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], Utc::now())?;
+        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        futures::stream::iter(rooms)
+            .for_each_concurrent(8, |room| async move { self.arm_notice(&room, &who.user_id).await })
+            .await;
         Ok(Negotiated { url, expires_at })
     }
 
+    /// Makes the caller's live connection show one room (or none): it joins that room's group,
+    /// where full messages go, and leaves the group of the room it showed before, which is due
+    /// a notice again. Members only (any other room answers as missing); a connection that is
+    /// not open (or, on the local hub, not the caller's) answers 404 too. Of this and a removal
+    /// racing, the removal wins: membership is checked again once the connection is in.
+    ///
+    /// Web PubSub cannot say whose a connection is; its id reaches only its own client (in the
+    /// `connected` message), and what the server adds it to is a room of the caller's.
+    pub async fn view_room(&self, who: &Principal, input: ViewRoom) -> Result<()> {
+        let connection = input.connection()?;
+        let target = input.room_id.as_deref().map(RoomId::parse).transpose()?;
+        let Some(live) = &self.live else {
+            return Err(Error::Unavailable("live delivery is not configured here".into()));
+        };
+        if let Some(room) = &target {
+            self.access(room, &who.user_id).await?;
+        }
+        let me = &who.user_id;
+        let known = self.store.shown_room(me, connection).await?;
+        let seen = known.is_some();
+        let previous = known.flatten().filter(|room| Some(room) != target.as_ref());
+        let now = stored_time(Utc::now());
+        if let Some(room) = &target {
+            let group = room_group(room.as_str());
+            if !live.add_connection_to_group(connection, me.as_str(), &group).await? {
+                return Err(Error::not_found("no such live connection"));
+            }
+            self.store.add_viewer(room, connection, me, now).await?;
+        }
+        self.store.show_room(me, connection, target.as_ref(), seen, now).await?;
+        if let Some(old) = previous {
+            if let Err(e) = live
+                .remove_connection_from_group(connection, &room_group(old.as_str()))
+                .await
+            {
+                tracing::warn!(room = %old, error = %e, "could not take a connection out of a live group");
+            }
+            self.store.remove_viewer(&old, connection).await?;
+            self.arm_notice(&old, me).await;
+        }
+        if let Some(room) = &target
+            && self.store.member(room, me).await?.is_none()
+        {
+            let _ = live
+                .remove_connection_from_group(connection, &room_group(room.as_str()))
+                .await;
+            self.store.remove_viewer(room, connection).await?;
+            self.store.show_room(me, connection, None, true, now).await?;
+            return Err(Error::not_found("room not found"));
+        }
+        Ok(())
+    }
+
+    /// A live connection of `user` closed: the room it showed is no longer looked at through
+    /// it, and is due a notice again; best effort. The local hub calls it; on Azure it is for
+    /// Web PubSub's `disconnected` event (until then a closed connection's row lapses after
+    /// `store::live::VIEW_TTL`).
+    pub async fn connection_closed(&self, user: &str, connection: &str) {
+        let Ok(user) = UserId::parse(user) else {
+            return;
+        };
+        let closed = async {
+            if let Some(Some(room)) = self.store.shown_room(&user, connection).await? {
+                self.store.remove_viewer(&room, connection).await?;
+                self.arm_notice(&room, &user).await;
+            }
+            self.store.forget_view(&user, connection).await
+        };
+        if let Err(e) = closed.await {
+            tracing::warn!(%user, error = %e, "could not forget a closed connection's view");
+        }
+    }
+
     /// Takes `user` out of the room's live group after they left or were removed, so the
-    /// room's signals stop reaching them; best effort. (On Azure a client whose token is still
-    /// valid — tokens live an hour — could rejoin the group and stay in it while that
-    /// connection lasts; the local hub refuses the rejoin.)
-    pub(crate) fn revoke_live(&self, room: &RoomId, user: &UserId) {
+    /// room's signals stop reaching them; best effort. Their token holds no join role, so
+    /// their client cannot rejoin it, and `view_room` refuses a non-member. Their rows of who
+    /// looks at the room go too, so nothing of theirs is left in it.
+    pub(crate) async fn revoke_live(&self, room: &RoomId, user: &UserId) {
         if let Some(live) = &self.live {
             live.remove_from_group(user.as_str(), &room_group(room.as_str()));
+            if let Err(e) = self.store.forget_looker(room, user).await {
+                tracing::warn!(%room, %user, error = %e, "could not forget a removed member's live rows");
+            }
         }
     }
 

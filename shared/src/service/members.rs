@@ -70,6 +70,8 @@ impl Chat {
             up_to: position.as_str().to_owned(),
         };
         self.signal(room_id, signal);
+        // They looked: the room's next message brings them a notice again.
+        self.arm_notice(room_id, &who.user_id).await;
         Ok(())
     }
 
@@ -101,6 +103,7 @@ impl Chat {
                     up_to: position.as_str().to_owned(),
                 };
                 self.signal(&room_id, signal);
+                self.arm_notice(&room_id, &who.user_id).await;
                 Ok::<usize, Error>(1)
             }
         });

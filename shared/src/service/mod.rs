@@ -19,6 +19,7 @@ pub mod live;
 pub mod members;
 pub mod moderation;
 pub mod moderation_log;
+pub mod notices;
 pub mod outbox;
 pub mod outgoing;
 pub mod pins;

@@ -59,7 +59,7 @@ impl Chat {
             // They left meanwhile: there was no one to kick.
             return Ok(());
         }
-        self.revoke_live(room_id, target);
+        self.revoke_live(room_id, target).await;
         let line = format!("{} was removed from the room.", member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(())
@@ -140,7 +140,7 @@ impl Chat {
         } else {
             self.store.unindex_user_room(target, room_id).await?;
         }
-        self.revoke_live(room_id, target);
+        self.revoke_live(room_id, target).await;
         if let Some(member) = member {
             let line = format!("{} was banned from the room.", member.display_name());
             self.announce(room_id, MessageType::System, who, line).await;

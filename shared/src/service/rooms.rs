@@ -126,7 +126,7 @@ impl Chat {
         // A leave writes a line in the leaver's name.
         self.check_user_limit(&who.user_id).await?;
         self.store.remove_member(room_id, &who.user_id).await?;
-        self.revoke_live(room_id, &who.user_id);
+        self.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
         Ok(())
@@ -154,7 +154,7 @@ impl Chat {
 
     /// Counts what `member` has not read: messages from others newer than their read position
     /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
-    async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
+    pub(crate) async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
         let position = member.read_position();
         let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;

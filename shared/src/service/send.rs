@@ -406,8 +406,14 @@ impl Chat {
                 message: message.clone(),
             },
         );
-        if let Some(event) = event {
-            self.dispatch(room, event).await;
+        // The full message went to those showing the room; the others get a notice, alongside
+        // the event's dispatch rather than after it.
+        let notices = self.notify_non_viewers(room, &message);
+        match event {
+            Some(event) => {
+                tokio::join!(notices, self.dispatch(room, event));
+            }
+            None => notices.await,
         }
         // A member's link gets its preview in the background (`service::previews`).
         self.preview_later(room, &message).await;

@@ -18,6 +18,7 @@ pub mod follows;
 pub mod invitations;
 pub mod ledger;
 pub mod limits;
+pub mod live;
 pub mod members;
 pub mod messages;
 pub mod moderation_log;

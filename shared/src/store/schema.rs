@@ -64,6 +64,10 @@
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
 //!   records (`text:<user>:<SHA-256 of the normalised text>`, with when it was sent).
 //!   Housekeeping expires the room's records; deleting a room deletes its partition.
+//! - Tiered live delivery (`store::live`): in a room's `Rooms` partition, one row per live
+//!   connection showing the room (`live:v:<connection id>`) and one per member due a notice
+//!   (`live:a:<user>`), so a send finds everyone it must tell in one range read; in a user's
+//!   `UserRooms` partition, the room each of their connections shows (`view:<connection id>`).
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -164,6 +168,14 @@ pub const ROOM_BUCKET_ROW: &str = "sends";
 pub const NEWCOMER_PREFIX: &str = "newcomer:";
 /// Prefix of repeat-text records in a room's `Limits` partition.
 pub const RECENT_TEXT_PREFIX: &str = "text:";
+/// The rows of who looks at a room (`Rooms`, partition = room).
+pub const LOOKER_PREFIX: &str = "live:";
+/// A connection showing the room.
+pub const VIEWER_PREFIX: &str = "live:v:";
+/// A member due a notice.
+pub const ARMED_PREFIX: &str = "live:a:";
+/// The room a connection of the user shows (`UserRooms`, partition = user).
+pub const VIEW_PREFIX: &str = "view:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -279,6 +291,19 @@ pub(crate) fn feed_end() -> String {
 /// The version a feed row key names.
 pub(crate) fn feed_version(key: &str) -> Option<u64> {
     key.strip_prefix(FEED_PREFIX)?.parse().ok()
+}
+
+/// A connection id is checked to hold only key-safe characters before it is used.
+pub(crate) fn viewer_key(connection: &str) -> String {
+    format!("{VIEWER_PREFIX}{connection}")
+}
+
+pub(crate) fn armed_key(user: &UserId) -> String {
+    format!("{ARMED_PREFIX}{}", user_key(user))
+}
+
+pub(crate) fn view_key(connection: &str) -> String {
+    format!("{VIEW_PREFIX}{connection}")
 }
 
 pub(crate) fn member_key(user: &UserId) -> String {

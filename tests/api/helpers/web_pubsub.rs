@@ -1,10 +1,12 @@
 //! A Web PubSub stand-in: the service REST API on a loopback port, checking each call as Web
-//! PubSub does (reference/azure-platform.md §4.2–4.3) and recording what it was sent.
+//! PubSub does (reference/azure-platform.md §4.2–4.3), keeping which connection is in which
+//! group, and recording what it was sent.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 
 /// Checks an HS256 token against `key` (its UTF-8 bytes, as Web PubSub signs) and returns its
 /// claims.
@@ -20,19 +22,44 @@ pub fn verify_hs256(token: &str, key: &str) -> Value {
     serde_json::from_slice(&B64.decode(claims).unwrap()).unwrap()
 }
 
-/// What the Web PubSub stand-in received: the group and the JSON body of each `:send`, and
-/// the other calls (method and path); `online` users answer 200 to `HEAD …/users/{id}`.
+/// What the Web PubSub stand-in received: the group and the JSON body of each `:send` to a
+/// group, the user and body of each `:send` to a user (`notices`), and the other calls (method
+/// and path); `online` users answer 200 to `HEAD …/users/{id}`. It keeps the open
+/// `connections` (id → user and groups) as the service does: adding one that is not open is
+/// 404, and removing a user from a group takes each of their connections out of it.
 #[derive(Clone, Default)]
 pub struct Hub {
     pub sent: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    pub notices: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
     pub calls: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub connections: std::sync::Arc<std::sync::Mutex<HashMap<String, (String, HashSet<String>)>>>,
     pub online: Vec<String>,
     pub access_key: String,
     pub origin: String,
 }
 
-/// The service REST API (send to group, user exists, remove user from group), as Web PubSub
-/// checks it: a bearer token signed with the access key whose `aud` is the exact request URL.
+impl Hub {
+    /// A client of `user` connected with the id `connection`.
+    pub fn open(&self, connection: &str, user: &str) {
+        self.connections
+            .lock()
+            .unwrap()
+            .insert(connection.to_owned(), (user.to_owned(), HashSet::new()));
+    }
+
+    /// Whether the connection is in `group`.
+    pub fn in_group(&self, connection: &str, group: &str) -> bool {
+        self.connections
+            .lock()
+            .unwrap()
+            .get(connection)
+            .is_some_and(|(_, groups)| groups.contains(group))
+    }
+}
+
+/// The service REST API (send to a group or a user, user exists, add and remove a connection,
+/// remove a user from a group), as Web PubSub checks it: a bearer token signed with the access
+/// key whose `aud` is the exact request URL.
 async fn hub_send(
     axum::extract::State(hub): axum::extract::State<Hub>,
     method: axum::http::Method,
@@ -40,36 +67,69 @@ async fn hub_send(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> axum::http::StatusCode {
+    use axum::http::{Method, StatusCode};
     let path = uri.path();
-    let group = path
-        .strip_prefix("/api/hubs/chat/groups/")
-        .and_then(|rest| rest.strip_suffix("/:send"));
-    let user = path.strip_prefix("/api/hubs/chat/users/");
-    if group.is_none() && user.is_none() {
-        return axum::http::StatusCode::NOT_FOUND;
-    }
-    let token = headers["authorization"]
-        .to_str()
-        .unwrap()
-        .strip_prefix("Bearer ")
-        .unwrap();
+    let Some(rest) = path.strip_prefix("/api/hubs/chat/") else {
+        return StatusCode::NOT_FOUND;
+    };
+    let Some(token) = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return StatusCode::UNAUTHORIZED;
+    };
     let claims = verify_hs256(token, &hub.access_key);
     let url = format!("{}{}", hub.origin, uri);
     assert_eq!(claims["aud"], url, "aud is the exact request URL");
+    assert!(
+        claims["exp"].as_i64().unwrap() > chrono::Utc::now().timestamp(),
+        "not expired"
+    );
     assert!(uri.query().unwrap().contains("api-version="));
-    if let Some(user) = user {
-        hub.calls.lock().unwrap().push(format!("{method} {path}"));
-        return match method {
-            axum::http::Method::HEAD if hub.online.iter().any(|u| u == user) => axum::http::StatusCode::OK,
-            axum::http::Method::HEAD => axum::http::StatusCode::NOT_FOUND,
-            axum::http::Method::DELETE => axum::http::StatusCode::NO_CONTENT,
-            _ => axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        };
+    // The tests' users, groups and connection ids need no percent-decoding.
+    let parts: Vec<&str> = rest.split('/').collect();
+    let json = || serde_json::from_slice::<Value>(&body).expect("a JSON body");
+    match (&method, parts.as_slice()) {
+        (&Method::POST, ["groups", group, ":send"]) => {
+            hub.sent.lock().unwrap().push(((*group).to_owned(), json()));
+            return StatusCode::ACCEPTED;
+        }
+        (&Method::POST, ["users", user, ":send"]) => {
+            hub.notices.lock().unwrap().push(((*user).to_owned(), json()));
+            return StatusCode::ACCEPTED;
+        }
+        _ => {}
     }
-    let group = group.unwrap();
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    hub.sent.lock().unwrap().push((group.to_owned(), body));
-    axum::http::StatusCode::ACCEPTED
+    hub.calls.lock().unwrap().push(format!("{method} {path}"));
+    let mut connections = hub.connections.lock().unwrap();
+    match (&method, parts.as_slice()) {
+        (&Method::HEAD, ["users", user]) if hub.online.iter().any(|u| u == user) => StatusCode::OK,
+        (&Method::HEAD, ["users", _]) => StatusCode::NOT_FOUND,
+        (&Method::DELETE, ["users", user, "groups", group]) => {
+            for (owner, groups) in connections.values_mut() {
+                if owner == user {
+                    groups.remove(*group);
+                }
+            }
+            StatusCode::NO_CONTENT
+        }
+        (&Method::PUT, ["groups", group, "connections", connection]) => match connections.get_mut(*connection) {
+            Some((_, groups)) => {
+                groups.insert((*group).to_owned());
+                StatusCode::OK
+            }
+            None => StatusCode::NOT_FOUND,
+        },
+        (&Method::DELETE, ["groups", group, "connections", connection]) => match connections.get_mut(*connection) {
+            Some((_, groups)) => {
+                groups.remove(*group);
+                StatusCode::OK
+            }
+            None => StatusCode::NOT_FOUND,
+        },
+        _ => StatusCode::METHOD_NOT_ALLOWED,
+    }
 }
 
 /// Starts a stand-in hub with a fresh access key, in which the `online` users are connected;

@@ -238,6 +238,31 @@ impl LocalHub {
         }
     }
 
+    /// Puts the connection `connection` (its id as the `connected` message gave it) in
+    /// `group`, when it is open and `user`'s: the server's own doing after it checked the
+    /// membership, so no revocation applies (a member who rejoined is let in again).
+    pub fn add_connection(&self, connection: &str, user: &str, group: &str) -> bool {
+        let Some(number) = connection_number(connection) else {
+            return false;
+        };
+        let mut state = self.state.lock().expect("hub lock");
+        let theirs = state
+            .connections
+            .get(&number)
+            .is_some_and(|c| c.user.as_deref() == Some(user));
+        if theirs && valid_group(group) {
+            state.join(number, group);
+        }
+        theirs
+    }
+
+    /// Takes the connection `connection` out of `group`.
+    pub fn remove_connection(&self, connection: &str, group: &str) {
+        if let Some(number) = connection_number(connection) {
+            self.state.lock().expect("hub lock").leave(number, group);
+        }
+    }
+
     /// Whether `user` has a connection open.
     pub fn user_connected(&self, user: &str) -> bool {
         let state = self.state.lock().expect("hub lock");
@@ -287,6 +312,11 @@ impl State {
     }
 }
 
+/// The number of a connection id `local-<n>`.
+fn connection_number(connection: &str) -> Option<u64> {
+    connection.strip_prefix("local-")?.parse().ok()
+}
+
 /// 1–1024 characters, not whitespace only (reference §4.1).
 fn valid_group(group: &str) -> bool {
     !group.trim().is_empty() && group.chars().count() <= 1024
@@ -308,6 +338,16 @@ pub struct Session {
 }
 
 impl Session {
+    /// The connection's id, as its `connected` message gives it.
+    pub fn connection_id(&self) -> &str {
+        &self.id
+    }
+
+    /// The connection's user (the token's subject), if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// The `connected` system message, sent first.
     pub fn connected(&self) -> String {
         json!({ "type": "system", "event": "connected", "userId": self.user, "connectionId": self.id }).to_string()
@@ -496,6 +536,26 @@ mod tests {
         assert!(queue.try_recv().is_err(), "no longer in the group");
         let again = ack(session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":2}"#));
         assert_eq!(again["error"]["name"], "Forbidden");
+    }
+
+    /// With no join roles the client cannot join any group itself; the server puts its
+    /// connection in one, and only a connection of the user it names.
+    #[tokio::test]
+    async fn the_server_adds_a_connection_to_a_group_the_token_cannot_join() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let (mut session, mut queue) = hub.connect(&token_for(&hub, "bob", &[]), JSON_PROTOCOL).unwrap();
+        let connected: serde_json::Value = serde_json::from_str(&session.connected()).unwrap();
+        let id = connected["connectionId"].as_str().unwrap().to_owned();
+        let refused = ack(session.handle(r#"{"type":"joinGroup","group":"room.r1","ackId":1}"#));
+        assert_eq!(refused["error"]["name"], "Forbidden");
+        assert!(!hub.add_connection(&id, "carol", "room.r1"), "not carol's connection");
+        assert!(!hub.add_connection("local-999", "bob", "room.r1"), "no such connection");
+        assert!(hub.add_connection(&id, "bob", "room.r1"));
+        hub.send_to_group("room.r1", br#"{"n":1}"#);
+        assert_eq!(&*queue.recv().await.unwrap(), r#"{"n":1}"#);
+        hub.remove_connection(&id, "room.r1");
+        hub.send_to_group("room.r1", br#"{"n":2}"#);
+        assert!(queue.try_recv().is_err(), "out of the group again");
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub trait LiveChannel: Send + Sync + std::fmt::Debug {
     /// Whether `user` has a live connection open.
     async fn user_connected(&self, user: &str) -> Result<bool>;
 
+    /// Puts the connection `connection` of `user` in `group`, the server's own doing (tokens
+    /// carry no join roles); false when no such connection is open, or (where the channel can
+    /// tell) it is not `user`'s. Awaited: the caller answers with the outcome.
+    async fn add_connection_to_group(&self, connection: &str, user: &str, group: &str) -> Result<bool>;
+
+    /// Takes the connection `connection` out of `group` (it shows another room now).
+    async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()>;
+
     /// A client URL for `user` whose token may join the groups of `rooms` and no other, and
     /// when it expires. `endpoint` is this server as the caller reached it
     /// (`http(s)://host[:port]`), which the local hub's URL is built on.
@@ -75,6 +83,14 @@ impl LiveChannel for Arc<WebPubSub> {
         WebPubSub::user_connected(self, user).await
     }
 
+    async fn add_connection_to_group(&self, connection: &str, _user: &str, group: &str) -> Result<bool> {
+        WebPubSub::add_connection_to_group(self, connection, group).await
+    }
+
+    async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()> {
+        WebPubSub::remove_connection_from_group(self, connection, group).await
+    }
+
     fn send_to_user(&self, user: &str, body: Vec<u8>) {
         let (web_pubsub, user) = (Arc::clone(self), user.to_owned());
         tokio::spawn(async move {
@@ -109,6 +125,15 @@ impl LiveChannel for Arc<LocalHub> {
 
     async fn user_connected(&self, user: &str) -> Result<bool> {
         Ok(LocalHub::user_connected(self, user))
+    }
+
+    async fn add_connection_to_group(&self, connection: &str, user: &str, group: &str) -> Result<bool> {
+        Ok(self.add_connection(connection, user, group))
+    }
+
+    async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()> {
+        self.remove_connection(connection, group);
+        Ok(())
     }
 
     fn send_to_user(&self, user: &str, body: Vec<u8>) {

@@ -2,9 +2,10 @@
 //!
 //! The client URL is `wss://<host>/client/hubs/<hub>?access_token=<jwt>`. The JWT is HS256,
 //! signed with the access key's UTF-8 bytes (not base64-decoded), `aud` the https hub URL,
-//! `sub` the user, and roles `webpubsub.joinLeaveGroup.<room>` for exactly the rooms the user
-//! belongs to — so the connection can join those rooms' groups and no other — expiring within
-//! an hour. Facts: reference/azure-platform.md §4.1–4.2.
+//! `sub` the user, expiring within an hour. `negotiate` grants no join roles: the server puts
+//! a connection in a room's group itself (REST, [`WebPubSub::add_connection_to_group`]) after
+//! checking membership, so a removed member's old token cannot rejoin. Facts:
+//! reference/azure-platform.md §4.1–4.3.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -117,6 +118,25 @@ impl WebPubSub {
     pub async fn remove_user_from_group(&self, user: &str, group: &str) -> Result<()> {
         let path = format!("users/{}/groups/{}", segment(user), segment(group));
         expect_success(self.rest(reqwest::Method::DELETE, &path, None).await?)
+    }
+
+    /// Adds the connection to `group` (200); false when the service knows no such connection
+    /// (404).
+    pub async fn add_connection_to_group(&self, connection: &str, group: &str) -> Result<bool> {
+        let path = format!("groups/{}/connections/{}", segment(group), segment(connection));
+        match self.rest(reqwest::Method::PUT, &path, None).await? {
+            reqwest::StatusCode::NOT_FOUND => Ok(false),
+            status => expect_success(status).map(|()| true),
+        }
+    }
+
+    /// Takes the connection out of `group`; a connection already gone (404) is out of it.
+    pub async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()> {
+        let path = format!("groups/{}/connections/{}", segment(group), segment(connection));
+        match self.rest(reqwest::Method::DELETE, &path, None).await? {
+            reqwest::StatusCode::NOT_FOUND => Ok(()),
+            status => expect_success(status),
+        }
     }
 
     /// Whether `user` has a live connection to the hub (200 yes, 404 no).

@@ -10,5 +10,6 @@ mod moderation;
 mod outgoing;
 mod pins;
 mod previews;
+mod notices;
 mod rooms;
 mod scheduled;
