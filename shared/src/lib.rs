@@ -14,6 +14,7 @@ pub mod service;
 pub mod store;
 
 pub use tabletalk_domain::erasure;
+pub use tabletalk_domain::presence;
 pub use tabletalk_domain::scheduled;
 pub use tabletalk_domain::webhooks;
 pub use tabletalk_domain::{

@@ -16,6 +16,7 @@ pub mod messages;
 pub mod moderation;
 pub mod objects;
 pub mod openapi;
+pub mod presence;
 pub mod push;
 pub mod roles;
 pub mod rooms;
@@ -123,6 +124,12 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::follow, messages::unfollow))
         .routes(routes!(messages::thread_read))
         .routes(routes!(messages::my_threads))
+        .routes(routes!(
+            presence::set_status,
+            presence::clear_status,
+            presence::my_status
+        ))
+        .routes(routes!(presence::live_events, presence::live_events_preflight))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -18,6 +18,7 @@ pub mod members;
 pub mod messages;
 pub mod moderation;
 pub mod permissions;
+pub mod presence;
 pub mod principal;
 pub mod reports;
 pub mod roles;

@@ -232,6 +232,7 @@ impl Chat {
         self.drop_invitations_for(&run.user).await?;
         self.store.unfollow_all(&run.user).await?;
         self.store.delete_user_bucket(&run.user).await?;
+        self.store.delete_presence(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;
         run.job.finished_at = Some(now);

@@ -22,6 +22,7 @@ pub mod members;
 pub mod messages;
 pub mod moderation_log;
 pub mod outbox;
+pub mod presence;
 pub mod purge;
 pub mod reports;
 pub mod roles;

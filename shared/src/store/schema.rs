@@ -56,6 +56,12 @@
 //!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
 //!   records (`text:<user>:<SHA-256 of the normalised text>`, with when it was sent).
 //!   Housekeeping expires the room's records; deleting a room deletes its partition.
+//! - `Presence` (partition = user): one row per open live connection (`c:<connection id>`,
+//!   on the local hub `<process>.<number>`, on Azure the service's id), so two processes or
+//!   duplicate events never share a counter; and the user's presence row (`state`: online or
+//!   away, last seen, custom status), which changes only by a conditional write after the
+//!   connection rows were read, so of two processes settling at once the one that flips the
+//!   state announces it (`store::presence`).
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -136,6 +142,10 @@ pub const ROOM_BUCKET_ROW: &str = "sends";
 pub const NEWCOMER_PREFIX: &str = "newcomer:";
 /// Prefix of repeat-text records in a room's `Limits` partition.
 pub const RECENT_TEXT_PREFIX: &str = "text:";
+/// Row key of a user's presence row in their `Presence` partition.
+pub const PRESENCE_ROW: &str = "state";
+/// Prefix of connection rows in a `Presence` partition.
+pub const CONNECTION_PREFIX: &str = "c:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -148,6 +158,7 @@ pub struct Schema {
     pub housekeeping: TableName,
     pub push_subscriptions: TableName,
     pub limits: TableName,
+    pub presence: TableName,
 }
 
 impl Schema {
@@ -163,10 +174,11 @@ impl Schema {
             housekeeping: name("Housekeeping")?,
             push_subscriptions: name("PushSubscriptions")?,
             limits: name("Limits")?,
+            presence: name("Presence")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 9] {
+    pub fn all(&self) -> [&TableName; 10] {
         [
             &self.messages,
             &self.ascending,
@@ -177,6 +189,7 @@ impl Schema {
             &self.push_subscriptions,
             &self.user_history,
             &self.limits,
+            &self.presence,
         ]
     }
 
@@ -233,6 +246,11 @@ pub(crate) fn feed_end() -> String {
 /// The version a feed row key names.
 pub(crate) fn feed_version(key: &str) -> Option<u64> {
     key.strip_prefix(FEED_PREFIX)?.parse().ok()
+}
+
+/// The row of one live connection in its user's `Presence` partition.
+pub(crate) fn connection_key(connection: &str) -> String {
+    format!("{CONNECTION_PREFIX}{}", encode_key_part(connection))
 }
 
 pub(crate) fn member_key(user: &UserId) -> String {

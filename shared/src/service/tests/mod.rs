@@ -7,5 +7,6 @@ mod erasure;
 mod limits;
 mod messages;
 mod moderation;
+mod presence;
 mod rooms;
 mod scheduled;
