@@ -30,6 +30,7 @@ mod ownership;
 mod permissions;
 mod pins;
 mod polls;
+mod presence;
 mod privacy;
 mod push;
 mod push_endpoints;
