@@ -44,6 +44,8 @@ pub struct Report {
     pub uploads_expired: usize,
     /// Scheduled messages finished more than `scheduled::FINISHED_KEPT` ago.
     pub scheduled_expired: usize,
+    /// Connections left open by a self-hosted process that stopped, closed (`service::presence`).
+    pub connections_swept: usize,
 }
 
 impl Chat {
@@ -62,6 +64,10 @@ impl Chat {
         match self.store.expire_scheduled(now - crate::scheduled::FINISHED_KEPT).await {
             Ok(expired) => report.scheduled_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
+        }
+        match self.sweep_stopped_hubs(now).await {
+            Ok(swept) => report.connections_swept = swept,
+            Err(e) => tracing::warn!(error = %e, "sweeping stopped live hubs failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

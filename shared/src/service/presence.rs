@@ -31,6 +31,12 @@ use crate::signals::Signal;
 
 /// At most one presence signal per user this often (in each process).
 pub const PRESENCE_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a local hub renews its heartbeat (and sweeps stopped hubs).
+pub const HUB_HEARTBEAT: Duration = Duration::from_secs(30);
+/// How long a heartbeat holds: a hub not heard of for this long belongs to a stopped process.
+const HUB_LEASE: chrono::Duration = chrono::Duration::seconds(90);
+/// Connections of one stopped hub closed per sweep (the next sweep goes on).
+const SWEPT_AT_ONCE: usize = 1000;
 /// Presence rows a member listing reads at the same time.
 const PRESENCE_READS_AT_ONCE: usize = 16;
 
@@ -126,27 +132,87 @@ impl Chat {
     }
 
     /// Keeps presence from this process's local hub, if it runs one: a task that records
-    /// each user connection opened and closed, qualified by a random tag of this process (so
-    /// two processes on one store never share a connection row). Ends when the hub does.
+    /// each user connection opened and closed under a random tag of this process (so two
+    /// processes on one store never share a connection row), renews the hub's heartbeat every
+    /// [`HUB_HEARTBEAT`], and closes the connections of hubs whose heartbeat lapsed (a process
+    /// that died with connections open). Ends when the hub does.
     pub fn watch_local_hub(&self) -> Option<tokio::task::JoinHandle<()>> {
         let mut events = self.local_hub()?.watch();
         let chat = self.clone();
-        let process = uuid::Uuid::new_v4().simple().to_string();
+        let tag = uuid::Uuid::new_v4().simple().to_string();
         Some(tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                let (user, connection, open) = match event {
-                    HubEvent::Opened { user, connection } => (user, connection, true),
-                    HubEvent::Closed { user, connection } => (user, connection, false),
-                };
-                let Ok(user) = UserId::parse(&user) else {
-                    continue;
-                };
-                let connection = format!("{process}.{connection}");
-                if let Err(e) = chat.connection_changed(&user, &connection, open).await {
-                    tracing::warn!(%user, error = %e, "a connection's presence was not recorded");
+            let mut beats = tokio::time::interval(HUB_HEARTBEAT);
+            loop {
+                tokio::select! {
+                    _ = beats.tick() => chat.hub_heartbeat(&tag).await,
+                    event = events.recv() => match event {
+                        Some(event) => {
+                            if let Err(e) = chat.hub_event(&tag, event).await {
+                                tracing::warn!(error = %e, "a connection's presence was not recorded");
+                            }
+                        }
+                        None => break,
+                    },
                 }
             }
         }))
+    }
+
+    /// Renews this hub's heartbeat and sweeps the hubs of stopped processes; best effort.
+    async fn hub_heartbeat(&self, tag: &str) {
+        let now = Utc::now();
+        if let Err(e) = self.store.beat_hub(tag, now + HUB_LEASE).await {
+            tracing::warn!(error = %e, "the live hub's heartbeat was not renewed");
+        }
+        if let Err(e) = self.sweep_stopped_hubs(now).await {
+            tracing::warn!(error = %e, "sweeping the connections of stopped hubs failed; trying again");
+        }
+    }
+
+    /// One connection of the local hub of process `tag` opened or closed. An opening is
+    /// listed under the hub before it counts, and a closing taken off the list after, so a
+    /// sweep after this process dies finds every connection it left open.
+    pub(crate) async fn hub_event(&self, tag: &str, event: HubEvent) -> Result<()> {
+        let (user, connection, open) = match event {
+            HubEvent::Opened { user, connection } => (user, connection, true),
+            HubEvent::Closed { user, connection } => (user, connection, false),
+        };
+        let Ok(user) = UserId::parse(&user) else {
+            return Ok(());
+        };
+        let row = format!("{tag}.{connection}");
+        if open {
+            self.store.index_hub_connection(tag, &connection, &user).await?;
+            self.connection_changed(&user, &row, true).await
+        } else {
+            self.connection_changed(&user, &row, false).await?;
+            Ok(self.store.unindex_hub_connection(tag, &connection).await?)
+        }
+    }
+
+    /// Closes every connection still listed on a local hub whose heartbeat lapsed before
+    /// `now`, and forgets that hub once none is left. Answers how many were closed.
+    pub async fn sweep_stopped_hubs(&self, now: chrono::DateTime<Utc>) -> Result<usize> {
+        let mut closed = 0;
+        for tag in self.store.lapsed_hubs(now).await? {
+            let connections = self.store.hub_connections(&tag, SWEPT_AT_ONCE).await?;
+            if connections.is_empty() {
+                self.store.forget_hub(&tag).await?;
+                continue;
+            }
+            for (connection, user) in connections {
+                self.hub_event(
+                    &tag,
+                    HubEvent::Closed {
+                        user: user.to_string(),
+                        connection,
+                    },
+                )
+                .await?;
+                closed += 1;
+            }
+        }
+        Ok(closed)
     }
 
     /// A Web PubSub system event posted to the upstream handler: believed only with a valid

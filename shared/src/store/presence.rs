@@ -19,7 +19,9 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::Store;
 use super::error::Result;
-use super::schema::{CONNECTION_PREFIX, PRESENCE_ROW, connection_key, user_key};
+use super::schema::{
+    CONNECTION_PREFIX, HUB_CONNECTIONS_PREFIX, HUBS_PARTITION, PRESENCE_ROW, connection_key, encode_key_part, user_key,
+};
 use crate::error::Error;
 use crate::ids::UserId;
 use crate::presence::{CustomStatus, Presence, PresenceState};
@@ -156,10 +158,74 @@ impl Store {
         }
     }
 
+    /// Marks the local hub of process `tag` alive until `until`.
+    pub(crate) async fn beat_hub(&self, tag: &str, until: DateTime<Utc>) -> Result<()> {
+        let row = Entity::new(HUBS_PARTITION, encode_key_part(tag)).with("aliveUntil", Value::datetime(until));
+        self.tables
+            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Lists `connection` of `user` as open on the local hub of process `tag`.
+    pub(crate) async fn index_hub_connection(&self, tag: &str, connection: &str, user: &UserId) -> Result<()> {
+        let row =
+            Entity::new(hub_partition(tag), encode_key_part(connection)).with("user", Value::String(user.to_string()));
+        self.tables
+            .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Takes `connection` off the list of the local hub of process `tag`.
+    pub(crate) async fn unindex_hub_connection(&self, tag: &str, connection: &str) -> Result<()> {
+        self.delete_if_present(
+            &self.schema.housekeeping,
+            &hub_partition(tag),
+            &encode_key_part(connection),
+        )
+        .await
+    }
+
+    /// The tags of local hubs whose heartbeat lapsed before `now` (their process stopped).
+    pub(crate) async fn lapsed_hubs(&self, now: DateTime<Utc>) -> Result<Vec<String>> {
+        let query = RangeQuery::partition(HUBS_PARTITION, 1000);
+        let (rows, _) = self
+            .tables
+            .query_up_to(&self.schema.housekeeping, &query, MAX_CONNECTIONS)
+            .await?;
+        Ok(rows
+            .iter()
+            .filter(|row| row.datetime("aliveUntil").is_none_or(|until| until < now))
+            .map(|row| row.row_key.clone())
+            .collect())
+    }
+
+    /// Up to `max` connections still listed open on the hub of `tag` (as `lapsed_hubs` names
+    /// it): the connection and its user.
+    pub(crate) async fn hub_connections(&self, tag_key: &str, max: usize) -> Result<Vec<(String, UserId)>> {
+        let query = RangeQuery::partition(format!("{HUB_CONNECTIONS_PREFIX}{tag_key}"), 1000);
+        let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| Some((row.row_key.clone(), UserId::parse(row.str("user")?).ok()?)))
+            .collect())
+    }
+
+    /// Forgets the heartbeat of the hub of `tag_key` (as `lapsed_hubs` names it).
+    pub(crate) async fn forget_hub(&self, tag_key: &str) -> Result<()> {
+        self.delete_if_present(&self.schema.housekeeping, HUBS_PARTITION, tag_key)
+            .await
+    }
+
     /// Deletes every presence row of `user` (an erasure: their status is theirs).
     pub(crate) async fn delete_presence(&self, user: &UserId) -> Result<()> {
         let query = RangeQuery::partition(user_key(user), 1000);
         self.tables.delete_range(&self.schema.presence, &query).await?;
         Ok(())
     }
+}
+
+fn hub_partition(tag: &str) -> String {
+    format!("{HUB_CONNECTIONS_PREFIX}{}", encode_key_part(tag))
 }

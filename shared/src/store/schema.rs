@@ -61,7 +61,10 @@
 //!   duplicate events never share a counter; and the user's presence row (`state`: online or
 //!   away, last seen, custom status), which changes only by a conditional write after the
 //!   connection rows were read, so of two processes settling at once the one that flips the
-//!   state announces it (`store::presence`).
+//!   state announces it (`store::presence`). `Housekeeping`'s partition `hubs` holds one
+//!   heartbeat row per running local hub (a process's random tag, `aliveUntil`), and
+//!   partition `hub:<tag>` one row per connection open on that hub, so the connections of a
+//!   process that died are found and closed without scanning every user.
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -146,6 +149,10 @@ pub const RECENT_TEXT_PREFIX: &str = "text:";
 pub const PRESENCE_ROW: &str = "state";
 /// Prefix of connection rows in a `Presence` partition.
 pub const CONNECTION_PREFIX: &str = "c:";
+/// The `Housekeeping` partition of local hubs' heartbeats (row = a process's tag).
+pub const HUBS_PARTITION: &str = "hubs";
+/// Prefix of the `Housekeeping` partitions listing a local hub's open connections.
+pub const HUB_CONNECTIONS_PREFIX: &str = "hub:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {

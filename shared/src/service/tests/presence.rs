@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::adapters::live::local_hub::JSON_PROTOCOL;
+use crate::adapters::live::local_hub::{HubEvent, JSON_PROTOCOL};
 use crate::presence::PresenceState;
 use crate::service::Chat;
 use crate::service::testing::{chat_on, store, user};
@@ -155,4 +155,42 @@ async fn a_flapping_user_costs_a_room_one_signal_now_and_one_with_the_last_state
         ["online", "away"],
         "the first at once, then one with the last state"
     );
+}
+
+#[tokio::test]
+async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_sweep() {
+    let (first, second, _) = two_processes().await;
+    let (bob, carol) = (user("bob").user_id, user("carol").user_id);
+    let now = chrono::Utc::now();
+    let opened = |user: &crate::ids::UserId, connection: &str| HubEvent::Opened {
+        user: user.to_string(),
+        connection: connection.to_owned(),
+    };
+    // The first process's hub had two tabs of bob open when it stopped beating; the second's
+    // hub, alive, has carol's.
+    first
+        .store
+        .beat_hub("stopped", now - chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    first.hub_event("stopped", opened(&bob, "local-1")).await.unwrap();
+    first.hub_event("stopped", opened(&bob, "local-2")).await.unwrap();
+    second
+        .store
+        .beat_hub("alive", now + chrono::Duration::seconds(90))
+        .await
+        .unwrap();
+    second.hub_event("alive", opened(&carol, "local-1")).await.unwrap();
+    assert_eq!(second.store.presence(&bob).await.unwrap().state, PresenceState::Online);
+
+    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 2);
+    assert_eq!(second.store.presence(&bob).await.unwrap().state, PresenceState::Away);
+    assert_eq!(
+        second.store.presence(&carol).await.unwrap().state,
+        PresenceState::Online,
+        "a live hub is left alone"
+    );
+    // Nothing left: the next sweep forgets the stopped hub and closes nothing.
+    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 0);
+    assert_eq!(second.store.lapsed_hubs(now).await.unwrap(), Vec::<String>::new());
 }
