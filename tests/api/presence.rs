@@ -50,6 +50,8 @@ async fn until_state(app: &TestApp, room: &str, user: &str, state: &str) -> Valu
 struct Tab {
     node: Child,
     lines: Lines<BufReader<ChildStdout>>,
+    /// Lines read ahead while waiting for the join (a signal may come before its ack).
+    early: std::collections::VecDeque<Value>,
 }
 
 impl Tab {
@@ -69,13 +71,31 @@ impl Tab {
             .spawn()
             .expect("node runs");
         let lines = BufReader::new(node.stdout.take().unwrap()).lines();
-        let mut tab = Tab { node, lines };
-        assert_eq!(tab.next().await["event"], "connected");
-        assert_eq!(tab.next().await["event"], "joined");
+        let mut tab = Tab {
+            node,
+            lines,
+            early: Default::default(),
+        };
+        assert_eq!(tab.read().await["event"], "connected");
+        loop {
+            let line = tab.read().await;
+            match line["event"].as_str() {
+                Some("joined") => break,
+                Some("server-message") => tab.early.push_back(line),
+                _ => panic!("not joined: {line}"),
+            }
+        }
         tab
     }
 
     async fn next(&mut self) -> Value {
+        match self.early.pop_front() {
+            Some(line) => line,
+            None => self.read().await,
+        }
+    }
+
+    async fn read(&mut self) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
             .await
             .expect("the client said something within 30 s")

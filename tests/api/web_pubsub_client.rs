@@ -72,6 +72,8 @@ async fn the_official_client_joins_its_room_and_receives_messages() {
                 assert_eq!(line["error"], "Forbidden", "{line}");
                 saw_refusal = true;
             }
+            // Its own user going online (tests/api/presence.rs checks those).
+            Some("server-message") if line["data"]["type"] == "presence" => {}
             Some("joined-foreign") => panic!("the client joined a room it is not in"),
             _ => panic!("unexpected: {line}"),
         }
