@@ -98,6 +98,7 @@ var tables = [
   'PushSubscriptions'
   'UserHistory'
   'Limits'
+  'Presence'
 ]
 var hubName = 'chat'
 var notifyFunction = 'notify'
@@ -240,6 +241,20 @@ resource hub 'Microsoft.SignalRService/webPubSub/hubs@2024-03-01' = {
   name: hubName
   properties: {
     anonymousConnectPolicy: 'deny'
+    // Presence: the service posts each client's connected and disconnected system events to
+    // the app's liveEvents function (CloudEvents, abuse-protection preflight first). The
+    // function is anonymous to the host: it checks each event's ce-signature, the HMAC of the
+    // connection id with the hub's access key, and refuses a bad one with 401.
+    eventHandlers: [
+      {
+        urlTemplate: 'https://${site.properties.defaultHostName}/api/live/events'
+        userEventPattern: ''
+        systemEvents: [
+          'connected'
+          'disconnected'
+        ]
+      }
+    ]
   }
 }
 

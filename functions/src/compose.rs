@@ -86,6 +86,7 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
     if let Some(connection) = &settings.web_pubsub_connection {
         let web_pubsub =
             WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub).map_err(|e| e.to_string())?;
+        chat = chat.with_upstream(web_pubsub.upstream());
         chat = chat.with_live(Arc::new(Arc::new(web_pubsub)));
     }
     if let Some((endpoint, key)) = &settings.event_grid {

@@ -224,6 +224,8 @@ async fn serve(args: &Args) -> Result<(), String> {
     if !custom_handler {
         // Self-hosted: live connections come to this process unless Web PubSub is configured.
         chat = chat.with_local_hub(&settings.web_pubsub_hub);
+        // Presence from the hub's connections (none when Web PubSub is the live channel).
+        chat.watch_local_hub();
     }
     // An erasure a stopped process left is taken over now if its lease lapsed (else by the
     // next housekeeping run, on every host).

@@ -16,6 +16,7 @@ pub mod store;
 pub use tabletalk_domain::erasure;
 pub use tabletalk_domain::messages::previews;
 pub use tabletalk_domain::outgoing;
+pub use tabletalk_domain::presence;
 pub use tabletalk_domain::scheduled;
 pub use tabletalk_domain::webhooks;
 pub use tabletalk_domain::{

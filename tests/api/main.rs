@@ -33,6 +33,7 @@ mod ownership;
 mod permissions;
 mod pins;
 mod polls;
+mod presence;
 mod previews;
 mod privacy;
 mod push;

@@ -19,13 +19,20 @@ use crate::live::view;
 
 backend_tests!(the_official_client_shows_its_room_and_a_kick_takes_it_out_for_good);
 
+/// The client's next line, passing over `presence` signals (its own user going online makes
+/// one in each room it shows; tests/api/presence.rs checks them).
 async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the client said something within 30 s")
-        .unwrap()
-        .expect("the client is still running");
-    serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON line: {line}"))
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the client said something within 30 s")
+            .unwrap()
+            .expect("the client is still running");
+        let line: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON line: {line}"));
+        if !(line["event"] == "server-message" && line["data"]["type"] == "presence") {
+            return line;
+        }
+    }
 }
 
 async fn join(stdin: &mut ChildStdin, group: &str) {

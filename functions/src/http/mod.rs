@@ -16,8 +16,9 @@ pub mod messages;
 pub mod moderation;
 pub mod objects;
 pub mod openapi;
-pub mod previews;
 pub mod outgoing;
+pub mod presence;
+pub mod previews;
 pub mod push;
 pub mod roles;
 pub mod rooms;
@@ -132,6 +133,12 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::pins))
         .routes(routes!(previews::remove))
         .routes(routes!(live::view_room))
+        .routes(routes!(
+            presence::set_status,
+            presence::clear_status,
+            presence::my_status
+        ))
+        .routes(routes!(presence::live_events, presence::live_events_preflight))
 }
 
 /// The platform's doors, served only by the Functions app and guarded there by the function

@@ -19,6 +19,7 @@ pub mod messages;
 pub mod moderation;
 pub mod outgoing;
 pub mod permissions;
+pub mod presence;
 pub mod principal;
 pub mod reports;
 pub mod roles;

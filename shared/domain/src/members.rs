@@ -17,6 +17,9 @@ pub const MAX_NICKNAME_CHARS: usize = 32;
 pub const MAX_TIMEOUT: Duration = Duration::days(28);
 /// Members one listing returns.
 pub const MAX_LISTED_MEMBERS: usize = 10_000;
+/// Members of a listing whose presence is read (one point read each, a few at a time), so a
+/// listing of a big room stays a bounded number of reads.
+pub const MAX_PRESENCE_LISTED: usize = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub enum MemberRole {
@@ -96,6 +99,10 @@ pub struct MemberSummary {
     pub joined_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_until: Option<DateTime<Utc>>,
+    /// Online or away, last seen and custom status; absent past the first
+    /// `MAX_PRESENCE_LISTED` members of a listing, which reads one presence row per member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence: Option<crate::presence::Presence>,
 }
 
 /// The answer to marking every room read.
@@ -230,6 +237,7 @@ impl Member {
             roles: self.roles.clone(),
             joined_at: self.joined_at,
             timeout_until: self.timeout_until,
+            presence: None,
         }
     }
 }

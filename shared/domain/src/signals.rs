@@ -80,6 +80,15 @@ pub enum Signal {
         /// True when the message that caused the notice mentions them.
         mentioned: bool,
     },
+    /// A member's presence changed (online, away, or their custom status), coalesced: at most
+    /// one per user every few seconds, carrying the state as it is when sent.
+    #[serde(rename = "presence")]
+    Presence {
+        #[serde(rename = "userId")]
+        user_id: String,
+        #[serde(flatten)]
+        presence: crate::presence::Presence,
+    },
     /// To its owner alone: a scheduled message was refused when it was due.
     #[serde(rename = "scheduled.refused")]
     ScheduledRefused {

@@ -234,6 +234,7 @@ impl Chat {
         // Which room their live connections showed.
         self.store.forget_views(&run.user).await?;
         self.store.delete_user_bucket(&run.user).await?;
+        self.store.delete_presence(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;
         run.job.finished_at = Some(now);

@@ -51,6 +51,8 @@ pub struct Report {
     pub preview_jobs_retried: usize,
     /// Link previews cached longer than `previews::CACHE_FOR`, forgotten.
     pub link_previews_expired: usize,
+    /// Connections left open by a self-hosted process that stopped, closed (`service::presence`).
+    pub connections_swept: usize,
 }
 
 impl Chat {
@@ -77,6 +79,10 @@ impl Chat {
         match self.expire_link_cache(now).await {
             Ok(expired) => report.link_previews_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring cached link previews failed; trying again next run"),
+        }
+        match self.sweep_stopped_hubs(now).await {
+            Ok(swept) => report.connections_swept = swept,
+            Err(e) => tracing::warn!(error = %e, "sweeping stopped live hubs failed; trying again next run"),
         }
         for (room, registered) in self.store.registered_rooms().await? {
             let registered = registered.unwrap_or(now);

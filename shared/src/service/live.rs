@@ -147,9 +147,9 @@ impl Chat {
     }
 
     /// A live connection of `user` closed: the room it showed is no longer looked at through
-    /// it, and is due a notice again; best effort. The local hub calls it; on Azure it is for
-    /// Web PubSub's `disconnected` event (until then a closed connection's row lapses after
-    /// `store::live::VIEW_TTL`).
+    /// it, and is due a notice again; best effort. The local hub calls it, and on Azure Web
+    /// PubSub's `disconnected` event (`Chat::upstream_event`); a connection whose event was
+    /// lost lapses after `store::live::VIEW_TTL`.
     pub async fn connection_closed(&self, user: &str, connection: &str) {
         let Ok(user) = UserId::parse(user) else {
             return;

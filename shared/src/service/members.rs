@@ -28,7 +28,7 @@ impl Chat {
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
         self.access(room_id, &who.user_id).await?;
         let members = self.store.members(room_id, MAX_LISTED_MEMBERS, true).await?;
-        Ok(members.iter().map(Member::summary).collect())
+        self.with_presence(members.iter().map(Member::summary).collect()).await
     }
 
     /// Changes the caller's own nickname, notification level or mute.

@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod outgoing;
 pub mod pins;
 pub mod polls;
+pub mod presence;
 pub mod previews;
 pub mod reactions;
 pub mod read;
@@ -80,6 +81,10 @@ pub struct Chat {
     pub(crate) events: Option<Arc<dyn EventSink>>,
     /// Who typed when, to rate-limit typing signals.
     pub(crate) typing: Arc<TypingGate>,
+    /// When each user's last presence signal went, to coalesce them.
+    pub(crate) presence: Arc<presence::PresenceGate>,
+    /// The keys Web PubSub signs its upstream events with, when it is configured.
+    pub(crate) upstream: Option<Arc<crate::adapters::live::upstream::Upstream>>,
     /// Publish each event before the send answers instead of in the background.
     pub(crate) inline_events: bool,
     /// How erasures run: batch size, pause, lease.
@@ -116,6 +121,8 @@ impl Chat {
             event_grid: None,
             events: None,
             typing: Arc::default(),
+            presence: Arc::default(),
+            upstream: None,
             inline_events: false,
             erasure: crate::erasure::ErasureSettings::default(),
             limits: None,

@@ -25,6 +25,7 @@ pub mod moderation_log;
 pub mod outbox;
 pub mod outgoing;
 pub mod pins;
+pub mod presence;
 pub mod previews;
 pub mod purge;
 pub mod reports;

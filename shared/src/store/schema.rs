@@ -68,6 +68,15 @@
 //!   connection showing the room (`live:v:<connection id>`) and one per member due a notice
 //!   (`live:a:<user>`), so a send finds everyone it must tell in one range read; in a user's
 //!   `UserRooms` partition, the room each of their connections shows (`view:<connection id>`).
+//! - `Presence` (partition = user): one row per open live connection (`c:<connection id>`,
+//!   on the local hub `<process>.<number>`, on Azure the service's id), so two processes or
+//!   duplicate events never share a counter; and the user's presence row (`state`: online or
+//!   away, last seen, custom status), which changes only by a conditional write after the
+//!   connection rows were read, so of two processes settling at once the one that flips the
+//!   state announces it (`store::presence`). `Housekeeping`'s partition `hubs` holds one
+//!   heartbeat row per running local hub (a process's random tag, `aliveUntil`), and
+//!   partition `hub:<tag>` one row per connection open on that hub, so the connections of a
+//!   process that died are found and closed without scanning every user.
 //!
 //! Every row key is made by a function here; user ids go into keys through [`user_key`].
 
@@ -176,6 +185,14 @@ pub const VIEWER_PREFIX: &str = "live:v:";
 pub const ARMED_PREFIX: &str = "live:a:";
 /// The room a connection of the user shows (`UserRooms`, partition = user).
 pub const VIEW_PREFIX: &str = "view:";
+/// Row key of a user's presence row in their `Presence` partition.
+pub const PRESENCE_ROW: &str = "state";
+/// Prefix of connection rows in a `Presence` partition.
+pub const CONNECTION_PREFIX: &str = "c:";
+/// The `Housekeeping` partition of local hubs' heartbeats (row = a process's tag).
+pub const HUBS_PARTITION: &str = "hubs";
+/// Prefix of the `Housekeeping` partitions listing a local hub's open connections.
+pub const HUB_CONNECTIONS_PREFIX: &str = "hub:";
 
 #[derive(Debug, Clone)]
 pub struct Schema {
@@ -188,6 +205,7 @@ pub struct Schema {
     pub housekeeping: TableName,
     pub push_subscriptions: TableName,
     pub limits: TableName,
+    pub presence: TableName,
 }
 
 impl Schema {
@@ -203,10 +221,11 @@ impl Schema {
             housekeeping: name("Housekeeping")?,
             push_subscriptions: name("PushSubscriptions")?,
             limits: name("Limits")?,
+            presence: name("Presence")?,
         })
     }
 
-    pub fn all(&self) -> [&TableName; 9] {
+    pub fn all(&self) -> [&TableName; 10] {
         [
             &self.messages,
             &self.ascending,
@@ -217,6 +236,7 @@ impl Schema {
             &self.push_subscriptions,
             &self.user_history,
             &self.limits,
+            &self.presence,
         ]
     }
 
@@ -304,6 +324,11 @@ pub(crate) fn armed_key(user: &UserId) -> String {
 
 pub(crate) fn view_key(connection: &str) -> String {
     format!("{VIEW_PREFIX}{connection}")
+}
+
+/// The row of one live connection in its user's `Presence` partition.
+pub(crate) fn connection_key(connection: &str) -> String {
+    format!("{CONNECTION_PREFIX}{}", encode_key_part(connection))
 }
 
 pub(crate) fn member_key(user: &UserId) -> String {

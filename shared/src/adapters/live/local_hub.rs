@@ -59,6 +59,17 @@ struct State {
     revoked: HashMap<(String, String), i64>,
     /// Open connections per user, for presence.
     users: HashMap<String, usize>,
+    /// Where connection openings and closings of users go, once someone watches
+    /// ([`LocalHub::watch`]): the service keeps presence from them.
+    watcher: Option<mpsc::UnboundedSender<HubEvent>>,
+}
+
+/// A user's connection opened or closed, as [`LocalHub::watch`] reports it. `connection` is
+/// unique in this hub (not across processes: the watcher qualifies it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubEvent {
+    Opened { user: String, connection: String },
+    Closed { user: String, connection: String },
 }
 
 struct Connection {
@@ -128,6 +139,10 @@ impl LocalHub {
         let mut state = self.state.lock().expect("hub lock");
         if let Some(user) = &claims.sub {
             *state.users.entry(user.clone()).or_default() += 1;
+            state.report(HubEvent::Opened {
+                user: user.clone(),
+                connection: format!("local-{number}"),
+            });
         }
         state.connections.insert(
             number,
@@ -263,6 +278,14 @@ impl LocalHub {
         }
     }
 
+    /// Every user connection opened or closed from now on, in order (under the hub's lock,
+    /// so a close never overtakes its open). A second watcher replaces the first.
+    pub fn watch(&self) -> mpsc::UnboundedReceiver<HubEvent> {
+        let (events, receiver) = mpsc::unbounded_channel();
+        self.state.lock().expect("hub lock").watcher = Some(events);
+        receiver
+    }
+
     /// Whether `user` has a connection open.
     pub fn user_connected(&self, user: &str) -> bool {
         let state = self.state.lock().expect("hub lock");
@@ -290,8 +313,23 @@ impl State {
         }
     }
 
+    /// Tells the watcher, if any (a watcher gone away is forgotten).
+    fn report(&mut self, event: HubEvent) {
+        if let Some(watcher) = &self.watcher
+            && watcher.send(event).is_err()
+        {
+            self.watcher = None;
+        }
+    }
+
     fn remove(&mut self, number: u64) {
         if let Some(connection) = self.connections.remove(&number) {
+            if let Some(user) = &connection.user {
+                self.report(HubEvent::Closed {
+                    user: user.clone(),
+                    connection: format!("local-{number}"),
+                });
+            }
             if let Some(user) = &connection.user
                 && let Some(count) = self.users.get_mut(user)
             {
@@ -569,6 +607,29 @@ mod tests {
         let expired = url.split_once("access_token=").unwrap().1;
         assert!(hub.connect(expired, JSON_PROTOCOL).is_err());
         assert!(hub.connect("not-a-token", JSON_PROTOCOL).is_err());
+    }
+
+    /// The watcher hears each user connection open and close, in order; tabs are separate.
+    #[tokio::test]
+    async fn a_watcher_hears_every_user_connection_open_and_close() {
+        let hub = Arc::new(LocalHub::new("chat"));
+        let mut events = hub.watch();
+        let first = hub.connect(&token_for(&hub, "bob", &[]), JSON_PROTOCOL).unwrap();
+        let second = hub.connect(&token_for(&hub, "bob", &[]), JSON_PROTOCOL).unwrap();
+        drop(first);
+        drop(second);
+        let heard: Vec<HubEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+        let [
+            HubEvent::Opened { connection: a, .. },
+            HubEvent::Opened { connection: b, .. },
+            HubEvent::Closed { connection: c, .. },
+            HubEvent::Closed { connection: d, user },
+        ] = heard.as_slice()
+        else {
+            panic!("open, open, close, close: {heard:?}");
+        };
+        assert_ne!(a, b);
+        assert_eq!((a, b, user.as_str()), (c, d, "bob"));
     }
 
     #[tokio::test]

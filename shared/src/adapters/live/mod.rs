@@ -4,6 +4,7 @@
 //! without it. The store stays the truth: losing the channel costs only liveness.
 
 pub mod local_hub;
+pub mod upstream;
 pub mod web_pubsub;
 
 use std::sync::Arc;

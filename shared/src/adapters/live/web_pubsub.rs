@@ -175,6 +175,11 @@ impl WebPubSub {
         Ok(response.status())
     }
 
+    /// What checks the events this hub posts to our upstream handler: its access key.
+    pub fn upstream(&self) -> super::upstream::Upstream {
+        super::upstream::Upstream::new(vec![self.access_key.clone()], &self.hub)
+    }
+
     /// A client URL for `user`, allowed to join the groups of `rooms`.
     pub fn client_url(&self, user: &str, rooms: &[String], now: DateTime<Utc>) -> Result<(String, DateTime<Utc>)> {
         client_url(&self.access_key, &self.endpoint, &self.hub, user, rooms, now)
