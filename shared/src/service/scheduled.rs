@@ -82,10 +82,12 @@ impl Chat {
         // Checked as the send will check them, and held for it from now on.
         let ids = input.attachments.unwrap_or_default();
         let claim = Chat::attachment_claim(&who.user_id, Some(&item.client_id()));
-        let files = self.claim_attachments(&who.user_id, room, &ids, &claim).await?;
-        item.attachments = files.iter().map(|file| file.id.clone()).collect();
+        // No message can hold this new item's claim yet: a failure releases what it took.
+        let files = self.claim_attachments(&who.user_id, room, &ids, &claim, None).await?;
+        item.attachments = files.files.iter().map(|file| file.id.clone()).collect();
         if let Err(e) = self.store.insert_scheduled(&item).await {
-            self.release_attachments(room, &files, &claim).await;
+            self.release_attachments(room, &files.taken, &claim, &who.user_id, None)
+                .await;
             return Err(e.into());
         }
         Ok(item)

@@ -79,7 +79,8 @@ async fn a_purged_pinned_message_leaves_the_pins_and_takes_its_row() {
     chat.pin_message(&alice(), &room, &message.id).await.unwrap();
     assert_eq!(pinned(&chat, &room).await, vec![message.id.clone()]);
     let cutoff = chrono::Utc::now() + chrono::Duration::minutes(1);
-    let (purged, _) = chat.store.purge_room(&room, cutoff).await.unwrap();
+    let expired = chat.store.expired_messages(&room, cutoff).await.unwrap();
+    let purged = chat.store.purge_messages(&room, &expired).await.unwrap();
     assert!(purged >= 1);
     assert!(
         pin_row(&chat, &room, &message.id).await.is_none(),
