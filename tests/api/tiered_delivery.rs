@@ -22,6 +22,7 @@ backend_tests!(
     with_web_pubsub_a_kicked_members_connection_leaves_the_group_for_good,
     two_processes_on_one_store_share_who_looks_at_a_room,
     a_closed_connection_no_longer_holds_back_its_rooms_notices,
+    with_web_pubsub_only_the_user_a_connected_event_named_can_view_through_the_connection,
 );
 
 /// `(unreadCount, mentionCount)` of `room` in `user`'s room list.
@@ -258,7 +259,7 @@ async fn with_web_pubsub_the_server_moves_connections_between_groups_by_rest(bac
     for room in [&first, &second] {
         app.join("bob", room).await;
     }
-    hub.open("conn-bob", "bob");
+    hub.connect(&app, "conn-bob", "bob").await;
     let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
     assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
 
@@ -280,7 +281,13 @@ async fn with_web_pubsub_the_server_moves_connections_between_groups_by_rest(bac
     ] {
         assert!(calls.contains(&expected), "{expected} in {calls:?}");
     }
-    // A connection the service does not know is missing.
+    // A connection no connected event named waits for it (409); one whose event came but
+    // that the service does not know is missing.
+    view(&app, "bob", "conn-ghost", Some(&first))
+        .await
+        .assert_error(409, "CONFLICT");
+    let event = hub.post_event(&app, "connected", "bob", "conn-ghost").await;
+    assert_eq!(event, StatusCode::NO_CONTENT);
     view(&app, "bob", "conn-ghost", Some(&first))
         .await
         .assert_error(404, "NOT_FOUND");
@@ -319,7 +326,7 @@ async fn with_web_pubsub_a_kicked_members_connection_leaves_the_group_for_good(b
     );
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
-    hub.open("conn-bob", "bob");
+    hub.connect(&app, "conn-bob", "bob").await;
     let group = format!("room.{room}");
     let shown = view(&app, "bob", "conn-bob", Some(&room)).await;
     assert_eq!(shown.status, StatusCode::NO_CONTENT, "{}", shown.body);
@@ -379,7 +386,7 @@ async fn two_processes_on_one_store_share_who_looks_at_a_room(backend: Backend) 
     for room in [&shown, &other] {
         one.join("bob", room).await;
     }
-    hub.open("conn-bob", "bob");
+    hub.connect(&two, "conn-bob", "bob").await;
     let negotiated = one.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
     assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
     let viewed = view(&one, "bob", "conn-bob", Some(&shown)).await;
@@ -455,4 +462,62 @@ async fn a_closed_connection_no_longer_holds_back_its_rooms_notices(backend: Bac
         }
     }
     panic!("no notice after the first tab closed");
+}
+
+/// Web PubSub cannot say whose a connection is, but the signed `connected` event can: a view
+/// through a connection the caller's own `connected` event did not name is refused, so no one
+/// can put another user's connection in a room of theirs (and so show it that room's
+/// messages). Before that event arrives the view answers 409 (the client tries again); after
+/// the `disconnected` event, 404.
+async fn with_web_pubsub_only_the_user_a_connected_event_named_can_view_through_the_connection(backend: Backend) {
+    let (hub, connection_string) = start_hub(&[]).await;
+    let app = spawn_app_with(
+        &backend,
+        &[("TABLETALK_WEBPUBSUB_CONNECTION", connection_string.as_str())],
+    );
+    let secret = app.create_room("mallory").await;
+    let group = format!("room.{secret}");
+    // Bob's client is open at the service, but its connected event has not come yet.
+    hub.open("conn-bob", "bob");
+    let bobs_room = app.create_room("alice").await;
+    app.join("bob", &bobs_room).await;
+    view(&app, "bob", "conn-bob", Some(&bobs_room))
+        .await
+        .assert_error(409, "CONFLICT");
+    assert!(!hub.in_group("conn-bob", &format!("room.{bobs_room}")));
+
+    // Mallory learned bob's connection id somehow: she cannot put it in her room, before or
+    // after his connected event.
+    view(&app, "mallory", "conn-bob", Some(&secret))
+        .await
+        .assert_error(409, "CONFLICT");
+    let event = hub.post_event(&app, "connected", "bob", "conn-bob").await;
+    assert_eq!(event, StatusCode::NO_CONTENT);
+    view(&app, "mallory", "conn-bob", Some(&secret))
+        .await
+        .assert_error(409, "CONFLICT");
+    assert!(
+        !hub.in_group("conn-bob", &group),
+        "bob's connection never joins mallory's room"
+    );
+    let adds: Vec<String> = hub
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.starts_with("PUT "))
+        .cloned()
+        .collect();
+    assert!(adds.is_empty(), "no add was even tried: {adds:?}");
+    app.post("mallory", &secret, "<p>for members only</p>").await;
+
+    // Bob's own view now works; once the connection closed it is missing.
+    let shown = view(&app, "bob", "conn-bob", Some(&bobs_room)).await;
+    assert_eq!(shown.status, StatusCode::NO_CONTENT, "{}", shown.body);
+    assert!(hub.in_group("conn-bob", &format!("room.{bobs_room}")));
+    hub.disconnect(&app, "conn-bob", "bob").await;
+    hub.open("conn-bob", "bob");
+    view(&app, "bob", "conn-bob", Some(&bobs_room))
+        .await
+        .assert_error(404, "NOT_FOUND");
 }

@@ -50,7 +50,9 @@ pub async fn typing(
 /// go, and takes it out of the group of the room it showed before; a `roomId` of null shows
 /// none. Every room not shown sends a short `room.activity` notice with the unread and
 /// mention counts instead. 404 for a room the caller is not in and for a connection that is
-/// not open; 400 for a malformed `connectionId`; 503 where there is no live delivery.
+/// not open or not the caller's; on Azure, 409 before the connection's `connected` event has
+/// reached the server (try again shortly); 422 for a malformed `connectionId`; 503 where there
+/// is no live delivery.
 #[utoipa::path(put, path = "/api/live/view", tag = "live", operation_id = "viewRoom",
     request_body = ViewRoom,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]

@@ -99,8 +99,11 @@ impl Chat {
     /// not open (or, on the local hub, not the caller's) answers 404 too. Of this and a removal
     /// racing, the removal wins: membership is checked again once the connection is in.
     ///
-    /// Web PubSub cannot say whose a connection is; its id reaches only its own client (in the
-    /// `connected` message), and what the server adds it to is a room of the caller's.
+    /// Web PubSub cannot say whose a connection is, so there the connection must be one its
+    /// signed `connected` event named as the caller's, and not closed since (409 while that
+    /// event has not arrived: the client tries again; 404 once it closed). Otherwise anyone
+    /// who learned a connection id could put it in a room of theirs, showing its messages to
+    /// a non-member.
     pub async fn view_room(&self, who: &Principal, input: ViewRoom) -> Result<()> {
         let connection = input.connection()?;
         let target = input.room_id.as_deref().map(RoomId::parse).transpose()?;
@@ -111,6 +114,9 @@ impl Chat {
             self.access(room, &who.user_id).await?;
         }
         let me = &who.user_id;
+        if !live.checks_owner() {
+            self.own_connection(me, connection).await?;
+        }
         let known = self.store.shown_room(me, connection).await?;
         let seen = known.is_some();
         let previous = known.flatten().filter(|room| Some(room) != target.as_ref());
@@ -144,6 +150,18 @@ impl Chat {
             return Err(Error::not_found("room not found"));
         }
         Ok(())
+    }
+
+    /// Refuses a connection no `connected` event named as `user`'s (yet: `Conflict`), or one
+    /// closed since (`NotFound`): one point read of their presence partition.
+    async fn own_connection(&self, user: &UserId, connection: &str) -> Result<()> {
+        match self.store.connection_open(user, connection).await? {
+            Some(true) => Ok(()),
+            Some(false) => Err(Error::not_found("no such live connection")),
+            None => Err(Error::Conflict(
+                "this connection's connected event has not reached the server yet; try again shortly".into(),
+            )),
+        }
     }
 
     /// A live connection of `user` closed: the room it showed is no longer looked at through

@@ -75,6 +75,17 @@ impl Store {
         Ok(())
     }
 
+    /// Whether `user`'s live connection `connection` is open: `None` when no event of it has
+    /// been recorded in their partition (a connection of another user's is never found here),
+    /// else whether it has not closed. One point read.
+    pub(crate) async fn connection_open(&self, user: &UserId, connection: &str) -> Result<Option<bool>> {
+        let row = self
+            .tables
+            .get(&self.schema.presence, &user_key(user), &connection_key(connection))
+            .await?;
+        Ok(row.map(|row| row.datetime("closedAt").is_none()))
+    }
+
     /// `user`'s presence as stored (a user never seen: away, no status), expired status and all.
     pub(crate) async fn presence(&self, user: &UserId) -> Result<Presence> {
         let row = self

@@ -47,6 +47,58 @@ impl Hub {
             .insert(connection.to_owned(), (user.to_owned(), HashSet::new()));
     }
 
+    /// A client of `user` connected with the id `connection`, as the service tells the app:
+    /// open here, then its `connected` system event posted to the app's upstream handler,
+    /// signed with the access key (204 expected).
+    pub async fn connect(&self, app: &crate::helpers::TestApp, connection: &str, user: &str) {
+        self.open(connection, user);
+        let status = self.post_event(app, "connected", user, connection).await;
+        assert_eq!(
+            status,
+            reqwest::StatusCode::NO_CONTENT,
+            "the connected event of {connection}"
+        );
+    }
+
+    /// The client closed: gone here, then its `disconnected` event posted (204 expected).
+    pub async fn disconnect(&self, app: &crate::helpers::TestApp, connection: &str, user: &str) {
+        self.connections.lock().unwrap().remove(connection);
+        let status = self.post_event(app, "disconnected", user, connection).await;
+        assert_eq!(
+            status,
+            reqwest::StatusCode::NO_CONTENT,
+            "the disconnected event of {connection}"
+        );
+    }
+
+    /// Posts a signed system event (`connected` or `disconnected`) of `user`'s `connection` to
+    /// the app's handler, in CloudEvents binary mode as the service does; answers the status.
+    pub async fn post_event(
+        &self,
+        app: &crate::helpers::TestApp,
+        event: &str,
+        user: &str,
+        connection: &str,
+    ) -> reqwest::StatusCode {
+        let signature = tabletalk::adapters::live::upstream::signature(&[self.access_key.as_str()], connection);
+        app.http
+            .post(format!("{}/api/live/events", app.base))
+            .header("ce-specversion", "1.0")
+            .header("ce-type", format!("azure.webpubsub.sys.{event}"))
+            .header("ce-source", format!("/hubs/chat/client/{connection}"))
+            .header("ce-id", uuid::Uuid::new_v4().to_string())
+            .header("ce-userId", user)
+            .header("ce-connectionId", connection)
+            .header("ce-hub", "chat")
+            .header("ce-eventName", event)
+            .header("ce-signature", signature)
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
     /// Whether the connection is in `group`.
     pub fn in_group(&self, connection: &str, group: &str) -> bool {
         self.connections

@@ -47,6 +47,11 @@ pub trait LiveChannel: Send + Sync + std::fmt::Debug {
     /// Takes the connection `connection` out of `group` (it shows another room now).
     async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()>;
 
+    /// Whether [`LiveChannel::add_connection_to_group`] itself refuses a connection that is not
+    /// `user`'s. Where it does not (Web PubSub), the caller must know the connection is theirs
+    /// otherwise: from its signed `connected` event (`Chat::view_room`).
+    fn checks_owner(&self) -> bool;
+
     /// A client URL for `user` whose token may join the groups of `rooms` and no other, and
     /// when it expires. `endpoint` is this server as the caller reached it
     /// (`http(s)://host[:port]`), which the local hub's URL is built on.
@@ -92,6 +97,10 @@ impl LiveChannel for Arc<WebPubSub> {
         WebPubSub::remove_connection_from_group(self, connection, group).await
     }
 
+    fn checks_owner(&self) -> bool {
+        false
+    }
+
     fn send_to_user(&self, user: &str, body: Vec<u8>) {
         let (web_pubsub, user) = (Arc::clone(self), user.to_owned());
         tokio::spawn(async move {
@@ -135,6 +144,10 @@ impl LiveChannel for Arc<LocalHub> {
     async fn remove_connection_from_group(&self, connection: &str, group: &str) -> Result<()> {
         self.remove_connection(connection, group);
         Ok(())
+    }
+
+    fn checks_owner(&self) -> bool {
+        true
     }
 
     fn send_to_user(&self, user: &str, body: Vec<u8>) {
