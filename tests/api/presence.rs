@@ -46,12 +46,12 @@ async fn until_state(app: &TestApp, room: &str, user: &str, state: &str) -> Valu
     }
 }
 
-/// One tab: the official client connected with a negotiated URL of `user`, in `room`'s group.
+/// One tab: the official client connected with a negotiated URL of `user`, showing `room`
+/// (`PUT /api/live/view` with its connection id: the server puts it in the room's group, where
+/// the room's presence signals go).
 struct Tab {
     node: Child,
     lines: Lines<BufReader<ChildStdout>>,
-    /// Lines read ahead while waiting for the join (a signal may come before its ack).
-    early: std::collections::VecDeque<Value>,
 }
 
 impl Tab {
@@ -62,7 +62,6 @@ impl Tab {
         let mut node = tokio::process::Command::new("node")
             .arg(script)
             .arg(negotiated.body["url"].as_str().unwrap())
-            .arg(format!("room.{room}"))
             .env("NODE_PATH", node_modules)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -71,28 +70,13 @@ impl Tab {
             .spawn()
             .expect("node runs");
         let lines = BufReader::new(node.stdout.take().unwrap()).lines();
-        let mut tab = Tab {
-            node,
-            lines,
-            early: Default::default(),
-        };
-        assert_eq!(tab.read().await["event"], "connected");
-        loop {
-            let line = tab.read().await;
-            match line["event"].as_str() {
-                Some("joined") => break,
-                Some("server-message") => tab.early.push_back(line),
-                _ => panic!("not joined: {line}"),
-            }
-        }
+        let mut tab = Tab { node, lines };
+        let connected = tab.read().await;
+        assert_eq!(connected["event"], "connected", "{connected}");
+        let connection = connected["connectionId"].as_str().expect("a connection id");
+        let shown = crate::live::view(app, user, connection, Some(room)).await;
+        assert_eq!(shown.status, StatusCode::NO_CONTENT, "{}", shown.body);
         tab
-    }
-
-    async fn next(&mut self) -> Value {
-        match self.early.pop_front() {
-            Some(line) => line,
-            None => self.read().await,
-        }
     }
 
     async fn read(&mut self) -> Value {
@@ -107,7 +91,7 @@ impl Tab {
     /// The next presence signal about `user` this tab receives.
     async fn presence_of(&mut self, user: &str) -> Value {
         loop {
-            let line = self.next().await;
+            let line = self.read().await;
             if line["event"] == "server-message" && line["data"]["type"] == "presence" && line["data"]["userId"] == user
             {
                 return line["data"].clone();
@@ -237,6 +221,12 @@ async fn azure_connection_events_make_presence_and_a_forged_signature_is_refused
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let key = hub.access_key.as_str();
+    // Alice's client shows the room: the group the room's presence signals go to holds it.
+    hub.connect(&app, "conn-alice", "alice").await;
+    let shown = crate::live::view(&app, "alice", "conn-alice", Some(&room)).await;
+    assert_eq!(shown.status, StatusCode::NO_CONTENT, "{}", shown.body);
+    let group = format!("room.{room}");
+    assert!(hub.in_group("conn-alice", &group));
 
     // The abuse-protection preflight.
     let preflight = app
@@ -261,6 +251,7 @@ async fn azure_connection_events_make_presence_and_a_forged_signature_is_refused
     );
     assert_eq!(presence(&app, "alice", &room, "bob").await["state"], "online");
     until_signal(&hub, &room, "bob", "online").await;
+    assert!(hub.in_group("conn-alice", &group), "the signal reaches alice's client");
     assert_eq!(
         post_event(&app, "connected", "bob", "c2", Some(&signed("c2"))).await,
         StatusCode::NO_CONTENT

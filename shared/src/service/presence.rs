@@ -6,7 +6,9 @@
 //! several processes and repeated events agree.
 //!
 //! A change reaches the members of the user's rooms as a `presence` signal on each room's
-//! group, coalesced per user: the first change goes at once, and any within the next
+//! group — since tiered delivery, the connections showing that room; a member elsewhere reads
+//! it from `listMembers` when they open the room, so a flip costs one send per room, never one
+//! per member — coalesced per user: the first change goes at once, and any within the next
 //! [`PRESENCE_INTERVAL`] make one more signal at its end, carrying the state read then, so the
 //! last state wins and a user flapping costs a room at most one signal per interval. (The gate
 //! is per process: two processes may each send one.)
