@@ -23,6 +23,7 @@ backend_tests!(
     two_processes_on_one_store_share_who_looks_at_a_room,
     a_closed_connection_no_longer_holds_back_its_rooms_notices,
     with_web_pubsub_only_the_user_a_connected_event_named_can_view_through_the_connection,
+    with_web_pubsub_a_disconnected_connection_no_longer_holds_back_its_rooms_notices,
 );
 
 /// `(unreadCount, mentionCount)` of `room` in `user`'s room list.
@@ -520,4 +521,61 @@ async fn with_web_pubsub_only_the_user_a_connected_event_named_can_view_through_
     view(&app, "bob", "conn-bob", Some(&bobs_room))
         .await
         .assert_error(404, "NOT_FOUND");
+}
+
+/// The `disconnected` event ends what the connection showed: while bob's first connection
+/// shows a room, its messages tell him nothing (he looks at it); once that connection's
+/// signed `disconnected` event came, the room's next message brings him a notice.
+async fn with_web_pubsub_a_disconnected_connection_no_longer_holds_back_its_rooms_notices(backend: Backend) {
+    let (hub, connection_string) = start_hub(&[]).await;
+    let app = spawn_app_with(
+        &backend,
+        &[("TABLETALK_WEBPUBSUB_CONNECTION", connection_string.as_str())],
+    );
+    let shown = app.create_room("alice").await;
+    let other = app.create_room("alice").await;
+    let marker = app.create_room("alice").await;
+    for room in [&shown, &other, &marker] {
+        app.join("bob", room).await;
+    }
+    hub.connect(&app, "conn-1", "bob").await;
+    hub.connect(&app, "conn-2", "bob").await;
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("bob"), None).await;
+    assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
+    for (connection, room) in [("conn-1", &shown), ("conn-2", &other)] {
+        let viewed = view(&app, "bob", connection, Some(room)).await;
+        assert_eq!(viewed.status, StatusCode::NO_CONTENT, "{}", viewed.body);
+    }
+    let about = |room: &str| {
+        hub.notices
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(user, n)| user == "bob" && n["roomId"] == room)
+            .count()
+    };
+
+    app.post("alice", &shown, "<p>seen through conn-1</p>").await;
+    app.post("alice", &marker, "<p>marker</p>").await;
+    eventually("the marker room's notice", || about(&marker) == 1).await;
+    assert_eq!(about(&shown), 0, "bob looks at the room");
+
+    hub.disconnect(&app, "conn-1", "bob").await;
+    app.post("alice", &shown, "<p>after the close</p>").await;
+    eventually("the shown room's notice", || about(&shown) == 1).await;
+    let notice = hub
+        .notices
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(_, n)| n["roomId"] == shown.as_str())
+        .unwrap()
+        .1
+        .clone();
+    assert_eq!(notice["type"], "room.activity");
+    let carried = (
+        notice["unreadCount"].as_u64().unwrap(),
+        notice["mentionCount"].as_u64().unwrap(),
+    );
+    assert_eq!(carried, counts(&app, "bob", &shown).await);
 }
