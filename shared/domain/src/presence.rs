@@ -144,6 +144,24 @@ impl Presence {
     }
 }
 
+/// When a user was online, as far as their presence row tells: the session they are in now
+/// (from `since`, `until` none), or else their last one (from its start until they were last
+/// seen). What an `@here` reaches: the members online when it was sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OnlineWindow {
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl OnlineWindow {
+    /// Whether the user was online at `at`. An earlier session than the last is not known, so
+    /// a message from then does not count (unread counts look at recent messages anyway).
+    pub fn covers(&self, at: DateTime<Utc>) -> bool {
+        self.since
+            .is_some_and(|since| since <= at && self.until.is_none_or(|until| at <= until))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +172,22 @@ mod tests {
             emoji: emoji.map(str::to_owned),
             expires_at,
         }
+    }
+
+    #[test]
+    fn an_online_window_covers_the_session_now_or_the_last_one() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap();
+        let online = OnlineWindow {
+            since: Some(t(10)),
+            until: None,
+        };
+        assert!(!online.covers(t(9)) && online.covers(t(10)) && online.covers(t(99)));
+        let away = OnlineWindow {
+            since: Some(t(10)),
+            until: Some(t(20)),
+        };
+        assert!(!away.covers(t(9)) && away.covers(t(15)) && away.covers(t(20)) && !away.covers(t(21)));
+        assert!(!OnlineWindow::default().covers(t(0)), "never seen online");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!
 //! What a send costs here: one range read of the room's lookers (`store::live`), then for
 //! each member it tells, their member row, one range read of their unread messages and the
-//! removal of their armed row. Members who were told already and have not looked since cost
+//! removal of their armed row (and their presence row when an unread message says `@here`). Members who were told already and have not looked since cost
 //! nothing, so in a busy room the work follows the people looking, not the members; each look
 //! buys at most one notice. Mentions of a role, `@everyone` and `@here` count in the counts
 //! but tell only the members due a notice anyway: telling every member would make a send cost
@@ -87,8 +87,10 @@ impl Chat {
         message: &Message,
     ) -> crate::error::Result<()> {
         if let Some(member) = self.store.member(room, user).await? {
-            let entry = self.room_entry(room_row, &member).await?;
-            let mentioned = message.mentions.reaches(user.as_str(), &member.roles);
+            let online = tokio::sync::OnceCell::new();
+            let entry = self.room_entry(room_row, &member, &online).await?;
+            let here = message.mentions.here && self.online_window(&online, user).await?.covers(message.created_at);
+            let mentioned = message.mentions.reaches(user.as_str(), &member.roles, here);
             let signal = Signal::Activity {
                 unread_count: entry.unread_count,
                 unread_capped: entry.unread_capped,

@@ -17,6 +17,7 @@ use crate::members::{Member, MemberRole, target_user};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permissions;
+use crate::presence::OnlineWindow;
 use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
@@ -138,13 +139,14 @@ impl Chat {
     /// row and the unread messages together), all rooms at once.
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let online = &tokio::sync::OnceCell::new();
         let lookups = rooms.into_iter().map(|room_id| async move {
             let (member, room) =
                 tokio::try_join!(self.store.member(&room_id, &who.user_id), self.store.room(&room_id))?;
             let (Some(member), Some(room)) = (member, room) else {
                 return Ok(None);
             };
-            self.room_entry(room, &member).await.map(Some)
+            self.room_entry(room, &member, online).await.map(Some)
         });
         let rooms: Vec<Option<RoomEntry>> = try_join_all(lookups).await?;
         let mut rooms: Vec<RoomEntry> = rooms.into_iter().flatten().collect();
@@ -152,9 +154,26 @@ impl Chat {
         Ok(rooms)
     }
 
+    /// When `user` was online (for `@here`), read once into `cell`.
+    pub(crate) async fn online_window<'a>(
+        &self,
+        cell: &'a tokio::sync::OnceCell<OnlineWindow>,
+        user: &crate::ids::UserId,
+    ) -> Result<&'a OnlineWindow> {
+        Ok(cell.get_or_try_init(|| self.store.online_window(user)).await?)
+    }
+
     /// Counts what `member` has not read: messages from others newer than their read position
-    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them.
-    pub(crate) async fn room_entry(&self, room: Room, member: &Member) -> Result<RoomEntry> {
+    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them
+    /// (an `@here` only if it was sent while they were online). When's that is read from their
+    /// presence row into `online` the first time an unread `@here` needs it, so a listing
+    /// shares one read, and one without `@here` makes none.
+    pub(crate) async fn room_entry(
+        &self,
+        room: Room,
+        member: &Member,
+        online: &tokio::sync::OnceCell<OnlineWindow>,
+    ) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
         let position = member.read_position();
         let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;
@@ -164,7 +183,14 @@ impl Chat {
             .into_iter()
             .filter(|m| m.is_live() && m.author_id != me)
             .collect();
-        let mention_count = unread.iter().filter(|m| m.mentions.reaches(me, &member.roles)).count();
+        let online = match unread.iter().any(|m| m.mentions.here) {
+            true => *self.online_window(online, &member.user_id).await?,
+            false => OnlineWindow::default(),
+        };
+        let mention_count = unread
+            .iter()
+            .filter(|m| m.mentions.reaches(me, &member.roles, online.covers(m.created_at)))
+            .count();
         // What a retention period expired is not previewed either: only its time stays.
         let expired_before = room
             .retention_seconds

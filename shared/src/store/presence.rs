@@ -24,7 +24,7 @@ use super::schema::{
 };
 use crate::error::Error;
 use crate::ids::UserId;
-use crate::presence::{CustomStatus, Presence, PresenceState};
+use crate::presence::{CustomStatus, OnlineWindow, Presence, PresenceState};
 use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Connection rows of one user read at most (a user with more open connections than this
@@ -86,6 +86,30 @@ impl Store {
         Ok(row.map(|row| row.datetime("closedAt").is_none()))
     }
 
+    /// When `user` was online, from their presence row (one point read): the session they are
+    /// in, or their last one. A row from before sessions were recorded, online, started its
+    /// session when it was last seen.
+    pub(crate) async fn online_window(&self, user: &UserId) -> Result<OnlineWindow> {
+        let row = self
+            .tables
+            .get(&self.schema.presence, &user_key(user), PRESENCE_ROW)
+            .await?;
+        let Some(row) = row else {
+            return Ok(OnlineWindow::default());
+        };
+        let last_seen = row.datetime("lastSeen");
+        Ok(match parse_presence(&row).state {
+            PresenceState::Online => OnlineWindow {
+                since: row.datetime("onlineSince").or(last_seen),
+                until: None,
+            },
+            PresenceState::Away => OnlineWindow {
+                since: row.datetime("onlineSince"),
+                until: last_seen,
+            },
+        })
+    }
+
     /// `user`'s presence as stored (a user never seen: away, no status), expired status and all.
     pub(crate) async fn presence(&self, user: &UserId) -> Result<Presence> {
         let row = self
@@ -128,6 +152,10 @@ impl Store {
             let mut row = Entity::new(partition.clone(), PRESENCE_ROW)
                 .with("state", Value::String(state.as_str().to_owned()))
                 .with("lastSeen", Value::datetime(now));
+            if state == PresenceState::Online {
+                // The session's start stays when it ends, for `@here` (`online_window`).
+                row.set("onlineSince", Value::datetime(now));
+            }
             let written = match stored.as_ref().and_then(Entity::etag) {
                 Some(etag) => {
                     let condition = IfMatch::Etag(etag.clone());

@@ -69,10 +69,11 @@ impl Mentions {
         self == &Mentions::default()
     }
 
-    /// True when the message reaches `user`, holder of `roles`, through any mention.
-    pub fn reaches(&self, user: &str, roles: &[String]) -> bool {
+    /// True when the message reaches `user`, holder of `roles`, through any mention; `@here`
+    /// reaches them only if they were `online` when it was sent.
+    pub fn reaches(&self, user: &str, roles: &[String], online: bool) -> bool {
         self.everyone
-            || self.here
+            || (self.here && online)
             || self.users.iter().any(|u| u == user)
             || self.roles.iter().any(|r| roles.contains(r))
     }
@@ -148,7 +149,12 @@ mod tests {
         assert_eq!(m.users, ["bob", "a\"b>c"]);
         assert_eq!(m.roles, ["r1"]);
         assert!(m.everyone && !m.here);
-        assert!(m.reaches("zed", &[]));
+        assert!(m.reaches("zed", &[], false));
+        let here = Mentions {
+            here: true,
+            ..Mentions::default()
+        };
+        assert!(here.reaches("zed", &[], true) && !here.reaches("zed", &[], false));
     }
 
     #[test]
