@@ -24,6 +24,7 @@ backend_tests!(
     a_closed_connection_no_longer_holds_back_its_rooms_notices,
     with_web_pubsub_only_the_user_a_connected_event_named_can_view_through_the_connection,
     with_web_pubsub_a_disconnected_connection_no_longer_holds_back_its_rooms_notices,
+    two_self_hosted_processes_keep_apart_the_connections_showing_a_room,
 );
 
 /// `(unreadCount, mentionCount)` of `room` in `user`'s room list.
@@ -578,4 +579,31 @@ async fn with_web_pubsub_a_disconnected_connection_no_longer_holds_back_its_room
         notice["mentionCount"].as_u64().unwrap(),
     );
     assert_eq!(carried, counts(&app, "bob", &shown).await);
+}
+
+/// Two self-hosted processes on one store each run a hub, and who looks at a room is in the
+/// store: a connection of one process must never stand for a connection of the other's.
+/// Bob (on the first) and carol (on the second) each show the room through their first
+/// connection; bob, looking at it, gets its messages in full and no notice.
+async fn two_self_hosted_processes_keep_apart_the_connections_showing_a_room(backend: Backend) {
+    let one = spawn_app(&backend);
+    let two = spawn_app(&backend);
+    let room = one.create_room("alice").await;
+    for user in ["bob", "carol"] {
+        one.join(user, &room).await;
+    }
+    let (mut bob, bobs) = connect_viewing(&one, "bob", &room).await;
+    let (_carol, carols) = connect_viewing(&two, "carol", &room).await;
+
+    let first = one.post("alice", &room, "<p>first</p>").await;
+    let second = one.post("alice", &room, "<p>second</p>").await;
+    for id in [first, second] {
+        let full = next_signal(&mut bob).await;
+        assert_eq!(
+            (full["type"].as_str(), full["message"]["id"].as_str()),
+            (Some("message.created"), Some(id.as_str())),
+            "bob looks at the room: no notice of it: {full}"
+        );
+    }
+    assert_ne!(bobs, carols, "connection ids are the process's own");
 }

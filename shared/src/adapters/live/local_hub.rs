@@ -52,6 +52,9 @@ impl std::fmt::Debug for LocalHub {
 
 #[derive(Default)]
 struct State {
+    /// What this hub's connection ids start with, `local-<random tag>-`: ids of two processes
+    /// on one store never meet (who looks at a room is kept by connection id in the store).
+    prefix: String,
     connections: HashMap<u64, Connection>,
     groups: HashMap<String, HashSet<u64>>,
     /// When each (user, group) was revoked (unix seconds): a token issued before then may no
@@ -110,7 +113,10 @@ impl LocalHub {
         LocalHub {
             hub: hub.to_owned(),
             key: key.iter().map(|b| format!("{b:02x}")).collect(),
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                prefix: format!("local-{:08x}-", rand::random::<u32>()),
+                ..State::default()
+            }),
             next_connection: AtomicU64::new(1),
         }
     }
@@ -139,9 +145,10 @@ impl LocalHub {
         let mut state = self.state.lock().expect("hub lock");
         if let Some(user) = &claims.sub {
             *state.users.entry(user.clone()).or_default() += 1;
+            let connection = state.connection_id(number);
             state.report(HubEvent::Opened {
                 user: user.clone(),
-                connection: format!("local-{number}"),
+                connection,
             });
         }
         state.connections.insert(
@@ -155,11 +162,12 @@ impl LocalHub {
         for group in claims.groups.iter().filter(|g| valid_group(g)) {
             state.join(number, group);
         }
+        let id = state.connection_id(number);
         drop(state);
         let session = Session {
             hub: Arc::clone(self),
             number,
-            id: format!("local-{number}"),
+            id,
             user: claims.sub,
             issued_at: claims.iat,
             roles: claims.role,
@@ -257,10 +265,10 @@ impl LocalHub {
     /// `group`, when it is open and `user`'s: the server's own doing after it checked the
     /// membership, so no revocation applies (a member who rejoined is let in again).
     pub fn add_connection(&self, connection: &str, user: &str, group: &str) -> bool {
-        let Some(number) = connection_number(connection) else {
+        let mut state = self.state.lock().expect("hub lock");
+        let Some(number) = state.connection_number(connection) else {
             return false;
         };
-        let mut state = self.state.lock().expect("hub lock");
         let theirs = state
             .connections
             .get(&number)
@@ -273,8 +281,9 @@ impl LocalHub {
 
     /// Takes the connection `connection` out of `group`.
     pub fn remove_connection(&self, connection: &str, group: &str) {
-        if let Some(number) = connection_number(connection) {
-            self.state.lock().expect("hub lock").leave(number, group);
+        let mut state = self.state.lock().expect("hub lock");
+        if let Some(number) = state.connection_number(connection) {
+            state.leave(number, group);
         }
     }
 
@@ -325,9 +334,10 @@ impl State {
     fn remove(&mut self, number: u64) {
         if let Some(connection) = self.connections.remove(&number) {
             if let Some(user) = &connection.user {
+                let connection = self.connection_id(number);
                 self.report(HubEvent::Closed {
                     user: user.clone(),
-                    connection: format!("local-{number}"),
+                    connection,
                 });
             }
             if let Some(user) = &connection.user
@@ -350,9 +360,16 @@ impl State {
     }
 }
 
-/// The number of a connection id `local-<n>`.
-fn connection_number(connection: &str) -> Option<u64> {
-    connection.strip_prefix("local-")?.parse().ok()
+impl State {
+    /// The id of this hub's connection `number`: `local-<tag>-<n>`.
+    fn connection_id(&self, number: u64) -> String {
+        format!("{}{number}", self.prefix)
+    }
+
+    /// The number of one of this hub's connection ids (another hub's is none).
+    fn connection_number(&self, connection: &str) -> Option<u64> {
+        connection.strip_prefix(self.prefix.as_str())?.parse().ok()
+    }
 }
 
 /// 1–1024 characters, not whitespace only (reference §4.1).
