@@ -193,7 +193,7 @@ impl Chat {
     }
 
     /// Closes every connection still listed on a local hub whose heartbeat lapsed before
-    /// `now`, and forgets that hub once none is left. Answers how many were closed.
+    /// `now` (its presence, and the room it showed), and forgets that hub once none is left. Answers how many were closed.
     pub async fn sweep_stopped_hubs(&self, now: chrono::DateTime<Utc>) -> Result<usize> {
         let mut closed = 0;
         for tag in self.store.lapsed_hubs(now).await? {
@@ -203,6 +203,8 @@ impl Chat {
                 continue;
             }
             for (connection, user) in connections {
+                // What it showed is no longer looked at (tiered delivery), as on a close.
+                self.connection_closed(user.as_str(), &connection).await;
                 self.hub_event(
                     &tag,
                     HubEvent::Closed {

@@ -197,3 +197,50 @@ async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_
     assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 0);
     assert_eq!(second.store.lapsed_hubs(now).await.unwrap(), Vec::<String>::new());
 }
+
+/// A process that stopped could not say its connections closed, so the rooms they showed
+/// would hold back their users' notices until the rows lapsed an hour later; the sweep that
+/// closes them ends what they showed too.
+#[tokio::test]
+async fn the_sweep_of_a_stopped_process_ends_what_its_connections_showed() {
+    let (first, second, room) = two_processes().await;
+    let bob = user("bob");
+    first.join_room(&bob, &room).await.unwrap();
+    let now = chrono::Utc::now();
+    first
+        .store
+        .beat_hub("stopped", now - chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    let opened = HubEvent::Opened {
+        user: bob.user_id.to_string(),
+        connection: "local-dead-1".into(),
+    };
+    first.hub_event("stopped", opened).await.unwrap();
+    // What the stopped process's view of that connection left in the store.
+    first
+        .store
+        .add_viewer(&room, "local-dead-1", &bob.user_id, now)
+        .await
+        .unwrap();
+    first
+        .store
+        .show_room(&bob.user_id, "local-dead-1", Some(&room), false, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.store.lookers(&room, now).await.unwrap().viewers,
+        [bob.user_id.clone()]
+    );
+
+    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 1);
+    assert!(
+        second.store.lookers(&room, now).await.unwrap().viewers.is_empty(),
+        "bob no longer looks at the room"
+    );
+    assert_eq!(
+        second.store.shown_room(&bob.user_id, "local-dead-1").await.unwrap(),
+        None,
+        "nor is the connection remembered"
+    );
+}
