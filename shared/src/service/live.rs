@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Chat;
-use crate::adapters::live::room_group;
+use crate::adapters::live::{LiveChannel, room_group};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -149,7 +149,29 @@ impl Chat {
             self.store.show_room(me, connection, None, true, now).await?;
             return Err(Error::not_found("room not found"));
         }
+        // Of this and the connection closing, the close wins the same way: it is recorded
+        // before its handling reads these rows (`Chat::connection_closed`), so either that
+        // reading finds them, or this finds the connection closed and takes them back.
+        if !self.still_open(live.as_ref(), me, connection).await? {
+            if let Some(room) = &target {
+                let _ = live
+                    .remove_connection_from_group(connection, &room_group(room.as_str()))
+                    .await;
+                self.store.remove_viewer(room, connection).await?;
+            }
+            self.store.forget_view(me, connection).await?;
+            return Err(Error::not_found("no such live connection"));
+        }
         Ok(())
+    }
+
+    /// Whether `user`'s connection is still open: as the channel tells, else (Web PubSub) as
+    /// its `connected`/`disconnected` events recorded it.
+    async fn still_open(&self, live: &dyn LiveChannel, user: &UserId, connection: &str) -> Result<bool> {
+        match live.connection_open(connection, user.as_str()) {
+            Some(open) => Ok(open),
+            None => Ok(self.store.connection_open(user, connection).await? == Some(true)),
+        }
     }
 
     /// Refuses a connection no `connected` event named as `user`'s (yet: `Conflict`), or one

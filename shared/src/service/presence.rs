@@ -234,11 +234,16 @@ impl Chat {
         let Ok(user) = UserId::parse(&user) else {
             return Ok(());
         };
-        if !open {
-            // The room it showed is no longer looked at through it (tiered delivery).
-            self.connection_closed(user.as_str(), &connection).await;
+        if open {
+            return self.connection_changed(&user, &connection, true).await;
         }
-        self.connection_changed(&user, &connection, open).await
+        // Closed first, then the room it showed is no longer looked at through it (tiered
+        // delivery): a view racing this close either finds the connection closed when it
+        // checks again, or wrote the rows this reads (`Chat::view_room`).
+        let now = Utc::now();
+        self.store.close_connection(&user, &connection, now).await?;
+        self.connection_closed(user.as_str(), &connection).await;
+        self.settle(&user, now).await
     }
 
     /// Records one connection of `user` opened or closed, and announces the state when this
@@ -249,6 +254,11 @@ impl Chat {
             true => self.store.open_connection(user, connection, now).await?,
             false => self.store.close_connection(user, connection, now).await?,
         }
+        self.settle(user, now).await
+    }
+
+    /// Makes `user`'s presence agree with their connection rows, and announces a flip.
+    async fn settle(&self, user: &UserId, now: chrono::DateTime<Utc>) -> Result<()> {
         if self.store.settle_presence(user, now).await?.is_some() {
             self.announce_presence(user);
         }

@@ -279,6 +279,15 @@ impl LocalHub {
         theirs
     }
 
+    /// Whether the connection `connection` is open and `user`'s.
+    pub fn is_open(&self, connection: &str, user: &str) -> bool {
+        let state = self.state.lock().expect("hub lock");
+        state
+            .connection_number(connection)
+            .and_then(|number| state.connections.get(&number))
+            .is_some_and(|c| c.user.as_deref() == Some(user))
+    }
+
     /// Takes the connection `connection` out of `group`.
     pub fn remove_connection(&self, connection: &str, group: &str) {
         let mut state = self.state.lock().expect("hub lock");

@@ -52,6 +52,11 @@ pub trait LiveChannel: Send + Sync + std::fmt::Debug {
     /// otherwise: from its signed `connected` event (`Chat::view_room`).
     fn checks_owner(&self) -> bool;
 
+    /// Whether `user`'s connection `connection` is open, where the channel can tell without a
+    /// call (the local hub); none where it cannot (Web PubSub: the service reads the
+    /// connection's row from its `connected` and `disconnected` events instead).
+    fn connection_open(&self, connection: &str, user: &str) -> Option<bool>;
+
     /// A client URL for `user` whose token may join the groups of `rooms` and no other, and
     /// when it expires. `endpoint` is this server as the caller reached it
     /// (`http(s)://host[:port]`), which the local hub's URL is built on.
@@ -101,6 +106,10 @@ impl LiveChannel for Arc<WebPubSub> {
         false
     }
 
+    fn connection_open(&self, _connection: &str, _user: &str) -> Option<bool> {
+        None
+    }
+
     fn send_to_user(&self, user: &str, body: Vec<u8>) {
         let (web_pubsub, user) = (Arc::clone(self), user.to_owned());
         tokio::spawn(async move {
@@ -148,6 +157,10 @@ impl LiveChannel for Arc<LocalHub> {
 
     fn checks_owner(&self) -> bool {
         true
+    }
+
+    fn connection_open(&self, connection: &str, user: &str) -> Option<bool> {
+        Some(self.is_open(connection, user))
     }
 
     fn send_to_user(&self, user: &str, body: Vec<u8>) {

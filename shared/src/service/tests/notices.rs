@@ -152,3 +152,66 @@ async fn a_kicked_member_leaves_no_live_rows_in_the_room() {
     let after = chat.store.lookers(&room, Utc::now()).await.unwrap();
     assert!(after.viewers.is_empty() && after.armed.is_empty(), "{after:?}");
 }
+
+/// Of a member showing a room and their connection closing racing, the close wins: the view
+/// is held after it put the connection in the group, before it records that the connection
+/// shows the room, while the connection closes and its close is handled. Whatever the order,
+/// no row is left saying the closed connection shows the room (which would hold back the
+/// member's notices of it for an hour).
+#[tokio::test]
+async fn of_a_view_and_its_connection_closing_racing_the_close_wins() {
+    use crate::adapters::live::local_hub::JSON_PROTOCOL;
+    use crate::adapters::live::room_group;
+    use crate::signals::ViewRoom;
+    use crate::store::Schema;
+    use std::time::Duration;
+
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = chat.with_local_hub("chat");
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    let token = url.split_once("access_token=").unwrap().1;
+    let hub = chat.local_hub().unwrap().clone();
+    let (session, mut queue) = hub.connect(token, JSON_PROTOCOL).unwrap();
+    let connected: serde_json::Value = serde_json::from_str(&session.connected()).unwrap();
+    let connection = connected["connectionId"].as_str().unwrap().to_owned();
+
+    let rooms = Schema::with_prefix("").unwrap().rooms;
+    faults.delay_operation("upsert", Some(&rooms), 1, Duration::from_millis(600));
+    let view = chat.view_room(
+        &bob,
+        ViewRoom {
+            connection_id: connection.clone(),
+            room_id: Some(room.to_string()),
+        },
+    );
+    let close = async {
+        // Once the connection is in the group (the view is then held), it closes.
+        loop {
+            hub.send_to_group(&room_group(room.as_str()), br#"{"probe":1}"#);
+            if queue.try_recv().is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(session);
+        chat.connection_closed(bob.user_id.as_str(), &connection).await;
+    };
+    let (viewed, ()) = tokio::join!(view, close);
+    assert!(
+        matches!(viewed, Ok(()) | Err(crate::error::Error::NotFound(_))),
+        "{viewed:?}"
+    );
+    let lookers = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    assert!(lookers.viewers.is_empty(), "the closed connection shows nothing");
+    assert_eq!(
+        chat.store
+            .shown_room(&bob.user_id, &connection)
+            .await
+            .unwrap()
+            .flatten(),
+        None
+    );
+}
