@@ -163,7 +163,7 @@ impl Chat {
             return Ok(None);
         }
         for hook in &hooks {
-            self.deliver_to(sender, room, hook, now, &mut report).await?;
+            self.deliver_to(sender, room, hook, &mut report).await?;
         }
         Ok(Some(report))
     }
@@ -196,12 +196,17 @@ impl Chat {
 
     /// Posts an endpoint's due deliveries in the order of their changes, up to its first
     /// failure. A disabled (or deleted) endpoint's pending deliveries are abandoned.
+    ///
+    /// Each attempt reads the clock again: a run working through a backlog can take minutes
+    /// (each request may take [`crate::adapters::outgoing::REQUEST_TIMEOUT`]), and an attempt
+    /// dated at the run's start would carry a signature timestamp receivers refuse (they are
+    /// told to allow five minutes) and a claim that lapses while it is still under way, so
+    /// that another run posts the same delivery at once.
     async fn deliver_to(
         &self,
         sender: &HookSender,
         room: &RoomId,
         hook: &OutgoingWebhook,
-        now: DateTime<Utc>,
         report: &mut DeliveryReport,
     ) -> Result<()> {
         let pending = self.store.pending_deliveries(room, &hook.id).await?;
@@ -220,6 +225,7 @@ impl Chat {
             .sealer()
             .open(&hook.sealed_secret, &seal_context(room.as_str(), &hook.id))?;
         for (mut delivery, etag) in pending {
+            let now = self.time.now();
             // Later changes wait behind an earlier one that waits for its retry, or that
             // another run is attempting: an endpoint gets its events in order.
             if !delivery.due(now) {

@@ -265,3 +265,116 @@ async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
         .collect();
     assert_eq!(kept, versions[..3].to_vec());
 }
+
+/// What a receiver got in one request.
+#[derive(Clone, Debug)]
+struct Posted {
+    delivery: String,
+    signature: String,
+    body: String,
+}
+
+/// How a receiver answers a request: the status, once the future is ready (a future that is
+/// never ready holds the request open until the client gives up).
+type Behave = Arc<dyn Fn(Posted) -> futures::future::BoxFuture<'static, u16> + Send + Sync>;
+
+/// A minimal HTTP/1.1 receiver on loopback answering each request as `behave` says.
+async fn serve(behave: Behave) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let behave = behave.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 8192];
+                let posted = loop {
+                    let Ok(n) = socket.read(&mut buffer).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                        continue;
+                    };
+                    let header = |wanted: &str| {
+                        head.lines().find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case(wanted).then(|| value.trim().to_owned())
+                        })
+                    };
+                    let length = header("content-length")
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break Posted {
+                            delivery: header("x-tabletalk-delivery").unwrap_or_default(),
+                            signature: header("x-tabletalk-signature").unwrap_or_default(),
+                            body: body.to_owned(),
+                        };
+                    }
+                };
+                let mut rest = [0u8; 64];
+                let status = tokio::select! {
+                    status = behave(posted) => status,
+                    // The client gave up waiting.
+                    _ = socket.read(&mut rest) => return,
+                };
+                let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// A run working through a backlog can take minutes (ten seconds an endpoint may take, per
+/// delivery). Each attempt is still signed — and claimed — at the time of that attempt, not
+/// of the run's start: receivers are told to refuse a timestamp five minutes off, and a claim
+/// dated at the run's start would lapse while its attempt is still under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_delivery_is_signed_at_its_own_attempt_however_long_the_run() {
+    use crate::adapters::clock::Clock;
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let seen: Arc<Mutex<Vec<(Posted, i64)>>> = Arc::default();
+    let url = {
+        let (clock, seen) = (clock.clone(), seen.clone());
+        serve(Arc::new(move |posted| {
+            seen.lock().unwrap().push((posted, clock.now().timestamp()));
+            // Each answer takes two minutes of the (test's) clock.
+            clock.advance(chrono::Duration::minutes(2));
+            Box::pin(async { 200 })
+        }))
+        .await
+    };
+    let input = NewOutgoingWebhook { url, events: None };
+    let created = chat.create_outgoing_webhook(&alice(), &room, input).await.unwrap();
+    for n in 0..4 {
+        sender
+            .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 4);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    for (posted, received_at) in &seen {
+        let t: i64 = posted
+            .signature
+            .strip_prefix("t=")
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no timestamp: {posted:?}"));
+        let expected = crate::adapters::outgoing::signature(&created.secret, t, posted.body.as_bytes());
+        assert_eq!(posted.signature, expected, "a valid signature");
+        assert_eq!(t, *received_at, "signed at its own attempt: {posted:?}");
+    }
+}
