@@ -8,7 +8,8 @@
 //!
 //! A failed attempt is retried after [`retry_after`]'s backoff; an endpoint is tried in the
 //! order of its changes and a run stops at its first failure, so an outage costs one request
-//! per endpoint per run. An endpoint that has failed for [`FAILURE_WINDOW`] without a success
+//! per endpoint per run. A run calls the endpoints of a room, and several rooms, at once, so
+//! one slow to answer holds up only its own deliveries. An endpoint that has failed for [`FAILURE_WINDOW`] without a success
 //! is disabled, its pending deliveries abandoned, and its managers told: a live notice to the
 //! manager who registered it, and a `System` line in the room (which every manager sees,
 //! connected or not; it names no URL).
@@ -19,6 +20,7 @@
 //! acted makes a retry.
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt as _;
 
 use super::Chat;
 use crate::adapters::outgoing::{Attempt, HookSender, new_secret};
@@ -42,6 +44,8 @@ pub const HISTORY_VERSIONS: u64 = 10_000;
 /// …pruned when a delivery of a version that is a multiple of this lands, so pruning costs a
 /// read per this many deliveries.
 const PRUNE_EVERY: u64 = 64;
+/// Rooms a delivery run works on at once.
+const ROOMS_AT_ONCE: usize = 16;
 
 /// What a delivery run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,6 +56,15 @@ pub struct DeliveryReport {
     pub failed: usize,
     /// Endpoints disabled by this run.
     pub disabled: usize,
+}
+
+impl DeliveryReport {
+    fn add(&mut self, done: DeliveryReport) {
+        self.events += done.events;
+        self.delivered += done.delivered;
+        self.failed += done.failed;
+        self.disabled += done.disabled;
+    }
 }
 
 impl Chat {
@@ -118,15 +131,19 @@ impl Chat {
         if self.outgoing.is_none() {
             return Ok(report);
         }
-        for (room, listing) in self.store.outgoing_rooms().await? {
+        // Rooms at once (and each room's endpoints at once, `deliver_room`): an endpoint slow
+        // to answer — up to a request's timeout, every run — holds up only its own deliveries.
+        let rooms = self.store.outgoing_rooms().await?;
+        let mut runs = futures::stream::iter(rooms)
+            .map(|(room, listing)| async move {
+                let done = self.deliver_room(&room).await;
+                (room, listing, done)
+            })
+            .buffer_unordered(ROOMS_AT_ONCE);
+        while let Some((room, listing, done)) = runs.next().await {
             // One room's trouble never holds up the others; the next run tries it again.
-            match self.deliver_room(&room).await {
-                Ok(Some(done)) => {
-                    report.events += done.events;
-                    report.delivered += done.delivered;
-                    report.failed += done.failed;
-                    report.disabled += done.disabled;
-                }
+            match done {
+                Ok(Some(done)) => report.add(done),
                 Ok(None) => self.store.unlist_outgoing_room(&room, listing).await?,
                 Err(e) => tracing::warn!(%room, error = %e, "delivering a room's webhooks failed"),
             }
@@ -162,8 +179,12 @@ impl Chat {
         if hooks.is_empty() {
             return Ok(None);
         }
-        for hook in &hooks {
-            self.deliver_to(sender, room, hook, &mut report).await?;
+        let runs = hooks.iter().map(|hook| async move {
+            let mut done = DeliveryReport::default();
+            self.deliver_to(sender, room, hook, &mut done).await.map(|()| done)
+        });
+        for done in futures::future::join_all(runs).await {
+            report.add(done?);
         }
         Ok(Some(report))
     }

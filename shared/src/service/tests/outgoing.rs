@@ -378,3 +378,51 @@ async fn each_delivery_is_signed_at_its_own_attempt_however_long_the_run() {
         assert_eq!(t, *received_at, "signed at its own attempt: {posted:?}");
     }
 }
+
+/// An endpoint slow to answer holds up no other: a room's endpoints, and the rooms, are
+/// called at once. Each receiver here answers only once all three have their request (else
+/// the client's timeout ends it), so a run calling them one after another gets timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_endpoint_holds_up_no_other_endpoint_or_room() {
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let other = chat
+        .create_room(
+            &alice(),
+            crate::rooms::NewRoom {
+                name: "other".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let other = RoomId::parse(&other.id).unwrap();
+    let (arrived, _) = tokio::sync::watch::channel(0usize);
+    let arrived = Arc::new(arrived);
+    let behave: Behave = {
+        let arrived = arrived.clone();
+        Arc::new(move |_posted| {
+            arrived.send_modify(|n| *n += 1);
+            let mut all = arrived.subscribe();
+            Box::pin(async move {
+                let _ = all.wait_for(|n| *n >= 3).await;
+                200
+            })
+        })
+    };
+    register(&chat, &room, &serve(behave.clone()).await).await;
+    register(&chat, &room, &serve(behave.clone()).await).await;
+    register(&chat, &other, &serve(behave).await).await;
+    for room in [&room, &other] {
+        sender
+            .send_message(&alice(), room, NewMessage::text("hello"))
+            .await
+            .unwrap();
+    }
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.delivered, report.failed), (3, 0), "{report:?}");
+}
