@@ -216,7 +216,8 @@ impl Chat {
     }
 
     /// Posts an endpoint's due deliveries in the order of their changes, up to its first
-    /// failure. A disabled (or deleted) endpoint's pending deliveries are abandoned.
+    /// failure. A disabled endpoint's pending deliveries are abandoned; a deleted one's
+    /// dropped.
     ///
     /// Each attempt reads the clock again: a run working through a backlog can take minutes
     /// (each request may take [`crate::adapters::outgoing::REQUEST_TIMEOUT`]), and an attempt
@@ -241,6 +242,10 @@ impl Chat {
         }
         if pending.is_empty() {
             return Ok(());
+        }
+        // Deleted since the run listed it: a fan-out that raced the delete left these.
+        if self.store.outgoing_webhook(room, &hook.id).await?.is_none() {
+            return Ok(self.store.drop_deliveries(room, &hook.id).await?);
         }
         let secret = sender
             .sealer()

@@ -227,18 +227,30 @@ impl Store {
         parse_webhook(&row).ok_or_else(|| Error::Internal("an outgoing webhook row did not read back".into()).into())
     }
 
-    /// Deletes an endpoint; a missing one answers 404. Its deliveries stay listed until the
-    /// room goes; pending ones are abandoned by the next run.
+    /// Deletes an endpoint, then its deliveries: no run lists it again, so nothing else would
+    /// ever remove them, and a pending one holds its message's text. A missing one answers
+    /// 404. A fan-out racing the delete leaves a pending row the next run drops
+    /// ([`Store::drop_deliveries`]).
     pub(crate) async fn delete_outgoing(&self, room: &RoomId, id: &str) -> Result<()> {
         match self
             .tables
             .delete(&self.schema.rooms, room.as_str(), &outgoing_key(id), &IfMatch::Any)
             .await
         {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Err(missing().into()),
-            Err(e) => Err(e.into()),
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::NotFound) => return Err(missing().into()),
+            Err(e) => return Err(e.into()),
         }
+        self.drop_deliveries(room, id).await
+    }
+
+    /// Deletes every delivery of endpoint `webhook`, pending and finished.
+    pub(crate) async fn drop_deliveries(&self, room: &RoomId, webhook: &str) -> Result<()> {
+        for prefix in [DELIVERY_PENDING_PREFIX, DELIVERY_DONE_PREFIX] {
+            let query = RangeQuery::prefix(room.as_str(), &format!("{prefix}{webhook}."), 100);
+            self.tables.delete_range(&self.schema.rooms, &query).await?;
+        }
+        Ok(())
     }
 
     /// Every room listed as having endpoints, with its listing's ETag.

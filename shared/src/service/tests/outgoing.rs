@@ -332,6 +332,13 @@ async fn serve(behave: Behave) -> String {
     url
 }
 
+fn answering(status: u16, posts: Arc<Mutex<Vec<Posted>>>) -> Behave {
+    Arc::new(move |posted| {
+        posts.lock().unwrap().push(posted);
+        Box::pin(async move { status })
+    })
+}
+
 /// A run working through a backlog can take minutes (ten seconds an endpoint may take, per
 /// delivery). Each attempt is still signed — and claimed — at the time of that attempt, not
 /// of the run's start: receivers are told to refuse a timestamp five minutes off, and a claim
@@ -425,4 +432,51 @@ async fn a_slow_endpoint_holds_up_no_other_endpoint_or_room() {
     }
     let report = chat.deliver_webhooks().await.unwrap();
     assert_eq!((report.delivered, report.failed), (3, 0), "{report:?}");
+}
+
+/// Deleting an endpoint takes its deliveries with it: the backlog of one that kept failing
+/// is neither posted later nor kept (a pending delivery holds the message's text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_endpoint_keeps_no_pending_delivery_and_gets_no_more_posts() {
+    use crate::store::schema::{DELIVERY_DONE_PREFIX, DELIVERY_PENDING_PREFIX};
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let failing = register(&chat, &room, &serve(answering(500, posts.clone())).await).await;
+    let kept = register(&chat, &room, &serve(answering(200, Arc::default())).await).await;
+    sender
+        .send_message(&alice(), &room, NewMessage::text("private words"))
+        .await
+        .unwrap();
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.delivered, report.failed), (1, 1));
+
+    chat.delete_outgoing_webhook(&alice(), &room, &failing).await.unwrap();
+    clock.advance(chrono::Duration::hours(2));
+    chat.deliver_webhooks().await.unwrap();
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    assert_eq!(posted.len(), 1, "no post after the delete: {posted:?}");
+    assert!(posted[0].starts_with(&failing), "{posted:?}");
+    let rows = |prefix: String| {
+        let query = RangeQuery::prefix(room.as_str(), &prefix, 100);
+        let chat = chat.clone();
+        async move {
+            chat.store
+                .tables()
+                .query_up_to(&chat.store.schema().rooms, &query, 100)
+                .await
+                .unwrap()
+                .0
+        }
+    };
+    assert!(rows(format!("{DELIVERY_PENDING_PREFIX}{failing}.")).await.is_empty());
+    assert!(rows(format!("{DELIVERY_DONE_PREFIX}{failing}.")).await.is_empty());
+    assert_eq!(
+        rows(format!("{DELIVERY_DONE_PREFIX}{kept}.")).await.len(),
+        1,
+        "the other's stay"
+    );
 }
