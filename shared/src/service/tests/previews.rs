@@ -204,3 +204,39 @@ async fn a_message_deleted_before_its_fetch_gets_no_preview() {
         .unwrap();
     assert!(row.is_none());
 }
+
+/// Housekeeping reads the cache a page at a time, and each run goes on where the last one
+/// stopped: an expired URL whose key sorts after a page of fresh ones is forgotten too, so
+/// the cache never grows past what its window holds, however many URLs are linked.
+#[tokio::test]
+async fn an_expired_url_behind_a_page_of_fresh_ones_is_forgotten_too() {
+    use crate::service::previews::CACHE_FOR;
+    use crate::store::previews::CachedLink;
+    use crate::store::schema::link_cache_key;
+    let (chat, _room) = chat_on(Tables::new(store())).await;
+    let now = Utc::now();
+    let mut urls: Vec<String> = (0..5).map(|n| format!("https://n{n}.example/")).collect();
+    urls.sort_by_key(|url| link_cache_key(url));
+    let expired = urls.last().unwrap().clone();
+    for url in &urls {
+        let fetched_at = if *url == expired {
+            now - CACHE_FOR - Duration::hours(1)
+        } else {
+            now
+        };
+        let cached = CachedLink {
+            preview: None,
+            fetched_at,
+        };
+        chat.store.cache_link(url, &cached).await.unwrap();
+    }
+    let mut forgotten = 0;
+    for _ in 0..3 {
+        forgotten += chat.store.expire_link_cache(now - CACHE_FOR, 2).await.unwrap();
+    }
+    assert_eq!(forgotten, 1);
+    assert!(chat.store.cached_link(&expired).await.unwrap().is_none());
+    for url in &urls[..4] {
+        assert!(chat.store.cached_link(url).await.unwrap().is_some(), "{url} is fresh");
+    }
+}
