@@ -44,6 +44,10 @@ pub const HISTORY_VERSIONS: u64 = 10_000;
 /// …pruned when a delivery of a version that is a multiple of this lands, so pruning costs a
 /// read per this many deliveries.
 const PRUNE_EVERY: u64 = 64;
+/// Pending deliveries of an endpoint read at once.
+const PENDING_PAGE: usize = 100;
+/// Pages of a disabled endpoint's pending deliveries a run abandons.
+const ABANDONED_PAGES_PER_RUN: usize = 10;
 /// Rooms a delivery run works on at once.
 const ROOMS_AT_ONCE: usize = 16;
 
@@ -231,15 +235,22 @@ impl Chat {
         hook: &OutgoingWebhook,
         report: &mut DeliveryReport,
     ) -> Result<()> {
-        let pending = self.store.pending_deliveries(room, &hook.id).await?;
         if hook.status == EndpointStatus::Disabled {
-            for (mut delivery, etag) in pending {
-                delivery.status = DeliveryStatus::Abandoned;
-                delivery.next_attempt_at = None;
-                self.store.finish_delivery(room, &delivery, etag).await?;
+            // A few pages a run (a row another run holds is left for the next one).
+            for _ in 0..ABANDONED_PAGES_PER_RUN {
+                let pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+                if pending.is_empty() {
+                    break;
+                }
+                for (mut delivery, etag) in pending {
+                    delivery.status = DeliveryStatus::Abandoned;
+                    delivery.next_attempt_at = None;
+                    self.store.finish_delivery(room, &delivery, etag).await?;
+                }
             }
             return Ok(());
         }
+        let mut pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
         if pending.is_empty() {
             return Ok(());
         }
@@ -250,53 +261,62 @@ impl Chat {
         let secret = sender
             .sealer()
             .open(&hook.sealed_secret, &seal_context(room.as_str(), &hook.id))?;
-        for (mut delivery, etag) in pending {
-            let now = self.time.now();
-            // Later changes wait behind an earlier one that waits for its retry, or that
-            // another run is attempting: an endpoint gets its events in order.
-            if !delivery.due(now) {
-                break;
-            }
-            // The claim: of two runs at once, one attempts it.
-            delivery.attempts += 1;
-            delivery.last_attempt_at = Some(now);
-            delivery.claimed_until = Some(now + CLAIM);
-            let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
-                continue;
-            };
-            let attempt = sender
-                .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)
-                .await;
-            delivery.claimed_until = None;
-            match attempt {
-                Attempt::Delivered(status) => {
-                    delivery.status = DeliveryStatus::Delivered;
-                    delivery.status_code = Some(status);
-                    delivery.error = None;
-                    delivery.next_attempt_at = None;
-                    self.store.finish_delivery(room, &delivery, etag).await?;
-                    self.record_attempt(room, hook, &delivery, now, true).await?;
-                    report.delivered += 1;
-                    if delivery.version % PRUNE_EVERY == 0 {
-                        self.store
-                            .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
-                            .await?;
+        // A page at a time: a run stops at the first delivery it may not post, so reading a
+        // whole backlog (an outage's, up to a day of changes) on every run and every nudge
+        // would make an outage cost in its backlog at every change.
+        loop {
+            let full = pending.len() == PENDING_PAGE;
+            for (mut delivery, etag) in pending {
+                let now = self.time.now();
+                // Later changes wait behind an earlier one that waits for its retry, or that
+                // another run is attempting: an endpoint gets its events in order.
+                if !delivery.due(now) {
+                    return Ok(());
+                }
+                // The claim: of two runs at once, one attempts it.
+                delivery.attempts += 1;
+                delivery.last_attempt_at = Some(now);
+                delivery.claimed_until = Some(now + CLAIM);
+                let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
+                    continue;
+                };
+                let attempt = sender
+                    .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)
+                    .await;
+                delivery.claimed_until = None;
+                match attempt {
+                    Attempt::Delivered(status) => {
+                        delivery.status = DeliveryStatus::Delivered;
+                        delivery.status_code = Some(status);
+                        delivery.error = None;
+                        delivery.next_attempt_at = None;
+                        self.store.finish_delivery(room, &delivery, etag).await?;
+                        self.record_attempt(room, hook, &delivery, now, true).await?;
+                        report.delivered += 1;
+                        if delivery.version % PRUNE_EVERY == 0 {
+                            self.store
+                                .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
+                                .await?;
+                        }
+                    }
+                    Attempt::Failed { status, error } => {
+                        delivery.status_code = status;
+                        delivery.error = Some(error);
+                        delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
+                        self.store.replace_pending(room, &delivery, etag).await?;
+                        report.failed += 1;
+                        if self.record_attempt(room, hook, &delivery, now, false).await? {
+                            report.disabled += 1;
+                        }
+                        return Ok(());
                     }
                 }
-                Attempt::Failed { status, error } => {
-                    delivery.status_code = status;
-                    delivery.error = Some(error);
-                    delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
-                    self.store.replace_pending(room, &delivery, etag).await?;
-                    report.failed += 1;
-                    if self.record_attempt(room, hook, &delivery, now, false).await? {
-                        report.disabled += 1;
-                    }
-                    break;
-                }
             }
+            if !full {
+                return Ok(());
+            }
+            pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
         }
-        Ok(())
     }
 
     /// Records an attempt's outcome on its endpoint; a failure that completes a day of them

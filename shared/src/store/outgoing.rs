@@ -28,6 +28,9 @@ use crate::outgoing::{
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
+/// Pending deliveries a listing reads: its newest are among the last of them.
+const MAX_PENDING_LISTED: usize = 100_000;
+
 /// Rooms with events committed here since a delivery run last took them. A std mutex, never
 /// held across an await.
 #[derive(Debug, Default)]
@@ -348,10 +351,20 @@ impl Store {
         }
     }
 
-    /// An endpoint's pending deliveries, oldest change first, each with its row's ETag.
-    pub(crate) async fn pending_deliveries(&self, room: &RoomId, webhook: &str) -> Result<Vec<(Delivery, ETag)>> {
-        let query = RangeQuery::prefix(room.as_str(), &format!("{DELIVERY_PENDING_PREFIX}{webhook}."), 1000);
-        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, 100_000).await?;
+    /// An endpoint's oldest `max` pending deliveries, oldest change first, each with its
+    /// row's ETag.
+    pub(crate) async fn pending_deliveries(
+        &self,
+        room: &RoomId,
+        webhook: &str,
+        max: usize,
+    ) -> Result<Vec<(Delivery, ETag)>> {
+        let query = RangeQuery::prefix(
+            room.as_str(),
+            &format!("{DELIVERY_PENDING_PREFIX}{webhook}."),
+            max.min(1000),
+        );
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         Ok(rows
             .iter()
             .filter_map(|row| Some((parse_delivery(row)?, row.etag.clone()?)))
@@ -436,7 +449,7 @@ impl Store {
     /// outage's backlog) and the newest `limit` finished ones.
     pub(crate) async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
         let mut all: Vec<Delivery> = self
-            .pending_deliveries(room, webhook)
+            .pending_deliveries(room, webhook, MAX_PENDING_LISTED)
             .await?
             .into_iter()
             .map(|(delivery, _)| delivery)

@@ -480,3 +480,68 @@ async fn a_deleted_endpoint_keeps_no_pending_delivery_and_gets_no_more_posts() {
         "the other's stay"
     );
 }
+
+/// A run over a failing endpoint's backlog reads a page of it, not all of it: during an
+/// outage every run, and every change's nudge, costs the same whatever the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_a_failing_endpoints_backlog_costs_the_same_whatever_its_size() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let failing = register(&chat, &room, &serve(answering(500, Arc::default())).await).await;
+    let mut costs = Vec::new();
+    let mut made = 0;
+    for size in [10u64, 2500] {
+        for version in made..size {
+            let event = HookEventRow {
+                row_key: String::new(),
+                event: HookEvent::Created,
+                version: version + 1,
+                message_id: format!("m{version}"),
+                message: serde_json::Value::Null,
+            };
+            let delivery = new_delivery(&failing, &event, "{}".into(), Utc::now());
+            chat.store.insert_delivery(&room, &delivery).await.unwrap();
+        }
+        made = size;
+        clock.advance(chrono::Duration::hours(2));
+        let before = faults.calls();
+        let report = chat.deliver_webhooks().await.unwrap();
+        assert_eq!(report.failed, 1, "{report:?}");
+        costs.push(faults.calls() - before);
+    }
+    assert_eq!(costs[0], costs[1], "store calls of a run: {costs:?}");
+}
+
+/// A backlog longer than a page is still delivered in one run once the endpoint answers:
+/// the run reads the next page when it posted the whole of one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_longer_than_a_page_is_delivered_in_one_run() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(FaultyTables::new(store()))).await;
+    let chat = with_webhooks(chat, &clock);
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let hook = register(&chat, &room, &serve(answering(200, posts.clone())).await).await;
+    for version in 1..=150u64 {
+        let event = HookEventRow {
+            row_key: String::new(),
+            event: HookEvent::Created,
+            version,
+            message_id: format!("m{version}"),
+            message: serde_json::Value::Null,
+        };
+        let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
+        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+    }
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 150);
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    let mut in_order = posted.clone();
+    in_order.sort();
+    assert_eq!(posted, in_order, "in the order of their changes");
+    assert_eq!(posted.len(), 150);
+}
