@@ -273,12 +273,13 @@ impl Chat {
                 if !delivery.due(now) {
                     return Ok(());
                 }
-                // The claim: of two runs at once, one attempts it.
+                // The claim: of two runs at once, one attempts it, and the other stops here
+                // (posting the later ones would overtake the one being attempted).
                 delivery.attempts += 1;
                 delivery.last_attempt_at = Some(now);
                 delivery.claimed_until = Some(now + CLAIM);
                 let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
-                    continue;
+                    return Ok(());
                 };
                 let attempt = sender
                     .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)

@@ -545,3 +545,41 @@ async fn a_backlog_longer_than_a_page_is_delivered_in_one_run() {
     assert_eq!(posted, in_order, "in the order of their changes");
     assert_eq!(posted.len(), 150);
 }
+
+/// A run that loses the claim of a delivery to another run stops there: posting the later
+/// ones would overtake the one the other run is attempting, and an endpoint gets its events
+/// in the order of their changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_loses_a_claim_posts_nothing_after_it() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let hook = register(&chat, &room, &serve(answering(200, posts.clone())).await).await;
+    for version in 1..=3u64 {
+        let event = HookEventRow {
+            row_key: String::new(),
+            event: HookEvent::Created,
+            version,
+            message_id: format!("m{version}"),
+            message: serde_json::Value::Null,
+        };
+        let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
+        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+    }
+    // The first claim is lost, as to another run that changed the row first.
+    let rooms = chat.store.schema().rooms.clone();
+    let lost = StoreError::new(ErrorKind::PreconditionFailed, "another run claimed it");
+    faults.fail_operation("update", Some(&rooms), 1, lost);
+    chat.deliver_webhooks().await.unwrap();
+    assert!(posts.lock().unwrap().is_empty(), "nothing overtakes the first");
+    chat.deliver_webhooks().await.unwrap();
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    let mut in_order = posted.clone();
+    in_order.sort();
+    assert_eq!(posted.len(), 3);
+    assert_eq!(posted, in_order);
+}
