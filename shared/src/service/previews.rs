@@ -123,6 +123,15 @@ impl Chat {
         let Some(previews) = &self.previews else {
             return;
         };
+        // A message deleted since its send is not fetched for: its author took the link back
+        // (a one-time link, a page not meant to be shared), and nothing would show it.
+        match self.find_message(&job.room, &job.message).await {
+            Ok(Some(message)) if message.is_live() => {}
+            Ok(_) => return,
+            Err(e) => {
+                return tracing::warn!(room = %job.room, error = %e, "a link preview's message could not be read");
+            }
+        }
         let preview = match self.preview_of(&previews.fetcher, &job.url, self.time.now()).await {
             Ok(Some(preview)) => preview,
             Ok(None) => return,

@@ -309,3 +309,21 @@ async fn housekeeping_fetches_the_previews_it_retries_at_once() {
         );
     }
 }
+
+/// A link whose message was deleted before its job ran is not fetched at all: its author took
+/// it back (a one-time link, a page they had not meant to share), and nothing would show it.
+#[tokio::test]
+async fn a_link_whose_message_was_deleted_before_its_job_ran_is_not_fetched() {
+    let (base, hits) = page_server().await;
+    let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
+    let sent = chat
+        .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
+        .await
+        .unwrap()
+        .message;
+    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    let report = chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(report.preview_jobs_retried, 1, "the job is done with");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the page was not fetched");
+}
