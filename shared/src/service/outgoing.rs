@@ -8,7 +8,8 @@
 //!
 //! A failed attempt is retried after [`retry_after`]'s backoff; an endpoint is tried in the
 //! order of its changes and a run stops at its first failure, so an outage costs one request
-//! per endpoint per run. An endpoint that has failed for [`FAILURE_WINDOW`] without a success
+//! per endpoint per run. A run calls the endpoints of a room, and several rooms, at once, so
+//! one slow to answer holds up only its own deliveries. An endpoint that has failed for [`FAILURE_WINDOW`] without a success
 //! is disabled, its pending deliveries abandoned, and its managers told: a live notice to the
 //! manager who registered it, and a `System` line in the room (which every manager sees,
 //! connected or not; it names no URL).
@@ -19,6 +20,7 @@
 //! acted makes a retry.
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt as _;
 
 use super::Chat;
 use crate::adapters::outgoing::{Attempt, HookSender, new_secret};
@@ -42,6 +44,12 @@ pub const HISTORY_VERSIONS: u64 = 10_000;
 /// …pruned when a delivery of a version that is a multiple of this lands, so pruning costs a
 /// read per this many deliveries.
 const PRUNE_EVERY: u64 = 64;
+/// Pending deliveries of an endpoint read at once.
+const PENDING_PAGE: usize = 100;
+/// Pages of a disabled endpoint's pending deliveries a run abandons.
+const ABANDONED_PAGES_PER_RUN: usize = 10;
+/// Rooms a delivery run works on at once.
+const ROOMS_AT_ONCE: usize = 16;
 
 /// What a delivery run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,6 +60,15 @@ pub struct DeliveryReport {
     pub failed: usize,
     /// Endpoints disabled by this run.
     pub disabled: usize,
+}
+
+impl DeliveryReport {
+    fn add(&mut self, done: DeliveryReport) {
+        self.events += done.events;
+        self.delivered += done.delivered;
+        self.failed += done.failed;
+        self.disabled += done.disabled;
+    }
 }
 
 impl Chat {
@@ -118,15 +135,19 @@ impl Chat {
         if self.outgoing.is_none() {
             return Ok(report);
         }
-        for (room, listing) in self.store.outgoing_rooms().await? {
+        // Rooms at once (and each room's endpoints at once, `deliver_room`): an endpoint slow
+        // to answer — up to a request's timeout, every run — holds up only its own deliveries.
+        let rooms = self.store.outgoing_rooms().await?;
+        let mut runs = futures::stream::iter(rooms)
+            .map(|(room, listing)| async move {
+                let done = self.deliver_room(&room).await;
+                (room, listing, done)
+            })
+            .buffer_unordered(ROOMS_AT_ONCE);
+        while let Some((room, listing, done)) = runs.next().await {
             // One room's trouble never holds up the others; the next run tries it again.
-            match self.deliver_room(&room).await {
-                Ok(Some(done)) => {
-                    report.events += done.events;
-                    report.delivered += done.delivered;
-                    report.failed += done.failed;
-                    report.disabled += done.disabled;
-                }
+            match done {
+                Ok(Some(done)) => report.add(done),
                 Ok(None) => self.store.unlist_outgoing_room(&room, listing).await?,
                 Err(e) => tracing::warn!(%room, error = %e, "delivering a room's webhooks failed"),
             }
@@ -162,8 +183,12 @@ impl Chat {
         if hooks.is_empty() {
             return Ok(None);
         }
-        for hook in &hooks {
-            self.deliver_to(sender, room, hook, now, &mut report).await?;
+        let runs = hooks.iter().map(|hook| async move {
+            let mut done = DeliveryReport::default();
+            self.deliver_to(sender, room, hook, &mut done).await.map(|()| done)
+        });
+        for done in futures::future::join_all(runs).await {
+            report.add(done?);
         }
         Ok(Some(report))
     }
@@ -195,76 +220,104 @@ impl Chat {
     }
 
     /// Posts an endpoint's due deliveries in the order of their changes, up to its first
-    /// failure. A disabled (or deleted) endpoint's pending deliveries are abandoned.
+    /// failure. A disabled endpoint's pending deliveries are abandoned; a deleted one's
+    /// dropped.
+    ///
+    /// Each attempt reads the clock again: a run working through a backlog can take minutes
+    /// (each request may take [`crate::adapters::outgoing::REQUEST_TIMEOUT`]), and an attempt
+    /// dated at the run's start would carry a signature timestamp receivers refuse (they are
+    /// told to allow five minutes) and a claim that lapses while it is still under way, so
+    /// that another run posts the same delivery at once.
     async fn deliver_to(
         &self,
         sender: &HookSender,
         room: &RoomId,
         hook: &OutgoingWebhook,
-        now: DateTime<Utc>,
         report: &mut DeliveryReport,
     ) -> Result<()> {
-        let pending = self.store.pending_deliveries(room, &hook.id).await?;
         if hook.status == EndpointStatus::Disabled {
-            for (mut delivery, etag) in pending {
-                delivery.status = DeliveryStatus::Abandoned;
-                delivery.next_attempt_at = None;
-                self.store.finish_delivery(room, &delivery, etag).await?;
+            // A few pages a run (a row another run holds is left for the next one).
+            for _ in 0..ABANDONED_PAGES_PER_RUN {
+                let pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+                if pending.is_empty() {
+                    break;
+                }
+                for (mut delivery, etag) in pending {
+                    delivery.status = DeliveryStatus::Abandoned;
+                    delivery.next_attempt_at = None;
+                    self.store.finish_delivery(room, &delivery, etag).await?;
+                }
             }
             return Ok(());
         }
+        let mut pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
         if pending.is_empty() {
             return Ok(());
+        }
+        // Deleted since the run listed it: a fan-out that raced the delete left these.
+        if self.store.outgoing_webhook(room, &hook.id).await?.is_none() {
+            return Ok(self.store.drop_deliveries(room, &hook.id).await?);
         }
         let secret = sender
             .sealer()
             .open(&hook.sealed_secret, &seal_context(room.as_str(), &hook.id))?;
-        for (mut delivery, etag) in pending {
-            // Later changes wait behind an earlier one that waits for its retry, or that
-            // another run is attempting: an endpoint gets its events in order.
-            if !delivery.due(now) {
-                break;
-            }
-            // The claim: of two runs at once, one attempts it.
-            delivery.attempts += 1;
-            delivery.last_attempt_at = Some(now);
-            delivery.claimed_until = Some(now + CLAIM);
-            let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
-                continue;
-            };
-            let attempt = sender
-                .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)
-                .await;
-            delivery.claimed_until = None;
-            match attempt {
-                Attempt::Delivered(status) => {
-                    delivery.status = DeliveryStatus::Delivered;
-                    delivery.status_code = Some(status);
-                    delivery.error = None;
-                    delivery.next_attempt_at = None;
-                    self.store.finish_delivery(room, &delivery, etag).await?;
-                    self.record_attempt(room, hook, &delivery, now, true).await?;
-                    report.delivered += 1;
-                    if delivery.version % PRUNE_EVERY == 0 {
-                        self.store
-                            .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
-                            .await?;
+        // A page at a time: a run stops at the first delivery it may not post, so reading a
+        // whole backlog (an outage's, up to a day of changes) on every run and every nudge
+        // would make an outage cost in its backlog at every change.
+        loop {
+            let full = pending.len() == PENDING_PAGE;
+            for (mut delivery, etag) in pending {
+                let now = self.time.now();
+                // Later changes wait behind an earlier one that waits for its retry, or that
+                // another run is attempting: an endpoint gets its events in order.
+                if !delivery.due(now) {
+                    return Ok(());
+                }
+                // The claim: of two runs at once, one attempts it, and the other stops here
+                // (posting the later ones would overtake the one being attempted).
+                delivery.attempts += 1;
+                delivery.last_attempt_at = Some(now);
+                delivery.claimed_until = Some(now + CLAIM);
+                let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
+                    return Ok(());
+                };
+                let attempt = sender
+                    .deliver(&hook.url, &secret, &delivery.id, delivery.event, &delivery.body, now)
+                    .await;
+                delivery.claimed_until = None;
+                match attempt {
+                    Attempt::Delivered(status) => {
+                        delivery.status = DeliveryStatus::Delivered;
+                        delivery.status_code = Some(status);
+                        delivery.error = None;
+                        delivery.next_attempt_at = None;
+                        self.store.finish_delivery(room, &delivery, etag).await?;
+                        self.record_attempt(room, hook, &delivery, now, true).await?;
+                        report.delivered += 1;
+                        if delivery.version % PRUNE_EVERY == 0 {
+                            self.store
+                                .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
+                                .await?;
+                        }
+                    }
+                    Attempt::Failed { status, error } => {
+                        delivery.status_code = status;
+                        delivery.error = Some(error);
+                        delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
+                        self.store.replace_pending(room, &delivery, etag).await?;
+                        report.failed += 1;
+                        if self.record_attempt(room, hook, &delivery, now, false).await? {
+                            report.disabled += 1;
+                        }
+                        return Ok(());
                     }
                 }
-                Attempt::Failed { status, error } => {
-                    delivery.status_code = status;
-                    delivery.error = Some(error);
-                    delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
-                    self.store.replace_pending(room, &delivery, etag).await?;
-                    report.failed += 1;
-                    if self.record_attempt(room, hook, &delivery, now, false).await? {
-                        report.disabled += 1;
-                    }
-                    break;
-                }
             }
+            if !full {
+                return Ok(());
+            }
+            pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
         }
-        Ok(())
     }
 
     /// Records an attempt's outcome on its endpoint; a failure that completes a day of them

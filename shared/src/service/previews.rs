@@ -13,19 +13,22 @@
 //! (a failed fetch is cached as "no preview", so the same link is not fetched again for a
 //! while). A job still there after [`RETRY_AFTER`] is one whose process stopped (a crash, a
 //! full queue, a host that freezes after answering): housekeeping clears it first and then
-//! tries it, so it is tried at most once more and never in a loop. A crash between the durable
+//! tries it, so it is tried at most once more and never in a loop. Housekeeping fetches the
+//! jobs it tries [`FETCHES_AT_ONCE`] at a time, so a slow page never holds up the run (nor,
+//! where every job is left to the timer, everyone else's previews). A crash between the durable
 //! write and the job's row loses that message's preview: it is a nicety, and writing the row
 //! first would put a write before every send that has a link.
 
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Duration, Utc};
+use futures::StreamExt as _;
 use tokio::sync::mpsc;
 
 use super::Chat;
 use crate::adapters::link_preview::PreviewFetcher;
 use crate::auth::Principal;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::messages::Message;
 use crate::previews::{self, LinkPreview};
@@ -38,6 +41,8 @@ pub const CACHE_FOR: Duration = Duration::hours(6);
 pub const RETRY_AFTER: Duration = Duration::minutes(2);
 /// Jobs housekeeping tries per run.
 const JOBS_PER_RUN: usize = 50;
+/// Of those, fetched at once.
+const FETCHES_AT_ONCE: usize = 10;
 /// Cache rows housekeeping reads per run (the rest wait for the next run).
 const CACHE_ROWS_PER_RUN: usize = 5000;
 /// Jobs waiting in a process's queue before new ones are left to the timer.
@@ -118,6 +123,15 @@ impl Chat {
         let Some(previews) = &self.previews else {
             return;
         };
+        // A message deleted since its send is not fetched for: its author took the link back
+        // (a one-time link, a page not meant to be shared), and nothing would show it.
+        match self.find_message(&job.room, &job.message).await {
+            Ok(Some(message)) if message.is_live() => {}
+            Ok(_) => return,
+            Err(e) => {
+                return tracing::warn!(room = %job.room, error = %e, "a link preview's message could not be read");
+            }
+        }
         let preview = match self.preview_of(&previews.fetcher, &job.url, self.time.now()).await {
             Ok(Some(preview)) => preview,
             Ok(None) => return,
@@ -195,17 +209,30 @@ impl Chat {
         if self.previews.is_none() {
             return Ok(0);
         }
-        let mut tried = 0;
         // Jobs a running worker holds are young and few; the stopped ones come after them.
-        for job in self.store.preview_jobs(20 * JOBS_PER_RUN).await? {
-            if tried == JOBS_PER_RUN {
-                break;
-            }
-            if job.created_at.is_some_and(|at| now - at < RETRY_AFTER) {
-                continue;
-            }
-            self.store.clear_preview_job(&job.room, &job.message).await?;
-            self.make_preview(&job).await;
+        let due: Vec<PreviewJob> = self
+            .store
+            .preview_jobs(20 * JOBS_PER_RUN)
+            .await?
+            .into_iter()
+            .filter(|job| job.created_at.is_none_or(|at| now - at >= RETRY_AFTER))
+            .take(JOBS_PER_RUN)
+            .collect();
+        // Several at once: a page slow to answer holds up only its own preview, and the run
+        // takes a few fetch time limits, not one per job (where the host freezes after
+        // answering, this is how every preview is made, inside the housekeeping run).
+        let tries = futures::stream::iter(due)
+            .map(|job| async move {
+                self.store.clear_preview_job(&job.room, &job.message).await?;
+                self.make_preview(&job).await;
+                Ok::<(), Error>(())
+            })
+            .buffer_unordered(FETCHES_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        let mut tried = 0;
+        for outcome in tries {
+            outcome?;
             tried += 1;
         }
         Ok(tried)

@@ -28,6 +28,9 @@ use crate::outgoing::{
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
+/// Pending deliveries a listing reads: its newest are among the last of them.
+const MAX_PENDING_LISTED: usize = 100_000;
+
 /// Rooms with events committed here since a delivery run last took them. A std mutex, never
 /// held across an await.
 #[derive(Debug, Default)]
@@ -227,18 +230,30 @@ impl Store {
         parse_webhook(&row).ok_or_else(|| Error::Internal("an outgoing webhook row did not read back".into()).into())
     }
 
-    /// Deletes an endpoint; a missing one answers 404. Its deliveries stay listed until the
-    /// room goes; pending ones are abandoned by the next run.
+    /// Deletes an endpoint, then its deliveries: no run lists it again, so nothing else would
+    /// ever remove them, and a pending one holds its message's text. A missing one answers
+    /// 404. A fan-out racing the delete leaves a pending row the next run drops
+    /// ([`Store::drop_deliveries`]).
     pub(crate) async fn delete_outgoing(&self, room: &RoomId, id: &str) -> Result<()> {
         match self
             .tables
             .delete(&self.schema.rooms, room.as_str(), &outgoing_key(id), &IfMatch::Any)
             .await
         {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Err(missing().into()),
-            Err(e) => Err(e.into()),
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::NotFound) => return Err(missing().into()),
+            Err(e) => return Err(e.into()),
         }
+        self.drop_deliveries(room, id).await
+    }
+
+    /// Deletes every delivery of endpoint `webhook`, pending and finished.
+    pub(crate) async fn drop_deliveries(&self, room: &RoomId, webhook: &str) -> Result<()> {
+        for prefix in [DELIVERY_PENDING_PREFIX, DELIVERY_DONE_PREFIX] {
+            let query = RangeQuery::prefix(room.as_str(), &format!("{prefix}{webhook}."), 100);
+            self.tables.delete_range(&self.schema.rooms, &query).await?;
+        }
+        Ok(())
     }
 
     /// Every room listed as having endpoints, with its listing's ETag.
@@ -336,10 +351,20 @@ impl Store {
         }
     }
 
-    /// An endpoint's pending deliveries, oldest change first, each with its row's ETag.
-    pub(crate) async fn pending_deliveries(&self, room: &RoomId, webhook: &str) -> Result<Vec<(Delivery, ETag)>> {
-        let query = RangeQuery::prefix(room.as_str(), &format!("{DELIVERY_PENDING_PREFIX}{webhook}."), 1000);
-        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, 100_000).await?;
+    /// An endpoint's oldest `max` pending deliveries, oldest change first, each with its
+    /// row's ETag.
+    pub(crate) async fn pending_deliveries(
+        &self,
+        room: &RoomId,
+        webhook: &str,
+        max: usize,
+    ) -> Result<Vec<(Delivery, ETag)>> {
+        let query = RangeQuery::prefix(
+            room.as_str(),
+            &format!("{DELIVERY_PENDING_PREFIX}{webhook}."),
+            max.min(1000),
+        );
+        let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         Ok(rows
             .iter()
             .filter_map(|row| Some((parse_delivery(row)?, row.etag.clone()?)))
@@ -424,7 +449,7 @@ impl Store {
     /// outage's backlog) and the newest `limit` finished ones.
     pub(crate) async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
         let mut all: Vec<Delivery> = self
-            .pending_deliveries(room, webhook)
+            .pending_deliveries(room, webhook, MAX_PENDING_LISTED)
             .await?
             .into_iter()
             .map(|(delivery, _)| delivery)

@@ -7,11 +7,15 @@
 //! (create-only), so a fetch finishing after the author removed the preview never brings it
 //! back.
 
+use std::ops::Bound;
+
 use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::error::Result;
-use super::schema::{LINK_CACHE_PARTITION, PREVIEW_JOBS_PARTITION, link_cache_key, preview_job_key, preview_key};
+use super::schema::{
+    LINK_CACHE_PARTITION, PREVIEW_JOBS_PARTITION, SWEEP_CURSORS_PARTITION, link_cache_key, preview_job_key, preview_key,
+};
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
 use crate::previews::LinkPreview;
@@ -125,8 +129,21 @@ impl Store {
     /// how many went. The partition holds one row per URL fetched within the cache's window
     /// (and those expired since the last run), so a run costs in URLs linked lately, never in
     /// messages.
+    ///
+    /// A run goes on after the last row the previous one read (a cursor row in
+    /// [`SWEEP_CURSORS_PARTITION`]) and starts over once it reached the end: keys are URL
+    /// digests, in no order of age, so a run that always read the first `max` rows would
+    /// never reach an expired row behind `max` fresh ones, and the cache would grow for good.
     pub(crate) async fn expire_link_cache(&self, before: DateTime<Utc>, max: usize) -> Result<usize> {
-        let query = RangeQuery::partition(LINK_CACHE_PARTITION, 1000);
+        let cursor = self
+            .tables
+            .get(&self.schema.housekeeping, SWEEP_CURSORS_PARTITION, LINK_CACHE_PARTITION)
+            .await?
+            .and_then(|row| row.str("after").map(str::to_owned));
+        let mut query = RangeQuery::partition(LINK_CACHE_PARTITION, 1000);
+        if let Some(after) = &cursor {
+            query = query.from(Bound::Excluded(after.clone()));
+        }
         let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
         let mut expired = 0;
         for row in rows
@@ -136,6 +153,25 @@ impl Store {
             self.delete_if_present(&self.schema.housekeeping, LINK_CACHE_PARTITION, &row.row_key)
                 .await?;
             expired += 1;
+        }
+        // A short page reached the end: the next run starts over.
+        let next = match rows.len() < max {
+            true => None,
+            false => rows.last().map(|row| row.row_key.clone()),
+        };
+        match &next {
+            Some(after) if cursor.as_ref() != Some(after) => {
+                let row = Entity::new(SWEEP_CURSORS_PARTITION, LINK_CACHE_PARTITION)
+                    .with("after", Value::String(after.clone()));
+                self.tables
+                    .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
+                    .await?;
+            }
+            None if cursor.is_some() => {
+                self.delete_if_present(&self.schema.housekeeping, SWEEP_CURSORS_PARTITION, LINK_CACHE_PARTITION)
+                    .await?;
+            }
+            _ => {}
         }
         Ok(expired)
     }

@@ -117,6 +117,9 @@ pub const OUTBOX_PREFIX: &str = "outbox:";
 pub const PREVIEW_JOBS_PARTITION: &str = "previews";
 /// The `Housekeeping` partition of fetched link previews, by URL.
 pub const LINK_CACHE_PARTITION: &str = "linkcache";
+/// The `Housekeeping` partition of where a sweep that reads a page per run goes on (row key:
+/// the swept partition's name, e.g. [`LINK_CACHE_PARTITION`]).
+pub const SWEEP_CURSORS_PARTITION: &str = "sweeps";
 /// Row key of the room row in its `Rooms` partition.
 pub const ROOM_ROW: &str = "room";
 /// Prefix of member rows in a `Rooms` partition.

@@ -265,3 +265,321 @@ async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
         .collect();
     assert_eq!(kept, versions[..3].to_vec());
 }
+
+/// What a receiver got in one request.
+#[derive(Clone, Debug)]
+struct Posted {
+    delivery: String,
+    signature: String,
+    body: String,
+}
+
+/// How a receiver answers a request: the status, once the future is ready (a future that is
+/// never ready holds the request open until the client gives up).
+type Behave = Arc<dyn Fn(Posted) -> futures::future::BoxFuture<'static, u16> + Send + Sync>;
+
+/// A minimal HTTP/1.1 receiver on loopback answering each request as `behave` says.
+async fn serve(behave: Behave) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let behave = behave.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 8192];
+                let posted = loop {
+                    let Ok(n) = socket.read(&mut buffer).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&request).to_string();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                        continue;
+                    };
+                    let header = |wanted: &str| {
+                        head.lines().find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case(wanted).then(|| value.trim().to_owned())
+                        })
+                    };
+                    let length = header("content-length")
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break Posted {
+                            delivery: header("x-tabletalk-delivery").unwrap_or_default(),
+                            signature: header("x-tabletalk-signature").unwrap_or_default(),
+                            body: body.to_owned(),
+                        };
+                    }
+                };
+                let mut rest = [0u8; 64];
+                let status = tokio::select! {
+                    status = behave(posted) => status,
+                    // The client gave up waiting.
+                    _ = socket.read(&mut rest) => return,
+                };
+                let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+fn answering(status: u16, posts: Arc<Mutex<Vec<Posted>>>) -> Behave {
+    Arc::new(move |posted| {
+        posts.lock().unwrap().push(posted);
+        Box::pin(async move { status })
+    })
+}
+
+/// A run working through a backlog can take minutes (ten seconds an endpoint may take, per
+/// delivery). Each attempt is still signed — and claimed — at the time of that attempt, not
+/// of the run's start: receivers are told to refuse a timestamp five minutes off, and a claim
+/// dated at the run's start would lapse while its attempt is still under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_delivery_is_signed_at_its_own_attempt_however_long_the_run() {
+    use crate::adapters::clock::Clock;
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let seen: Arc<Mutex<Vec<(Posted, i64)>>> = Arc::default();
+    let url = {
+        let (clock, seen) = (clock.clone(), seen.clone());
+        serve(Arc::new(move |posted| {
+            seen.lock().unwrap().push((posted, clock.now().timestamp()));
+            // Each answer takes two minutes of the (test's) clock.
+            clock.advance(chrono::Duration::minutes(2));
+            Box::pin(async { 200 })
+        }))
+        .await
+    };
+    let input = NewOutgoingWebhook { url, events: None };
+    let created = chat.create_outgoing_webhook(&alice(), &room, input).await.unwrap();
+    for n in 0..4 {
+        sender
+            .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 4);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    for (posted, received_at) in &seen {
+        let t: i64 = posted
+            .signature
+            .strip_prefix("t=")
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no timestamp: {posted:?}"));
+        let expected = crate::adapters::outgoing::signature(&created.secret, t, posted.body.as_bytes());
+        assert_eq!(posted.signature, expected, "a valid signature");
+        assert_eq!(t, *received_at, "signed at its own attempt: {posted:?}");
+    }
+}
+
+/// An endpoint slow to answer holds up no other: a room's endpoints, and the rooms, are
+/// called at once. Each receiver here answers only once all three have their request (else
+/// the client's timeout ends it), so a run calling them one after another gets timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_endpoint_holds_up_no_other_endpoint_or_room() {
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let other = chat
+        .create_room(
+            &alice(),
+            crate::rooms::NewRoom {
+                name: "other".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let other = RoomId::parse(&other.id).unwrap();
+    let (arrived, _) = tokio::sync::watch::channel(0usize);
+    let arrived = Arc::new(arrived);
+    let behave: Behave = {
+        let arrived = arrived.clone();
+        Arc::new(move |_posted| {
+            arrived.send_modify(|n| *n += 1);
+            let mut all = arrived.subscribe();
+            Box::pin(async move {
+                let _ = all.wait_for(|n| *n >= 3).await;
+                200
+            })
+        })
+    };
+    register(&chat, &room, &serve(behave.clone()).await).await;
+    register(&chat, &room, &serve(behave.clone()).await).await;
+    register(&chat, &other, &serve(behave).await).await;
+    for room in [&room, &other] {
+        sender
+            .send_message(&alice(), room, NewMessage::text("hello"))
+            .await
+            .unwrap();
+    }
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.delivered, report.failed), (3, 0), "{report:?}");
+}
+
+/// Deleting an endpoint takes its deliveries with it: the backlog of one that kept failing
+/// is neither posted later nor kept (a pending delivery holds the message's text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_endpoint_keeps_no_pending_delivery_and_gets_no_more_posts() {
+    use crate::store::schema::{DELIVERY_DONE_PREFIX, DELIVERY_PENDING_PREFIX};
+    let clock = ManualClock::at(Utc::now());
+    let tables = Tables::new(FaultyTables::new(store()));
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let sender = sender_on(tables).await;
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let failing = register(&chat, &room, &serve(answering(500, posts.clone())).await).await;
+    let kept = register(&chat, &room, &serve(answering(200, Arc::default())).await).await;
+    sender
+        .send_message(&alice(), &room, NewMessage::text("private words"))
+        .await
+        .unwrap();
+    let report = chat.deliver_webhooks().await.unwrap();
+    assert_eq!((report.delivered, report.failed), (1, 1));
+
+    chat.delete_outgoing_webhook(&alice(), &room, &failing).await.unwrap();
+    clock.advance(chrono::Duration::hours(2));
+    chat.deliver_webhooks().await.unwrap();
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    assert_eq!(posted.len(), 1, "no post after the delete: {posted:?}");
+    assert!(posted[0].starts_with(&failing), "{posted:?}");
+    let rows = |prefix: String| {
+        let query = RangeQuery::prefix(room.as_str(), &prefix, 100);
+        let chat = chat.clone();
+        async move {
+            chat.store
+                .tables()
+                .query_up_to(&chat.store.schema().rooms, &query, 100)
+                .await
+                .unwrap()
+                .0
+        }
+    };
+    assert!(rows(format!("{DELIVERY_PENDING_PREFIX}{failing}.")).await.is_empty());
+    assert!(rows(format!("{DELIVERY_DONE_PREFIX}{failing}.")).await.is_empty());
+    assert_eq!(
+        rows(format!("{DELIVERY_DONE_PREFIX}{kept}.")).await.len(),
+        1,
+        "the other's stay"
+    );
+}
+
+/// A run over a failing endpoint's backlog reads a page of it, not all of it: during an
+/// outage every run, and every change's nudge, costs the same whatever the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_a_failing_endpoints_backlog_costs_the_same_whatever_its_size() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let failing = register(&chat, &room, &serve(answering(500, Arc::default())).await).await;
+    let mut costs = Vec::new();
+    let mut made = 0;
+    for size in [10u64, 2500] {
+        for version in made..size {
+            let event = HookEventRow {
+                row_key: String::new(),
+                event: HookEvent::Created,
+                version: version + 1,
+                message_id: format!("m{version}"),
+                message: serde_json::Value::Null,
+            };
+            let delivery = new_delivery(&failing, &event, "{}".into(), Utc::now());
+            chat.store.insert_delivery(&room, &delivery).await.unwrap();
+        }
+        made = size;
+        clock.advance(chrono::Duration::hours(2));
+        let before = faults.calls();
+        let report = chat.deliver_webhooks().await.unwrap();
+        assert_eq!(report.failed, 1, "{report:?}");
+        costs.push(faults.calls() - before);
+    }
+    assert_eq!(costs[0], costs[1], "store calls of a run: {costs:?}");
+}
+
+/// A backlog longer than a page is still delivered in one run once the endpoint answers:
+/// the run reads the next page when it posted the whole of one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_longer_than_a_page_is_delivered_in_one_run() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(FaultyTables::new(store()))).await;
+    let chat = with_webhooks(chat, &clock);
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let hook = register(&chat, &room, &serve(answering(200, posts.clone())).await).await;
+    for version in 1..=150u64 {
+        let event = HookEventRow {
+            row_key: String::new(),
+            event: HookEvent::Created,
+            version,
+            message_id: format!("m{version}"),
+            message: serde_json::Value::Null,
+        };
+        let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
+        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+    }
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 150);
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    let mut in_order = posted.clone();
+    in_order.sort();
+    assert_eq!(posted, in_order, "in the order of their changes");
+    assert_eq!(posted.len(), 150);
+}
+
+/// A run that loses the claim of a delivery to another run stops there: posting the later
+/// ones would overtake the one the other run is attempting, and an endpoint gets its events
+/// in the order of their changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_loses_a_claim_posts_nothing_after_it() {
+    use crate::outgoing::HookEvent;
+    use crate::store::outgoing::{HookEventRow, new_delivery};
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = with_webhooks(chat, &clock);
+    let posts: Arc<Mutex<Vec<Posted>>> = Arc::default();
+    let hook = register(&chat, &room, &serve(answering(200, posts.clone())).await).await;
+    for version in 1..=3u64 {
+        let event = HookEventRow {
+            row_key: String::new(),
+            event: HookEvent::Created,
+            version,
+            message_id: format!("m{version}"),
+            message: serde_json::Value::Null,
+        };
+        let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
+        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+    }
+    // The first claim is lost, as to another run that changed the row first.
+    let rooms = chat.store.schema().rooms.clone();
+    let lost = StoreError::new(ErrorKind::PreconditionFailed, "another run claimed it");
+    faults.fail_operation("update", Some(&rooms), 1, lost);
+    chat.deliver_webhooks().await.unwrap();
+    assert!(posts.lock().unwrap().is_empty(), "nothing overtakes the first");
+    chat.deliver_webhooks().await.unwrap();
+    let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
+    let mut in_order = posted.clone();
+    in_order.sort();
+    assert_eq!(posted.len(), 3);
+    assert_eq!(posted, in_order);
+}

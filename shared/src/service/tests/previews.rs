@@ -204,3 +204,126 @@ async fn a_message_deleted_before_its_fetch_gets_no_preview() {
         .unwrap();
     assert!(row.is_none());
 }
+
+/// Housekeeping reads the cache a page at a time, and each run goes on where the last one
+/// stopped: an expired URL whose key sorts after a page of fresh ones is forgotten too, so
+/// the cache never grows past what its window holds, however many URLs are linked.
+#[tokio::test]
+async fn an_expired_url_behind_a_page_of_fresh_ones_is_forgotten_too() {
+    use crate::service::previews::CACHE_FOR;
+    use crate::store::previews::CachedLink;
+    use crate::store::schema::link_cache_key;
+    let (chat, _room) = chat_on(Tables::new(store())).await;
+    let now = Utc::now();
+    let mut urls: Vec<String> = (0..5).map(|n| format!("https://n{n}.example/")).collect();
+    urls.sort_by_key(|url| link_cache_key(url));
+    let expired = urls.last().unwrap().clone();
+    for url in &urls {
+        let fetched_at = if *url == expired {
+            now - CACHE_FOR - Duration::hours(1)
+        } else {
+            now
+        };
+        let cached = CachedLink {
+            preview: None,
+            fetched_at,
+        };
+        chat.store.cache_link(url, &cached).await.unwrap();
+    }
+    let mut forgotten = 0;
+    for _ in 0..3 {
+        forgotten += chat.store.expire_link_cache(now - CACHE_FOR, 2).await.unwrap();
+    }
+    assert_eq!(forgotten, 1);
+    assert!(chat.store.cached_link(&expired).await.unwrap().is_none());
+    for url in &urls[..4] {
+        assert!(chat.store.cached_link(url).await.unwrap().is_some(), "{url} is fresh");
+    }
+}
+
+/// A page server answering each request only once `together` requests have arrived (until
+/// then a request waits, and the client's timeout ends it): pages served at once, or not at
+/// all.
+async fn pages_answered_together(together: usize) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let arrived = Arc::new(tokio::sync::watch::channel(0usize).0);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let arrived = arrived.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                arrived.send_modify(|n| *n += 1);
+                let mut all = arrived.subscribe();
+                tokio::select! {
+                    _ = all.wait_for(|n| *n >= together) => {}
+                    // The client gave up waiting.
+                    _ = socket.read(&mut buf) => return,
+                }
+                let body = "<html><head><title>Together</title></head></html>";
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    base
+}
+
+/// Housekeeping fetches the jobs it retries several at once: a page slow to answer (up to the
+/// fetch's time limit) holds up no other link's preview, and a run's fetches take a few
+/// time limits, not one per job. Where the host freezes once it has answered, every preview
+/// is made this way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn housekeeping_fetches_the_previews_it_retries_at_once() {
+    let base = pages_answered_together(3).await;
+    let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
+    let mut sent = Vec::new();
+    for page in ["a", "b", "c"] {
+        let text = format!("{base}/{page}");
+        sent.push(
+            chat.send_message(&alice(), &room, NewMessage::text(text))
+                .await
+                .unwrap()
+                .message,
+        );
+    }
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    let report = chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(report.preview_jobs_retried, 3);
+    for message in &sent {
+        assert_eq!(
+            preview_shown(&chat, &room, &message.id).await.as_deref(),
+            Some("Together"),
+            "{}",
+            message.text
+        );
+    }
+}
+
+/// A link whose message was deleted before its job ran is not fetched at all: its author took
+/// it back (a one-time link, a page they had not meant to share), and nothing would show it.
+#[tokio::test]
+async fn a_link_whose_message_was_deleted_before_its_job_ran_is_not_fetched() {
+    let (base, hits) = page_server().await;
+    let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
+    let sent = chat
+        .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
+        .await
+        .unwrap()
+        .message;
+    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    clock.advance(RETRY_AFTER + Duration::seconds(1));
+    let report = chat.housekeeping(clock.now()).await.unwrap();
+    assert_eq!(report.preview_jobs_retried, 1, "the job is done with");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the page was not fetched");
+}
