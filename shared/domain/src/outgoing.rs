@@ -61,9 +61,14 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.as_str() == text)
     }
 
-    /// The event a change of `message` to its current state is, if its kind has events at
-    /// all: members' messages, polls and webhooks' messages; the server's own lines have none.
+    /// The event a change of `message` to its current state is, if it has events at all: a
+    /// person's messages and polls. The server's own lines have none, and neither have the
+    /// messages of webhooks and automations, so a receiver that answers by posting through a
+    /// webhook can never loop (as Slack sends bots' messages to no outgoing webhook).
     pub fn of_change(message: &Message, created: bool) -> Option<HookEvent> {
+        if !message.origin.triggers_automations() {
+            return None;
+        }
         match message.kind {
             MessageType::Message | MessageType::Poll | MessageType::Webhook => {}
             MessageType::Call | MessageType::EditRoom | MessageType::PinMessage | MessageType::System => {
@@ -306,6 +311,20 @@ pub fn missing() -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::Origin;
+
+    #[test]
+    fn only_a_persons_messages_make_outgoing_events() {
+        let mut message = crate::messages::sample("0000000000000000001", "<p>hi</p>");
+        assert_eq!(HookEvent::of_change(&message, true), Some(HookEvent::Created));
+        assert_eq!(HookEvent::of_change(&message, false), Some(HookEvent::Edited));
+        for origin in [Origin::Webhook, Origin::Automation, Origin::Server] {
+            message.origin = origin;
+            message.kind = MessageType::Webhook;
+            assert_eq!(HookEvent::of_change(&message, true), None, "{origin:?}");
+            assert_eq!(HookEvent::of_change(&message, false), None, "{origin:?}");
+        }
+    }
 
     #[test]
     fn retries_back_off_from_half_a_minute_to_an_hour() {

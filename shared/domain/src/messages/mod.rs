@@ -241,3 +241,36 @@ impl Message {
         self.forwarded_from = None;
     }
 }
+
+/// A plain message of a person, for tests.
+#[cfg(test)]
+pub(crate) fn sample(id: &str, text: &str) -> Message {
+    Message {
+        id: id.to_owned(),
+        room_id: "r".into(),
+        kind: MessageType::Message,
+        author_id: "a".into(),
+        author_name: "A".into(),
+        origin: Origin::User,
+        avatar_url: None,
+        text: text.to_owned(),
+        created_at: chrono::DateTime::UNIX_EPOCH,
+        version: 0,
+        client_id: None,
+        edited_at: None,
+        deleted_at: None,
+        deleted_by: None,
+        moderated: false,
+        is_pinned: false,
+        reply_to: None,
+        thread_id: None,
+        pinned_message_id: None,
+        forwarded_from: None,
+        mentions: Default::default(),
+        poll: None,
+        reactions: Vec::new(),
+        attachments: Vec::new(),
+        thread: None,
+        preview: None,
+    }
+}

@@ -161,37 +161,9 @@ pub fn keep_within_budget(messages: &mut Vec<Message>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::MessageType;
 
     fn message(id: usize, bytes: usize) -> Message {
-        Message {
-            id: format!("{id:019}"),
-            room_id: "r".into(),
-            kind: MessageType::Message,
-            author_id: "a".into(),
-            author_name: "A".into(),
-            origin: Default::default(),
-            avatar_url: None,
-            text: "x".repeat(bytes),
-            created_at: chrono::DateTime::UNIX_EPOCH,
-            version: 0,
-            client_id: None,
-            edited_at: None,
-            deleted_at: None,
-            deleted_by: None,
-            moderated: false,
-            is_pinned: false,
-            reply_to: None,
-            thread_id: None,
-            pinned_message_id: None,
-            forwarded_from: None,
-            mentions: Default::default(),
-            poll: None,
-            reactions: Vec::new(),
-            attachments: Vec::new(),
-            thread: None,
-            preview: None,
-        }
+        crate::messages::sample(&format!("{id:019}"), &"x".repeat(bytes))
     }
 
     #[test]
