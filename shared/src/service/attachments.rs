@@ -254,7 +254,7 @@ impl Chat {
             }
         }
         for attachment in taken {
-            if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
+            if let Err(e) = self.store.release_upload(room, &attachment.id, claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
             }
         }
@@ -401,7 +401,8 @@ impl Chat {
             .await?
         {
             match self.store.upload(&row.room, &row.id).await? {
-                // Its message owns it now (and deletes it with itself).
+                // Its message owns it now (and deletes it with itself); a claim given back
+                // later writes a new row (`Store::release_upload`).
                 Some(upload) if upload.claimed_by.is_some() => {}
                 Some(upload) => {
                     // The row first, on the condition that no send claimed it meanwhile (that

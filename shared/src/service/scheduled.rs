@@ -105,7 +105,7 @@ impl Chat {
         };
         let claim = Chat::attachment_claim(&user, Some(&item.client_id()));
         for id in &item.attachments {
-            if let Err(e) = self.store.claim_upload(&room, id, None, Some(&claim)).await {
+            if let Err(e) = self.store.release_upload(&room, id, &claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
             }
         }

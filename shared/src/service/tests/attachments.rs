@@ -8,13 +8,15 @@ use crate::adapters::objects::embedded::EmbeddedObjects;
 use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
+use crate::auth::Principal;
 use crate::ids::RoomId;
 use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
 use crate::rooms::RoomChange;
+use crate::scheduled::NewScheduled;
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
-use crate::service::testing::{alice, chat_on, store};
+use crate::service::testing::{alice, chat_on, store, user};
 use crate::storage::faults::FaultyTables;
 use crate::storage::{StoreError, Tables};
 
@@ -34,9 +36,14 @@ async fn with_objects(tables: Tables) -> (Chat, RoomId, Objects) {
 
 /// Declares an upload and stores its bytes as a client would; its id.
 async fn uploaded(chat: &Chat, room: &RoomId, objects: &Objects) -> String {
+    uploaded_by(chat, &alice(), room, objects).await
+}
+
+/// Declares an upload of `who` and stores its bytes as a client would; its id.
+async fn uploaded_by(chat: &Chat, who: &Principal, room: &RoomId, objects: &Objects) -> String {
     let answer = chat
         .create_upload(
-            &alice(),
+            who,
             room,
             NewUpload {
                 name: "a.png".into(),
@@ -476,4 +483,47 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
             Err(e) => assert_eq!((e.code(), copies), ("UNAVAILABLE", Vec::new())),
         }
     }
+}
+
+/// A scheduled item with `files`, due in three days.
+fn later_with(files: &[&str]) -> NewScheduled {
+    NewScheduled {
+        text: Some("later".into()),
+        poll: None,
+        attachments: Some(files.iter().map(|id| id.to_string()).collect()),
+        send_at: chrono::Utc::now() + chrono::Duration::days(3),
+    }
+}
+
+/// The key of upload `id`'s object, which must be stored.
+async fn object_of(chat: &Chat, room: &RoomId, objects: &Objects, id: &str) -> ObjectKey {
+    let upload = chat.store.upload(room, id).await.unwrap().expect("the upload row");
+    let key = ObjectKey::parse(&upload.key).unwrap();
+    assert!(objects.head(&key).await.unwrap().is_some(), "uploaded");
+    key
+}
+
+/// An upload a scheduled item held past a day (housekeeping saw it held then) and gave back
+/// when it was cancelled is unattached again: housekeeping deletes it a day after, object and
+/// row, instead of keeping it forever.
+#[tokio::test]
+async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release() {
+    let (chat, room, objects) = with_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    let item = chat
+        .schedule_message(&alice(), &room, later_with(&[&file]))
+        .await
+        .unwrap();
+    let now = chrono::Utc::now();
+    let report = chat.housekeeping(now + chrono::Duration::hours(25)).await.unwrap();
+    assert_eq!(report.uploads_expired, 0, "a held upload stays");
+    chat.cancel_scheduled(&alice(), &room, &item.id).await.unwrap();
+    let report = chat.housekeeping(now + chrono::Duration::hours(50)).await.unwrap();
+    assert_eq!(report.uploads_expired, 1, "the released upload was never expired");
+    assert!(
+        objects.head(&key).await.unwrap().is_none(),
+        "its object stays in storage"
+    );
+    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
 }
