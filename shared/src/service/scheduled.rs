@@ -111,6 +111,29 @@ impl Chat {
         }
     }
 
+    /// An erasure's step before the user's items go: deletes the files their items still
+    /// waiting hold (objects, then rows; failing, so the step is done again), which nothing
+    /// else would ever free. Only those the item's claim holds: a file it gave back, or one a
+    /// message carries, is not the item's.
+    pub(crate) async fn remove_scheduled_files_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        for item in self.store.scheduled_of(room, user).await? {
+            if !item.status.is_pending() || item.attachments.is_empty() {
+                continue;
+            }
+            let claim = Chat::attachment_claim(user, Some(&item.client_id()));
+            let mut held = Vec::new();
+            for id in &item.attachments {
+                if let Some(upload) = self.store.upload(room, id).await?
+                    && upload.claimed_by.as_deref() == Some(claim.as_str())
+                {
+                    held.push(upload.attachment());
+                }
+            }
+            self.purge_attachments(room, &held).await?;
+        }
+        Ok(())
+    }
+
     /// The caller's scheduled messages in the room, whatever became of them (finished ones for
     /// a week), soonest first.
     pub async fn list_scheduled(&self, who: &Principal, room: &RoomId) -> Result<Vec<Scheduled>> {

@@ -527,3 +527,21 @@ async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release(
     );
     assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
 }
+/// An erasure of a user whose scheduled item waits with a file deletes that file, object and
+/// row: no message will ever carry it, and the item holding it is gone.
+#[tokio::test]
+async fn an_erasure_deletes_the_files_its_users_waiting_scheduled_items_hold() {
+    let (chat, room, objects) = with_objects(Tables::new(store())).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let file = uploaded_by(&chat, &bob, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    chat.schedule_message(&bob, &room, later_with(&[&file])).await.unwrap();
+    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    assert!(
+        objects.head(&key).await.unwrap().is_none(),
+        "bob's file outlives his erasure"
+    );
+    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+}
