@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::adapters::clock::SystemClock;
+use crate::adapters::clock::{Clock as _, ManualClock, SystemClock};
 use crate::adapters::objects::embedded::EmbeddedObjects;
 use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
@@ -13,7 +13,7 @@ use crate::ids::RoomId;
 use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
 use crate::rooms::RoomChange;
-use crate::scheduled::NewScheduled;
+use crate::scheduled::{CLAIM_LEASE, NewScheduled};
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
 use crate::service::testing::{alice, chat_on, store, user};
@@ -544,4 +544,49 @@ async fn an_erasure_deletes_the_files_its_users_waiting_scheduled_items_hold() {
         "bob's file outlives his erasure"
     );
     assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+}
+
+/// A due scheduled send whose attempt fails for the server's reasons gives back none of the
+/// item's files: its attempt found them held by the item's own claim, not taken by itself. No
+/// other send can take them meanwhile, and the next attempt sends them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_attempt_of_a_due_scheduled_send_keeps_the_items_files_for_the_next() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let clock = ManualClock::at(chrono::Utc::now());
+    let chat = chat.with_time(Arc::new(clock.clone()));
+    let file = uploaded(&chat, &room, &objects).await;
+    let input = NewScheduled {
+        send_at: clock.now() + chrono::Duration::seconds(10),
+        ..later_with(&[&file])
+    };
+    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    clock.advance(chrono::Duration::seconds(10));
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let run = chat.send_due_messages().await.unwrap();
+    assert_eq!((run.sent, run.failed), (0, 1), "{run:?}");
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the failed attempt gave the item's file back"
+    );
+    clock.advance(CLAIM_LEASE);
+    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+    let done = chat
+        .scheduled_item(&room, &alice().user_id, &item.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let message = chat
+        .get_message(&alice(), &room, done.message_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        message.attachments.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        [file.as_str()]
+    );
 }
