@@ -8,7 +8,9 @@
 //! client id) share a claim; a failed attempt releases only the claims it took itself, and
 //! none once a message of that client id is stored (another attempt stored it with them) or
 //! when that cannot be told; the attempt that stores the message claims again the files it
-//! found held by another (which may have released them in between). A send without a client id whose failure leaves it unknown
+//! found held by another (which may have released them in between), and an attempt answered as
+//! a repeat gives back what it took that the stored message does not carry (a retry naming
+//! other files). A send without a client id whose failure leaves it unknown
 //! whether the message was stored releases its claim: a later send may then carry the same
 //! file again (it was this sender's anyway); nothing is ever shown to a reader who could not
 //! see it.
@@ -253,7 +255,12 @@ impl Chat {
                 }
             }
         }
-        for attachment in taken {
+        self.give_back(room, taken, claim).await
+    }
+
+    /// Releases `claim` on `files`, known to be on no message. Logged, never failing.
+    pub(crate) async fn give_back(&self, room: &RoomId, files: &[Attachment], claim: &str) {
+        for attachment in files {
             if let Err(e) = self.store.release_upload(room, &attachment.id, claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
             }

@@ -590,3 +590,33 @@ async fn a_failed_attempt_of_a_due_scheduled_send_keeps_the_items_files_for_the_
         [file.as_str()]
     );
 }
+
+/// Two attempts of one send (one client id) naming different files, the second storing its
+/// message first: the first is answered as a repeat of that message, and gives back the file
+/// it claimed that the message does not carry, instead of holding it with no message for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_answered_as_a_repeat_gives_back_a_file_the_stored_message_does_not_carry() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let first = uploaded(&chat, &room, &objects).await;
+    let second = uploaded(&chat, &room, &objects).await;
+    // The first attempt stops at its file's check, past the repeat lookup.
+    let gate = faulty.hold_nth("head", 1);
+    let held = tokio::spawn({
+        let (chat, room, first) = (chat.clone(), room.clone(), first.clone());
+        async move { chat.send_message(&alice(), &room, attempt("c-1", &[&first])).await }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, attempt("c-1", &[&second]))
+        .await
+        .unwrap();
+    gate.release();
+    let repeat = held.await.unwrap().unwrap();
+    assert!(!repeat.created);
+    assert_eq!(repeat.message.id, stored.message.id);
+    assert!(
+        claimable(&chat, &room, &first).await,
+        "a file no message carries stays claimed"
+    );
+    assert!(!claimable(&chat, &room, &second).await, "the stored message's file");
+}
