@@ -318,8 +318,7 @@ impl Chat {
                         // Both are idempotent: a crash before the checkpoint does them again.
                         self.store.withdraw_reports_by(room, &run.user).await?;
                         self.store.delete_user_limits(room, &run.user).await?;
-                        self.remove_scheduled_files_of(room, &run.user).await?;
-                        self.store.delete_scheduled_of(room, &run.user).await?;
+                        self.erase_scheduled_of(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }
                     self.record(run, &at).await?;

@@ -111,12 +111,25 @@ impl Chat {
         }
     }
 
-    /// An erasure's step before the user's items go: deletes the files their items still
-    /// waiting hold (objects, then rows; failing, so the step is done again), which nothing
-    /// else would ever free. Only those the item's claim holds: a file it gave back, or one a
-    /// message carries, is not the item's.
-    pub(crate) async fn remove_scheduled_files_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
-        for item in self.store.scheduled_of(room, user).await? {
+    /// An erasure's step: deletes every item of `user` in `room`, a listing at a time until
+    /// none is left (one listing holds at most a few hundred), each listing's files first.
+    pub(crate) async fn erase_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        loop {
+            let items = self.store.scheduled_of(room, user).await?;
+            if items.is_empty() {
+                return Ok(());
+            }
+            self.remove_scheduled_files(room, user, &items).await?;
+            self.store.delete_scheduled(room, user, &items).await?;
+        }
+    }
+
+    /// Before an erasure deletes `items`: deletes the files those still waiting hold (objects,
+    /// then rows; failing, so the step is done again), which nothing else would ever free.
+    /// Only those the item's claim holds: a file it gave back, or one a message carries, is
+    /// not the item's.
+    async fn remove_scheduled_files(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
+        for item in items {
             if !item.status.is_pending() || item.attachments.is_empty() {
                 continue;
             }

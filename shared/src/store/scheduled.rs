@@ -234,11 +234,12 @@ impl Store {
         Ok(expired)
     }
 
-    /// Deletes every scheduled message of `user` in `room` (an erasure), its index and expiry
-    /// rows first, so no row is left naming a missing item; idempotent.
-    pub(crate) async fn delete_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    /// Deletes `items`, scheduled messages of `user` in `room` as listed (an erasure, which
+    /// lists and deletes until none is left), each one's index and expiry rows first, so no
+    /// row is left naming a missing item; idempotent.
+    pub(crate) async fn delete_scheduled(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
         let table = &self.schema.housekeeping;
-        for item in self.scheduled_of(room, user).await? {
+        for item in items {
             self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_due_key(item.send_at, &item.id))
                 .await?;
             if let Some(at) = item.finished_at {

@@ -249,3 +249,30 @@ async fn an_erasure_deletes_the_users_scheduled_messages() {
     );
     assert_eq!(texts(&chat, &room).await, ["alice's"]);
 }
+
+/// An erasure deletes every scheduled message of its user, however many: more than one
+/// listing holds (here 200 cancelled and 100 waiting).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_erasure_deletes_all_of_the_users_scheduled_messages_beyond_one_listing() {
+    let (chat, room, _) = chat_at(Tables::new(store())).await;
+    let bob = crate::service::testing::user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    for round in 0..3 {
+        for i in 0..100 {
+            let input = NewScheduled {
+                text: Some(format!("plan {round}.{i}")),
+                poll: None,
+                attachments: None,
+                send_at: chat.time.now() + Duration::seconds(60),
+            };
+            let item = chat.schedule_message(&bob, &room, input).await.unwrap();
+            if round < 2 {
+                chat.cancel_scheduled(&bob, &room, &item.id).await.unwrap();
+            }
+        }
+    }
+    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let left = chat.store.scheduled_of(&room, &bob.user_id).await.unwrap();
+    assert_eq!(left.len(), 0, "items of bob's left after his erasure");
+}
