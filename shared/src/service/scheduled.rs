@@ -21,8 +21,8 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::scheduled::{
-    MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus, check_id,
-    checked_body, checked_send_at, refuses,
+    MAX_ATTEMPTS, MAX_KEPT_PER_MEMBER, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit,
+    ScheduledStatus, check_id, checked_body, checked_send_at, refuses,
 };
 use crate::signals::Signal;
 use crate::store::scheduled::{Due, ItemVersion};
@@ -60,6 +60,11 @@ impl Chat {
         if pending.iter().filter(|item| item.status.is_pending()).count() >= MAX_PENDING_PER_MEMBER {
             return Err(Error::Conflict(format!(
                 "at most {MAX_PENDING_PER_MEMBER} scheduled messages may wait in one room; cancel one first"
+            )));
+        }
+        if pending.len() >= MAX_KEPT_PER_MEMBER {
+            return Err(Error::Conflict(format!(
+                "at most {MAX_KEPT_PER_MEMBER} scheduled messages, waiting or finished in the last week, are kept in one room; finished ones go a week after they finish"
             )));
         }
         let mut item = Scheduled {

@@ -19,8 +19,9 @@ use crate::ids::{RoomId, UserId};
 use crate::scheduled::{Refusal, Scheduled, ScheduledStatus};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
-/// Most items a member's listing reads.
-const MAX_LISTED: usize = 200;
+/// Most items a member's listing reads: all they may keep, and room for a few schedules that
+/// raced past that limit.
+const MAX_LISTED: usize = crate::scheduled::MAX_KEPT_PER_MEMBER + 50;
 
 /// An item's version as read: a change written with it lands only if nothing else changed
 /// the item since (its ETag, kept opaque to the service).
