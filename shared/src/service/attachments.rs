@@ -346,8 +346,9 @@ impl Chat {
 
     /// Deletes files (their rows, then their objects): a tombstone's, a purged message's. The
     /// row goes first, since without it no link is handed out: a failure in between leaves an
-    /// object nobody can reach, never a file still downloadable. Logged, never failing the
-    /// operation that removed their message.
+    /// object nobody can reach, never a file still downloadable — and a housekeeping row
+    /// written before, which finds the object a day later by its key and deletes it. Logged,
+    /// never failing the operation that removed their message.
     pub(crate) async fn remove_attachments(&self, room: &RoomId, files: &[Attachment]) {
         let Some(settings) = self.attachments.as_deref() else {
             return;
@@ -355,6 +356,13 @@ impl Chat {
         for file in files {
             let removed = async {
                 let upload = self.store.upload(room, &file.id).await?;
+                if let Some(upload) = &upload
+                    && let Err(e) = self.store.index_upload(upload, Utc::now()).await
+                {
+                    // The file goes all the same; only a failure of its object's delete as
+                    // well would then leave that object for good.
+                    tracing::warn!(%room, attachment = %file.id, error = %e, "could not write a removed file's housekeeping row");
+                }
                 self.store.delete_upload(room, &file.id).await?;
                 if let Some(upload) = upload {
                     settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;

@@ -4,7 +4,8 @@
 //! finds uploads left unattached in one partition read, oldest first (a claim given back writes
 //! another, dated at the release: `release_upload`). That row also keeps the
 //! object's key, so an object uploaded after its upload row went (its link used after its
-//! message or room was deleted) is still found and deleted.
+//! message or room was deleted) is still found and deleted; removing a file writes one again
+//! first, for an object whose delete then fails.
 
 use std::ops::Bound;
 
@@ -93,8 +94,10 @@ impl Store {
         self.index_upload(upload, upload.created_at).await
     }
 
-    /// The housekeeping row that finds `upload` a day after `since` (if it is unattached then).
-    async fn index_upload(&self, upload: &Upload, since: DateTime<Utc>) -> Result<()> {
+    /// The housekeeping row that finds `upload` a day after `since`: deleted then if it is
+    /// unattached, and its object deleted by the key the row keeps if its upload row is gone
+    /// (a file removed whose object's delete failed).
+    pub(crate) async fn index_upload(&self, upload: &Upload, since: DateTime<Utc>) -> Result<()> {
         let index = Entity::new(UPLOADS_PARTITION, upload_index_key(since, &upload.room_id, &upload.id))
             .with("key", Value::String(upload.key.clone()));
         self.tables

@@ -620,3 +620,28 @@ async fn an_attempt_answered_as_a_repeat_gives_back_a_file_the_stored_message_do
     );
     assert!(!claimable(&chat, &room, &second).await, "the stored message's file");
 }
+
+/// A tombstone whose file's object cannot be deleted at once (the store down for a moment)
+/// leaves it to housekeeping, which deletes it a day later: no object outlives its message
+/// for good.
+#[tokio::test]
+async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day_later() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    let sent = chat
+        .send_message(&alice(), &room, naming(&file, "soon gone"))
+        .await
+        .unwrap();
+    // Housekeeping has seen the file on its message and forgotten it.
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    faulty.fail_nth("delete", 1);
+    chat.delete_message(&alice(), &room, &sent.message.id).await.unwrap();
+    assert!(objects.head(&key).await.unwrap().is_some(), "the delete failed");
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    assert!(objects.head(&key).await.unwrap().is_none(), "the object stays for good");
+}
