@@ -320,6 +320,9 @@ impl Chat {
                     ..source.clone()
                 };
                 let to = ObjectKey::parse(&copy.key)?;
+                // Before the object: should the copy be left with no row (a crash, or a failed
+                // write and then a failed delete), housekeeping finds it by its key a day later.
+                self.store.index_upload(&copy, Utc::now()).await?;
                 pending = Some(to.clone());
                 if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
                     return Err(Error::Conflict(format!("attachment {} is gone", file.id)));

@@ -5,7 +5,8 @@
 //! another, dated at the release: `release_upload`). That row also keeps the
 //! object's key, so an object uploaded after its upload row went (its link used after its
 //! message or room was deleted) is still found and deleted; removing a file writes one again
-//! first, for an object whose delete then fails.
+//! first, for an object whose delete then fails, and a forward writes one for each copy before
+//! copying its object.
 
 use std::ops::Bound;
 

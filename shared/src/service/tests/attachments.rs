@@ -645,3 +645,56 @@ async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day
         .unwrap();
     assert!(objects.head(&key).await.unwrap().is_none(), "the object stays for good");
 }
+
+/// A forward whose copy's row cannot be written and whose copied object then cannot be
+/// deleted either (the stores down for a moment) leaves that object to housekeeping, which
+/// deletes it a day later.
+#[tokio::test]
+async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_housekeeping_a_day_later() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let dir = std::env::temp_dir().join(format!("tt-objects-{}", uuid::Uuid::new_v4().simple()));
+    let faulty = FaultyObjects::new(EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap());
+    let objects = Objects::new(faulty.clone());
+    let chat = chat.with_attachments(AttachmentSettings {
+        objects: objects.clone(),
+        embedded: None,
+        rules: AttachmentRules::default(),
+        clock: Arc::new(SystemClock),
+    });
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let target = other_room(&chat).await;
+    faults.fail_operation(
+        "insert",
+        Some(&chat.store.schema.metadata),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    faulty.fail_nth("delete", 1);
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap().len(),
+        1,
+        "the delete failed"
+    );
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new(),
+        "the copied object stays for good"
+    );
+}
