@@ -321,7 +321,18 @@ impl Chat {
         };
         match self.send_message(&who, &room, item.message()).await {
             Ok(sent) => self.finish_scheduled(item, etag, Ok(sent.message.id)).await,
-            Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => self.finish_scheduled(item, etag, Err(e)).await,
+            Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => {
+                // A sender whose claim lapsed may have stored it meanwhile (its files are that
+                // message's now): then it was sent, and nothing is given back.
+                match self
+                    .store
+                    .sent_with_client_id(&room, &who.user_id, &item.client_id())
+                    .await?
+                {
+                    Some(first) => self.finish_scheduled(item, etag, Ok(first.id)).await,
+                    None => self.finish_scheduled(item, etag, Err(e)).await,
+                }
+            }
             Err(e) => Err(e),
         }
     }

@@ -13,7 +13,7 @@ use crate::ids::RoomId;
 use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
 use crate::rooms::RoomChange;
-use crate::scheduled::{CLAIM_LEASE, NewScheduled};
+use crate::scheduled::{CLAIM_LEASE, NewScheduled, ScheduledStatus};
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
 use crate::service::testing::{alice, chat_on, store, user};
@@ -696,5 +696,61 @@ async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_houseke
         objects.list(&format!("{target}/")).await.unwrap(),
         Vec::<ObjectKey>::new(),
         "the copied object stays for good"
+    );
+}
+
+/// A scheduled item's last attempt fails for the server's reasons while a stopped sender's
+/// attempt (its claim lapsed) stores the message after all: the item is recorded as sent with
+/// that message, whose files stay claimed, never refused with its files given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_scheduled_attempt_failing_after_another_stored_the_message_records_it_sent_and_keeps_its_files() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(faults.clone())).await;
+    let clock = ManualClock::at(chrono::Utc::now());
+    let chat = chat.with_time(Arc::new(clock.clone()));
+    let file = uploaded(&chat, &room, &objects).await;
+    let input = NewScheduled {
+        send_at: clock.now() + chrono::Duration::seconds(10),
+        ..later_with(&[&file])
+    };
+    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    clock.advance(chrono::Duration::seconds(10));
+    // Four senders claimed it and stopped; the last one's send is still under way.
+    for _ in 1..crate::scheduled::MAX_ATTEMPTS {
+        assert!(chat.claim_due_item(&room, &alice().user_id, &item.id).await.unwrap());
+        clock.advance(CLAIM_LEASE);
+    }
+    // The last attempt stops at its file's check, past its look for a stored message.
+    let gate = faulty.hold_nth("head", 1);
+    let last = tokio::spawn({
+        let chat = chat.clone();
+        async move { chat.send_due_messages().await }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, item.message())
+        .await
+        .unwrap()
+        .message;
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    gate.release();
+    last.await.unwrap().unwrap();
+    let done = chat
+        .scheduled_item(&room, &alice().user_id, &item.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was given back"
+    );
+    assert_eq!(
+        (done.status, done.message_id.as_deref()),
+        (ScheduledStatus::Sent, Some(stored.id.as_str()))
     );
 }
