@@ -40,6 +40,10 @@ pub const CLAIM_LEASE: Duration = Duration::seconds(60);
 pub const MAX_AHEAD: Duration = Duration::days(366);
 /// Pending items one member may have in one room.
 pub const MAX_PENDING_PER_MEMBER: usize = 100;
+/// Items one member may keep in one room, pending or finished (finished ones stay for
+/// [`FINISHED_KEPT`]): so one listing holds them all and counts the pending ones exactly, and
+/// scheduling and cancelling in a loop stores no more.
+pub const MAX_KEPT_PER_MEMBER: usize = 200;
 /// How long a finished item (sent, refused, cancelled) stays listed before housekeeping
 /// removes it.
 pub const FINISHED_KEPT: Duration = Duration::days(7);

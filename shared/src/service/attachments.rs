@@ -8,7 +8,9 @@
 //! client id) share a claim; a failed attempt releases only the claims it took itself, and
 //! none once a message of that client id is stored (another attempt stored it with them) or
 //! when that cannot be told; the attempt that stores the message claims again the files it
-//! found held by another (which may have released them in between). A send without a client id whose failure leaves it unknown
+//! found held by another (which may have released them in between), and an attempt answered as
+//! a repeat gives back what it took that the stored message does not carry (a retry naming
+//! other files). A send without a client id whose failure leaves it unknown
 //! whether the message was stored releases its claim: a later send may then carry the same
 //! file again (it was this sender's anyway); nothing is ever shown to a reader who could not
 //! see it.
@@ -253,8 +255,13 @@ impl Chat {
                 }
             }
         }
-        for attachment in taken {
-            if let Err(e) = self.store.claim_upload(room, &attachment.id, None, Some(claim)).await {
+        self.give_back(room, taken, claim).await
+    }
+
+    /// Releases `claim` on `files`, known to be on no message. Logged, never failing.
+    pub(crate) async fn give_back(&self, room: &RoomId, files: &[Attachment], claim: &str) {
+        for attachment in files {
+            if let Err(e) = self.store.release_upload(room, &attachment.id, claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
             }
         }
@@ -313,6 +320,9 @@ impl Chat {
                     ..source.clone()
                 };
                 let to = ObjectKey::parse(&copy.key)?;
+                // Before the object: should the copy be left with no row (a crash, or a failed
+                // write and then a failed delete), housekeeping finds it by its key a day later.
+                self.store.index_upload(&copy, Utc::now()).await?;
                 pending = Some(to.clone());
                 if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
                     return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
@@ -339,8 +349,9 @@ impl Chat {
 
     /// Deletes files (their rows, then their objects): a tombstone's, a purged message's. The
     /// row goes first, since without it no link is handed out: a failure in between leaves an
-    /// object nobody can reach, never a file still downloadable. Logged, never failing the
-    /// operation that removed their message.
+    /// object nobody can reach, never a file still downloadable — and a housekeeping row
+    /// written before, which finds the object a day later by its key and deletes it. Logged,
+    /// never failing the operation that removed their message.
     pub(crate) async fn remove_attachments(&self, room: &RoomId, files: &[Attachment]) {
         let Some(settings) = self.attachments.as_deref() else {
             return;
@@ -348,6 +359,13 @@ impl Chat {
         for file in files {
             let removed = async {
                 let upload = self.store.upload(room, &file.id).await?;
+                if let Some(upload) = &upload
+                    && let Err(e) = self.store.index_upload(upload, Utc::now()).await
+                {
+                    // The file goes all the same; only a failure of its object's delete as
+                    // well would then leave that object for good.
+                    tracing::warn!(%room, attachment = %file.id, error = %e, "could not write a removed file's housekeeping row");
+                }
                 self.store.delete_upload(room, &file.id).await?;
                 if let Some(upload) = upload {
                     settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
@@ -401,7 +419,8 @@ impl Chat {
             .await?
         {
             match self.store.upload(&row.room, &row.id).await? {
-                // Its message owns it now (and deletes it with itself).
+                // Its message owns it now (and deletes it with itself); a claim given back
+                // later writes a new row (`Store::release_upload`).
                 Some(upload) if upload.claimed_by.is_some() => {}
                 Some(upload) => {
                     // The row first, on the condition that no send claimed it meanwhile (that

@@ -24,7 +24,7 @@
 //!    its reactions and votes go with it), without their display name (`Message::erase`);
 //! 3. marks: their reactions and votes on other people's messages are deleted; then the
 //!    reports they filed are withdrawn, their rows of the limits and their scheduled messages
-//!    deleted.
+//!    deleted (first the files those still waiting hold, which no message will carry).
 //!
 //! Last, their push subscriptions, the invitations waiting for them and their write bucket.
 //!
@@ -318,7 +318,7 @@ impl Chat {
                         // Both are idempotent: a crash before the checkpoint does them again.
                         self.store.withdraw_reports_by(room, &run.user).await?;
                         self.store.delete_user_limits(room, &run.user).await?;
-                        self.store.delete_scheduled_of(room, &run.user).await?;
+                        self.erase_scheduled_of(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }
                     self.record(run, &at).await?;

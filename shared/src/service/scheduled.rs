@@ -21,8 +21,8 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::scheduled::{
-    MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit, ScheduledStatus, check_id,
-    checked_body, checked_send_at, refuses,
+    MAX_ATTEMPTS, MAX_KEPT_PER_MEMBER, MAX_PENDING_PER_MEMBER, NewScheduled, Refusal, Scheduled, ScheduledEdit,
+    ScheduledStatus, check_id, checked_body, checked_send_at, refuses,
 };
 use crate::signals::Signal;
 use crate::store::scheduled::{Due, ItemVersion};
@@ -60,6 +60,11 @@ impl Chat {
         if pending.iter().filter(|item| item.status.is_pending()).count() >= MAX_PENDING_PER_MEMBER {
             return Err(Error::Conflict(format!(
                 "at most {MAX_PENDING_PER_MEMBER} scheduled messages may wait in one room; cancel one first"
+            )));
+        }
+        if pending.len() >= MAX_KEPT_PER_MEMBER {
+            return Err(Error::Conflict(format!(
+                "at most {MAX_KEPT_PER_MEMBER} scheduled messages, waiting or finished in the last week, are kept in one room; finished ones go a week after they finish"
             )));
         }
         let mut item = Scheduled {
@@ -105,10 +110,46 @@ impl Chat {
         };
         let claim = Chat::attachment_claim(&user, Some(&item.client_id()));
         for id in &item.attachments {
-            if let Err(e) = self.store.claim_upload(&room, id, None, Some(&claim)).await {
+            if let Err(e) = self.store.release_upload(&room, id, &claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
             }
         }
+    }
+
+    /// An erasure's step: deletes every item of `user` in `room`, a listing at a time until
+    /// none is left (one listing holds at most a few hundred), each listing's files first.
+    pub(crate) async fn erase_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+        loop {
+            let items = self.store.scheduled_of(room, user).await?;
+            if items.is_empty() {
+                return Ok(());
+            }
+            self.remove_scheduled_files(room, user, &items).await?;
+            self.store.delete_scheduled(room, user, &items).await?;
+        }
+    }
+
+    /// Before an erasure deletes `items`: deletes the files those still waiting hold (objects,
+    /// then rows; failing, so the step is done again), which nothing else would ever free.
+    /// Only those the item's claim holds: a file it gave back, or one a message carries, is
+    /// not the item's.
+    async fn remove_scheduled_files(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
+        for item in items {
+            if !item.status.is_pending() || item.attachments.is_empty() {
+                continue;
+            }
+            let claim = Chat::attachment_claim(user, Some(&item.client_id()));
+            let mut held = Vec::new();
+            for id in &item.attachments {
+                if let Some(upload) = self.store.upload(room, id).await?
+                    && upload.claimed_by.as_deref() == Some(claim.as_str())
+                {
+                    held.push(upload.attachment());
+                }
+            }
+            self.purge_attachments(room, &held).await?;
+        }
+        Ok(())
     }
 
     /// The caller's scheduled messages in the room, whatever became of them (finished ones for
@@ -280,7 +321,18 @@ impl Chat {
         };
         match self.send_message(&who, &room, item.message()).await {
             Ok(sent) => self.finish_scheduled(item, etag, Ok(sent.message.id)).await,
-            Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => self.finish_scheduled(item, etag, Err(e)).await,
+            Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => {
+                // A sender whose claim lapsed may have stored it meanwhile (its files are that
+                // message's now): then it was sent, and nothing is given back.
+                match self
+                    .store
+                    .sent_with_client_id(&room, &who.user_id, &item.client_id())
+                    .await?
+                {
+                    Some(first) => self.finish_scheduled(item, etag, Ok(first.id)).await,
+                    None => self.finish_scheduled(item, etag, Err(e)).await,
+                }
+            }
             Err(e) => Err(e),
         }
     }

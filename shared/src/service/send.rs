@@ -182,6 +182,16 @@ impl Chat {
             Ok(stored) if stored.created && taken.len() < files.len() => {
                 self.keep_claims(room, &files, &taken, &claim).await
             }
+            // Another attempt of this send stored its message first: what this attempt took
+            // and that message does not carry (a retry naming other files) is no message's.
+            Ok(stored) if !stored.created && !taken.is_empty() => {
+                let unused: Vec<_> = taken
+                    .iter()
+                    .filter(|t| !stored.message.attachments.iter().any(|a| a.id == t.id))
+                    .cloned()
+                    .collect();
+                self.give_back(room, &unused, &claim).await
+            }
             Ok(_) => {}
         }
         sent

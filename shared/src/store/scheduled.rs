@@ -19,8 +19,9 @@ use crate::ids::{RoomId, UserId};
 use crate::scheduled::{Refusal, Scheduled, ScheduledStatus};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
-/// Most items a member's listing reads.
-const MAX_LISTED: usize = 200;
+/// Most items a member's listing reads: all they may keep, and room for a few schedules that
+/// raced past that limit.
+const MAX_LISTED: usize = crate::scheduled::MAX_KEPT_PER_MEMBER + 50;
 
 /// An item's version as read: a change written with it lands only if nothing else changed
 /// the item since (its ETag, kept opaque to the service).
@@ -234,11 +235,12 @@ impl Store {
         Ok(expired)
     }
 
-    /// Deletes every scheduled message of `user` in `room` (an erasure), its index and expiry
-    /// rows first, so no row is left naming a missing item; idempotent.
-    pub(crate) async fn delete_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    /// Deletes `items`, scheduled messages of `user` in `room` as listed (an erasure, which
+    /// lists and deletes until none is left), each one's index and expiry rows first, so no
+    /// row is left naming a missing item; idempotent.
+    pub(crate) async fn delete_scheduled(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
         let table = &self.schema.housekeeping;
-        for item in self.scheduled_of(room, user).await? {
+        for item in items {
             self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_due_key(item.send_at, &item.id))
                 .await?;
             if let Some(at) = item.finished_at {

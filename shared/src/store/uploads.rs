@@ -1,9 +1,12 @@
 //! Upload rows: `upload:<id>` in the room's `MessagesMetadata` partition, one per upload link
 //! handed out, with what was declared and whether a send claimed it; and one row per upload in
 //! the `Housekeeping` partition `uploads` (`<created, Unix ms>:<room>:<id>`), so housekeeping
-//! finds uploads left unattached in one partition read, oldest first. That row also keeps the
+//! finds uploads left unattached in one partition read, oldest first (a claim given back writes
+//! another, dated at the release: `release_upload`). That row also keeps the
 //! object's key, so an object uploaded after its upload row went (its link used after its
-//! message or room was deleted) is still found and deleted.
+//! message or room was deleted) is still found and deleted; removing a file writes one again
+//! first, for an object whose delete then fails, and a forward writes one for each copy before
+//! copying its object.
 
 use std::ops::Bound;
 
@@ -89,15 +92,39 @@ impl Store {
     /// Records an upload link handed out: its row, then its housekeeping row.
     pub(crate) async fn insert_upload(&self, upload: &Upload) -> Result<()> {
         self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
-        let index = Entity::new(
-            UPLOADS_PARTITION,
-            upload_index_key(upload.created_at, &upload.room_id, &upload.id),
-        )
-        .with("key", Value::String(upload.key.clone()));
+        self.index_upload(upload, upload.created_at).await
+    }
+
+    /// The housekeeping row that finds `upload` a day after `since`: deleted then if it is
+    /// unattached, and its object deleted by the key the row keeps if its upload row is gone
+    /// (a file removed whose object's delete failed).
+    pub(crate) async fn index_upload(&self, upload: &Upload, since: DateTime<Utc>) -> Result<()> {
+        let index = Entity::new(UPLOADS_PARTITION, upload_index_key(since, &upload.room_id, &upload.id))
+            .with("key", Value::String(upload.key.clone()));
         self.tables
             .upsert(&self.schema.housekeeping, &index, UpdateMode::Replace)
             .await?;
         Ok(())
+    }
+
+    /// Gives back an upload `claim` holds, unattached again as of `now`. Housekeeping forgets
+    /// an upload's row once it finds it claimed, so a release (a cancelled or refused
+    /// scheduled item, a failed send) writes a new one first: the upload is deleted a day
+    /// later unless a send claims it meanwhile. A failure between the two leaves a row that
+    /// finds the upload still held and goes.
+    pub(crate) async fn release_upload(
+        &self,
+        room: &RoomId,
+        id: &str,
+        claim: &str,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<Claimed, ClaimRefused>> {
+        if let Some(upload) = self.upload(room, id).await?
+            && upload.claimed_by.as_deref() == Some(claim)
+        {
+            self.index_upload(&upload, now).await?;
+        }
+        self.claim_upload(room, id, None, Some(claim)).await
     }
 
     pub(crate) async fn upload(&self, room: &RoomId, id: &str) -> Result<Option<Upload>> {

@@ -3,18 +3,20 @@
 
 use std::sync::Arc;
 
-use crate::adapters::clock::SystemClock;
+use crate::adapters::clock::{Clock as _, ManualClock, SystemClock};
 use crate::adapters::objects::embedded::EmbeddedObjects;
 use crate::adapters::objects::faults::FaultyObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
 use crate::attachments::{AttachmentRules, NewUpload};
+use crate::auth::Principal;
 use crate::ids::RoomId;
 use crate::messages::forward::Forward;
 use crate::messages::send::NewMessage;
 use crate::rooms::RoomChange;
+use crate::scheduled::{CLAIM_LEASE, NewScheduled, ScheduledStatus};
 use crate::service::Chat;
 use crate::service::attachments::AttachmentSettings;
-use crate::service::testing::{alice, chat_on, store};
+use crate::service::testing::{alice, chat_on, store, user};
 use crate::storage::faults::FaultyTables;
 use crate::storage::{StoreError, Tables};
 
@@ -34,9 +36,14 @@ async fn with_objects(tables: Tables) -> (Chat, RoomId, Objects) {
 
 /// Declares an upload and stores its bytes as a client would; its id.
 async fn uploaded(chat: &Chat, room: &RoomId, objects: &Objects) -> String {
+    uploaded_by(chat, &alice(), room, objects).await
+}
+
+/// Declares an upload of `who` and stores its bytes as a client would; its id.
+async fn uploaded_by(chat: &Chat, who: &Principal, room: &RoomId, objects: &Objects) -> String {
     let answer = chat
         .create_upload(
-            &alice(),
+            who,
             room,
             NewUpload {
                 name: "a.png".into(),
@@ -476,4 +483,274 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
             Err(e) => assert_eq!((e.code(), copies), ("UNAVAILABLE", Vec::new())),
         }
     }
+}
+
+/// A scheduled item with `files`, due in three days.
+fn later_with(files: &[&str]) -> NewScheduled {
+    NewScheduled {
+        text: Some("later".into()),
+        poll: None,
+        attachments: Some(files.iter().map(|id| id.to_string()).collect()),
+        send_at: chrono::Utc::now() + chrono::Duration::days(3),
+    }
+}
+
+/// The key of upload `id`'s object, which must be stored.
+async fn object_of(chat: &Chat, room: &RoomId, objects: &Objects, id: &str) -> ObjectKey {
+    let upload = chat.store.upload(room, id).await.unwrap().expect("the upload row");
+    let key = ObjectKey::parse(&upload.key).unwrap();
+    assert!(objects.head(&key).await.unwrap().is_some(), "uploaded");
+    key
+}
+
+/// An upload a scheduled item held past a day (housekeeping saw it held then) and gave back
+/// when it was cancelled is unattached again: housekeeping deletes it a day after, object and
+/// row, instead of keeping it forever.
+#[tokio::test]
+async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release() {
+    let (chat, room, objects) = with_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    let item = chat
+        .schedule_message(&alice(), &room, later_with(&[&file]))
+        .await
+        .unwrap();
+    let now = chrono::Utc::now();
+    let report = chat.housekeeping(now + chrono::Duration::hours(25)).await.unwrap();
+    assert_eq!(report.uploads_expired, 0, "a held upload stays");
+    chat.cancel_scheduled(&alice(), &room, &item.id).await.unwrap();
+    let report = chat.housekeeping(now + chrono::Duration::hours(50)).await.unwrap();
+    assert_eq!(report.uploads_expired, 1, "the released upload was never expired");
+    assert!(
+        objects.head(&key).await.unwrap().is_none(),
+        "its object stays in storage"
+    );
+    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+}
+/// An erasure of a user whose scheduled item waits with a file deletes that file, object and
+/// row: no message will ever carry it, and the item holding it is gone.
+#[tokio::test]
+async fn an_erasure_deletes_the_files_its_users_waiting_scheduled_items_hold() {
+    let (chat, room, objects) = with_objects(Tables::new(store())).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let file = uploaded_by(&chat, &bob, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    chat.schedule_message(&bob, &room, later_with(&[&file])).await.unwrap();
+    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    assert!(
+        objects.head(&key).await.unwrap().is_none(),
+        "bob's file outlives his erasure"
+    );
+    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+}
+
+/// A due scheduled send whose attempt fails for the server's reasons gives back none of the
+/// item's files: its attempt found them held by the item's own claim, not taken by itself. No
+/// other send can take them meanwhile, and the next attempt sends them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_attempt_of_a_due_scheduled_send_keeps_the_items_files_for_the_next() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let clock = ManualClock::at(chrono::Utc::now());
+    let chat = chat.with_time(Arc::new(clock.clone()));
+    let file = uploaded(&chat, &room, &objects).await;
+    let input = NewScheduled {
+        send_at: clock.now() + chrono::Duration::seconds(10),
+        ..later_with(&[&file])
+    };
+    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    clock.advance(chrono::Duration::seconds(10));
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    let run = chat.send_due_messages().await.unwrap();
+    assert_eq!((run.sent, run.failed), (0, 1), "{run:?}");
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the failed attempt gave the item's file back"
+    );
+    clock.advance(CLAIM_LEASE);
+    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+    let done = chat
+        .scheduled_item(&room, &alice().user_id, &item.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let message = chat
+        .get_message(&alice(), &room, done.message_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        message.attachments.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        [file.as_str()]
+    );
+}
+
+/// Two attempts of one send (one client id) naming different files, the second storing its
+/// message first: the first is answered as a repeat of that message, and gives back the file
+/// it claimed that the message does not carry, instead of holding it with no message for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_answered_as_a_repeat_gives_back_a_file_the_stored_message_does_not_carry() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let first = uploaded(&chat, &room, &objects).await;
+    let second = uploaded(&chat, &room, &objects).await;
+    // The first attempt stops at its file's check, past the repeat lookup.
+    let gate = faulty.hold_nth("head", 1);
+    let held = tokio::spawn({
+        let (chat, room, first) = (chat.clone(), room.clone(), first.clone());
+        async move { chat.send_message(&alice(), &room, attempt("c-1", &[&first])).await }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, attempt("c-1", &[&second]))
+        .await
+        .unwrap();
+    gate.release();
+    let repeat = held.await.unwrap().unwrap();
+    assert!(!repeat.created);
+    assert_eq!(repeat.message.id, stored.message.id);
+    assert!(
+        claimable(&chat, &room, &first).await,
+        "a file no message carries stays claimed"
+    );
+    assert!(!claimable(&chat, &room, &second).await, "the stored message's file");
+}
+
+/// A tombstone whose file's object cannot be deleted at once (the store down for a moment)
+/// leaves it to housekeeping, which deletes it a day later: no object outlives its message
+/// for good.
+#[tokio::test]
+async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day_later() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let file = uploaded(&chat, &room, &objects).await;
+    let key = object_of(&chat, &room, &objects, &file).await;
+    let sent = chat
+        .send_message(&alice(), &room, naming(&file, "soon gone"))
+        .await
+        .unwrap();
+    // Housekeeping has seen the file on its message and forgotten it.
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    faulty.fail_nth("delete", 1);
+    chat.delete_message(&alice(), &room, &sent.message.id).await.unwrap();
+    assert!(objects.head(&key).await.unwrap().is_some(), "the delete failed");
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    assert!(objects.head(&key).await.unwrap().is_none(), "the object stays for good");
+}
+
+/// A forward whose copy's row cannot be written and whose copied object then cannot be
+/// deleted either (the stores down for a moment) leaves that object to housekeeping, which
+/// deletes it a day later.
+#[tokio::test]
+async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_housekeeping_a_day_later() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let dir = std::env::temp_dir().join(format!("tt-objects-{}", uuid::Uuid::new_v4().simple()));
+    let faulty = FaultyObjects::new(EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap());
+    let objects = Objects::new(faulty.clone());
+    let chat = chat.with_attachments(AttachmentSettings {
+        objects: objects.clone(),
+        embedded: None,
+        rules: AttachmentRules::default(),
+        clock: Arc::new(SystemClock),
+    });
+    let file = uploaded(&chat, &room, &objects).await;
+    let source = chat
+        .send_message(&alice(), &room, naming(&file, "a file"))
+        .await
+        .unwrap()
+        .message;
+    let target = other_room(&chat).await;
+    faults.fail_operation(
+        "insert",
+        Some(&chat.store.schema.metadata),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    faulty.fail_nth("delete", 1);
+    let forward = Forward {
+        room_ids: vec![target.to_string()],
+    };
+    let outcome = chat
+        .forward_message(&alice(), &room, &source.id, forward)
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap().len(),
+        1,
+        "the delete failed"
+    );
+    chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
+        .await
+        .unwrap();
+    assert_eq!(
+        objects.list(&format!("{target}/")).await.unwrap(),
+        Vec::<ObjectKey>::new(),
+        "the copied object stays for good"
+    );
+}
+
+/// A scheduled item's last attempt fails for the server's reasons while a stopped sender's
+/// attempt (its claim lapsed) stores the message after all: the item is recorded as sent with
+/// that message, whose files stay claimed, never refused with its files given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_scheduled_attempt_failing_after_another_stored_the_message_records_it_sent_and_keeps_its_files() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(faults.clone())).await;
+    let clock = ManualClock::at(chrono::Utc::now());
+    let chat = chat.with_time(Arc::new(clock.clone()));
+    let file = uploaded(&chat, &room, &objects).await;
+    let input = NewScheduled {
+        send_at: clock.now() + chrono::Duration::seconds(10),
+        ..later_with(&[&file])
+    };
+    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    clock.advance(chrono::Duration::seconds(10));
+    // Four senders claimed it and stopped; the last one's send is still under way.
+    for _ in 1..crate::scheduled::MAX_ATTEMPTS {
+        assert!(chat.claim_due_item(&room, &alice().user_id, &item.id).await.unwrap());
+        clock.advance(CLAIM_LEASE);
+    }
+    // The last attempt stops at its file's check, past its look for a stored message.
+    let gate = faulty.hold_nth("head", 1);
+    let last = tokio::spawn({
+        let chat = chat.clone();
+        async move { chat.send_due_messages().await }
+    });
+    gate.entered().await;
+    let stored = chat
+        .send_message(&alice(), &room, item.message())
+        .await
+        .unwrap()
+        .message;
+    faults.fail_operation(
+        "transact",
+        Some(&chat.store.schema.messages),
+        1,
+        StoreError::unavailable("disk gone"),
+    );
+    gate.release();
+    last.await.unwrap().unwrap();
+    let done = chat
+        .scheduled_item(&room, &alice().user_id, &item.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !claimable(&chat, &room, &file).await,
+        "the stored message's file was given back"
+    );
+    assert_eq!(
+        (done.status, done.message_id.as_deref()),
+        (ScheduledStatus::Sent, Some(stored.id.as_str()))
+    );
 }

@@ -11,7 +11,7 @@ use crate::adapters::clock::ManualClock;
 use crate::ids::RoomId;
 use crate::messages::MessageType;
 use crate::messages::read::ReadMessages;
-use crate::scheduled::{CLAIM_LEASE, NewScheduled, Scheduled, ScheduledStatus};
+use crate::scheduled::{CLAIM_LEASE, MAX_PENDING_PER_MEMBER, NewScheduled, Scheduled, ScheduledStatus};
 use crate::service::Chat;
 use crate::service::testing::{alice, chat_on, store};
 use crate::storage::faults::FaultyTables;
@@ -248,4 +248,69 @@ async fn an_erasure_deletes_the_users_scheduled_messages() {
         "no row is left naming bob's item"
     );
     assert_eq!(texts(&chat, &room).await, ["alice's"]);
+}
+
+/// An erasure deletes every scheduled message of its user, however many: more than one
+/// listing holds (items stored past the limit by schedules racing it, or by an older server).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_erasure_deletes_all_of_the_users_scheduled_messages_beyond_one_listing() {
+    let (chat, room, _) = chat_at(Tables::new(store())).await;
+    let bob = crate::service::testing::user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let input = NewScheduled {
+        text: Some("plan".into()),
+        poll: None,
+        attachments: None,
+        send_at: chat.time.now() + Duration::seconds(60),
+    };
+    let first = chat.schedule_message(&bob, &room, input).await.unwrap();
+    for _ in 0..300 {
+        let more = Scheduled {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            ..first.clone()
+        };
+        chat.store.insert_scheduled(&more).await.unwrap();
+    }
+    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
+    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let left = chat.store.scheduled_of(&room, &bob.user_id).await.unwrap();
+    assert_eq!(left.len(), 0, "items of bob's left after his erasure");
+}
+
+/// Cancelled items kept for their week never hide waiting ones from the count: with 200
+/// cancelled and 100 waiting, the member schedules no more.
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelled_items_never_let_a_member_keep_more_than_the_waiting_limit() {
+    let (chat, room, _) = chat_at(Tables::new(store())).await;
+    let mut refused = None;
+    'rounds: for round in 0..3 {
+        for i in 0..=100 {
+            let input = NewScheduled {
+                text: Some(format!("plan {round}.{i}")),
+                poll: None,
+                attachments: None,
+                send_at: chat.time.now() + Duration::seconds(60),
+            };
+            match chat.schedule_message(&alice(), &room, input).await {
+                Ok(item) if round < 2 => {
+                    chat.cancel_scheduled(&alice(), &room, &item.id).await.unwrap();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    refused = Some(e);
+                    break 'rounds;
+                }
+            }
+        }
+    }
+    let waiting = chat
+        .store
+        .scheduled_of(&room, &alice().user_id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|item| item.status.is_pending())
+        .count();
+    assert!(waiting <= MAX_PENDING_PER_MEMBER, "{waiting} items wait");
+    assert_eq!(refused.expect("some schedule is refused").code(), "CONFLICT");
 }
