@@ -262,6 +262,8 @@ pub fn azurite_table_pid() -> Option<u32> {
 /// costs, counted from outside the server (GETs are reads).
 pub struct CountingProxy {
     pub reads: Arc<AtomicUsize>,
+    /// Reads per table (the path's first segment after the account, up to `(` or `?`).
+    pub tables: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>,
     pub writes: Arc<AtomicUsize>,
     /// A connection string naming the proxy as the table endpoint, with Azurite's account.
     pub connection: String,
@@ -276,15 +278,32 @@ impl CountingProxy {
     pub async fn start(upstream: &str) -> CountingProxy {
         let reads = Arc::new(AtomicUsize::new(0));
         let writes = Arc::new(AtomicUsize::new(0));
-        let client = reqwest::Client::new();
+        let tables = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        // Node (Azurite) closes an idle connection after 5 s; a pooled one reused just then fails,
+        // so idle connections are dropped sooner and a failed read is sent again.
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
         let upstream = upstream.trim_end_matches('/').to_owned();
-        let (r, w) = (reads.clone(), writes.clone());
+        let (r, w, per_table) = (reads.clone(), writes.clone(), tables.clone());
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
             let (client, upstream, r, w) = (client.clone(), upstream.clone(), r.clone(), w.clone());
+            let per_table = per_table.clone();
             async move {
                 let (parts, body) = request.into_parts();
                 if parts.method == axum::http::Method::GET {
                     r.fetch_add(1, Ordering::Relaxed);
+                    let table = parts
+                        .uri
+                        .path()
+                        .split('/')
+                        .nth(2)
+                        .unwrap_or("")
+                        .split('(')
+                        .next()
+                        .unwrap_or("");
+                    *per_table.lock().unwrap().entry(table.to_owned()).or_insert(0) += 1;
                 } else {
                     w.fetch_add(1, Ordering::Relaxed);
                 }
@@ -292,12 +311,22 @@ impl CountingProxy {
                 let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
                 let mut headers = parts.headers.clone();
                 headers.remove(axum::http::header::HOST);
-                let reply = client
-                    .request(parts.method, format!("{upstream}{path}"))
-                    .headers(headers)
-                    .body(body)
-                    .send()
-                    .await;
+                let attempts = if parts.method == axum::http::Method::GET { 3 } else { 1 };
+                let mut reply = None;
+                for _ in 0..attempts {
+                    let sent = client
+                        .request(parts.method.clone(), format!("{upstream}{path}"))
+                        .headers(headers.clone())
+                        .body(body.clone())
+                        .send()
+                        .await;
+                    let failed = sent.is_err();
+                    reply = Some(sent);
+                    if !failed {
+                        break;
+                    }
+                }
+                let reply = reply.unwrap();
                 let mut response = axum::http::Response::builder();
                 match reply {
                     Ok(reply) => {
@@ -321,6 +350,7 @@ impl CountingProxy {
         tokio::spawn(async move { axum::serve(listener, app).await });
         CountingProxy {
             reads,
+            tables,
             writes,
             connection: format!(
                 "DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};\
@@ -329,11 +359,14 @@ impl CountingProxy {
         }
     }
 
-    /// Reads and writes since the last call.
-    pub fn take(&self) -> (usize, usize) {
+    /// Reads and writes since the last call, and the reads per table.
+    pub fn take(&self) -> (usize, usize, String) {
+        let tables = std::mem::take(&mut *self.tables.lock().unwrap());
+        let tables: Vec<String> = tables.iter().map(|(t, n)| format!("{t} {n}")).collect();
         (
             self.reads.swap(0, Ordering::Relaxed),
             self.writes.swap(0, Ordering::Relaxed),
+            tables.join(", "),
         )
     }
 }
