@@ -407,15 +407,16 @@ fn store_cpu(b: &Burst) -> String {
 
 fn send_table_header() {
     println!(
-        "| concurrency | sends | sends/s | p50 ms | p99 ms | server CPU ms/send | Azurite CPU ms/send | cores busy | ceiling sends/s | ÷ ceiling |"
+        "| concurrency | sends | 503s | sends/s | p50 ms | p99 ms | server CPU ms/send | Azurite CPU ms/send | cores busy | ceiling sends/s | ÷ ceiling |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 fn send_row(concurrency: usize, b: &Burst, ceiling: f64) {
     println!(
-        "| {concurrency} | {} | {:.0} | {:.2} | {:.2} | {:.3} | {} | {:.2} | {ceiling:.0} | {:.2} |",
+        "| {concurrency} | {} | {} | {:.0} | {:.2} | {:.2} | {:.3} | {} | {:.2} | {ceiling:.0} | {:.2} |",
         b.sends,
+        b.unavailable,
         b.rate,
         b.p50,
         b.p99,
