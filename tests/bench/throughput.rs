@@ -11,139 +11,19 @@
 //!
 //! Azurite is found through `TABLETALK_TEST_AZURITE` (default `UseDevelopmentStorage=true`).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::{Backend, SECRET, drive, percentile, raw_write_rate};
 use tabletalk::auth::mint_dev_token;
-use tabletalk::storage::azure::AzureTables;
-use tabletalk::storage::sqlite::{Durability, SqliteTables};
-use tabletalk::storage::{Entity, TableName, Tables, Value};
-use tokio::sync::Semaphore;
 
-const SECRET: &str = "bench-secret";
 /// Sends per measurement at concurrency 1 and 32.
 const SENDS: [(usize, usize); 2] = [(1, 300), (32, 2000)];
 /// Senders the limits comparison spreads its sends over: 2000 sends are 20 each, within one
 /// burst of the per-user bucket, so the limits are paid for but never refuse.
 const SENDERS: usize = 100;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[derive(Clone)]
-enum Backend {
-    Embedded(std::path::PathBuf),
-    Azurite(String),
-}
-
-impl Backend {
-    fn name(&self) -> &'static str {
-        match self {
-            Backend::Embedded(_) => "embedded (SQLite, synchronous=FULL)",
-            Backend::Azurite(_) => "Azurite 3.37 (in-memory)",
-        }
-    }
-
-    fn tables(&self) -> Tables {
-        match self {
-            Backend::Embedded(dir) => {
-                Tables::new(SqliteTables::open(dir.join("raw.sqlite"), Durability::Full).unwrap())
-            }
-            Backend::Azurite(conn) => Tables::new(AzureTables::from_connection_string(conn).unwrap()),
-        }
-    }
-
-    /// A server with the limits on or off; with them on, nobody is a newcomer (the senders
-    /// have all just joined, and the newcomer rate is not what is measured).
-    fn spawn(&self, limits: bool) -> (Server, String) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
-        command
-            .args(["serve", "--port", "0", "--settings", "none"])
-            .env("TABLETALK_WRITE_LIMITS", if limits { "on" } else { "off" })
-            .env("TABLETALK_NEWCOMER_SECONDS", "0")
-            .env("TABLETALK_JWT_SECRET", SECRET)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped());
-        match self {
-            Backend::Embedded(dir) => command
-                .env("TABLETALK_DATA_DIR", dir)
-                .env("TABLETALK_STORAGE_CONNECTION", ""),
-            Backend::Azurite(conn) => command.env("TABLETALK_STORAGE_CONNECTION", conn).env(
-                "TABLETALK_TABLE_PREFIX",
-                format!("b{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
-            ),
-        };
-        let mut child = command.spawn().expect("start tabletalk");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .trim_start_matches("listening on ")
-            .replace("0.0.0.0", "127.0.0.1");
-        (Server(child), format!("http://{addr}"))
-    }
-}
-
-/// Runs `total` calls of `op` with at most `concurrency` in flight; returns per-call latencies
-/// and the wall time.
-async fn drive<F, Fut>(concurrency: usize, total: usize, op: F) -> (Vec<Duration>, Duration)
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let permits = Arc::new(Semaphore::new(concurrency));
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..total {
-        let permit = permits.clone().acquire_owned().await.unwrap();
-        let op = op.clone();
-        tasks.spawn(async move {
-            let t = Instant::now();
-            op(i).await;
-            drop(permit);
-            t.elapsed()
-        });
-    }
-    let latencies = tasks.join_all().await;
-    (latencies, started.elapsed())
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn raw_write_rate(tables: &Tables, concurrency: usize, total: usize) -> f64 {
-    let table = TableName::parse(format!("raw{}", &uuid::Uuid::new_v4().simple().to_string()[..8])).unwrap();
-    tables.create_table(&table).await.unwrap();
-    let (writer, t) = (tables.clone(), table.clone());
-    let (_, wall) = drive(concurrency, total, move |i| {
-        let (tables, t) = (writer.clone(), t.clone());
-        async move {
-            let entity = Entity::new("room", format!("{i:019}"))
-                .with(
-                    "message",
-                    Value::String("<p>hello, this is a benchmark message</p>".into()),
-                )
-                .with("userId", Value::String("alice".into()));
-            tables.insert(&t, &entity).await.unwrap();
-        }
-    })
-    .await;
-    let _ = tables.delete_table(&table).await;
-    total as f64 / wall.as_secs_f64()
-}
 
 async fn bench(backend: Backend) {
     println!("\n## {}\n", backend.name());
@@ -296,13 +176,8 @@ async fn main() {
         "# tabletalk send benchmark ({} cores)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    for backend in [Backend::Embedded(dir.clone()), Backend::Azurite(azurite)] {
-        let key = if matches!(backend, Backend::Embedded(_)) {
-            "embedded"
-        } else {
-            "azurite"
-        };
-        if only.as_deref().is_none_or(|o| o == key) {
+    for backend in [Backend::Embedded(dir.clone()), Backend::azurite(azurite)] {
+        if only.as_deref().is_none_or(|o| o == backend.key()) {
             bench(backend).await;
         }
     }
