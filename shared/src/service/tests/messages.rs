@@ -363,11 +363,12 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
         StoreError::unavailable("operation timed out"),
     );
     // The send reads nothing else from Messages before its commit (the counter is known from
-    // the last one), so this fails the read that looks for the commit.
+    // the last one), so these fail the read of the counter along with the commit and the
+    // read that looks for the commit.
     faults.fail_operation(
         "get",
         Some(&chat.store.schema.messages),
-        1,
+        2,
         StoreError::unavailable("still down"),
     );
     let err = chat.send_message(&alice(), &room, text("maybe")).await.unwrap_err();
