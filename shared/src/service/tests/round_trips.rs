@@ -14,6 +14,8 @@
 
 use std::time::Duration;
 
+use crate::adapters::link_preview::PreviewFetcher;
+use crate::adapters::outbound::{OutboundClient, Reach};
 use crate::ids::RoomId;
 use crate::members::MemberRoles;
 use crate::messages::send::NewMessage;
@@ -133,11 +135,16 @@ async fn room_with_bob(chat: &Chat) -> RoomId {
     room
 }
 
-/// Bob's send with a client id, counted.
+/// Bob's send of a plain line with a client id, counted.
 async fn counted_send(chat: &Chat, tables: &FaultyTables, room: &RoomId, client_id: &str) -> Counted {
+    counted_send_of(chat, tables, room, client_id, "a plain line").await
+}
+
+/// Bob's send of `text` with a client id, counted.
+async fn counted_send_of(chat: &Chat, tables: &FaultyTables, room: &RoomId, client_id: &str, text: &str) -> Counted {
     let message = NewMessage {
         client_id: Some(client_id.into()),
-        ..NewMessage::text("a plain line")
+        ..NewMessage::text(text)
     };
     tables.set_latency(Some(LATENCY));
     tables.forget_calls();
@@ -233,6 +240,31 @@ async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: B
     );
 }
 
+/// A link's preview job row is written after the durable write, counted with the side
+/// effects, never on the send's critical path.
+async fn a_link_preview_job_is_written_after_the_durable_write(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let client = OutboundClient::new(Reach::PublicAndLoopback, Duration::from_secs(5)).unwrap();
+    // Jobs are left to the timer (as a host that freezes once it answered does): no fetch
+    // runs beside the count.
+    let chat = service(&tables, &schema)
+        .await
+        .with_previews(PreviewFetcher::new(client))
+        .with_inline_events();
+    let room = room_with_bob(&chat).await;
+    let counted = counted_send_of(&chat, &tables, &room, "link-1", "see https://example.com/page").await;
+    eprintln!("{backend:?} send with a link: {}", counted.shown());
+    assert!(counted.critical <= PLAIN, "{backend:?}: {}", counted.shown());
+    assert!(counted.after <= AFTER_THE_WRITE, "{backend:?}: {}", counted.shown());
+    let housekeeping = schema.housekeeping.as_str().to_ascii_lowercase();
+    let job = counted
+        .calls
+        .iter()
+        .find(|c| c.operation == "upsert" && c.table == housekeeping)
+        .unwrap_or_else(|| panic!("no preview job row: {}", counted.shown()));
+    assert!(job.round > counted.critical, "{}", counted.shown());
+}
+
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod embedded {
@@ -259,4 +291,5 @@ on_both_backends!(
     a_slowmode_send_waits_for_at_most_three_round_trips,
     a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
     a_send_that_lost_the_counter_race_waits_for_at_most_one_more,
+    a_link_preview_job_is_written_after_the_durable_write,
 );
