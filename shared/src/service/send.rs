@@ -39,7 +39,7 @@ use crate::messages::{Message, MessageType, Origin};
 use crate::permissions::Permission;
 use crate::rooms::Visibility;
 use crate::signals::Signal;
-use crate::store::messages::{Inserted, NotInserted};
+use crate::store::messages::{IndexRow, Inserted, NotInserted};
 use crate::store::stored_time;
 use crate::webhooks::{CheckedPayload, Webhook};
 use chrono::{DateTime, Duration, Utc};
@@ -431,8 +431,8 @@ impl Chat {
                 // A concurrent retry with the same client id stored its message first: answer
                 // with that one, as for any repeat.
                 Ok(Inserted::ClientIdTaken) => {
-                    if let Ok(Some(etag)) = index {
-                        self.store.release_index_row(room, ticks, etag).await;
+                    if let Ok(row) = index {
+                        self.store.release_index_row(room, ticks, row).await;
                     }
                     if let Some((user, client_id)) = client
                         && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
@@ -445,11 +445,11 @@ impl Chat {
                 }
                 Err(NotInserted { may_be_stored, error }) => {
                     match (may_be_stored, index) {
-                        (false, Ok(Some(etag))) => self.store.release_index_row(room, ticks, etag).await,
-                        (false, _) => {}
+                        (false, Ok(row)) => self.store.release_index_row(room, ticks, row).await,
+                        (false, Err(_)) => {}
                         // A message that may be stored keeps (or gets) its index row: without
                         // one it would be hidden from oldest-first reads for good.
-                        (true, Ok(Some(_))) => {}
+                        (true, Ok(IndexRow::Created(_))) => {}
                         (true, _) => {
                             if let Err(e) = self.store.ensure_index_row(room, ticks).await {
                                 tracing::warn!(%room, error = %e, "a message that may be stored has no index row");
@@ -470,9 +470,9 @@ impl Chat {
         &self,
         room: &RoomId,
         ticks: crate::keys::Ticks,
-        index: std::result::Result<Option<crate::storage::ETag>, crate::store::error::Error>,
+        index: std::result::Result<IndexRow, crate::store::error::Error>,
     ) {
-        if let Ok(Some(_)) = index {
+        if let Ok(IndexRow::Created(_)) = index {
             return;
         }
         let mut last = None;

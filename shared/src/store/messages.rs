@@ -39,6 +39,15 @@ pub(crate) struct NotInserted {
     pub error: Error,
 }
 
+/// The ascending index row as a send's insert of it left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IndexRow {
+    /// This send wrote it, at this version (the one its release deletes).
+    Created(ETag),
+    /// It was there already.
+    Found,
+}
+
 /// How a new message's write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Inserted {
@@ -355,15 +364,15 @@ impl Store {
     }
 
     /// Inserts the ascending index row of `ticks`, written together with its message's
-    /// transaction: `Some(etag)` when this call created it, `None` when the row was there
-    /// already (another send's at the same tick, or an orphan). The row is key-only, so
+    /// transaction: [`IndexRow::Created`] when this call created it, [`IndexRow::Found`] when
+    /// the row was there already (another send's at the same tick, or an orphan). The row is key-only, so
     /// whoever wrote it, it serves the message at its tick; the message row's own insert is
     /// what tells a taken tick ([`Inserted::TickTaken`]).
-    pub(crate) async fn insert_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<Option<ETag>> {
+    pub(crate) async fn insert_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<IndexRow> {
         let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
         match self.tables.insert(&self.schema.ascending, &row).await {
-            Ok(etag) => Ok(Some(etag)),
-            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(None),
+            Ok(etag) => Ok(IndexRow::Created(etag)),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(IndexRow::Found),
             Err(e) => Err(e.into()),
         }
     }
@@ -381,10 +390,13 @@ impl Store {
     }
 
     /// Compensation for a failed message write: deletes the index row this send created, on
-    /// the version it created (`etag`), so a row another send at the same tick re-wrote for
-    /// its stored message stays. A failure here is logged: the orphan index row is harmless,
-    /// since ascending reads skip rows without a message.
-    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks, etag: ETag) {
+    /// the version it created, so a row another send at the same tick re-wrote for its stored
+    /// message stays (a row this send found is left alone). A failure here is logged: the
+    /// orphan index row is harmless, since ascending reads skip rows without a message.
+    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks, row: IndexRow) {
+        let IndexRow::Created(etag) = row else {
+            return;
+        };
         let key = ticks.ascending_key();
         match self
             .tables

@@ -122,7 +122,8 @@ where
         let written = write(next.clone(), seen.clone());
         let (written, along) = match read_along {
             true => {
-                let (written, along) = tokio::join!(written, tables.get(table, partition_key, row_key));
+                // The read first, so it is always the first of the two calls to start.
+                let (along, written) = tokio::join!(tables.get(table, partition_key, row_key), written);
                 (written, Some(along))
             }
             false => (written.await, None),
@@ -310,10 +311,10 @@ mod tests {
         assert_eq!(
             rounds,
             vec![
-                (1, "update", true),
                 (1, "get", false),
-                (2, "update", false),
-                (2, "get", false)
+                (1, "update", true),
+                (2, "get", false),
+                (2, "update", false)
             ],
             "{calls:#?}"
         );
