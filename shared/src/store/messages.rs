@@ -333,15 +333,10 @@ impl Store {
         user: &UserId,
         client_id: &ClientId,
     ) -> Result<Option<Message>> {
-        let key = idempotency_key(user, client_id);
-        let Some(record) = self.tables.get(&self.schema.messages, room.as_str(), &key).await? else {
-            return Ok(None);
-        };
-        let id = record
-            .str("messageId")
-            .and_then(MessageKey::parse)
-            .ok_or_else(|| Error::Internal(format!("idempotency record {room}/{key} is broken")))?;
-        self.message(room, &id).await
+        match self.client_id_record(room, user, client_id).await? {
+            Some(id) => self.message(room, &id).await,
+            None => Ok(None),
+        }
     }
 
     /// The message key an earlier send of `user` with `client_id` recorded, if any: one point
