@@ -71,25 +71,7 @@ impl EventGrid {
 impl EventSink for EventGrid {
     /// Publishes one event as CloudEvents JSON; `Ok` once the topic has accepted it (200).
     async fn publish(&self, event: &MessageEvent) -> Result<()> {
-        let cloud_event = CloudEvent::of(event, &self.workspace);
-        let body = serde_json::to_vec(&cloud_event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
-        let response = self
-            .http
-            .post(&self.endpoint)
-            .header("aeg-sas-key", &self.key)
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/cloudevents+json; charset=utf-8",
-            )
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| Error::Unavailable(format!("Event Grid: {e}")))?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Error::Unavailable(format!("Event Grid answered {}", response.status())))
-        }
+        self.post(&CloudEvent::of(event, &self.workspace), "Event Grid").await
     }
 }
 
@@ -97,8 +79,13 @@ impl EventGrid {
     /// Publishes `event`'s automation event (docs/AUTOMATION_EVENTS.md) as CloudEvents JSON;
     /// `Ok` once the topic has accepted it.
     pub async fn publish_automation(&self, event: &MessageEvent) -> Result<()> {
-        let automation = AutomationEvent::of(event, &self.workspace);
-        let body = serde_json::to_vec(&automation).map_err(|e| Error::Internal(format!("an event: {e}")))?;
+        self.post(&AutomationEvent::of(event, &self.workspace), "the automation topic")
+            .await
+    }
+
+    /// Posts one CloudEvent to the topic; `topic` names it in errors.
+    async fn post(&self, cloud_event: &impl serde::Serialize, topic: &str) -> Result<()> {
+        let body = serde_json::to_vec(cloud_event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
         let response = self
             .http
             .post(&self.endpoint)
@@ -110,14 +97,11 @@ impl EventGrid {
             .body(body)
             .send()
             .await
-            .map_err(|e| Error::Unavailable(format!("the automation topic: {e}")))?;
+            .map_err(|e| Error::Unavailable(format!("{topic}: {e}")))?;
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(Error::Unavailable(format!(
-                "the automation topic answered {}",
-                response.status()
-            )))
+            Err(Error::Unavailable(format!("{topic} answered {}", response.status())))
         }
     }
 }
