@@ -13,5 +13,4 @@ mod pins;
 mod presence;
 mod previews;
 mod rooms;
-mod round_trips;
 mod scheduled;
