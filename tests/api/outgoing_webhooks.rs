@@ -5,9 +5,9 @@
 //! the receiver acted; an endpoint failing for a day is disabled, its deliveries abandoned,
 //! and its managers told. Bad input on every route is a documented 4xx.
 
+use crate::scheduled::Clock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -28,46 +28,17 @@ backend_tests!(
     bad_input_on_the_outgoing_webhook_routes_is_a_documented_4xx,
 );
 
-/// The test clock: a file of Unix milliseconds the servers read.
-struct Clock {
-    path: PathBuf,
-    now_ms: i64,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
-        let clock = Clock {
-            path,
-            now_ms: chrono::Utc::now().timestamp_millis(),
-        };
-        std::fs::write(&clock.path, clock.now_ms.to_string()).unwrap();
-        clock
-    }
-
-    fn advance_s(&mut self, seconds: i64) {
-        self.now_ms += seconds * 1000;
-        std::fs::write(&self.path, self.now_ms.to_string()).unwrap();
-    }
-
-    /// A Functions custom handler on this clock, reaching the loopback receiver.
-    fn handler(&self, backend: &Backend) -> TestApp {
-        spawn_app_with(
-            backend,
-            &[
-                ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
-                ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),
-                ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
-                ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
-            ],
-        )
-    }
-}
-
-impl Drop for Clock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
+/// A Functions custom handler on this clock, reaching the loopback receiver.
+fn handler(clock: &Clock, backend: &Backend) -> TestApp {
+    spawn_app_with(
+        backend,
+        &[
+            ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
+            ("TABLETALK_TEST_CLOCK_FILE", clock.path.to_str().unwrap()),
+            ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true"),
+            ("FUNCTIONS_CUSTOMHANDLER_PORT", "0"),
+        ],
+    )
 }
 
 /// One request the receiver got.
@@ -240,7 +211,7 @@ async fn register_receiver(app: &TestApp, room: &str, receiver: &Receiver, url: 
 
 async fn the_receiver_sees_each_event_once_with_a_valid_signature_through_an_outage(backend: Backend) {
     let mut clock = Clock::new();
-    let (a, b) = (clock.handler(&backend), clock.handler(&backend));
+    let (a, b) = (handler(&clock, &backend), handler(&clock, &backend));
     let (receiver, url) = start_receiver().await;
     let room = a.create_room("alice").await;
     let hook = register_receiver(&a, &room, &receiver, &url).await;
@@ -352,7 +323,7 @@ async fn pending_count(app: &TestApp, room: &str, hook: &str) -> usize {
 
 async fn an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told(backend: Backend) {
     let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let app = handler(&clock, &backend);
     let (receiver, url) = start_receiver().await;
     receiver.state().up = false;
     let room = app.create_room("alice").await;

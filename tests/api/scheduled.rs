@@ -30,7 +30,7 @@ backend_tests!(
 
 /// The test clock: a file of Unix milliseconds both the test and the servers read.
 pub(crate) struct Clock {
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     now_ms: i64,
 }
 
@@ -45,7 +45,7 @@ impl Clock {
         clock
     }
 
-    fn advance_s(&mut self, seconds: i64) {
+    pub(crate) fn advance_s(&mut self, seconds: i64) {
         self.now_ms += seconds * 1000;
         std::fs::write(&self.path, self.now_ms.to_string()).unwrap();
     }
