@@ -19,9 +19,24 @@ static TEXT_ONLY: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
     builder
 });
 
-/// Sanitized HTML, safe to render.
+/// Sanitized HTML, safe to render. Most messages are plain text with nothing to sanitize:
+/// they are returned as they are, without parsing them.
 pub fn sanitize(html: &str) -> String {
+    if is_already_sanitized(html) {
+        return html.to_owned();
+    }
     SANITIZER.clean(html).to_string()
+}
+
+/// True when sanitizing `text` gives `text` back: no markup and no entity (`<`, `>`, `&`),
+/// and no character the HTML parser or serializer rewrites (carriage returns, NUL and the
+/// other control characters, the no-break space it spells `&nbsp;`, a byte-order mark).
+fn is_already_sanitized(text: &str) -> bool {
+    text.chars().all(|c| match c {
+        '<' | '>' | '&' | '\u{a0}' | '\u{feff}' => false,
+        '\n' | '\t' => true,
+        c => !c.is_control(),
+    })
 }
 
 /// True when the HTML shows no text at all (only tags and whitespace).
@@ -54,6 +69,41 @@ pub fn decode_entities(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast path gives exactly what the sanitizer gives, for text it takes, and leaves
+    /// everything else to the sanitizer.
+    #[test]
+    fn plain_text_skips_the_sanitizer_and_comes_out_the_same() {
+        let plain = [
+            "hello",
+            "",
+            " leading and trailing ",
+            "\nfirst line\n\tsecond line\n",
+            "quotes \" and ' and `ticks`",
+            "emoji 👋🏽 and ZWJ 👩‍👩‍👧, CJK 你好, RTL שלום, combining é",
+            "line\u{2028}separator, noncharacter \u{fdd0} \u{fffe}, replacement \u{fffd}",
+            "math 1 + 1 = 2; a/b; 100% #tag @name https://example.com/?q=1",
+        ];
+        for text in plain {
+            assert!(is_already_sanitized(text), "{text:?}");
+            assert_eq!(SANITIZER.clean(text).to_string(), text, "{text:?}");
+            assert_eq!(sanitize(text), text);
+        }
+        let rewritten = [
+            "a < b",
+            "a & b",
+            "<b>x</b>",
+            "cr\r\nlf",
+            "nul\0",
+            "nbsp\u{a0}",
+            "\u{feff}bom",
+            "bell\u{7}",
+        ];
+        for text in rewritten {
+            assert!(!is_already_sanitized(text), "{text:?}");
+            assert_eq!(sanitize(text), SANITIZER.clean(text).to_string(), "{text:?}");
+        }
+    }
 
     #[test]
     fn strips_what_can_run() {

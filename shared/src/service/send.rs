@@ -2,21 +2,27 @@
 //! a reply, each copy of a forward, a webhook's message ([`Chat::send_as_webhook`]) and the
 //! lines the server writes itself.
 //!
-//! 1. membership, then the idempotency lookup — a repeat of a client id returns the first
-//!    stored message and triggers nothing again (only to a member of the room);
+//! 1. membership and the idempotency lookup, read together (with whether the room has outgoing
+//!    webhooks): a repeat of a client id returns the first stored message and triggers nothing
+//!    again (only to a member of the room);
 //! 2. checks (member → timed out → read-only → slowmode → the limits (`service::limits`: the
 //!    user's bucket, a newcomer's rate and content, the room's ceiling, the repeat-text rule)
 //!    → word filter), then content validation (text, poll, mentions, reply target); the
 //!    server's own lines skip all of them. A send that fails after the repeat-text rule
 //!    claimed its text takes the claim back, so sending it again is no repeat;
-//! 3. the slowmode clock advances on the member row, conditionally, before the write: a send
-//!    that cannot move it fails (closed), so slowmode never silently stops applying;
-//! 4. the ascending index row at the first free tick (a 409 means another send took the tick,
-//!    in this process or another: take the next one, never overwrite), then the message row,
-//!    its change-feed row, its idempotency record and its thread index row in one entity group
-//!    transaction with the room's version counter (`store::ledger`); if that fails, the index
-//!    row is deleted again, so a failed send leaves nothing readable — unless the store cannot
-//!    tell whether it committed: a message that may be stored keeps its index row;
+//! 3. the slowmode clock advances on the member row, conditionally on the row as step 1 read
+//!    it, before the write: a send that cannot move it fails (closed), so slowmode never
+//!    silently stops applying;
+//! 4. the message row, its change-feed row, its idempotency record and its thread index row in
+//!    one entity group transaction with the room's version counter (`store::ledger`), and
+//!    alongside it (the same round trip) the ascending index row at the message's tick. The
+//!    message row is inserted, never overwritten: a 409 on it means another send, in this
+//!    process or another, took the tick, and the send takes the next one. If the transaction
+//!    fails, the index row this send created is deleted again (on its own version, so a row
+//!    re-written for another send's message at that tick stays), so a failed send leaves
+//!    nothing readable — unless the store cannot tell whether it committed: a message that may
+//!    be stored keeps its index row. A stored message whose index row could not be written, or
+//!    was found already there, writes it again (an upsert of a key-only row);
 //! 5. after the durable write only: side effects, which never fail the send.
 
 use super::Chat;
@@ -33,7 +39,7 @@ use crate::messages::{Message, MessageType, Origin};
 use crate::permissions::Permission;
 use crate::rooms::Visibility;
 use crate::signals::Signal;
-use crate::store::messages::{Inserted, NotInserted};
+use crate::store::messages::{IndexRow, Inserted, NotInserted};
 use crate::store::stored_time;
 use crate::webhooks::{CheckedPayload, Webhook};
 use chrono::{DateTime, Duration, Utc};
@@ -41,6 +47,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Rounds of the conditional helper a sender's read position may lose before it is given up.
 const POSITION_ROUNDS: usize = 8;
+
+/// Ticks tried before a send gives up on finding a free one. Each collision means another send
+/// took that exact 100 ns tick, so even a handful in a row is extraordinary.
+const MAX_TICK_ATTEMPTS: usize = 64;
+
+/// Writes of a stored message's index row tried before it is given up (and logged).
+const INDEX_ROW_ATTEMPTS: usize = 3;
+
+/// What a send read before its checks that its write needs too, so it is not read again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Prefetched {
+    /// Whether the room has outgoing webhooks (`store::outgoing`): none when not read.
+    hooked: Option<bool>,
+}
 
 impl Chat {
     /// Sends a member's message into a room.
@@ -53,14 +73,28 @@ impl Chat {
             )));
         }
         let client_id = input.client_id.as_deref().map(ClientId::parse).transpose()?;
-        // Membership before the idempotency lookup: only a member is answered with a message
-        // of the room, even a repeat of their own.
-        let access = self.sender_access(room, &who.user_id).await?;
-        if let Some(client_id) = &client_id
-            && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
+        // One round trip: the membership, the idempotency record and whether the room has
+        // outgoing webhooks are read together.
+        let record = async {
+            match &client_id {
+                Some(client_id) => self.store.client_id_record(room, &who.user_id, client_id).await,
+                None => Ok(None),
+            }
+        };
+        let (access, record, hooked) = tokio::join!(
+            self.sender_access(room, &who.user_id),
+            record,
+            self.store.wants_hook_events(room)
+        );
+        // Membership first: only a member is answered with a message of the room, even a
+        // repeat of their own.
+        let access = access?;
+        if let Some(key) = record?
+            && let Some(first) = self.store.message(room, &key).await?
         {
             return Ok(Sent::repeat(first));
         }
+        let known = Prefetched { hooked: Some(hooked?) };
         let draft = Draft {
             kind,
             text: input.text.as_deref().map(html::sanitize),
@@ -72,7 +106,7 @@ impl Chat {
                 None => DraftAttachments::None,
             },
         };
-        self.admit_and_post(who, room, access, draft, client_id).await
+        self.admit_and_post(who, room, access, draft, client_id, known).await
     }
 
     /// Steps 2 to 5 for a member's message.
@@ -84,7 +118,8 @@ impl Chat {
         client_id: Option<ClientId>,
     ) -> Result<Sent> {
         let access = self.sender_access(room, &who.user_id).await?;
-        self.admit_and_post(who, room, access, draft, client_id).await
+        self.admit_and_post(who, room, access, draft, client_id, Prefetched::default())
+            .await
     }
 
     /// Steps 2 to 5 for a member's message, given the sender's access.
@@ -95,11 +130,14 @@ impl Chat {
         access: Access,
         draft: Draft,
         client_id: Option<ClientId>,
+        known: Prefetched,
     ) -> Result<Sent> {
         let now = Utc::now();
         checks::before_limits(&access, now)?;
         let claim = self.check_send_limits(&access, &draft).await?;
-        let sent = self.filter_and_post(who, room, access, draft, client_id, now).await;
+        let sent = self
+            .filter_and_post(who, room, access, draft, client_id, now, known)
+            .await;
         if sent.is_err() {
             self.release_text(claim).await;
         }
@@ -107,6 +145,7 @@ impl Chat {
     }
 
     /// Steps 2 (from the word filter on) to 5 for a member's message.
+    #[allow(clippy::too_many_arguments)]
     async fn filter_and_post(
         &self,
         who: &Principal,
@@ -115,6 +154,7 @@ impl Chat {
         draft: Draft,
         client_id: Option<ClientId>,
         now: DateTime<Utc>,
+        known: Prefetched,
     ) -> Result<Sent> {
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
             return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
@@ -166,7 +206,7 @@ impl Chat {
             public_room: access.room.visibility == Visibility::Public,
         };
         let sent = self
-            .advance_and_post(who, room, &access, post, client_id.clone(), now)
+            .advance_and_post(who, room, &access, post, client_id.clone(), now, known)
             .await;
         // A repeat carries the first send's claim (the same client id): nothing to release.
         match &sent {
@@ -198,26 +238,33 @@ impl Chat {
     }
 
     /// Steps 3 to 5 for a member's checked message.
+    #[allow(clippy::too_many_arguments)]
     async fn advance_and_post(
         &self,
         who: &Principal,
         room: &RoomId,
         access: &Access,
-        post: Post,
+        mut post: Post,
         client_id: Option<ClientId>,
         now: DateTime<Utc>,
+        known: Prefetched,
     ) -> Result<Sent> {
-        if let Err(refused) = self.advance_slowmode_clock(room, access, now).await {
-            // A concurrent retry of the same client id moved the clock first: answer with its
-            // message once it is stored.
-            if let Some(client_id) = &client_id
-                && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
-            {
-                return Ok(Sent::repeat(first));
+        match self.advance_slowmode_clock(room, access, now).await {
+            // The member row as the clock's write left it: the read position moves on it.
+            Ok(Some(moved)) => post.reader_row = Some(moved),
+            Ok(None) => {}
+            Err(refused) => {
+                // A concurrent retry of the same client id moved the clock first: answer with
+                // its message once it is stored.
+                if let Some(client_id) = &client_id
+                    && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
+                {
+                    return Ok(Sent::repeat(first));
+                }
+                return Err(refused);
             }
-            return Err(refused);
         }
-        self.post(room, post).await
+        self.post_with(room, post, known).await
     }
 
     /// A webhook's message (`service::webhooks`), through the checks a webhook can meet:
@@ -312,93 +359,152 @@ impl Chat {
 
     /// Steps 4 and 5: the durable write, then side effects.
     pub(crate) async fn post(&self, room: &RoomId, post: Post) -> Result<Sent> {
-        let ticks = self.store.claim_index_row(room, (self.clock)()).await?;
-        let message = Message {
-            id: ticks.message_key().as_str().to_owned(),
-            room_id: room.to_string(),
-            kind: post.kind,
-            author_id: post.author_id,
-            author_name: post.author_name,
-            origin: post.origin,
-            avatar_url: post.avatar_url,
-            text: post.text,
-            created_at: stored_time(ticks.to_datetime()),
-            version: 0,
-            client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
-            edited_at: None,
-            deleted_at: None,
-            deleted_by: None,
-            moderated: false,
-            is_pinned: false,
-            reply_to: post.reply_to,
-            thread_id: post.thread_id,
-            pinned_message_id: post.pinned_message_id,
-            forwarded_from: post.forwarded_from,
-            mentions: post.mentions,
-            poll: post.poll,
-            reactions: Vec::new(),
-            attachments: post.attachments,
-            thread: None,
-            preview: None,
-        };
-        // The notification event commits with the message (the outbox), so it cannot be lost.
-        let event = match self.publishes_events() {
-            true => MessageEvent::of(&message).map(|mut event| {
-                // Never for a webhook's or an automation's message: nothing can loop.
-                event.automation =
-                    self.automation.is_some() && post.public_room && message.origin.triggers_automations();
-                event
-            }),
-            false => None,
-        };
-        if event.is_some()
-            && let Err(e) = self.store.mark_outbox(room).await
-        {
-            self.store.release_index_row(room, ticks).await;
-            return Err(e.into());
-        }
-        let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
-        let mut message = message;
-        let follower = post.reader.as_ref().filter(|_| message.thread_id.is_some());
-        let insert = self
-            .store
-            .insert_message(room, &message, client, event.as_ref(), follower);
-        // The sender's read position moves alongside the message's write, not after it, so it
-        // adds no round trip to the send. Moved for a send that then fails, it only marks read
-        // what its sender had seen anyway.
-        let inserted = match &post.reader {
-            Some(reader) => {
-                let key = ticks.message_key();
-                let known = post.reader_row.as_ref();
-                tokio::join!(insert, self.move_read_position(room, reader, known, &key)).0
-            }
-            None => insert.await,
-        };
-        match inserted {
-            Ok(Inserted::Committed(version)) => message.version = version,
-            // A concurrent retry with the same client id stored its message first: answer with
-            // that one, as for any repeat.
-            Ok(Inserted::ClientIdTaken) => {
-                self.store.release_index_row(room, ticks).await;
-                if let Some((user, client_id)) = client
-                    && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
-                {
-                    return Ok(Sent::repeat(first));
-                }
-                return Err(Error::Internal(format!(
-                    "the idempotency record of a send in {room} names no message"
-                )));
-            }
-            Err(NotInserted { may_be_stored, error }) => {
-                // A message that may be stored keeps its index row: deleting it would hide a
-                // stored message from oldest-first reads for good.
-                if !may_be_stored {
-                    self.store.release_index_row(room, ticks).await;
-                }
-                return Err(error);
-            }
-        }
+        self.post_with(room, post, Prefetched::default()).await
+    }
 
+    /// [`Chat::post`] given what the send already read.
+    async fn post_with(&self, room: &RoomId, post: Post, known: Prefetched) -> Result<Sent> {
+        let mut ticks = (self.clock)();
+        let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
+        let follower = post.reader.as_ref().filter(|_| post.thread_id.is_some());
+        let mut outbox_marked = false;
+        for _ in 0..MAX_TICK_ATTEMPTS {
+            let mut message = Message {
+                id: ticks.message_key().as_str().to_owned(),
+                room_id: room.to_string(),
+                kind: post.kind,
+                author_id: post.author_id.clone(),
+                author_name: post.author_name.clone(),
+                origin: post.origin,
+                avatar_url: post.avatar_url.clone(),
+                text: post.text.clone(),
+                created_at: stored_time(ticks.to_datetime()),
+                version: 0,
+                client_id: post.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
+                edited_at: None,
+                deleted_at: None,
+                deleted_by: None,
+                moderated: false,
+                is_pinned: false,
+                reply_to: post.reply_to.clone(),
+                thread_id: post.thread_id.clone(),
+                pinned_message_id: post.pinned_message_id.clone(),
+                forwarded_from: post.forwarded_from.clone(),
+                mentions: post.mentions.clone(),
+                poll: post.poll.clone(),
+                reactions: Vec::new(),
+                attachments: post.attachments.clone(),
+                thread: None,
+                preview: None,
+            };
+            // The notification event commits with the message (the outbox), so it cannot be lost.
+            let event = match self.publishes_events() {
+                true => MessageEvent::of(&message).map(|mut event| {
+                    // Never for a webhook's or an automation's message: nothing can loop.
+                    event.automation =
+                        self.automation.is_some() && post.public_room && message.origin.triggers_automations();
+                    event
+                }),
+                false => None,
+            };
+            if event.is_some() && !outbox_marked {
+                self.store.mark_outbox(room).await?;
+                outbox_marked = true;
+            }
+            let insert = self
+                .store
+                .insert_message(room, &message, client, event.as_ref(), follower, known.hooked);
+            let index = self.store.insert_index_row(room, ticks);
+            // The index row and the sender's read position are written alongside the message's
+            // transaction, not before or after it, so they add no round trip to the send.
+            // Moved for a send that then fails, the position only marks read what its sender
+            // had seen anyway.
+            let (index, inserted) = match &post.reader {
+                Some(reader) => {
+                    let key = ticks.message_key();
+                    let known = post.reader_row.as_ref();
+                    let (index, inserted, ()) =
+                        tokio::join!(index, insert, self.move_read_position(room, reader, known, &key));
+                    (index, inserted)
+                }
+                None => tokio::join!(index, insert),
+            };
+            match inserted {
+                Ok(Inserted::Committed(version)) => {
+                    message.version = version;
+                    self.settle_index_row(room, ticks, index).await;
+                    return self.after_the_write(room, message, follower, event).await;
+                }
+                // Another send took the tick: its message keeps the index row, and this one
+                // takes the next tick.
+                Ok(Inserted::TickTaken) => ticks = ticks.next(),
+                // A concurrent retry with the same client id stored its message first: answer
+                // with that one, as for any repeat.
+                Ok(Inserted::ClientIdTaken) => {
+                    if let Ok(row) = index {
+                        self.store.release_index_row(room, ticks, row).await;
+                    }
+                    if let Some((user, client_id)) = client
+                        && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
+                    {
+                        return Ok(Sent::repeat(first));
+                    }
+                    return Err(Error::Internal(format!(
+                        "the idempotency record of a send in {room} names no message"
+                    )));
+                }
+                Err(NotInserted { may_be_stored, error }) => {
+                    match (may_be_stored, index) {
+                        (false, Ok(row)) => self.store.release_index_row(room, ticks, row).await,
+                        (false, Err(_)) => {}
+                        // A message that may be stored keeps (or gets) its index row: without
+                        // one it would be hidden from oldest-first reads for good.
+                        (true, Ok(IndexRow::Created(_))) => {}
+                        (true, _) => {
+                            if let Err(e) = self.store.ensure_index_row(room, ticks).await {
+                                tracing::warn!(%room, error = %e, "a message that may be stored has no index row");
+                            }
+                        }
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Err(Error::Unavailable("no free message key; try again".into()))
+    }
+
+    /// A stored message's index row, once its transaction committed: nothing more when this
+    /// send created it; written again when it was there already (a failed send at the same
+    /// tick may be releasing it) or could not be written.
+    async fn settle_index_row(
+        &self,
+        room: &RoomId,
+        ticks: crate::keys::Ticks,
+        index: std::result::Result<IndexRow, crate::store::error::Error>,
+    ) {
+        if let Ok(IndexRow::Created(_)) = index {
+            return;
+        }
+        let mut last = None;
+        for _ in 0..INDEX_ROW_ATTEMPTS {
+            match self.store.ensure_index_row(room, ticks).await {
+                Ok(()) => return,
+                Err(e) => last = Some(e),
+            }
+        }
+        if let Some(e) = last {
+            tracing::error!(%room, error = %e, "a stored message has no index row; oldest-first reads miss it");
+        }
+    }
+
+    /// Step 5, after the durable write only.
+    async fn after_the_write(
+        &self,
+        room: &RoomId,
+        message: Message,
+        follower: Option<&UserId>,
+        event: Option<MessageEvent>,
+    ) -> Result<Sent> {
         // Step 5, after the durable write only: side effects, none of which can fail the send.
         // A replier's "my threads" row, their read position in the thread at their reply.
         if let (Some(follower), Some(root)) = (follower, &message.thread_id)
@@ -496,19 +602,27 @@ impl Chat {
     }
 
     /// Step 3: moves the sender's slowmode clock to `now`, re-checking the window against the
-    /// row as it is (a concurrent send may have moved it). Only when slowmode applies.
-    async fn advance_slowmode_clock(&self, room: &RoomId, access: &Access, now: DateTime<Utc>) -> Result<()> {
+    /// row as it is (a concurrent send may have moved it), with one conditional write on the
+    /// member row as step 1 read it (a lost race re-reads it). Only when slowmode applies; the
+    /// row as written when it does.
+    async fn advance_slowmode_clock(
+        &self,
+        room: &RoomId,
+        access: &Access,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::members::Member>> {
         if access.room.slowmode_seconds == 0 || access.can(Permission::ManageMessages) {
-            return Ok(());
+            return Ok(None);
         }
-        self.store
-            .update_member(room, &access.member.user_id, |member| {
+        let moved = self
+            .store
+            .update_member_from(room, &access.member, |member| {
                 checks::slowmode(&access.room, member, now)?;
                 member.last_message_at = Some(now);
                 Ok(())
             })
             .await?;
-        Ok(())
+        Ok(Some(moved))
     }
 
     /// The refusal of a filtered send or edit, after the filter's timeout (if any) is applied:

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use super::Store;
 use super::schema::{COUNTER_ROW, feed_key};
 use crate::ids::RoomId;
-use crate::storage::conditional::{ConditionalError, update_conditionally_with};
+use crate::storage::conditional::{ConditionalError, update_conditionally_reading_along};
 use crate::storage::rules::MAX_BATCH_OPS;
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
 
@@ -386,7 +386,9 @@ impl Store {
         // it was computed from, the counter it writes; after it lands, the rows' ETags and, if
         // confirmed by looking, the counter row as read.
         let attempt = Mutex::new(Attempt::default());
-        let entity = update_conditionally_with(
+        // Other processes write the counter too: reading it along with each commit makes a
+        // lost race cost one more round trip, not two.
+        let entity = update_conditionally_reading_along(
             &self.tables,
             &self.schema.messages,
             room.as_str(),

@@ -14,7 +14,7 @@ use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::moderation::ModerationEntry;
-use crate::storage::conditional::update_conditionally;
+use crate::storage::conditional::{update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 use std::ops::Bound;
 
@@ -143,6 +143,44 @@ impl Store {
                 change(&mut member)?;
                 Ok(member_row(room, &member))
             },
+        )
+        .await
+        .map_err(|e| settle(e, "member not found"))?;
+        Ok(parse_member(&entity)?)
+    }
+
+    /// [`Store::update_member`] starting from `member` as the caller read it: ONE conditional
+    /// write while the row is unchanged since (no read first); a lost race re-reads and
+    /// applies `change` again, as the helper always does.
+    pub(crate) async fn update_member_from(
+        &self,
+        room: &RoomId,
+        member: &Member,
+        mut change: impl FnMut(&mut Member) -> crate::error::Result<()>,
+    ) -> Result<Member> {
+        let Some(version) = &member.row_version else {
+            return self.update_member(room, &member.user_id, change).await;
+        };
+        let mut known = member_row(room, member);
+        known.etag = Some(crate::storage::ETag(version.clone()));
+        let rooms = &self.schema.rooms;
+        let write = |next: Entity, seen: crate::storage::ETag| async move {
+            self.tables
+                .update(rooms, &next, UpdateMode::Replace, &IfMatch::Etag(seen))
+                .await
+        };
+        let entity = update_conditionally_with(
+            &self.tables,
+            rooms,
+            room.as_str(),
+            &member_key(&member.user_id),
+            Some(known),
+            |entity| {
+                let mut member = parse_member(&entity)?;
+                change(&mut member)?;
+                Ok(member_row(room, &member))
+            },
+            write,
         )
         .await
         .map_err(|e| settle(e, "member not found"))?;

@@ -31,16 +31,21 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, Stor
 /// rounds: this bounds the burst a thread absorbs before a reply is answered 409.
 const THREAD_ROUNDS: usize = 32;
 
-/// Ticks tried before a send gives up on finding a free one. Each collision means another send
-/// took that exact 100 ns tick, so even a handful in a row is extraordinary.
-const MAX_TICK_ATTEMPTS: usize = 64;
-
 /// A new message's write that failed.
 #[derive(Debug)]
 pub(crate) struct NotInserted {
     /// True when the store could not tell whether it committed: then it may be readable.
     pub may_be_stored: bool,
     pub error: Error,
+}
+
+/// The ascending index row as a send's insert of it left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IndexRow {
+    /// This send wrote it, at this version (the one its release deletes).
+    Created(ETag),
+    /// It was there already.
+    Found,
 }
 
 /// How a new message's write ended.
@@ -50,6 +55,9 @@ pub(crate) enum Inserted {
     Committed(u64),
     /// Not stored: a concurrent send with the same client id stored its message first.
     ClientIdTaken,
+    /// Not stored: another send took the message's tick (its message row exists); the send
+    /// takes the next tick.
+    TickTaken,
 }
 
 /// The `Messages` row of a message.
@@ -325,6 +333,20 @@ impl Store {
         user: &UserId,
         client_id: &ClientId,
     ) -> Result<Option<Message>> {
+        match self.client_id_record(room, user, client_id).await? {
+            Some(id) => self.message(room, &id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The message key an earlier send of `user` with `client_id` recorded, if any: one point
+    /// read, which a send issues together with its membership reads.
+    pub(crate) async fn client_id_record(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        client_id: &ClientId,
+    ) -> Result<Option<MessageKey>> {
         let key = idempotency_key(user, client_id);
         let Some(record) = self.tables.get(&self.schema.messages, room.as_str(), &key).await? else {
             return Ok(None);
@@ -333,40 +355,66 @@ impl Store {
             .str("messageId")
             .and_then(MessageKey::parse)
             .ok_or_else(|| Error::Internal(format!("idempotency record {room}/{key} is broken")))?;
-        self.message(room, &id).await
+        Ok(Some(id))
     }
 
-    /// Inserts the ascending index row at the first free tick from `start` (a 409 means another
-    /// send took the tick, in this process or another: take the next one, never overwrite).
-    pub(crate) async fn claim_index_row(&self, room: &RoomId, start: Ticks) -> Result<Ticks> {
-        let mut ticks = start;
-        for _ in 0..MAX_TICK_ATTEMPTS {
-            let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
-            match self.tables.insert(&self.schema.ascending, &row).await {
-                Ok(_) => return Ok(ticks),
-                Err(e) if e.is(ErrorKind::AlreadyExists) => ticks = ticks.next(),
-                Err(e) => return Err(e.into()),
-            }
+    /// Inserts the ascending index row of `ticks`, written together with its message's
+    /// transaction: [`IndexRow::Created`] when this call created it, [`IndexRow::Found`] when
+    /// the row was there already (another send's at the same tick, or an orphan). The row is key-only, so
+    /// whoever wrote it, it serves the message at its tick; the message row's own insert is
+    /// what tells a taken tick ([`Inserted::TickTaken`]).
+    pub(crate) async fn insert_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<IndexRow> {
+        let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
+        match self.tables.insert(&self.schema.ascending, &row).await {
+            Ok(etag) => Ok(IndexRow::Created(etag)),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(IndexRow::Found),
+            Err(e) => Err(e.into()),
         }
-        Err(Error::Unavailable("no free message key; try again".into()).into())
     }
 
-    /// Compensation for a failed message write. A failure here is logged: the orphan index
-    /// row is harmless, since ascending reads skip rows without a message.
-    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks) {
+    /// Writes the index row of a stored message whatever is there (it is key-only, so this
+    /// never overwrites anything that matters): for a message whose own insert of the row
+    /// failed, or found it already there — where a failed send at the same tick may be
+    /// releasing it, whose conditional delete this write then makes miss.
+    pub(crate) async fn ensure_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<()> {
+        let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
+        self.tables
+            .upsert(&self.schema.ascending, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
+    /// Compensation for a failed message write: deletes the index row this send created, on
+    /// the version it created, so a row another send at the same tick re-wrote for its stored
+    /// message stays (a row this send found is left alone). A failure here is logged: the
+    /// orphan index row is harmless, since ascending reads skip rows without a message.
+    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks, row: IndexRow) {
+        let IndexRow::Created(etag) = row else {
+            return;
+        };
         let key = ticks.ascending_key();
-        if let Err(e) = self
+        match self
             .tables
-            .delete(&self.schema.ascending, room.as_str(), key.as_str(), &IfMatch::Any)
+            .delete(
+                &self.schema.ascending,
+                room.as_str(),
+                key.as_str(),
+                &IfMatch::Etag(etag),
+            )
             .await
         {
-            tracing::warn!(%room, key = key.as_str(), error = %e, "could not delete the index row of a failed send");
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+            Err(e) => {
+                tracing::warn!(%room, key = key.as_str(), error = %e, "could not delete the index row of a failed send")
+            }
         }
     }
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them. A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
+    /// them, and the outgoing webhooks' event row when the room has endpoints (`hooked`, as
+    /// the send read it alongside its membership; read here when not given). A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
     /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
     /// commits again, which is safe because nothing of the failed transaction landed.
     pub(crate) async fn insert_message(
@@ -376,6 +424,7 @@ impl Store {
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
         follower: Option<&UserId>,
+        hooked: Option<bool>,
     ) -> Result<Inserted, NotInserted> {
         let not_inserted = |error: Error| NotInserted {
             may_be_stored: false,
@@ -405,7 +454,11 @@ impl Store {
             extra.push(BatchOp::Insert(row));
         }
         // The room's outgoing webhooks get the event through a row committed with the message.
-        let hook_event = match self.wants_hook_events(room).await {
+        let hooked = match hooked {
+            Some(known) => Ok(known),
+            None => self.wants_hook_events(room).await,
+        };
+        let hook_event = match hooked {
             Ok(true) => crate::outgoing::HookEvent::of_change(message, true),
             Ok(false) => None,
             Err(e) => return Err(not_inserted(e.into())),
@@ -450,6 +503,8 @@ impl Store {
                 Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
                     Ok(Inserted::ClientIdTaken)
                 }
+                // The message row (operation 0) exists: another send took this tick.
+                Err(e) if e.is(ErrorKind::AlreadyExists) && e.batch_index == Some(0) => Ok(Inserted::TickTaken),
                 // The root changed since it was read: read it again, after a short random pause
                 // so that racing replies spread out.
                 Err(e)

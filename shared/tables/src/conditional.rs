@@ -62,8 +62,44 @@ pub async fn update_conditionally_with<E, W>(
     partition_key: &str,
     row_key: &str,
     known: Option<Entity>,
+    apply: impl FnMut(Entity) -> Result<Entity, E>,
+    write: impl FnMut(Entity, ETag) -> W,
+) -> Result<Entity, ConditionalError<E>>
+where
+    W: Future<Output = Result<ETag, StoreError>>,
+{
+    let target = (tables, table, partition_key, row_key);
+    conditionally(target, known, apply, write, false).await
+}
+
+/// [`update_conditionally_with`] that reads the entity alongside every write, in the same
+/// round trip: a write that loses a race then has the winner's entity at hand and tries again
+/// without reading it, so a lost race costs one more round trip instead of two. For a hot row that other
+/// processes write too (a room's counter), at the price of one more request per write. When
+/// the read along was answered before the winner's write (it shows the version this write was
+/// conditional on), the entity is read again as [`update_conditionally_with`] does.
+pub async fn update_conditionally_reading_along<E, W>(
+    tables: &Tables,
+    table: &TableName,
+    partition_key: &str,
+    row_key: &str,
+    known: Option<Entity>,
+    apply: impl FnMut(Entity) -> Result<Entity, E>,
+    write: impl FnMut(Entity, ETag) -> W,
+) -> Result<Entity, ConditionalError<E>>
+where
+    W: Future<Output = Result<ETag, StoreError>>,
+{
+    let target = (tables, table, partition_key, row_key);
+    conditionally(target, known, apply, write, true).await
+}
+
+async fn conditionally<E, W>(
+    (tables, table, partition_key, row_key): (&Tables, &TableName, &str, &str),
+    known: Option<Entity>,
     mut apply: impl FnMut(Entity) -> Result<Entity, E>,
     mut write: impl FnMut(Entity, ETag) -> W,
+    read_along: bool,
 ) -> Result<Entity, ConditionalError<E>>
 where
     W: Future<Output = Result<ETag, StoreError>>,
@@ -83,7 +119,16 @@ where
         let mut next = apply(current).map_err(ConditionalError::Rejected)?;
         next.partition_key = partition_key.to_owned();
         next.row_key = row_key.to_owned();
-        let write_error = match write(next.clone(), seen.clone()).await {
+        let written = write(next.clone(), seen.clone());
+        let (written, along) = match read_along {
+            true => {
+                // The read first, so it is always the first of the two calls to start.
+                let (along, written) = tokio::join!(tables.get(table, partition_key, row_key), written);
+                (written, Some(along))
+            }
+            false => (written.await, None),
+        };
+        let write_error = match written {
             Ok(etag) => {
                 next.etag = Some(etag);
                 return Ok(next);
@@ -98,7 +143,12 @@ where
             }
             Err(e) => e,
         };
-        match tables.get(table, partition_key, row_key).await {
+        let reread = match along {
+            Some(Ok(Some(row))) if row.etag.as_ref() != Some(&seen) => Ok(Some(row)),
+            Some(Ok(None)) => Ok(None),
+            _ => tables.get(table, partition_key, row_key).await,
+        };
+        match reread {
             Ok(None) => return Err(ConditionalError::NotFound),
             Ok(Some(reread)) if reread.etag.as_ref() == Some(&seen) => {
                 return Err(ConditionalError::Store(write_error));
@@ -214,6 +264,86 @@ mod tests {
         let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
         assert_eq!(stored.i64("votes"), Some(11));
         assert_eq!(stored.etag, written.etag);
+    }
+
+    /// The write as `update_conditionally` would make it, for the `_with` variants.
+    fn plain_write<'a>(
+        tables: &'a Tables,
+        table: &'a TableName,
+    ) -> impl FnMut(Entity, ETag) -> std::pin::Pin<Box<dyn Future<Output = Result<ETag, StoreError>> + Send + 'a>> {
+        move |next, seen| {
+            Box::pin(async move {
+                tables
+                    .update(table, &next, UpdateMode::Replace, &IfMatch::Etag(seen))
+                    .await
+            })
+        }
+    }
+
+    /// Reading along with the write, a race lost to a write made before it costs one more
+    /// round trip (the write again), not two (a re-read, then the write).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_race_lost_while_reading_along_costs_one_more_round_trip() {
+        let s = setup().await;
+        let stale = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        write_concurrently(&s.tables, &s.table, 10);
+        s.faults.set_latency(Some(std::time::Duration::from_millis(10)));
+        s.faults.forget_calls();
+        let write = plain_write(&s.tables, &s.table);
+        let written = update_conditionally_reading_along::<(), _>(
+            &s.tables,
+            &s.table,
+            "p",
+            "r",
+            Some(stale),
+            |e| Ok(add_vote(e)),
+            write,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            written.i64("votes"),
+            Some(11),
+            "the other write is kept and ours re-applied"
+        );
+        let calls = s.faults.calls_made();
+        let rounds: Vec<(usize, &str, bool)> = calls.iter().map(|c| (c.round, c.operation, c.failed)).collect();
+        assert_eq!(
+            rounds,
+            vec![
+                (1, "get", false),
+                (1, "update", true),
+                (2, "get", false),
+                (2, "update", false)
+            ],
+            "{calls:#?}"
+        );
+    }
+
+    /// A write that fails for its own reason while the read along shows the row unchanged is
+    /// answered with its own error after the re-read that tells so, as without reading along.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failure_while_reading_along_propagates_its_own_error() {
+        let s = setup().await;
+        s.faults
+            .fail_operation("update", None, 1, StoreError::unavailable("injected outage"));
+        let write = plain_write(&s.tables, &s.table);
+        let result = update_conditionally_reading_along::<(), _>(
+            &s.tables,
+            &s.table,
+            "p",
+            "r",
+            None,
+            |e| Ok(add_vote(e)),
+            write,
+        )
+        .await;
+        match result {
+            Err(ConditionalError::Store(e)) => assert_eq!(e.message, "injected outage"),
+            other => panic!("expected the write's own error, got {other:?}"),
+        }
+        let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        assert_eq!(stored.i64("votes"), Some(0), "nothing was written");
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -3,6 +3,15 @@
 //! ambiguous answer of a timeout), or add latency (to every call, or to one operation). It adds this one behaviour to any backend (in the style of
 //! object_store's `throttle.rs`) and is never used to make a test pass — only to make a real
 //! store fail where and when a test needs it.
+//!
+//! It also records the calls it passes on, each with its **round** ([`FaultyTables::calls_made`]),
+//! for tests that count how many sequential round trips an operation costs. A call's round is
+//! one more than the highest round among the calls that had finished when it started (1 if none
+//! had): calls issued together (a `join`) all start before any of them finishes and share a
+//! round, and a chain of calls that run one after another counts each link, even beside a
+//! longer call still in flight. A call starts when the wrapper is first polled for it (before
+//! any latency it adds) and finishes when its answer is handed back; with a latency set
+//! (`set_latency`), calls issued together are sure to overlap.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,6 +71,47 @@ struct State {
     calls: AtomicUsize,
     rules: Mutex<Vec<Rule>>,
     latency: Mutex<Option<Duration>>,
+    rounds: Mutex<Rounds>,
+}
+
+/// One call as the wrapper passed it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// Its round (see the module's doc): one more than the highest round finished before it
+    /// started.
+    pub round: usize,
+    /// The [`TableBackend`] method.
+    pub operation: &'static str,
+    /// The table, lowercase (none for no table).
+    pub table: String,
+    /// Whether it has finished, and whether it failed (its answer or an injected fault).
+    pub finished: bool,
+    pub failed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Rounds {
+    /// The highest round among the calls finished so far.
+    finished: usize,
+    log: Vec<RecordedCall>,
+}
+
+/// A recorded call in flight: finishing it (or dropping it, for a call given up) marks it done.
+struct InFlight<'a> {
+    state: &'a State,
+    index: usize,
+    failed: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut rounds = self.state.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let call = &mut rounds.log[self.index];
+        call.finished = true;
+        call.failed = self.failed;
+        let round = call.round;
+        rounds.finished = rounds.finished.max(round);
+    }
 }
 
 /// Wraps a backend and fails calls as told. Clones share their rules, so a test keeps one clone
@@ -136,6 +186,35 @@ impl FaultyTables {
         self.state.calls.load(Ordering::SeqCst)
     }
 
+    /// Every call passed on since the last [`FaultyTables::forget_calls`], in the order they
+    /// started, with their rounds.
+    pub fn calls_made(&self) -> Vec<RecordedCall> {
+        self.state.rounds.lock().unwrap_or_else(|p| p.into_inner()).log.clone()
+    }
+
+    /// Forgets the calls recorded so far: the next call starts round 1 again.
+    pub fn forget_calls(&self) {
+        *self.state.rounds.lock().unwrap_or_else(|p| p.into_inner()) = Rounds::default();
+    }
+
+    /// Records a call starting now.
+    fn begin(&self, operation: &'static str, table: Option<&TableName>) -> InFlight<'_> {
+        let mut rounds = self.state.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let round = rounds.finished + 1;
+        rounds.log.push(RecordedCall {
+            round,
+            operation,
+            table: table.map(|t| t.as_str().to_ascii_lowercase()).unwrap_or_default(),
+            finished: false,
+            failed: false,
+        });
+        InFlight {
+            state: &self.state,
+            index: rounds.log.len() - 1,
+            failed: false,
+        }
+    }
+
     /// Drops every rule that has not fired yet.
     pub fn clear(&self) {
         self.state.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -195,8 +274,11 @@ impl FaultyTables {
         table: Option<&TableName>,
         call: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        let mut in_flight = self.begin(operation, table);
         let effect = self.enter(operation, table).await;
-        apply(effect, call).await
+        let answer = apply(effect, call).await;
+        in_flight.failed = answer.is_err();
+        answer
     }
 }
 
@@ -267,6 +349,20 @@ impl TableBackend for FaultyTables {
     }
 
     async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
+        let mut in_flight = self.begin("transact", Some(table));
+        let answer = self.transact_under_rules(table, partition_key, ops).await;
+        in_flight.failed = answer.is_err();
+        answer
+    }
+}
+
+impl FaultyTables {
+    async fn transact_under_rules(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        ops: &[BatchOp],
+    ) -> Result<Vec<Option<ETag>>> {
         match self.enter("transact", Some(table)).await {
             Some(Effect::FailThenApplyLater(error, delay)) => {
                 let (inner, table, partition_key, ops) = (

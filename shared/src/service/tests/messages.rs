@@ -152,6 +152,134 @@ async fn an_orphan_index_row_is_skipped_and_passed() {
     assert_eq!(seen, ["before", "after"]);
 }
 
+/// The index row is written alongside the message's transaction: when that write fails and
+/// the message commits, the send writes the row again, so the message shows oldest first too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_message_whose_index_row_write_failed_gets_it_written_again() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    faults.fail_operation(
+        "insert",
+        Some(&chat.store.schema.ascending),
+        1,
+        StoreError::unavailable("index write lost"),
+    );
+    let sent = chat.send_message(&alice(), &room, text("kept")).await.unwrap();
+    assert!(sent.created);
+    let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
+    oldest_first.reverse();
+    assert!(newest_first.contains(&sent.message.id));
+    assert_eq!(oldest_first, newest_first, "the message has its index row");
+}
+
+/// A send whose tick already holds another message (a send elsewhere took it) takes the next
+/// tick; the first message keeps the index row, and no orphan row is left.
+async fn a_send_whose_tick_holds_a_message_takes_the_next_tick(tables: Tables, schema: Schema) {
+    fn frozen() -> Ticks {
+        Ticks::from_datetime(chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap())
+    }
+    let chat = Chat::open(tables, schema).await.unwrap();
+    let room = chat
+        .create_room(
+            &alice(),
+            crate::rooms::NewRoom {
+                name: "r".into(),
+                description: None,
+                visibility: crate::rooms::Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let room = RoomId::parse(&room.id).unwrap();
+    let chat = chat.with_clock(frozen);
+    let first = chat.send_message(&alice(), &room, text("first")).await.unwrap();
+    let second = chat.send_message(&alice(), &room, text("second")).await.unwrap();
+    assert_eq!(first.message.id, frozen().message_key().as_str());
+    assert_eq!(second.message.id, frozen().next().message_key().as_str());
+    let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
+    oldest_first.reverse();
+    assert_eq!(oldest_first, newest_first);
+    let (index, _) = chat
+        .store
+        .tables
+        .query_up_to(
+            &chat.store.schema.ascending,
+            &RangeQuery::partition(room.as_str(), 100),
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(index.len(), newest_first.len(), "one index row per message, no orphan");
+}
+
+mod a_send_whose_tick_holds_a_message {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn takes_the_next_tick_on_the_embedded_store() {
+        a_send_whose_tick_holds_a_message_takes_the_next_tick(Tables::new(store()), Schema::with_prefix("").unwrap())
+            .await
+    }
+
+    /// Azurite names the failing operation of a transaction as Azure does: the message row's.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn takes_the_next_tick_on_azurite() {
+        let account = std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
+        let azurite = crate::storage::azure::AzureTables::from_connection_string(&account).unwrap();
+        let prefix = format!("tk{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        a_send_whose_tick_holds_a_message_takes_the_next_tick(
+            Tables::new(azurite),
+            Schema::with_prefix(&prefix).unwrap(),
+        )
+        .await
+    }
+}
+
+/// Two sends at one tick: the one whose transaction failed deletes the index row only on the
+/// version it wrote, so the row the stored one wrote again (having found it there) stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_send_releases_only_the_index_row_version_it_wrote() {
+    use crate::store::messages::IndexRow;
+    let (chat, room) = chat_on(Tables::new(store())).await;
+    let ticks = Ticks::from_datetime(chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap());
+    let failing = chat.store.insert_index_row(&room, ticks).await.unwrap();
+    let stored = chat.store.insert_index_row(&room, ticks).await.unwrap();
+    assert!(
+        matches!(failing, IndexRow::Created(_)),
+        "the first insert wrote the row"
+    );
+    assert_eq!(stored, IndexRow::Found, "the second found it there");
+    chat.store.ensure_index_row(&room, ticks).await.unwrap();
+    chat.store.release_index_row(&room, ticks, failing).await;
+    let row = chat
+        .store
+        .tables
+        .get(
+            &chat.store.schema.ascending,
+            room.as_str(),
+            ticks.ascending_key().as_str(),
+        )
+        .await
+        .unwrap();
+    assert!(row.is_some(), "the stored message keeps its index row");
+    // Released before the stored one writes it again, the row comes back.
+    let fresh = ticks.next();
+    let failing = chat.store.insert_index_row(&room, fresh).await.unwrap();
+    chat.store.release_index_row(&room, fresh, failing).await;
+    chat.store.ensure_index_row(&room, fresh).await.unwrap();
+    let row = chat
+        .store
+        .tables
+        .get(
+            &chat.store.schema.ascending,
+            room.as_str(),
+            fresh.ascending_key().as_str(),
+        )
+        .await
+        .unwrap();
+    assert!(row.is_some());
+}
+
 /// A store failing on the idempotency lookup fails the send cleanly, with nothing written.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreadable_store_fails_the_send_before_writing() {
@@ -363,11 +491,12 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
         StoreError::unavailable("operation timed out"),
     );
     // The send reads nothing else from Messages before its commit (the counter is known from
-    // the last one), so this fails the read that looks for the commit.
+    // the last one), so these fail the read of the counter along with the commit and the
+    // read that looks for the commit.
     faults.fail_operation(
         "get",
         Some(&chat.store.schema.messages),
-        1,
+        2,
         StoreError::unavailable("still down"),
     );
     let err = chat.send_message(&alice(), &room, text("maybe")).await.unwrap_err();
@@ -492,10 +621,11 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
         1,
         StoreError::unavailable("connection reset"),
     );
-    // The edit's calls: the room and the member (access), the message, the message again (the
-    // conditional helper), the transaction, the counter (the look that confirms the commit),
-    // and then the message row's read-back, which fails.
-    faults.fail_nth_call(7, StoreError::unavailable("still down"));
+    // The edit's calls: the room and the member (access), the message, whether the room has
+    // outgoing webhooks, the message again (the conditional helper), the counter read along
+    // with the transaction (it starts first) and the transaction, the counter (the look that
+    // confirms the commit), and then the message row's read-back, which fails.
+    faults.fail_nth_call(9, StoreError::unavailable("still down"));
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let err = chat
         .edit_message(&alice(), &room, &sent.message.id, edit)

@@ -13,4 +13,5 @@ mod pins;
 mod presence;
 mod previews;
 mod rooms;
+mod round_trips;
 mod scheduled;

@@ -1,0 +1,295 @@
+//! How many sequential store round trips a send waits for before its message is stored (issue
+//! 17's Azure targets), counted, not timed, on the embedded store and on Azurite.
+//!
+//! The counting is the fault wrapper's (`storage::faults`, see its module doc): a call's round
+//! is one more than the highest round among the calls finished when it started, so calls a send
+//! issues together share a round and calls it makes one after another each count. A latency on
+//! every call makes calls issued together overlap for sure, on either backend.
+//!
+//! **The critical path** of a send is its rounds up to and including the one whose transaction
+//! stores the message (the room counter's entity group transaction on `Messages`). What the
+//! send does after that durable write — the live rows of who looks at the room (tiered
+//! delivery), notices, a link preview's job row — is counted separately: it cannot fail the
+//! send, and it is bounded here too so that it cannot grow unseen.
+
+use std::time::Duration;
+
+use crate::adapters::link_preview::PreviewFetcher;
+use crate::adapters::outbound::{OutboundClient, Reach};
+use crate::ids::RoomId;
+use crate::members::MemberRoles;
+use crate::messages::send::NewMessage;
+use crate::permissions::Permissions;
+use crate::roles::NewRole;
+use crate::rooms::{NewRoom, RoomChange, Visibility};
+use crate::service::Chat;
+use crate::service::testing::{alice, store, user};
+use crate::storage::Tables;
+use crate::storage::azure::AzureTables;
+use crate::storage::faults::{FaultyTables, RecordedCall};
+use crate::store::schema::Schema;
+
+/// The targets (issue 17): sequential round trips on a send's critical path.
+const PLAIN: usize = 2;
+const SLOWMODE_OR_ROLES: usize = 3;
+/// What losing the room counter's race to another process may add.
+const LOST_RACE: usize = 1;
+/// What the side effects after the durable write may take (not the send's critical path).
+const AFTER_THE_WRITE: usize = 2;
+
+/// Long enough that calls issued together are all in flight before the first answers.
+const LATENCY: Duration = Duration::from_millis(15);
+
+/// Which store a test counts on.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Embedded,
+    Azurite,
+}
+
+/// A send's calls, split at its durable write.
+#[derive(Debug)]
+struct Counted {
+    critical: usize,
+    after: usize,
+    calls: Vec<RecordedCall>,
+}
+
+impl Counted {
+    fn of(calls: Vec<RecordedCall>, messages: &str) -> Counted {
+        let commit = calls
+            .iter()
+            .filter(|c| c.operation == "transact" && c.table == messages && !c.failed)
+            .map(|c| c.round)
+            .max()
+            .unwrap_or_else(|| panic!("no transaction stored the message: {calls:#?}"));
+        let last = calls.iter().map(|c| c.round).max().unwrap_or(0);
+        Counted {
+            critical: commit,
+            after: last - commit,
+            calls,
+        }
+    }
+
+    /// The calls as a list a failure message can show.
+    fn shown(&self) -> String {
+        let lines: Vec<String> = self
+            .calls
+            .iter()
+            .map(|c| {
+                let failed = if c.failed { " (failed)" } else { "" };
+                format!("  round {}: {} {}{failed}", c.round, c.operation, c.table)
+            })
+            .collect();
+        format!(
+            "{} rounds to the durable write, {} after it:\n{}",
+            self.critical,
+            self.after,
+            lines.join("\n")
+        )
+    }
+}
+
+/// The counting wrapper over a fresh store of `backend`, and its table names' prefix.
+fn counting(backend: Backend) -> (FaultyTables, Schema) {
+    let inner: Box<dyn FnOnce() -> FaultyTables> = match backend {
+        Backend::Embedded => Box::new(|| FaultyTables::new(store())),
+        Backend::Azurite => Box::new(|| {
+            let account =
+                std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
+            FaultyTables::new(AzureTables::from_connection_string(&account).expect("the Azurite account"))
+        }),
+    };
+    let prefix = format!("rt{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    (inner(), Schema::with_prefix(&prefix).unwrap())
+}
+
+/// A service as a server runs it (a live hub, so the send reads who looks at the room), over
+/// `tables`.
+async fn service(tables: &FaultyTables, schema: &Schema) -> Chat {
+    Chat::open(Tables::new(tables.clone()), schema.clone())
+        .await
+        .expect("Azurite must answer on 127.0.0.1:10002 (or TABLETALK_TEST_AZURITE)")
+        .with_local_hub("rounds")
+}
+
+/// A public room alice owns and bob has joined, with one message already sent (so the
+/// process knows the room's counter, as a process that has been running does).
+async fn room_with_bob(chat: &Chat) -> RoomId {
+    let room = chat
+        .create_room(
+            &alice(),
+            NewRoom {
+                name: "r".into(),
+                description: None,
+                visibility: Visibility::Public,
+            },
+        )
+        .await
+        .unwrap();
+    let room = RoomId::parse(&room.id).unwrap();
+    chat.join_room(&user("bob"), &room).await.unwrap();
+    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+        .await
+        .unwrap();
+    room
+}
+
+/// Bob's send of a plain line with a client id, counted.
+async fn counted_send(chat: &Chat, tables: &FaultyTables, room: &RoomId, client_id: &str) -> Counted {
+    counted_send_of(chat, tables, room, client_id, "a plain line").await
+}
+
+/// Bob's send of `text` with a client id, counted.
+async fn counted_send_of(chat: &Chat, tables: &FaultyTables, room: &RoomId, client_id: &str, text: &str) -> Counted {
+    let message = NewMessage {
+        client_id: Some(client_id.into()),
+        ..NewMessage::text(text)
+    };
+    tables.set_latency(Some(LATENCY));
+    tables.forget_calls();
+    let sent = chat.send_message(&user("bob"), room, message).await.unwrap();
+    let calls = tables.calls_made();
+    tables.set_latency(None);
+    assert!(sent.created);
+    Counted::of(calls, &chat.store.schema.messages.as_str().to_ascii_lowercase())
+}
+
+async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let chat = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let counted = counted_send(&chat, &tables, &room, "plain-1").await;
+    eprintln!("{backend:?} plain send: {}", counted.shown());
+    assert!(counted.critical <= PLAIN, "{backend:?}: {}", counted.shown());
+    assert!(counted.after <= AFTER_THE_WRITE, "{backend:?}: {}", counted.shown());
+}
+
+async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let chat = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let change = RoomChange {
+        slowmode_seconds: Some(30),
+        ..RoomChange::default()
+    };
+    chat.update_room(&alice(), &room, change).await.unwrap();
+    let counted = counted_send(&chat, &tables, &room, "slow-1").await;
+    eprintln!("{backend:?} slowmode send: {}", counted.shown());
+    assert!(
+        counted.critical <= SLOWMODE_OR_ROLES,
+        "{backend:?}: {}",
+        counted.shown()
+    );
+    // Slowmode still applies: the next send inside the window is refused.
+    let again = chat
+        .send_message(&user("bob"), &room, NewMessage::text("too soon"))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), "TOO_MANY_REQUESTS", "{again}");
+}
+
+async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let chat = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let role = NewRole {
+        name: "helper".into(),
+        permissions: Permissions::from_bits(1 << 5), // MentionEveryone: no exemption from anything
+        position: 1,
+    };
+    let role = chat.create_role(&alice(), &room, role).await.unwrap();
+    let roles = MemberRoles {
+        role_ids: vec![role.id],
+    };
+    chat.set_member_roles(&alice(), &room, &user("bob").user_id, roles)
+        .await
+        .unwrap();
+    let counted = counted_send(&chat, &tables, &room, "roles-1").await;
+    eprintln!("{backend:?} send with roles: {}", counted.shown());
+    assert!(
+        counted.critical <= SLOWMODE_OR_ROLES,
+        "{backend:?}: {}",
+        counted.shown()
+    );
+}
+
+/// Another process sends into the room between two of this one's sends, so this process's
+/// copy of the room counter is stale and its commit loses the counter's race once.
+async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let chat = service(&tables, &schema).await;
+    let other = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    other
+        .send_message(&alice(), &room, NewMessage::text("from elsewhere"))
+        .await
+        .unwrap();
+    let counted = counted_send(&chat, &tables, &room, "race-1").await;
+    eprintln!("{backend:?} send that lost the counter race: {}", counted.shown());
+    let lost = counted
+        .calls
+        .iter()
+        .filter(|c| c.operation == "transact" && c.failed)
+        .count();
+    assert_eq!(lost, 1, "the commit lost the counter's race once: {}", counted.shown());
+    assert!(
+        counted.critical <= PLAIN + LOST_RACE,
+        "{backend:?}: {}",
+        counted.shown()
+    );
+}
+
+/// A link's preview job row is written after the durable write, counted with the side
+/// effects, never on the send's critical path.
+async fn a_link_preview_job_is_written_after_the_durable_write(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let client = OutboundClient::new(Reach::PublicAndLoopback, Duration::from_secs(5)).unwrap();
+    // Jobs are left to the timer (as a host that freezes once it answered does): no fetch
+    // runs beside the count.
+    let chat = service(&tables, &schema)
+        .await
+        .with_previews(PreviewFetcher::new(client))
+        .with_inline_events();
+    let room = room_with_bob(&chat).await;
+    let counted = counted_send_of(&chat, &tables, &room, "link-1", "see https://example.com/page").await;
+    eprintln!("{backend:?} send with a link: {}", counted.shown());
+    assert!(counted.critical <= PLAIN, "{backend:?}: {}", counted.shown());
+    assert!(counted.after <= AFTER_THE_WRITE, "{backend:?}: {}", counted.shown());
+    let housekeeping = schema.housekeeping.as_str().to_ascii_lowercase();
+    let job = counted
+        .calls
+        .iter()
+        .find(|c| c.operation == "upsert" && c.table == housekeeping)
+        .unwrap_or_else(|| panic!("no preview job row: {}", counted.shown()));
+    assert!(job.round > counted.critical, "{}", counted.shown());
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Embedded).await
+                }
+            )*
+        }
+        mod azurite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Azurite).await
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_plain_send_waits_for_at_most_two_round_trips,
+    a_slowmode_send_waits_for_at_most_three_round_trips,
+    a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
+    a_send_that_lost_the_counter_race_waits_for_at_most_one_more,
+    a_link_preview_job_is_written_after_the_durable_write,
+);
