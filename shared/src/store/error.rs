@@ -42,14 +42,20 @@ impl From<Error> for DomainError {
     fn from(e: Error) -> DomainError {
         match e {
             Error::Domain(e) => e,
-            Error::Store(e) => match e.kind {
-                ErrorKind::Unavailable => DomainError::Unavailable("storage is unavailable; try again".into()),
-                ErrorKind::Indeterminate => DomainError::Unavailable(
-                    "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)"
-                        .into(),
-                ),
-                _ => DomainError::Internal(e.to_string()),
-            },
+            Error::Store(e) => {
+                if matches!(e.kind, ErrorKind::Unavailable | ErrorKind::Indeterminate) {
+                    // The client is told only to try again; what the store said is logged.
+                    tracing::warn!(error = %e, "storage unavailable");
+                }
+                match e.kind {
+                    ErrorKind::Unavailable => DomainError::Unavailable("storage is unavailable; try again".into()),
+                    ErrorKind::Indeterminate => DomainError::Unavailable(
+                        "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)"
+                            .into(),
+                    ),
+                    _ => DomainError::Internal(e.to_string()),
+                }
+            }
         }
     }
 }
