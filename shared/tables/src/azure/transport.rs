@@ -26,6 +26,12 @@ const ACCEPT: &str = "application/json;odata=fullmetadata";
 /// The whole request, connection included. Azure's own server-side limit is 30 s.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an idle pooled connection to a store on this machine (an emulator) is kept: less
+/// than Azurite's keep-alive. Azurite is a Node server, which closes a connection idle for 5 s
+/// (Node's default `keepAliveTimeout`), and a request written into a pooled connection just as
+/// the server closes it fails ("connection closed before message completed"): under load, a
+/// send's 503. Elsewhere reqwest's default (90 s) stays, so production pays no reconnects.
+const LOOPBACK_POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// A request body and its content type.
 pub struct Body {
@@ -66,9 +72,13 @@ pub struct Transport {
 
 impl Transport {
     pub fn new(account: StorageAccount) -> Result<Transport> {
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT);
+        if on_loopback(&account.table_endpoint) {
+            client = client.pool_idle_timeout(LOOPBACK_POOL_IDLE);
+        }
+        let client = client
             .build()
             .map_err(|e| StoreError::internal(format!("cannot build the HTTP client: {e}")))?;
         Ok(Transport { client, account })
@@ -155,6 +165,18 @@ impl Transport {
     }
 }
 
+/// Whether `endpoint` names this machine (an emulator such as Azurite).
+fn on_loopback(endpoint: &str) -> bool {
+    let Some(host) = Url::parse(endpoint)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+    else {
+        return false;
+    };
+    let address = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || address.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 fn transport_error(method: &Method, path: &str, error: &reqwest::Error) -> StoreError {
     let what = if error.is_timeout() {
         "timed out"
@@ -173,4 +195,79 @@ fn transport_error(method: &Method, path: &str, error: &reqwest::Error) -> Store
         source = inner.source();
     }
     StoreError::unavailable(format!("table service {method} {path} {what}: {cause}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::azure::connection::Credential;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A keep-alive HTTP/1.1 server that answers every request `200 {}` and counts the
+    /// connections it accepted.
+    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}/devstoreaccount1", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buffer = vec![0u8; 8192];
+                    let mut seen = Vec::new();
+                    while let Ok(n) = socket.read(&mut buffer).await {
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buffer[..n]);
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let reply =
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                            if socket.write_all(reply.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (endpoint, accepted)
+    }
+
+    /// A pooled connection to an emulator is dropped before the emulator's own keep-alive
+    /// (Node's 5 s) closes it, so no request is ever written into a connection being closed:
+    /// after 4.5 s idle the next request opens a new connection.
+    #[tokio::test]
+    async fn a_connection_to_an_emulator_is_not_reused_after_four_seconds_idle() {
+        let (endpoint, accepted) = counting_server().await;
+        let transport = Transport::new(StorageAccount {
+            table_endpoint: endpoint,
+            credential: Credential::SharedKey {
+                account: "devstoreaccount1".into(),
+                key: b"test-only key".to_vec(),
+            },
+        })
+        .unwrap();
+        let first = transport.send(Method::GET, "/Tables", None, &[]).await.unwrap();
+        assert_eq!(first.status, StatusCode::OK);
+        let again = transport.send(Method::GET, "/Tables", None, &[]).await.unwrap();
+        assert_eq!(again.status, StatusCode::OK);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "a busy connection is reused");
+        tokio::time::sleep(Duration::from_millis(4_500)).await;
+        transport.send(Method::GET, "/Tables", None, &[]).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "an idle one is not");
+    }
+
+    #[test]
+    fn only_this_machine_counts_as_an_emulator() {
+        assert!(on_loopback("http://127.0.0.1:10002/devstoreaccount1"));
+        assert!(on_loopback("http://[::1]:10002/devstoreaccount1"));
+        assert!(on_loopback("https://localhost:10002/devstoreaccount1"));
+        assert!(!on_loopback("https://acct.table.core.windows.net"));
+        assert!(!on_loopback("https://10.0.0.4:10002/devstoreaccount1"));
+    }
 }
