@@ -32,6 +32,7 @@ use super::Chat;
 use crate::access::Access;
 use crate::adapters::clock::Clock;
 use crate::error::Result;
+use crate::ids::{RoomId, UserId};
 use crate::limits::{
     BucketId, NEWCOMER_RATE, Rate, USER_RATE, Write, is_newcomer, newcomer_content, repeat_fingerprint, too_many,
 };
@@ -52,11 +53,38 @@ pub struct LimitSettings {
     pub clock: Arc<dyn Clock>,
 }
 
-/// The limits of one process: its settings and the leases and empty buckets it knows.
+/// How long a member this process stored a message of counts as a known sender of the room.
+const KNOWN_SENDER_FOR: Duration = Duration::minutes(10);
+
+/// The limits of one process: its settings, the leases and empty buckets it knows, and who
+/// it stored messages of lately.
 #[derive(Debug)]
 pub(crate) struct WriteLimits {
     settings: LimitSettings,
     local: Mutex<HashMap<BucketId, Local>>,
+    /// Room and member of each message this process stored lately, and when: their next send
+    /// claims its text in its first round (`Chat::claim_text_ahead`).
+    senders: Mutex<HashMap<(RoomId, UserId), DateTime<chrono::Utc>>>,
+}
+
+/// A send's repeat-text claim as its first round left it (`Chat::claim_text_ahead`).
+#[derive(Debug)]
+pub(crate) enum TextAhead {
+    /// Not taken: the limits step claims the text after the other checks.
+    Later,
+    /// Taken together with the membership reads: the store's answer, `None` for a text the
+    /// rule ignores.
+    Taken(Result<Option<Result<TextClaim, Duration>>>),
+}
+
+impl TextAhead {
+    /// The claim it holds, if any: a send that ends before the limits step takes it back.
+    fn held(self) -> Option<TextClaim> {
+        match self {
+            TextAhead::Taken(Ok(Some(Ok(claim)))) => Some(claim),
+            _ => None,
+        }
+    }
 }
 
 /// What this process knows of a bucket.
@@ -94,6 +122,24 @@ impl WriteLimits {
     pub(crate) fn newcomer_period(&self) -> Duration {
         self.settings.newcomer_period
     }
+
+    /// Whether this process stored a message of `user` in `room` lately.
+    fn knows_sender(&self, room: &RoomId, user: &UserId) -> bool {
+        let now = self.settings.clock.now();
+        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        senders
+            .get(&(room.clone(), user.clone()))
+            .is_some_and(|at| now - *at < KNOWN_SENDER_FOR)
+    }
+
+    fn remember_sender(&self, room: &RoomId, user: &UserId) {
+        let now = self.settings.clock.now();
+        let mut senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        if senders.len() >= MAX_LOCAL_BUCKETS {
+            senders.retain(|_, at| now - *at < KNOWN_SENDER_FOR);
+        }
+        senders.insert((room.clone(), user.clone()), now);
+    }
 }
 
 impl Chat {
@@ -102,6 +148,7 @@ impl Chat {
         self.limits = Some(Arc::new(WriteLimits {
             settings,
             local: Mutex::default(),
+            senders: Mutex::default(),
         }));
         self
     }
@@ -145,33 +192,89 @@ impl Chat {
     }
 
     /// The limits step of a send: [`Chat::check_write_limits`], the room's ceiling (unless the
-    /// sender has ManageMessages), then the repeat-text rule, whose claim the caller takes
-    /// back ([`Chat::release_text`]) if the send does not happen.
-    pub(crate) async fn check_send_limits(&self, access: &Access, draft: &Draft) -> Result<Option<TextClaim>> {
+    /// sender has ManageMessages), then the repeat-text rule — its claim taken here, or `ahead`
+    /// in the send's first round (taken back here if the rates refuse) — whose claim the caller
+    /// takes back ([`Chat::release_text`]) if the send does not happen.
+    pub(crate) async fn check_send_limits(
+        &self,
+        access: &Access,
+        draft: &Draft,
+        ahead: TextAhead,
+    ) -> Result<Option<TextClaim>> {
         let Some(limits) = &self.limits else {
             return Ok(None);
         };
         let text = draft.filter_text();
-        self.check_write_limits(access, Write::Send(&text)).await?;
-        let now = limits.settings.clock.now();
         let room = crate::ids::RoomId::parse(&access.room.id)?;
+        if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
+            self.release_text(ahead.held()).await;
+            return Err(refused);
+        }
+        let claimed = match ahead {
+            TextAhead::Taken(claimed) => claimed?,
+            TextAhead::Later => self.claim_text(limits, &room, &access.member.user_id, &text).await?,
+        };
+        match claimed {
+            None => Ok(None),
+            Some(Ok(claim)) => Ok(Some(claim)),
+            Some(Err(wait)) => Err(too_many("you sent this text here less than ten minutes ago", wait)),
+        }
+    }
+
+    /// The rates of a send: the user's bucket (a newcomer's too) and the room's ceiling.
+    async fn check_send_rates(&self, limits: &WriteLimits, access: &Access, room: &RoomId, text: &str) -> Result<()> {
+        self.check_write_limits(access, Write::Send(text)).await?;
+        let now = limits.settings.clock.now();
         let ceiling = access.room.max_sends_per_second;
         if ceiling > 0 && !access.can(Permission::ManageMessages) {
             let what = format!("this room takes at most {ceiling} messages a second");
             self.draw(limits, BucketId::Room(room.clone()), Rate::room(ceiling), now, &what)
                 .await?;
         }
-        let Some(fingerprint) = repeat_fingerprint(&text) else {
+        Ok(())
+    }
+
+    /// The repeat-text rule's claim of `text` by `user` in `room`: `None` for a text the rule
+    /// ignores, else the claim or how long until the text may be sent again.
+    async fn claim_text(
+        &self,
+        limits: &WriteLimits,
+        room: &RoomId,
+        user: &UserId,
+        text: &str,
+    ) -> Result<Option<Result<TextClaim, Duration>>> {
+        let Some(fingerprint) = repeat_fingerprint(text) else {
             return Ok(None);
         };
-        match self
-            .store
-            .claim_text(&room, &access.member.user_id, &fingerprint, now)
-            .await?
-        {
-            Ok(claim) => Ok(Some(claim)),
-            Err(wait) => Err(too_many("you sent this text here less than ten minutes ago", wait)),
+        let now = limits.settings.clock.now();
+        Ok(Some(self.store.claim_text(room, user, &fingerprint, now).await?))
+    }
+
+    /// The repeat-text claim of a send, taken in its first round together with its membership
+    /// reads instead of after its checks, so the limits add no round trip before the commit —
+    /// but only for a member this process stored a message of in the room lately: a stranger's
+    /// sends (refused anyway) must cost no writes. A claim of a send the checks then refuse is
+    /// taken back, as for any send that fails after its claim.
+    pub(crate) async fn claim_text_ahead(&self, room: &RoomId, user: &UserId, draft: &Draft) -> TextAhead {
+        match &self.limits {
+            Some(limits) if limits.knows_sender(room, user) => {
+                TextAhead::Taken(self.claim_text(limits, room, user, &draft.filter_text()).await)
+            }
+            _ => TextAhead::Later,
         }
+    }
+
+    /// Notes that this process stored a message of `user` in `room` (see
+    /// [`Chat::claim_text_ahead`]).
+    pub(crate) fn remember_sender(&self, room: &RoomId, user: &UserId) {
+        if let Some(limits) = &self.limits {
+            limits.remember_sender(room, user);
+        }
+    }
+
+    /// Takes back a claim taken ahead by a send that ended before its limits step.
+    pub(crate) async fn release_ahead(&self, ahead: TextAhead) {
+        self.release_text(ahead.held()).await;
     }
 
     /// Takes back a repeat-text claim whose send failed, so sending the text again works.

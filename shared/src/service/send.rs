@@ -3,8 +3,9 @@
 //! lines the server writes itself.
 //!
 //! 1. membership and the idempotency lookup, read together (with whether the room has outgoing
-//!    webhooks): a repeat of a client id returns the first stored message and triggers nothing
-//!    again (only to a member of the room);
+//!    webhooks, and — for a member this process stored a message of lately — the repeat-text
+//!    claim of step 2, so the limits add no round trip): a repeat of a client id returns the
+//!    first stored message and triggers nothing again (only to a member of the room);
 //! 2. checks (member → timed out → read-only → slowmode → the limits (`service::limits`: the
 //!    user's bucket, a newcomer's rate and content, the room's ceiling, the repeat-text rule)
 //!    → word filter), then content validation (text, poll, mentions, reply target); the
@@ -26,6 +27,7 @@
 //! 5. after the durable write only: side effects, which never fail the send.
 
 use super::Chat;
+use super::limits::TextAhead;
 use crate::access::Access;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -73,28 +75,6 @@ impl Chat {
             )));
         }
         let client_id = input.client_id.as_deref().map(ClientId::parse).transpose()?;
-        // One round trip: the membership, the idempotency record and whether the room has
-        // outgoing webhooks are read together.
-        let record = async {
-            match &client_id {
-                Some(client_id) => self.store.client_id_record(room, &who.user_id, client_id).await,
-                None => Ok(None),
-            }
-        };
-        let (access, record, hooked) = tokio::join!(
-            self.sender_access(room, &who.user_id),
-            record,
-            self.store.wants_hook_events(room)
-        );
-        // Membership first: only a member is answered with a message of the room, even a
-        // repeat of their own.
-        let access = access?;
-        if let Some(key) = record?
-            && let Some(first) = self.store.message(room, &key).await?
-        {
-            return Ok(Sent::repeat(first));
-        }
-        let known = Prefetched { hooked: Some(hooked?) };
         let draft = Draft {
             kind,
             text: input.text.as_deref().map(html::sanitize),
@@ -106,7 +86,45 @@ impl Chat {
                 None => DraftAttachments::None,
             },
         };
-        self.admit_and_post(who, room, access, draft, client_id, known).await
+        // One round trip: the membership, the idempotency record, whether the room has
+        // outgoing webhooks and (for a known sender) the repeat-text claim, together.
+        let record = async {
+            match &client_id {
+                Some(client_id) => self.store.client_id_record(room, &who.user_id, client_id).await,
+                None => Ok(None),
+            }
+        };
+        let (access, record, hooked, ahead) = tokio::join!(
+            self.sender_access(room, &who.user_id),
+            record,
+            self.store.wants_hook_events(room),
+            self.claim_text_ahead(room, &who.user_id, &draft)
+        );
+        let read = async {
+            // Membership first: only a member is answered with a message of the room, even a
+            // repeat of their own.
+            let access = access?;
+            let repeat = match record? {
+                Some(key) => self.store.message(room, &key).await?,
+                None => None,
+            };
+            Ok::<_, Error>((access, repeat, hooked?))
+        };
+        match read.await {
+            Ok((access, None, hooked)) => {
+                let known = Prefetched { hooked: Some(hooked) };
+                self.admit_and_post(who, room, access, draft, client_id, known, ahead)
+                    .await
+            }
+            Ok((_, Some(first), _)) => {
+                self.release_ahead(ahead).await;
+                Ok(Sent::repeat(first))
+            }
+            Err(e) => {
+                self.release_ahead(ahead).await;
+                Err(e)
+            }
+        }
     }
 
     /// Steps 2 to 5 for a member's message.
@@ -118,11 +136,14 @@ impl Chat {
         client_id: Option<ClientId>,
     ) -> Result<Sent> {
         let access = self.sender_access(room, &who.user_id).await?;
-        self.admit_and_post(who, room, access, draft, client_id, Prefetched::default())
+        let known = Prefetched::default();
+        self.admit_and_post(who, room, access, draft, client_id, known, TextAhead::Later)
             .await
     }
 
-    /// Steps 2 to 5 for a member's message, given the sender's access.
+    /// Steps 2 to 5 for a member's message, given the sender's access (and the repeat-text
+    /// claim if its first round took it).
+    #[allow(clippy::too_many_arguments)]
     async fn admit_and_post(
         &self,
         who: &Principal,
@@ -131,15 +152,21 @@ impl Chat {
         draft: Draft,
         client_id: Option<ClientId>,
         known: Prefetched,
+        ahead: TextAhead,
     ) -> Result<Sent> {
         let now = Utc::now();
-        checks::before_limits(&access, now)?;
-        let claim = self.check_send_limits(&access, &draft).await?;
+        if let Err(refused) = checks::before_limits(&access, now) {
+            self.release_ahead(ahead).await;
+            return Err(refused);
+        }
+        let claim = self.check_send_limits(&access, &draft, ahead).await?;
         let sent = self
             .filter_and_post(who, room, access, draft, client_id, now, known)
             .await;
-        if sent.is_err() {
-            self.release_text(claim).await;
+        match &sent {
+            Err(_) => self.release_text(claim).await,
+            Ok(stored) if stored.created => self.remember_sender(room, &who.user_id),
+            Ok(_) => {}
         }
         sent
     }
@@ -291,7 +318,7 @@ impl Chat {
             forwarded_from: None,
             attachments: DraftAttachments::None,
         };
-        let claim = self.check_send_limits(&access, &draft).await?;
+        let claim = self.check_send_limits(&access, &draft, TextAhead::Later).await?;
         let sent = async {
             if let Admission::Filtered { .. } = checks::word_filter(&access, &draft.filter_text()) {
                 return Err(Error::Forbidden("the message contains blocked content".into()));

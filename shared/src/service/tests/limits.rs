@@ -15,7 +15,7 @@ use crate::limits::Write;
 use crate::messages::send::NewMessage;
 use crate::service::Chat;
 use crate::service::limits::LimitSettings;
-use crate::service::testing::{alice, chat_on, store};
+use crate::service::testing::{alice, chat_on, store, user};
 use crate::storage::faults::FaultyTables;
 use crate::storage::{RangeQuery, StoreError, Tables};
 use crate::store::Schema;
@@ -195,4 +195,70 @@ async fn housekeeping_expires_repeat_records_after_ten_minutes_and_a_deleted_roo
     assert_eq!(rows().await, 1);
     chat.delete_room(&alice(), &room).await.unwrap();
     assert_eq!(rows().await, 0, "the room's limits partition went with it");
+}
+
+/// The calls `faults` recorded on the `Limits` table since it last forgot them.
+fn limits_calls(chat: &Chat, faults: &FaultyTables) -> Vec<&'static str> {
+    let limits = chat.store.schema.limits.as_str().to_ascii_lowercase();
+    faults
+        .calls_made()
+        .into_iter()
+        .filter(|call| call.table == limits)
+        .map(|call| call.operation)
+        .collect()
+}
+
+/// A send by someone this process has not stored a message of claims its text only after its
+/// checks: a stranger's refused sends cost no write.
+#[tokio::test]
+async fn a_strangers_send_claims_no_text() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let private = crate::rooms::RoomChange {
+        visibility: Some(crate::rooms::Visibility::Private),
+        ..Default::default()
+    };
+    chat.update_room(&alice(), &room, private).await.unwrap();
+    faults.forget_calls();
+    let refused = chat
+        .send_message(&user("mallory"), &room, NewMessage::text("spam spam spam"))
+        .await;
+    assert!(matches!(refused, Err(Error::NotFound(_))), "{refused:?}");
+    assert_eq!(limits_calls(&chat, &faults), Vec::<&str>::new());
+}
+
+/// A known sender's send claims its text in its first round; refused by a later check (the
+/// room turned read-only), it takes the claim back, so the text is no repeat once it can be sent.
+#[tokio::test]
+async fn a_text_claimed_ahead_of_a_refused_send_is_taken_back() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    chat.send_message(&bob, &room, NewMessage::text("hello all"))
+        .await
+        .unwrap();
+    let read_only = |on| crate::rooms::RoomChange {
+        read_only: Some(on),
+        ..Default::default()
+    };
+    chat.update_room(&alice(), &room, read_only(true)).await.unwrap();
+    faults.forget_calls();
+    let refused = chat.send_message(&bob, &room, NewMessage::text("second line")).await;
+    assert!(matches!(refused, Err(Error::Forbidden(_))), "{refused:?}");
+    let calls = limits_calls(&chat, &faults);
+    assert!(
+        calls.first() == Some(&"insert") && calls.contains(&"delete"),
+        "claimed ahead, then taken back: {calls:?}"
+    );
+    chat.update_room(&alice(), &room, read_only(false)).await.unwrap();
+    chat.send_message(&bob, &room, NewMessage::text("second line"))
+        .await
+        .expect("the refused send's claim was taken back");
+    let repeat = chat.send_message(&bob, &room, NewMessage::text("second line")).await;
+    assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
 }
