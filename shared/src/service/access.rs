@@ -6,22 +6,66 @@
 //! everyone, others rank at their highest role's position (0 without roles), and a member may
 //! only act on someone ranked strictly below them.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use super::Chat;
 use crate::access::{Access, Rank};
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::members::{Member, MemberRole};
 use crate::permissions::Permissions;
+use crate::roles::Role;
 use crate::rooms::Room;
+
+/// Hints remembered before they are all forgotten (a hint only saves a round trip).
+const MAX_ROLE_HINTS: usize = 100_000;
+
+/// The members this process last saw holding roles, per room: their next access reads the
+/// room's roles together with the room and member rows, not after them, so a send by a member
+/// with roles waits for no extra round trip. Only a hint of what to read at once: permissions
+/// always come from rows this very operation read, so nothing here can be stale — a wrong hint
+/// costs one read too many, or the round trip it would have saved.
+#[derive(Debug, Default)]
+pub(crate) struct RoleHints(Mutex<HashSet<(RoomId, UserId)>>);
+
+impl RoleHints {
+    fn holds_roles(&self, room: &RoomId, user: &UserId) -> bool {
+        let hints = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        hints.contains(&(room.clone(), user.clone()))
+    }
+
+    fn note(&self, room: &RoomId, user: &UserId, holds_roles: bool) {
+        let mut hints = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (room.clone(), user.clone());
+        if !holds_roles {
+            hints.remove(&key);
+            return;
+        }
+        if hints.len() >= MAX_ROLE_HINTS {
+            hints.clear();
+        }
+        hints.insert(key);
+    }
+}
 
 impl Chat {
     /// The caller's access to a room; a room they are not in answers exactly like a missing one.
     pub async fn access(&self, room_id: &RoomId, user: &UserId) -> Result<Access> {
-        let (room, member) = tokio::try_join!(self.store.room(room_id), self.store.member(room_id, user))?;
-        let (Some(room), Some(member)) = (room, member) else {
+        let roles = async {
+            match self.role_hints.holds_roles(room_id, user) {
+                true => Some(self.store.roles(room_id).await),
+                false => None,
+            }
+        };
+        let (room, member, roles) = tokio::join!(self.store.room(room_id), self.store.member(room_id, user), roles);
+        let (Some(room), Some(member)) = (room?, member?) else {
             return Err(Error::not_found("room not found"));
         };
-        let (permissions, rank) = self.standing(room_id, &room, &member).await?;
+        self.role_hints.note(room_id, user, !member.roles.is_empty());
+        // A read along that failed is read again below, if the member's roles need it.
+        let roles = roles.and_then(|read| read.ok());
+        let (permissions, rank) = self.standing_given(room_id, &room, &member, roles).await?;
         Ok(Access {
             room,
             member,
@@ -32,13 +76,28 @@ impl Chat {
 
     /// A member's effective permissions and rank.
     pub(crate) async fn standing(&self, room_id: &RoomId, room: &Room, member: &Member) -> Result<(Permissions, Rank)> {
+        self.standing_given(room_id, room, member, None).await
+    }
+
+    /// [`Chat::standing`] given the room's roles if they were read already.
+    async fn standing_given(
+        &self,
+        room_id: &RoomId,
+        room: &Room,
+        member: &Member,
+        roles: Option<Vec<Role>>,
+    ) -> Result<(Permissions, Rank)> {
         if member.role == MemberRole::Owner {
             return Ok((Permissions::from_bits(u64::MAX), Rank::OWNER));
         }
         let mut permissions = room.everyone_permissions;
         let mut rank = Rank(0);
         if !member.roles.is_empty() {
-            for role in self.roles(room_id).await? {
+            let roles = match roles {
+                Some(roles) => roles,
+                None => self.roles(room_id).await?,
+            };
+            for role in roles {
                 if member.roles.contains(&role.id) {
                     permissions = permissions.union(role.permissions);
                     rank = rank.max(Rank(role.position));

@@ -102,6 +102,8 @@ pub struct Chat {
     pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
     /// The Event Grid topic automation events go to, when one is configured.
     pub(crate) automation: Option<Arc<EventGrid>>,
+    /// Which members last held roles, so their access reads the roles at once.
+    pub(crate) role_hints: Arc<access::RoleHints>,
 }
 
 impl Chat {
@@ -131,6 +133,7 @@ impl Chat {
             previews: None,
             outgoing: None,
             automation: None,
+            role_hints: Arc::default(),
         })
     }
 

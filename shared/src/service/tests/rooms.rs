@@ -273,3 +273,63 @@ async fn a_room_from_before_visibility_is_listed_by_housekeeping() {
     chat.housekeeping(chrono::Utc::now()).await.unwrap();
     assert_eq!(listed().await, [room.to_string()], "listed once housekeeping ran");
 }
+
+/// A process that saw a member holding roles reads them along with the member row next time,
+/// but what they grant comes from the rows that access read: a role changed in another
+/// process, or taken away, applies to the very next operation here.
+#[tokio::test]
+async fn a_role_changed_in_another_process_applies_at_once_to_a_member_seen_holding_it() {
+    use crate::members::MemberRoles;
+    use crate::permissions::{Permission, Permissions};
+    use crate::roles::{NewRole, RoleChange};
+    use crate::store::Schema;
+
+    let shared = Tables::new(store());
+    let (here, room) = chat_on(shared.clone()).await;
+    let elsewhere = crate::service::Chat::open(shared, Schema::with_prefix("").unwrap())
+        .await
+        .unwrap();
+    let bob = user("bob");
+    here.join_room(&bob, &room).await.unwrap();
+    let manage = Permissions::from_bits(1); // ManageMessages
+    let role = NewRole {
+        name: "mods".into(),
+        permissions: manage,
+        position: 1,
+    };
+    let role = here.create_role(&alice(), &room, role).await.unwrap();
+    let roles = |ids: Vec<String>| MemberRoles { role_ids: ids };
+    here.set_member_roles(&alice(), &room, &bob.user_id, roles(vec![role.id.clone()]))
+        .await
+        .unwrap();
+    let seen = here.access(&room, &bob.user_id).await.unwrap();
+    assert!(seen.can(Permission::ManageMessages), "the role grants it");
+
+    let change = RoleChange {
+        name: None,
+        permissions: Some(Permissions::from_bits(0)),
+        position: None,
+    };
+    elsewhere.update_role(&alice(), &room, &role.id, change).await.unwrap();
+    let now = here.access(&room, &bob.user_id).await.unwrap();
+    assert!(!now.can(Permission::ManageMessages), "the change applies at once");
+
+    let change = RoleChange {
+        name: None,
+        permissions: Some(manage),
+        position: None,
+    };
+    elsewhere.update_role(&alice(), &room, &role.id, change).await.unwrap();
+    assert!(
+        here.access(&room, &bob.user_id)
+            .await
+            .unwrap()
+            .can(Permission::ManageMessages)
+    );
+    elsewhere
+        .set_member_roles(&alice(), &room, &bob.user_id, roles(Vec::new()))
+        .await
+        .unwrap();
+    let now = here.access(&room, &bob.user_id).await.unwrap();
+    assert!(!now.can(Permission::ManageMessages), "taken away elsewhere, gone here");
+}

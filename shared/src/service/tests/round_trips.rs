@@ -241,6 +241,45 @@ async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backe
         "{backend:?}: {}",
         counted.shown()
     );
+    // Once the process saw bob holding roles, it reads them along with his member row.
+    let counted = counted_send(&chat, &tables, &room, "roles-2").await;
+    eprintln!("{backend:?} next send with roles: {}", counted.shown());
+    assert!(counted.critical <= PLAIN, "{backend:?}: {}", counted.shown());
+}
+
+/// Slowmode and roles together: the roles read along with the member row, then the slowmode
+/// clock, then the commit.
+async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
+    let (tables, schema) = counting(backend);
+    let chat = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let role = NewRole {
+        name: "helper".into(),
+        permissions: Permissions::from_bits(1 << 5), // MentionEveryone: no exemption from anything
+        position: 1,
+    };
+    let role = chat.create_role(&alice(), &room, role).await.unwrap();
+    let roles = MemberRoles {
+        role_ids: vec![role.id],
+    };
+    chat.set_member_roles(&alice(), &room, &user("bob").user_id, roles)
+        .await
+        .unwrap();
+    chat.send_message(&user("bob"), &room, NewMessage::text("before slowmode"))
+        .await
+        .unwrap();
+    let change = RoomChange {
+        slowmode_seconds: Some(30),
+        ..RoomChange::default()
+    };
+    chat.update_room(&alice(), &room, change).await.unwrap();
+    let counted = counted_send(&chat, &tables, &room, "slow-roles-1").await;
+    eprintln!("{backend:?} slowmode send with roles: {}", counted.shown());
+    assert!(
+        counted.critical <= SLOWMODE_OR_ROLES,
+        "{backend:?}: {}",
+        counted.shown()
+    );
 }
 
 /// Another process sends into the room between two of this one's sends, so this process's
@@ -320,6 +359,7 @@ on_both_backends!(
     a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips,
     a_slowmode_send_waits_for_at_most_three_round_trips,
     a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
+    a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
     a_send_that_lost_the_counter_race_waits_for_at_most_one_more,
     a_link_preview_job_is_written_after_the_durable_write,
 );
