@@ -207,3 +207,16 @@ async fn the_page_renders_signed_in_within_a_second_without_console_errors() {
     let app = spawn_dev_app();
     run_browser_script(&app, "first_render.mjs", &modules).await;
 }
+
+/// The must-show of issue 18, in two browser contexts: a message typed by one appears live for
+/// the other after their typing shows; the reader's seen-tick, a reaction, an edit and a delete
+/// appear live; mention autocomplete picks by keyboard with the focus kept in the box; unread
+/// and mention badges of rooms not shown update live (tests/web/two_people.mjs).
+#[tokio::test]
+async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_live() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "two_people.mjs", &modules).await;
+}
