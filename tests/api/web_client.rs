@@ -220,3 +220,39 @@ async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_l
     let app = spawn_dev_app();
     run_browser_script(&app, "two_people.mjs", &modules).await;
 }
+
+/// A room of 10,000 messages: it opens at the newest; scrolling back loads cursor pages as the
+/// top comes into view, each message once and in order, with at most a window of them in the
+/// DOM; a permalink opens at its message and reads on at the bottom; "Jump to first unread"
+/// brings the first unread message into view (tests/web/long_room.mjs).
+#[tokio::test]
+async fn a_long_room_scrolls_back_windowed_and_opens_at_permalinks_and_the_first_unread() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "long_room.mjs", &modules).await;
+}
+
+/// Sending safely (seed 001): a failed send goes again with the same clientId; one whose
+/// answer was lost shows and is stored once; one made offline waits and is delivered once
+/// back online; a refused one says why and can be discarded (tests/web/sending.mjs).
+#[tokio::test]
+async fn a_send_is_retried_with_its_client_id_and_shown_once_even_offline() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "sending.mjs", &modules).await;
+}
+
+/// Keyboard only at a phone's width: sign in, open the sidebar, create a room, send and edit
+/// a message, each focused control with a visible focus ring (tests/web/keyboard.mjs).
+#[tokio::test]
+async fn the_page_works_by_keyboard_alone_at_a_phones_width() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "keyboard.mjs", &modules).await;
+}

@@ -6,7 +6,7 @@ await run(async (browser) => {
   const page = await openPage(browser, "/", { label: "alice" });
   await step("first render of the sign-in screen under a second", async () => {
     await page.getByTestId("signin-user").waitFor();
-    const ms = await page.evaluate(() => performance.now());
+    const ms = await page.evaluate(() => performance.getEntriesByName("tabletalk:signin")[0].startTime);
     console.log(`first render: ${Math.round(ms)} ms after navigation start`);
     check(ms < 1000, `first render took ${ms} ms`);
   });

@@ -37,6 +37,13 @@ const CHROMIUM_ARGS = [
 
 /** What went wrong in any page: console errors and uncaught exceptions. */
 const problems = [];
+/** Console errors a test causes on purpose (a refused request it stages), as regexps. */
+const allowed = [];
+
+/** Lets console errors matching `pattern` pass (the browser logs every failed request). */
+export function allowConsoleError(pattern) {
+  allowed.push(pattern);
+}
 
 export async function launch() {
   return chromium.launch({
@@ -51,7 +58,9 @@ export async function openPage(browser, path = "/", { viewport = { width: 1280, 
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   page.on("console", (message) => {
-    if (message.type() === "error") problems.push(`${label}: console error: ${message.text()}`);
+    if (message.type() !== "error") return;
+    const text = message.text();
+    if (!allowed.some((pattern) => pattern.test(text))) problems.push(`${label}: console error: ${text}`);
   });
   page.on("pageerror", (error) => problems.push(`${label}: page error: ${error.message}`));
   await page.goto(base + path);

@@ -14,6 +14,7 @@ export function signIn() {
   const error = document.getElementById("signin-error");
   screen.hidden = false;
   document.getElementById("signin-user").focus();
+  performance.mark("tabletalk:signin");
   return new Promise((resolve) => {
     form.addEventListener("submit", async function submit(event) {
       event.preventDefault();

@@ -204,8 +204,17 @@ export function createTimeline({ api, store, bus, ctx }) {
     tl.loaded = true;
   }
 
+  // The observer speaks only when a sentinel enters or leaves the margin; after the window
+  // moved, the edge may still be near (a short page, a tall screen), so look again.
+  const MARGIN = 400;
+  const nearTop = () => scroller.scrollTop < MARGIN;
+  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < MARGIN;
+  const moreAbove = () => indices()[0] > 0 || t().hasOlder;
+  const moreBelow = () => indices()[1] < t().order.length || t().hasNewer;
+
   /** Moves the window up (or loads an older page) when the top comes into view. */
   function onTop() {
+    const mine = generation;
     guarded(async () => {
       stick = false;
       const [start, end] = indices();
@@ -214,11 +223,12 @@ export function createTimeline({ api, store, bus, ctx }) {
       const from = Math.max(0, s - STEP);
       setWindow(from, Math.min(end + (s - start), from + WINDOW));
       draw();
-    });
+    }).then(() => mine === generation && nearTop() && moreAbove() && requestAnimationFrame(onTop));
   }
 
   /** Moves the window down (or loads a newer page after a jump) when the bottom comes into view. */
   function onBottom() {
+    const mine = generation;
     guarded(async () => {
       const [start, end] = indices();
       const order = t().order;
@@ -230,7 +240,7 @@ export function createTimeline({ api, store, bus, ctx }) {
       const to = Math.min(t().order.length, end + STEP);
       setWindow(Math.max(start, to - WINDOW), to);
       draw();
-    });
+    }).then(() => mine === generation && nearBottom() && moreBelow() && requestAnimationFrame(onBottom));
   }
 
   const observer = new IntersectionObserver(
@@ -241,7 +251,7 @@ export function createTimeline({ api, store, bus, ctx }) {
         if (e.target === bottomEdge) onBottom();
       }
     },
-    { root: scroller, rootMargin: "400px 0px" },
+    { root: scroller, rootMargin: `${MARGIN}px 0px` },
   );
   observer.observe(topEdge);
   observer.observe(bottomEdge);
