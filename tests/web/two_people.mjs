@@ -111,7 +111,15 @@ await run(async (browser) => {
     await dm.getByTestId("unread-badge").waitFor({ state: "detached" });
   });
 
-  await step("a mention in the room bob is not looking at shows his mention badge live", async () => {
+  await step("a mention in the room bob is not looking at shows his mention badge live and moves it up", async () => {
+    // Bob makes a room of his own: the newest activity, so it is listed first.
+    await bob.getByTestId("create-room").click();
+    await bob.getByTestId("dialog-name").fill("quiet");
+    await bob.getByTestId("dialog-ok").click();
+    await bob.getByTestId("room-title").filter({ hasText: "quiet" }).waitFor();
+    const order = () =>
+      bob.getByTestId("section-rooms").getByTestId("room-link").evaluateAll((links) => links.map((a) => a.dataset.roomId));
+    check((await order())[1] === roomId, "general is listed below the newer room");
     await roomLink(alice, roomId).click();
     await alice.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
     const input = alice.getByTestId("composer-input");
@@ -121,5 +129,6 @@ await run(async (browser) => {
     await input.press("Enter");
     const general = roomLink(bob, roomId);
     await general.getByTestId("mention-badge").filter({ hasText: "@1" }).waitFor();
+    check((await order())[0] === roomId, "the room with the new message is listed first");
   });
 });
