@@ -209,9 +209,10 @@ async fn the_page_renders_signed_in_within_a_second_without_console_errors() {
 }
 
 /// The must-show of issue 18, in two browser contexts: a message typed by one appears live for
-/// the other after their typing shows; the reader's seen-tick, a reaction, an edit and a delete
-/// appear live; mention autocomplete picks by keyboard with the focus kept in the box; unread
-/// and mention badges of rooms not shown update live (tests/web/two_people.mjs).
+/// the other after their typing shows; the reader's seen-tick, a reply, a reaction, an edit and
+/// a delete appear live; mention autocomplete picks by keyboard with the focus kept in the box;
+/// unread and mention badges of rooms not shown update live, and the room list is ordered by
+/// activity (tests/web/two_people.mjs).
 #[tokio::test]
 async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_live() {
     let Some(modules) = browser() else {

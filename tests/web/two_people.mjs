@@ -1,5 +1,6 @@
 // Two people in two browser contexts. Alice creates a room and invites Bob; Bob accepts.
-// What Alice types appears live for Bob (her typing first), Bob's reading shows on Alice's
+// What Alice types appears live for Bob (her typing first; a mention picked from the
+// suggestions by keyboard; Bob's reply), Bob's reading shows on Alice's
 // message as a seen-tick, and Bob's reaction, Alice's edit and her delete appear live on the
 // other side. A direct message to Bob, who is looking at another room, shows as his unread
 // badge live, the room moving to the top of its section; a mention in the room shows as a
@@ -58,6 +59,18 @@ await run(async (browser) => {
     check(await input.evaluate((el) => el === document.activeElement), "the focus stays in the box");
     await input.press("Enter");
     await message(bob, "hi @bob").locator('[data-type="mention"]').waitFor();
+  });
+
+  await step("bob's reply appears live for alice, naming what it answers", async () => {
+    const theirs = message(bob, "hi @bob");
+    await theirs.hover();
+    await theirs.getByTestId("action-reply").click();
+    check((await bob.getByTestId("composer-context").textContent()).includes("Replying to Alice"), "the box says what it answers");
+    const input = bob.getByTestId("composer-input");
+    check(await input.evaluate((el) => el === document.activeElement), "the focus is in the box");
+    await input.fill("a reply");
+    await input.press("Enter");
+    await message(alice, "a reply").getByTestId("reply-ref").filter({ hasText: "Alice" }).waitFor();
   });
 
   await step("bob's reaction appears live for alice", async () => {
