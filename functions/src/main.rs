@@ -246,7 +246,9 @@ async fn serve(args: &Args) -> Result<(), String> {
     tracing::info!(%local, storage = ?storage_kind(&settings), "tabletalk listening");
     // Tests and scripts read this line to learn the port when started with --port 0.
     println!("listening on {local}");
-    axum::serve(listener, http::router(state, custom_handler))
+    // The peer address goes to the handlers: the development sign-in opens to loopback only.
+    let app = http::router(state, custom_handler).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| e.to_string())

@@ -114,6 +114,22 @@ impl Authenticator {
     }
 }
 
+impl Authenticator {
+    /// Whether tokens are checked with the published development secret of
+    /// `local.settings.json`: then anyone can sign tokens anyway, so the self-hosted server's
+    /// development sign-in (`/api/dev/signin`, loopback only) gives nothing away. With any other
+    /// secret, or none, that door stays shut.
+    pub fn uses_development_secret(&self) -> bool {
+        self.settings.hs256_secret.as_deref() == Some(crate::config::DEVELOPMENT_JWT_SECRET)
+    }
+
+    /// A development token for `user_id`, or `None` unless [`Self::uses_development_secret`].
+    pub fn mint_development_token(&self, user_id: &str, name: Option<&str>, ttl: Duration) -> Option<Result<String>> {
+        self.uses_development_secret()
+            .then(|| mint_dev_token(crate::config::DEVELOPMENT_JWT_SECRET, user_id, name, ttl))
+    }
+}
+
 fn unauthorized(message: &str) -> Error {
     Error::Unauthorized(message.to_owned())
 }

@@ -49,5 +49,6 @@ mod send_checks;
 mod serve;
 mod threads;
 mod tiered_delivery;
+mod web_client;
 mod web_pubsub_client;
 mod webhooks;

@@ -3,6 +3,7 @@
 //! map errors — and live in one module per resource.
 
 pub mod attachments;
+pub mod dev_signin;
 pub mod erasure;
 pub mod error;
 pub mod events;
@@ -24,6 +25,7 @@ pub mod roles;
 pub mod rooms;
 pub mod scheduled;
 pub mod triggers;
+pub mod web;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -31,7 +33,7 @@ use std::sync::Arc;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
 use tabletalk::{Chat, Error};
@@ -160,6 +162,10 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
         for function in triggers::TRIGGER_FUNCTIONS {
             app = app.route(&format!("/{}", function.name), (function.handler)());
         }
+    } else {
+        // The self-hosted server's development sign-in (shut unless loopback and the
+        // development secret); not an API function, so not in the document.
+        app = app.route("/api/dev/signin", post(dev_signin::sign_in));
     }
     app.merge(api)
         // The local live hub (only when this server runs one; 404 otherwise).
@@ -172,8 +178,10 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
                 .put(objects::put)
                 .layer(DefaultBodyLimit::max(objects_body_limit)),
         )
-        // The Functions host polls `/` until the handler answers anything.
-        .route("/", get(|| async { StatusCode::OK }))
+        // The web client's page and files. (The Functions host polls `/` until the handler
+        // answers anything: the page does.)
+        .route("/", get(web::page))
+        .route("/web/{*path}", get(web::file))
         .fallback(|| async { ApiError(Error::not_found("no such route")) })
         .method_not_allowed_fallback(|| async {
             let mut response = ApiError(Error::bad_request("method not allowed on this route")).into_response();

@@ -1,0 +1,129 @@
+// The message box: Enter sends (Shift+Enter is a new line), typing tells the room (at most
+// every 3 s, as the server allows), `@` suggests the room's members through the suggestion
+// surface (suggest.js), and the box can be put in reply or edit mode by a message action
+// (Escape leaves it). Each room keeps its own draft while another room is shown.
+
+import { createSuggestions } from "./suggest.js";
+import { toHtml, toText } from "./text.js";
+
+const TYPING_EVERY_MS = 3000;
+
+export function createComposer({ api, store, outbox, me, bus }) {
+  const form = document.getElementById("composer");
+  const input = document.getElementById("composer-input");
+  const context = document.getElementById("composer-context");
+  const suggestions = createSuggestions({ input, listbox: document.getElementById("suggestions") });
+  const drafts = new Map();
+  let roomId = null;
+  let mode = { kind: "new" };
+  let lastTyping = 0;
+
+  suggestions.addSource({
+    id: "mentions",
+    trigger: "@",
+    find(query) {
+      const q = query.toLowerCase();
+      return [...store.members(roomId).values()]
+        .filter((m) => m.userId !== me.userId)
+        .filter((m) => m.userId.toLowerCase().startsWith(q) || (m.nickname ?? m.name).toLowerCase().startsWith(q))
+        .map((m) => ({ id: m.userId, label: m.nickname ?? m.name, detail: `@${m.userId}`, value: `@${m.userId}` }));
+    },
+  });
+
+  function setMode(next) {
+    mode = next;
+    context.hidden = mode.kind === "new";
+    context.replaceChildren();
+    if (mode.kind === "new") return;
+    const label = document.createElement("span");
+    label.textContent =
+      mode.kind === "edit" ? "Editing message" : `Replying to ${mode.message.authorName}: ${toText(mode.message.text).slice(0, 60)}`;
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.textContent = "Cancel";
+    cancel.dataset.testid = "composer-cancel";
+    cancel.addEventListener("click", () => {
+      if (mode.kind === "edit") input.value = "";
+      setMode({ kind: "new" });
+      input.focus();
+    });
+    context.append(label, " ", cancel);
+  }
+
+  function resize() {
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
+  }
+
+  async function submit() {
+    const text = input.value;
+    if (!text.trim() || !roomId) return;
+    const html = toHtml(text, (id) => store.members(roomId).has(id));
+    const current = mode;
+    input.value = "";
+    resize();
+    setMode({ kind: "new" });
+    if (current.kind === "edit") {
+      try {
+        const message = await api.editMessage(roomId, current.message.id, html);
+        store.upsertMessages(roomId, [message]);
+      } catch (e) {
+        input.value = text;
+        bus.emit("notice", { text: `Could not edit: ${e.message}` });
+      }
+      return;
+    }
+    outbox.send(roomId, { text: html, replyTo: current.kind === "reply" ? current.message.id : null, author: me });
+  }
+
+  input.addEventListener("keydown", (event) => {
+    if (suggestions.handleKey(event)) return;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    } else if (event.key === "Escape" && mode.kind !== "new") {
+      event.preventDefault();
+      if (mode.kind === "edit") input.value = "";
+      setMode({ kind: "new" });
+    }
+  });
+  input.addEventListener("input", () => {
+    resize();
+    const now = Date.now();
+    if (roomId && input.value.trim() && now - lastTyping > TYPING_EVERY_MS) {
+      lastTyping = now;
+      api.typing(roomId).catch(() => {});
+    }
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit();
+  });
+
+  return {
+    /** Shows the composer for `id`, keeping the previous room's draft. */
+    setRoom(id) {
+      if (roomId) drafts.set(roomId, input.value);
+      roomId = id;
+      form.hidden = !id;
+      input.value = drafts.get(id) ?? "";
+      setMode({ kind: "new" });
+      resize();
+    },
+    reply(message) {
+      setMode({ kind: "reply", message });
+      input.focus();
+    },
+    edit(message) {
+      setMode({ kind: "edit", message });
+      input.value = toText(message.text);
+      resize();
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    },
+    focus() {
+      input.focus();
+    },
+    suggestions,
+  };
+}

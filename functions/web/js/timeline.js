@@ -1,0 +1,388 @@
+// The open room's messages: loads pages by cursor as the top of the list comes into view
+// (an IntersectionObserver on a sentinel above the list), and keeps only a window of about
+// WINDOW messages near the viewport in the DOM, whatever the room holds: the messages above
+// and below the window are spacers of their measured (or estimated) height, so the scrollbar
+// stays true and a room of 10,000 messages scrolls as lightly as one of 100. When the window
+// moves, the first visible message stays where it was on screen (no jump).
+//
+// It opens at the newest messages, at a permalink (`readMessages?around=`, then newer pages as
+// the bottom comes into view), and jumps to the first unread. It marks the room read when its
+// newest message is in view and the page is visible.
+
+import { byAge } from "./store.js";
+import { messageElement, pendingElement, renderKey } from "./message_view.js";
+
+const PAGE = 50;
+const WINDOW = 120;
+const STEP = 40;
+const ESTIMATE = 56;
+/** How close to the bottom counts as "at the bottom" (then new messages keep it there). */
+const STICK_PX = 48;
+
+export function createTimeline({ api, store, bus, ctx }) {
+  const scroller = document.getElementById("timeline");
+  const list = document.getElementById("messages");
+  const spacerTop = document.getElementById("timeline-spacer-top");
+  const spacerBottom = document.getElementById("timeline-spacer-bottom");
+  const topEdge = document.getElementById("timeline-top");
+  const bottomEdge = document.getElementById("timeline-bottom");
+  const jump = document.getElementById("jump-unread");
+
+  let roomId = null;
+  /** The window as ids of its first and last message (indices shift as pages come in). */
+  let first = null;
+  let last = null;
+  let loading = null;
+  let stick = true;
+  let firstUnread = null;
+  let lastReadAt = null;
+  let markedUpTo = null;
+  /** Whether the window reached the newest loaded message when last drawn. */
+  let atEnd = true;
+  const heights = new Map();
+  const drawn = new Map();
+  let generation = 0;
+
+  const t = () => store.timeline(roomId);
+  const isLiveEnd = () => !t().hasNewer;
+  const atBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight <= STICK_PX;
+
+  function indices() {
+    const order = t().order;
+    if (!order.length) return [0, 0];
+    let start = first ? order.indexOf(first) : -1;
+    let end = last ? order.indexOf(last) + 1 : 0;
+    if (start < 0 || end <= 0) {
+      end = order.length;
+      start = Math.max(0, end - WINDOW);
+    }
+    return [start, end];
+  }
+
+  function setWindow(start, end) {
+    const order = t().order;
+    start = Math.max(0, Math.min(start, order.length));
+    end = Math.max(start, Math.min(end, order.length));
+    first = order[start] ?? null;
+    last = order[end - 1] ?? null;
+  }
+
+  function height(id) {
+    return heights.get(id) ?? ESTIMATE;
+  }
+
+  /** The first message visible on screen and its distance from the top of the scroller. */
+  function anchor() {
+    const top = scroller.getBoundingClientRect().top;
+    for (const el of list.children) {
+      const rect = el.getBoundingClientRect();
+      if (rect.bottom > top && el.dataset.messageId) return { id: el.dataset.messageId, offset: rect.top - top };
+    }
+    return null;
+  }
+
+  function draw({ keepAnchor = true } = {}) {
+    if (!roomId) return;
+    const was = keepAnchor && !stick ? anchor() : null;
+    const order = t().order;
+    const [start, end] = indices();
+    const ids = order.slice(start, end);
+    const wanted = new Set(ids);
+    // Measure what leaves the DOM, so its spacer keeps its real height.
+    for (const [id, entry] of drawn) {
+      if (!wanted.has(id)) {
+        if (entry.el.isConnected) heights.set(id, entry.el.offsetHeight || height(id));
+        entry.el.remove();
+        drawn.delete(id);
+      }
+    }
+    const children = [];
+    for (const id of ids) {
+      const m = t().byId.get(id);
+      const seen = m.authorId === ctx.me.userId ? ctx.seenBy(m) : [];
+      const key = renderKey(m, seen) + (id === firstUnread ? "|u" : "");
+      let entry = drawn.get(id);
+      if (!entry || entry.key !== key) {
+        const el = messageElement(m, ctx);
+        if (id === firstUnread) {
+          el.classList.add("first-unread");
+          el.dataset.firstUnread = "true";
+          el.setAttribute("aria-describedby", "unread-divider-label");
+        }
+        entry?.el.replaceWith(el);
+        entry = { el, key };
+        drawn.set(id, entry);
+      }
+      children.push(entry.el);
+    }
+    const pending = end === order.length && isLiveEnd() ? store.pending(roomId).map((p) => pendingElement(p, ctx)) : [];
+    list.replaceChildren(...children, ...pending);
+    for (const id of ids) heights.set(id, drawn.get(id).el.offsetHeight || height(id));
+    let above = 0;
+    for (let i = 0; i < start; i++) above += height(order[i]);
+    let below = 0;
+    for (let i = end; i < order.length; i++) below += height(order[i]);
+    spacerTop.style.height = `${above}px`;
+    spacerBottom.style.height = `${below}px`;
+    atEnd = end === order.length;
+    list.dataset.first = start;
+    list.dataset.total = order.length;
+    if (stick && end === order.length && isLiveEnd()) {
+      scroller.scrollTop = scroller.scrollHeight;
+    } else if (was) {
+      const el = drawn.get(was.id)?.el;
+      if (el) scroller.scrollTop += el.getBoundingClientRect().top - scroller.getBoundingClientRect().top - was.offset;
+    }
+    updateJump();
+    maybeMarkRead();
+  }
+
+  async function guarded(work) {
+    if (loading) return loading;
+    const mine = generation;
+    loading = work()
+      .catch((e) => mine === generation && bus.emit("notice", { text: `Could not load messages: ${e.message}` }))
+      .finally(() => {
+        loading = null;
+      });
+    return loading;
+  }
+
+  function takePage(page, { older = false, newer = false } = {}) {
+    const tl = t();
+    store.upsertMessages(roomId, page.messages ?? []);
+    if (older) {
+      tl.hasOlder = page.hasMore;
+      tl.olderCursor = page.nextCursor;
+    }
+    if (newer) {
+      tl.hasNewer = page.hasMore;
+      tl.newerCursor = page.nextCursor;
+    }
+  }
+
+  async function loadLatest() {
+    const mine = generation;
+    const page = await api.readMessages(roomId, { limit: PAGE });
+    if (mine !== generation) return;
+    store.resetTimeline(roomId);
+    takePage(page, { older: true });
+    t().loaded = true;
+  }
+
+  async function loadOlder() {
+    const tl = t();
+    if (!tl.hasOlder) return false;
+    const mine = generation;
+    const page = await api.readMessages(roomId, { cursor: tl.olderCursor, limit: PAGE, order: "desc" });
+    if (mine !== generation) return false;
+    takePage(page, { older: true });
+    return true;
+  }
+
+  async function loadNewer() {
+    const tl = t();
+    if (!tl.hasNewer) return false;
+    const mine = generation;
+    const page = await api.readMessages(roomId, { cursor: tl.newerCursor, limit: PAGE, order: "asc" });
+    if (mine !== generation) return false;
+    takePage(page, { newer: true });
+    return true;
+  }
+
+  async function loadAround(messageId) {
+    const mine = generation;
+    const page = await api.readAround(roomId, messageId, PAGE);
+    if (mine !== generation) return;
+    store.resetTimeline(roomId);
+    const tl = t();
+    store.upsertMessages(roomId, page.messages);
+    tl.hasOlder = page.hasOlder;
+    tl.olderCursor = page.olderCursor;
+    tl.hasNewer = page.hasNewer;
+    tl.newerCursor = page.newerCursor;
+    tl.loaded = true;
+  }
+
+  // The observer speaks only when a sentinel enters or leaves the margin; after the window
+  // moved, the edge may still be near (a short page, a tall screen), so look again.
+  const MARGIN = 400;
+  const nearTop = () => scroller.scrollTop < MARGIN;
+  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < MARGIN;
+  const moreAbove = () => indices()[0] > 0 || t().hasOlder;
+  const moreBelow = () => indices()[1] < t().order.length || t().hasNewer;
+
+  /** Moves the window up (or loads an older page) when the top comes into view. */
+  function onTop() {
+    const mine = generation;
+    guarded(async () => {
+      stick = false;
+      const [start, end] = indices();
+      if (start === 0 && !(await loadOlder())) return;
+      const [s] = indices();
+      const from = Math.max(0, s - STEP);
+      setWindow(from, Math.min(end + (s - start), from + WINDOW));
+      draw();
+    }).then(() => mine === generation && nearTop() && moreAbove() && requestAnimationFrame(onTop));
+  }
+
+  /** Moves the window down (or loads a newer page after a jump) when the bottom comes into view. */
+  function onBottom() {
+    const mine = generation;
+    guarded(async () => {
+      const [start, end] = indices();
+      const order = t().order;
+      if (end === order.length && !(await loadNewer())) {
+        stick = isLiveEnd();
+        maybeMarkRead();
+        return;
+      }
+      const to = Math.min(t().order.length, end + STEP);
+      setWindow(Math.max(start, to - WINDOW), to);
+      draw();
+    }).then(() => mine === generation && nearBottom() && moreBelow() && requestAnimationFrame(onBottom));
+  }
+
+  const observer = new IntersectionObserver(
+    (entries) => {
+      for (const e of entries) {
+        if (!e.isIntersecting || !roomId || !t().loaded) continue;
+        if (e.target === topEdge) onTop();
+        if (e.target === bottomEdge) onBottom();
+      }
+    },
+    { root: scroller, rootMargin: `${MARGIN}px 0px` },
+  );
+  observer.observe(topEdge);
+  observer.observe(bottomEdge);
+  scroller.addEventListener("scroll", () => {
+    stick = atBottom() && isLiveEnd() && indices()[1] === t().order.length;
+    maybeMarkRead();
+  });
+  document.addEventListener("visibilitychange", () => maybeMarkRead());
+
+  /** The oldest message from someone else sent after the read position. */
+  function findFirstUnread() {
+    if (!lastReadAt) return null;
+    for (const id of t().order) {
+      const m = t().byId.get(id);
+      if (m.createdAt > lastReadAt && m.authorId !== ctx.me.userId) return id;
+    }
+    return null;
+  }
+
+  function updateJump() {
+    const el = firstUnread && drawn.get(firstUnread)?.el;
+    const visible =
+      el && el.getBoundingClientRect().bottom > scroller.getBoundingClientRect().top &&
+      el.getBoundingClientRect().top < scroller.getBoundingClientRect().bottom;
+    jump.hidden = !firstUnread || Boolean(visible);
+  }
+
+  let markTimer = null;
+  function maybeMarkRead() {
+    clearTimeout(markTimer);
+    markTimer = setTimeout(() => {
+      if (!roomId || document.visibilityState !== "visible" || !isLiveEnd()) return;
+      const order = t().order;
+      const newest = order[order.length - 1];
+      if (!newest || newest === markedUpTo || !drawn.has(newest)) return;
+      const el = drawn.get(newest).el;
+      if (el.getBoundingClientRect().top > scroller.getBoundingClientRect().bottom) return;
+      markedUpTo = newest;
+      const room = roomId;
+      api.markRead(room, newest).then(
+        () => store.patchRoom(room, { unreadCount: 0, unreadCapped: false, mentionCount: 0 }),
+        () => {
+          if (markedUpTo === newest) markedUpTo = null;
+        },
+      );
+    }, 250);
+  }
+
+  bus.on("timeline:changed", ({ roomId: changed }) => {
+    if (changed !== roomId || !t().loaded) return;
+    // At the live end, the window grows with new messages (and sheds its top while stuck).
+    if (isLiveEnd() && atEnd) {
+      const [start] = indices();
+      const end = t().order.length;
+      setWindow(stick ? Math.max(start, end - WINDOW) : start, end);
+    }
+    draw();
+  });
+  bus.on("receipts:changed", ({ roomId: changed }) => changed === roomId && draw());
+
+  return {
+    /** Shows `id`, at `messageId` when given (a permalink), else at its newest messages. */
+    async open(id, { messageId = null, lastRead = null } = {}) {
+      const switching = id !== roomId;
+      generation++;
+      loading = null;
+      roomId = id;
+      if (switching) {
+        drawn.clear();
+        heights.clear();
+        list.replaceChildren();
+        markedUpTo = null;
+        lastReadAt = lastRead;
+      }
+      stick = !messageId;
+      list.setAttribute("aria-busy", "true");
+      try {
+        if (messageId) {
+          if (!store.message(id, messageId) || !t().loaded) await loadAround(messageId);
+        } else if (!t().loaded || switching) {
+          await loadLatest();
+        }
+      } finally {
+        list.removeAttribute("aria-busy");
+      }
+      if (id !== roomId) return;
+      firstUnread = findFirstUnread();
+      const order = t().order;
+      if (messageId) {
+        const at = order.indexOf(messageId);
+        setWindow(at - WINDOW / 2, at + WINDOW / 2);
+        draw({ keepAnchor: false });
+        const el = drawn.get(messageId)?.el;
+        for (const old of list.querySelectorAll("[data-permalink]")) delete old.dataset.permalink;
+        if (el) {
+          el.dataset.permalink = "true";
+          el.scrollIntoView({ block: "center" });
+          el.focus({ preventScroll: true });
+        }
+      } else {
+        setWindow(order.length - WINDOW, order.length);
+        draw({ keepAnchor: false });
+      }
+    },
+    /** Loads older pages until the first unread message is loaded, then shows it. */
+    async jumpToFirstUnread() {
+      for (let pages = 0; pages < 40; pages++) {
+        const oldest = t().byId.get(t().order[0]);
+        if (!oldest || oldest.createdAt <= lastReadAt || !t().hasOlder) break;
+        if (!(await loadOlder())) break;
+      }
+      firstUnread = findFirstUnread();
+      if (!firstUnread) return;
+      const at = t().order.indexOf(firstUnread);
+      stick = false;
+      setWindow(at - STEP, at - STEP + WINDOW);
+      draw({ keepAnchor: false });
+      const el = drawn.get(firstUnread)?.el;
+      el?.scrollIntoView({ block: "start" });
+      el?.focus({ preventScroll: true });
+      updateJump();
+    },
+    get roomId() {
+      return roomId;
+    },
+    /** Draws again (e.g. after members or names arrived). */
+    redraw() {
+      drawn.clear();
+      draw();
+    },
+    /** Order of the loaded run, oldest first (for tests and later modules). */
+    order: () => (roomId ? [...t().order].sort(byAge) : []),
+  };
+}

@@ -1,0 +1,259 @@
+//! The reference web client (`functions/web/`): the binary serves its page and files, the
+//! committed bundle of the Web PubSub client is what its pinned tools build, the development
+//! sign-in opens only where it gives nothing away, and — in Debian's chromium, driven by
+//! playwright-core from the scripts in `tests/web/` — the page does what a person does with it.
+//!
+//! `tests/run` installs playwright-core (`TABLETALK_TEST_PLAYWRIGHT`) and the web client's
+//! build tools (`TABLETALK_TEST_WEB_TOOLS`); `.ci/run` installs chromium. Under CI a missing
+//! one fails these tests; they never skip there. The browser tests run on the embedded store:
+//! the page sees the same API on both, which the other end-to-end tests check on both.
+
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use serde_json::{Value, json};
+use tabletalk::config::DEVELOPMENT_JWT_SECRET;
+
+use crate::helpers::{Backend, TestApp, provided, spawn_app, spawn_app_with};
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// The server with the development secret of `local.settings.json`, as `serve` runs locally.
+fn spawn_dev_app() -> TestApp {
+    spawn_app_with(
+        &Backend::embedded(),
+        &[("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET)],
+    )
+}
+
+/// Chromium and playwright-core, or `None` outside CI when either is missing.
+fn browser() -> Option<String> {
+    let modules = provided("TABLETALK_TEST_PLAYWRIGHT")?;
+    let chromium = std::env::var("TABLETALK_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).exists() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{chromium} is missing and CI is set: .ci/run installs chromium");
+        }
+        eprintln!("skipping: {chromium} is missing");
+        return None;
+    }
+    Some(modules)
+}
+
+/// Runs `tests/web/<script>` against `app` and fails with its output unless it exits 0.
+async fn run_browser_script(app: &TestApp, script: &str, modules: &str) -> String {
+    let path = repo().join("tests/web").join(script);
+    let run = tokio::process::Command::new("node")
+        .arg(&path)
+        .arg(&app.base)
+        .env("TABLETALK_TEST_PLAYWRIGHT", modules)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(240), run)
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not finish within 240 s"))
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    println!("{stdout}");
+    stdout
+}
+
+#[tokio::test]
+async fn the_page_and_its_files_are_served_with_their_types_and_validators() {
+    let app = spawn_app(&Backend::embedded());
+    let page = app.http.get(format!("{}/", app.base)).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(page.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+    assert_eq!(page.headers()[CACHE_CONTROL], "no-cache");
+    let etag = page.headers()[ETAG].clone();
+    assert!(page.text().await.unwrap().contains(r#"src="/web/js/main.js""#));
+
+    // An unchanged file costs a 304.
+    let again = app
+        .http
+        .get(format!("{}/", app.base))
+        .header(IF_NONE_MATCH, etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+
+    for (path, kind) in [
+        ("/web/js/main.js", "text/javascript; charset=utf-8"),
+        ("/web/vendor/web-pubsub-client.js", "text/javascript; charset=utf-8"),
+        ("/web/app.css", "text/css; charset=utf-8"),
+    ] {
+        let file = app.http.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(file.status(), StatusCode::OK, "{path}");
+        assert_eq!(file.headers()[CONTENT_TYPE], kind, "{path}");
+        assert_eq!(file.headers()["x-content-type-options"], "nosniff", "{path}");
+    }
+    // A missing file, and the build tooling beside the page, are not there.
+    for path in [
+        "/web/js/missing.js",
+        "/web/package.json",
+        "/web/tools/bundle.mjs",
+        "/web/README.md",
+        "/web/",
+    ] {
+        let missing = app.http.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND, "{path}");
+        let body: Value = missing.json().await.unwrap();
+        assert_eq!(body["code"], "NOT_FOUND", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_committed_web_pubsub_bundle_is_what_the_pinned_tools_build() {
+    let Some(modules) = provided("TABLETALK_TEST_WEB_TOOLS") else {
+        return;
+    };
+    let output = tokio::process::Command::new("node")
+        .arg(repo().join("functions/web/tools/bundle.mjs"))
+        .arg(&modules)
+        .arg("--check")
+        .output()
+        .await
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+async fn dev_sign_in(app: &TestApp, body: Value, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+    let mut request = app.http.post(format!("{}/api/dev/signin", app.base)).json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_development_sign_in_gives_a_token_on_loopback_with_the_development_secret() {
+    let app = spawn_dev_app();
+    let (status, body) = dev_sign_in(&app, json!({"userId": "alice", "name": "Alice"}), &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let token = body["token"].as_str().unwrap();
+    let rooms = app
+        .http
+        .post(format!("{}/api/rooms", app.base))
+        .bearer_auth(token)
+        .json(&json!({"name": "general"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rooms.status(), StatusCode::CREATED);
+    let room: Value = rooms.json().await.unwrap();
+    assert_eq!(room["ownerId"], "alice", "{room}");
+
+    // Bad input is a 4xx with the API's error body.
+    for bad in [
+        json!({"userId": ""}),
+        json!({"name": "x"}),
+        json!({"userId": "a", "extra": 1}),
+        json!("alice"),
+    ] {
+        let (status, body) = dev_sign_in(&app, bad.clone(), &[]).await;
+        assert!(status.is_client_error(), "{bad}: {status}");
+        assert!(body["code"].is_string(), "{bad}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn the_development_sign_in_is_missing_with_any_other_secret() {
+    let app = spawn_app(&Backend::embedded());
+    let (status, body) = dev_sign_in(&app, json!({"userId": "alice"}), &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["code"], "NOT_FOUND");
+    // Even a malformed body says only that there is no such route.
+    let (status, _) = dev_sign_in(&app, json!(7), &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A non-loopback peer cannot reach a server holding the development secret (`serve` refuses
+/// such an address; tests/api/serve.rs), except through a proxy on the same machine: a request
+/// a proxy forwarded is refused as missing. (The router's own tests show a non-loopback peer
+/// and a host without peer addresses — Lambda, the Functions app — refused too.)
+#[tokio::test]
+async fn the_development_sign_in_is_missing_to_a_request_forwarded_by_a_proxy() {
+    let app = spawn_dev_app();
+    for header in ["forwarded", "x-forwarded-for", "x-real-ip"] {
+        let (status, body) = dev_sign_in(&app, json!({"userId": "alice"}), &[(header, "203.0.113.7")]).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{header}");
+        assert_eq!(body["code"], "NOT_FOUND", "{header}");
+    }
+}
+
+#[tokio::test]
+async fn the_page_renders_signed_in_within_a_second_without_console_errors() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "first_render.mjs", &modules).await;
+}
+
+/// The must-show of issue 18, in two browser contexts: a message typed by one appears live for
+/// the other after their typing shows; the reader's seen-tick, a reply, a reaction, an edit and
+/// a delete appear live; mention autocomplete picks by keyboard with the focus kept in the box;
+/// unread and mention badges of rooms not shown update live, and the room list is ordered by
+/// activity (tests/web/two_people.mjs).
+#[tokio::test]
+async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_live() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "two_people.mjs", &modules).await;
+}
+
+/// A room of 10,000 messages: it opens at the newest; scrolling back loads cursor pages as the
+/// top comes into view, each message once and in order, with at most a window of them in the
+/// DOM; a permalink opens at its message and reads on at the bottom; "Jump to first unread"
+/// brings the first unread message into view (tests/web/long_room.mjs).
+#[tokio::test]
+async fn a_long_room_scrolls_back_windowed_and_opens_at_permalinks_and_the_first_unread() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "long_room.mjs", &modules).await;
+}
+
+/// Sending safely (seed 001): a failed send goes again with the same clientId; one whose
+/// answer was lost shows and is stored once; one made offline waits and is delivered once
+/// back online; a refused one says why and can be discarded (tests/web/sending.mjs).
+#[tokio::test]
+async fn a_send_is_retried_with_its_client_id_and_shown_once_even_offline() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "sending.mjs", &modules).await;
+}
+
+/// Keyboard only at a phone's width: sign in, open the sidebar, create a room, send and edit
+/// a message, each focused control with a visible focus ring (tests/web/keyboard.mjs).
+#[tokio::test]
+async fn the_page_works_by_keyboard_alone_at_a_phones_width() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "keyboard.mjs", &modules).await;
+}

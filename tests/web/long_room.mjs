@@ -1,0 +1,153 @@
+// A room of 10,000 messages. Opening it shows the newest; scrolling back loads older pages
+// as the top comes into view, each message shown once and in order, with never more than a
+// window of messages in the DOM (the rest are spacers). A permalink opens at its message
+// (readMessages?around=) and reads on to newer pages at the bottom. A reader with unread
+// messages is offered "Jump to first unread", which brings the first one into view. The
+// room is found and joined through the directory.
+import { base, check, openPage, run, signIn, step } from "./harness.mjs";
+
+const N = 10000;
+const SCROLLED = 600;
+const MAX_IN_DOM = 200;
+
+async function api(token, method, path, body) {
+  const response = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${await response.text()}`);
+  return response.status === 204 ? null : response.json();
+}
+async function devToken(userId) {
+  const r = await fetch(`${base}/api/dev/signin`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ userId }),
+  });
+  return (await r.json()).token;
+}
+/** Posts texts[i] in order of i (16 at a time, so ids are not strictly in i order: the test reads the page's order). */
+async function post(token, roomId, texts) {
+  let next = 0;
+  const ids = new Array(texts.length);
+  const worker = async () => {
+    while (next < texts.length) {
+      const i = next++;
+      ids[i] = (await api(token, "POST", `/api/rooms/${roomId}/messages`, { text: `<p>${texts[i]}</p>` })).id;
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  return ids;
+}
+
+/** What the page has in the DOM: message ids in order, and how many there are. */
+const shown = (page) =>
+  page.$$eval("[data-testid=message]:not([data-pending])", (els) => els.map((e) => e.dataset.messageId));
+
+await run(async (browser) => {
+  const alice = await devToken("alice");
+  const bob = await devToken("bob");
+  const room = await api(alice, "POST", "/api/rooms", { name: "archive", visibility: "public" });
+  let ids;
+  await step(`seed ${N} messages`, async () => {
+    ids = await post(alice, room.id, Array.from({ length: N }, (_, i) => `message #${i}`));
+  });
+
+  let bobPage;
+  const page = await openPage(browser, `/`, { label: "alice" });
+  await signIn(page, "alice", "Alice");
+
+  await step("the room opens at its newest messages with a window of them in the DOM", async () => {
+    await page.goto(`${base}/#/rooms/${room.id}`);
+    await page.locator(`[data-testid=room-title]`).filter({ hasText: "archive" }).waitFor();
+    await page.locator(`[data-message-id]`).first().waitFor();
+    const inDom = await shown(page);
+    check(inDom.length > 0 && inDom.length <= MAX_IN_DOM, `${inDom.length} messages in the DOM`);
+    const newest = await page.locator("[data-testid=message]").last().textContent();
+    check(/message #\d+/.test(newest), `the newest is shown: ${newest}`);
+  });
+
+  await step(`scrolling back through ${SCROLLED} messages shows each once, in order, windowed`, async () => {
+    await page.evaluate(() => {
+      globalThis.__longest = 0;
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) globalThis.__longest = Math.max(globalThis.__longest, e.duration);
+      }).observe({ type: "longtask", buffered: false });
+    });
+    const seen = new Set();
+    let previous = null;
+    let maxInDom = 0;
+    for (let rounds = 0; seen.size < SCROLLED && rounds < 200; rounds++) {
+      const inDom = await shown(page);
+      maxInDom = Math.max(maxInDom, inDom.length);
+      check(new Set(inDom).size === inDom.length, "no message is in the DOM twice");
+      for (let i = 1; i < inDom.length; i++) check(inDom[i - 1] > inDom[i], "the DOM is oldest first");
+      inDom.forEach((id) => seen.add(id));
+      previous = inDom[0];
+      // Scroll to the top: the sentinel comes into view and the window moves up (or a page loads).
+      await page.$eval("#timeline", (el) => (el.scrollTop = 0));
+      await page.waitForFunction(
+        (first) => document.querySelector("[data-testid=message]")?.dataset.messageId !== first,
+        previous,
+        { timeout: 10000 },
+      );
+    }
+    check(seen.size >= SCROLLED, `saw ${seen.size} messages`);
+    check(maxInDom <= MAX_IN_DOM, `at most ${maxInDom} messages were in the DOM at once`);
+    // Every message between the newest and the oldest seen was seen: nothing skipped.
+    const sorted = [...ids].sort().reverse(); // oldest first
+    const oldestSeen = [...seen].sort()[seen.size - 1];
+    const expected = sorted.slice(sorted.indexOf(oldestSeen));
+    const missing = expected.filter((id) => !seen.has(id));
+    check(missing.length === 0, `${missing.length} messages were skipped`);
+    const longest = await page.evaluate(() => globalThis.__longest);
+    console.log(`scrolled back through ${seen.size} messages, at most ${maxInDom} in the DOM at once; longest main-thread task ${Math.round(longest)} ms`);
+  });
+
+  await step("a permalink opens at its message, and newer pages load at the bottom", async () => {
+    const target = ids[1234];
+    await page.goto(`${base}/#/rooms/${room.id}/messages/${target}`);
+    const el = page.locator(`[data-message-id="${target}"][data-permalink]`);
+    await el.waitFor();
+    check((await el.textContent()).includes("message #1234"), "the right message");
+    const box = await el.boundingBox();
+    const viewport = page.viewportSize();
+    check(box && box.y >= 0 && box.y + box.height <= viewport.height, `it is in view: ${JSON.stringify(box)}`);
+    const firstBefore = await shown(page);
+    for (let i = 0; i < 4; i++) {
+      await page.$eval("#timeline", (el) => (el.scrollTop = el.scrollHeight));
+      await page.waitForTimeout(150);
+    }
+    const after = await shown(page);
+    check(after[after.length - 1] < firstBefore[firstBefore.length - 1], "newer messages came in at the bottom");
+  });
+
+  await step("bob finds the public room in the directory and joins it", async () => {
+    bobPage = await openPage(browser, "/", { label: "bob" });
+    await signIn(bobPage, "bob", "Bob");
+    await bobPage.getByTestId("join-room").click();
+    await bobPage.getByTestId("directory-search").fill("arch");
+    await bobPage.locator(`[data-testid=directory-join][data-room-id="${room.id}"]`).click();
+    await bobPage.getByTestId("room-title").filter({ hasText: "archive" }).waitFor();
+    await bobPage.locator("[data-message-id]").first().waitFor();
+  });
+
+  await step("bob, away from the room, gets unread messages and jumps to the first of them", async () => {
+    await bobPage.goto(`${base}/`);
+    await bobPage.locator("html[data-ready=true]").waitFor();
+    await bobPage.locator("[data-testid=connection-status][data-state=connected]").waitFor({ state: "attached" });
+    const later = await post(alice, room.id, Array.from({ length: 150 }, (_, i) => `later #${i}`));
+    const firstUnread = [...later].sort().reverse()[0];
+    const link = bobPage.locator(`[data-testid=room-link][data-room-id="${room.id}"]`);
+    // A notice comes once until bob looks (tiered delivery), with the counts of its moment.
+    await link.getByTestId("unread-badge").waitFor();
+    await link.click();
+    await bobPage.getByTestId("jump-unread").click();
+    const el = bobPage.locator(`[data-message-id="${firstUnread}"][data-first-unread]`);
+    await el.waitFor();
+    const box = await el.boundingBox();
+    check(box && box.y >= 0 && box.y < bobPage.viewportSize().height, `the first unread is in view: ${JSON.stringify(box)}`);
+    await bobPage.getByTestId("jump-unread").waitFor({ state: "hidden" });
+  });
+});

@@ -1,0 +1,102 @@
+// Sending safely: a send whose answer is lost (the server stored it, the page saw a 503) is
+// sent again with the same clientId and shows once, replaced by the stored message; a send
+// made while the browser is offline stays pending ("Sending…"/"Retrying…") with the text and
+// is delivered once when the browser is back online. A send the server refuses shows its
+// reason with Retry and Discard, and Discard takes it away.
+import { allowConsoleError, base, check, openPage, run, signIn, step } from "./harness.mjs";
+
+// The failures this test stages on purpose; the browser logs each failed request.
+allowConsoleError(/status of 503|status of 422|status of 400|ERR_FAILED|ERR_INTERNET_DISCONNECTED|ERR_NETWORK_CHANGED/);
+
+async function devToken(userId) {
+  const r = await fetch(`${base}/api/dev/signin`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ userId }),
+  });
+  return (await r.json()).token;
+}
+async function stored(token, roomId) {
+  const r = await fetch(`${base}/api/rooms/${roomId}/messages?limit=100`, { headers: { authorization: `Bearer ${token}` } });
+  return (await r.json()).messages.filter((m) => m.type === "Message");
+}
+
+await run(async (browser) => {
+  const token = await devToken("alice");
+  const room = await (
+    await fetch(`${base}/api/rooms`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "outbox" }),
+    })
+  ).json();
+  const page = await openPage(browser, "/", { label: "alice" });
+  await signIn(page, "alice", "Alice");
+  await page.goto(`${base}/#/rooms/${room.id}`);
+  await page.getByTestId("room-title").filter({ hasText: "outbox" }).waitFor();
+  const input = page.getByTestId("composer-input");
+  const sent = (text) => page.locator("[data-testid=message]:not([data-pending])").filter({ hasText: text });
+
+  /** Routes the room's sends: `first` handles the first POST, the rest go through. */
+  async function stage(first) {
+    const clientIds = [];
+    await page.route("**/api/rooms/*/messages", async (route) => {
+      if (route.request().method() !== "POST") return route.continue();
+      clientIds.push(JSON.parse(route.request().postData()).clientId);
+      if (clientIds.length === 1) return first(route);
+      return route.continue();
+    });
+    return clientIds;
+  }
+
+  await step("a send that failed is sent again with the same clientId after a wait", async () => {
+    const clientIds = await stage((route) => route.abort("failed"));
+    await input.fill("sent again");
+    await input.press("Enter");
+    await sent("sent again").waitFor();
+    await page.unroute("**/api/rooms/*/messages");
+    check(clientIds.length === 2 && clientIds[0] === clientIds[1], `one clientId, sent twice: ${clientIds}`);
+    check((await page.getByTestId("message").filter({ hasText: "sent again" }).count()) === 1, "shown once");
+  });
+
+  await step("a send whose answer was lost (stored, then a 503) shows once, as stored", async () => {
+    const clientIds = await stage(async (route) => {
+      await route.fetch(); // it reaches the server and is stored …
+      await route.fulfill({ status: 503, contentType: "application/json", body: '{"code":"UNAVAILABLE","message":"lost"}' });
+    });
+    await input.fill("said once");
+    await input.press("Enter");
+    await sent("said once").waitFor();
+    await page.waitForTimeout(1500); // a retry, if one was due, has gone out by now
+    await page.unroute("**/api/rooms/*/messages");
+    check(new Set(clientIds).size === 1, `one clientId: ${clientIds}`);
+    check((await page.getByTestId("message").filter({ hasText: "said once" }).count()) === 1, "shown once");
+    const messages = (await stored(token, room.id)).filter((m) => m.text.includes("said once"));
+    check(messages.length === 1, `stored once: ${messages.length}`);
+  });
+
+  await step("a send made offline stays pending and is delivered once back online", async () => {
+    await page.context().setOffline(true);
+    await input.fill("written offline");
+    await input.press("Enter");
+    const pending = page.locator("[data-testid=message][data-pending]").filter({ hasText: "written offline" });
+    await pending.waitFor();
+    check(/Sending|Retrying/.test(await pending.getByTestId("pending-status").textContent()), "it says it is sending");
+    await page.waitForTimeout(1500);
+    await page.context().setOffline(false);
+    await sent("written offline").waitFor();
+    await pending.waitFor({ state: "detached" });
+    const messages = (await stored(token, room.id)).filter((m) => m.text.includes("written offline"));
+    check(messages.length === 1, `stored once: ${messages.length}`);
+  });
+
+  await step("a refused send shows why, and Discard takes it away", async () => {
+    await input.fill("x".repeat(10001));
+    await input.press("Enter");
+    const failed = page.locator("[data-testid=message][data-state=failed]");
+    await failed.waitFor();
+    check((await failed.getByTestId("pending-status").textContent()).startsWith("Not sent"), "it says why");
+    await failed.getByRole("button", { name: "Discard" }).click();
+    await failed.waitFor({ state: "detached" });
+  });
+});

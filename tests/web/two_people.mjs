@@ -1,0 +1,147 @@
+// Two people in two browser contexts. Alice creates a room and invites Bob; Bob accepts.
+// What Alice types appears live for Bob (her typing first; a mention picked from the
+// suggestions by keyboard; Bob's reply), Bob's reading shows on Alice's
+// message as a seen-tick, and Bob's reaction, Alice's edit and her delete appear live on the
+// other side. A direct message to Bob, who is looking at another room, shows as his unread
+// badge live, the room moving to the top of its section; a mention in the room shows as a
+// mention badge. No page logs an error.
+import { check, run, step, user } from "./harness.mjs";
+
+const message = (page, text) => page.getByTestId("message").filter({ hasText: text });
+const roomLink = (page, id) => page.locator(`[data-testid=room-link][data-room-id="${id}"]`);
+
+await run(async (browser) => {
+  const alice = await user(browser, "alice", { name: "Alice" });
+  const bob = await user(browser, "bob", { name: "Bob" });
+  let roomId;
+
+  await step("alice creates a room and invites bob", async () => {
+    await alice.getByTestId("create-room").click();
+    await alice.getByTestId("dialog-name").fill("general");
+    await alice.getByTestId("dialog-ok").click();
+    await alice.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
+    roomId = /#\/rooms\/([^/]+)/.exec(alice.url())[1];
+    await alice.getByTestId("invite").click();
+    await alice.getByTestId("dialog-userId").fill("bob");
+    await alice.getByTestId("dialog-ok").click();
+    await alice.getByTestId("dialog").waitFor({ state: "hidden" });
+  });
+
+  await step("bob sees the invitation and accepts it", async () => {
+    await bob.reload();
+    await bob.getByTestId("invitation-accept").click();
+    await bob.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
+    check(bob.url().includes(roomId), `bob shows the room: ${bob.url()}`);
+  });
+
+  await step("alice's typing shows for bob, then her message appears live", async () => {
+    const input = alice.getByTestId("composer-input");
+    await input.click();
+    await input.pressSequentially("hello bob", { delay: 20 });
+    await bob.getByTestId("typing").filter({ hasText: "Alice is typing" }).waitFor();
+    await input.press("Enter");
+    await message(bob, "hello bob").waitFor();
+    await bob.getByTestId("typing").filter({ hasText: /^$/ }).waitFor();
+  });
+
+  await step("bob read it: alice's message shows a seen-tick", async () => {
+    await message(alice, "hello bob").getByTestId("seen").waitFor();
+  });
+
+  await step("mention autocomplete: alice picks bob from the listbox with the keyboard", async () => {
+    const input = alice.getByTestId("composer-input");
+    await input.pressSequentially("hi @b");
+    await alice.getByTestId("suggestion").first().waitFor();
+    check((await input.getAttribute("aria-expanded")) === "true", "the listbox is open");
+    check((await input.getAttribute("aria-activedescendant")) === "suggestion-0", "the first option is active");
+    await input.press("Enter");
+    check((await input.inputValue()) === "hi @bob ", `the pick is in the box: ${await input.inputValue()}`);
+    check(await input.evaluate((el) => el === document.activeElement), "the focus stays in the box");
+    await input.press("Enter");
+    await message(bob, "hi @bob").locator('[data-type="mention"]').waitFor();
+  });
+
+  await step("bob's reply appears live for alice, naming what it answers", async () => {
+    const theirs = message(bob, "hi @bob");
+    await theirs.hover();
+    await theirs.getByTestId("action-reply").click();
+    check((await bob.getByTestId("composer-context").textContent()).includes("Replying to Alice"), "the box says what it answers");
+    const input = bob.getByTestId("composer-input");
+    check(await input.evaluate((el) => el === document.activeElement), "the focus is in the box");
+    await input.fill("a reply");
+    await input.press("Enter");
+    await message(alice, "a reply").getByTestId("reply-ref").filter({ hasText: "Alice" }).waitFor();
+  });
+
+  await step("bob's reaction appears live for alice", async () => {
+    const theirs = message(bob, "hello bob");
+    await theirs.hover();
+    await theirs.getByTestId("action-react-👍").click();
+    await message(alice, "hello bob").getByTestId("reaction").filter({ hasText: "👍 1" }).waitFor();
+  });
+
+  await step("alice's edit appears live for bob", async () => {
+    const mine = message(alice, "hello bob");
+    await mine.hover();
+    await mine.getByTestId("action-edit").click();
+    const input = alice.getByTestId("composer-input");
+    check((await input.inputValue()) === "hello bob", "the box holds the text to edit");
+    await input.fill("hello bob, edited");
+    await input.press("Enter");
+    await message(bob, "hello bob, edited").getByTestId("edited").waitFor();
+  });
+
+  await step("alice's delete appears live for bob", async () => {
+    alice.once("dialog", (d) => d.accept());
+    const mine = message(alice, "hello bob, edited");
+    await mine.hover();
+    await mine.getByTestId("action-delete").click();
+    await bob.locator('[data-testid=message][data-deleted=true]').filter({ hasText: "deleted" }).waitFor();
+    check((await message(bob, "hello bob, edited").count()) === 0, "the text is gone for bob");
+  });
+
+  await step("a direct message to bob, who looks at another room, shows his unread badge live", async () => {
+    // Bob opens the conversation first and goes back to the room: it is now due a notice.
+    await bob.getByTestId("open-direct").click();
+    await bob.getByTestId("dialog-userId").fill("alice");
+    await bob.getByTestId("dialog-ok").click();
+    await bob.getByTestId("room-title").filter({ hasText: "Alice" }).waitFor();
+    await roomLink(bob, roomId).click();
+    await bob.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
+
+    await alice.getByTestId("open-direct").click();
+    await alice.getByTestId("dialog-userId").fill("bob");
+    await alice.getByTestId("dialog-ok").click();
+    await alice.getByTestId("room-title").filter({ hasText: "Bob" }).waitFor();
+    const input = alice.getByTestId("composer-input");
+    await input.fill("a word in private");
+    await input.press("Enter");
+    await alice.locator("[data-testid=message]:not([data-pending])").filter({ hasText: "a word in private" }).waitFor();
+    const dm = bob.getByTestId("section-direct").getByTestId("room-link").filter({ hasText: "Alice" });
+    await dm.getByTestId("unread-badge").filter({ hasText: "1" }).waitFor();
+    await dm.click();
+    await message(bob, "a word in private").waitFor();
+    await dm.getByTestId("unread-badge").waitFor({ state: "detached" });
+  });
+
+  await step("a mention in the room bob is not looking at shows his mention badge live and moves it up", async () => {
+    // Bob makes a room of his own: the newest activity, so it is listed first.
+    await bob.getByTestId("create-room").click();
+    await bob.getByTestId("dialog-name").fill("quiet");
+    await bob.getByTestId("dialog-ok").click();
+    await bob.getByTestId("room-title").filter({ hasText: "quiet" }).waitFor();
+    const order = () =>
+      bob.getByTestId("section-rooms").getByTestId("room-link").evaluateAll((links) => links.map((a) => a.dataset.roomId));
+    check((await order())[1] === roomId, "general is listed below the newer room");
+    await roomLink(alice, roomId).click();
+    await alice.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
+    const input = alice.getByTestId("composer-input");
+    await input.pressSequentially("look @bo");
+    await alice.getByTestId("suggestion").first().waitFor();
+    await input.press("Tab");
+    await input.press("Enter");
+    const general = roomLink(bob, roomId);
+    await general.getByTestId("mention-badge").filter({ hasText: "@1" }).waitFor();
+    check((await order())[0] === roomId, "the room with the new message is listed first");
+  });
+});
