@@ -98,6 +98,14 @@ export function createLive({ api, bus }) {
       shown = roomId;
       return tellView();
     },
+    /** The network is back (network.js): a try that waits for its backoff runs now. */
+    retryNow() {
+      if (!timer || stopping) return;
+      clearTimeout(timer);
+      timer = null;
+      restarts = 0;
+      restart();
+    },
     get connectionId() {
       return connectionId;
     },
