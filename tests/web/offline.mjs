@@ -1,8 +1,9 @@
 // One person goes offline (issue 18's must-show; seeds 001 and 004). Alice and Bob share a
 // room of 40 messages; Bob scrolls up, and goes offline: his context is set offline AND his
-// live WebSocket is cut (Playwright's `setOffline` fails new requests but leaves an open
-// WebSocket up, so the test routes Bob's WebSockets through `routeWebSocket` and closes them,
-// refusing new ones until he is back). "Reconnecting…" shows; offline, Bob sends a message
+// live WebSocket is cut. (Playwright's `setOffline` fails new requests, but an open WebSocket
+// stays open: no close, no `disconnected`, its frames held back — a probe showed it. So the
+// test routes Bob's WebSockets through `routeWebSocket`, closes them on both sides, and
+// refuses new ones until he is back.) "Reconnecting…" shows; offline, Bob sends a message
 // and starts a draft. Meanwhile Alice edits, deletes, reacts and sends 30 messages.
 // Back online — no reload — Bob's page shows exactly the room's current state as the API
 // answers it (every message's text, edited and deleted state, reactions; no pending entry
@@ -15,7 +16,7 @@
 // is held back, before the network answers; the cache equals the room; a cursor ahead of the
 // room's counter comes back RESET and the cache drops its stale copy and syncs afresh; and
 // after Alice removes Bob, the feed answers NO_ACCESS: the copy is dropped and the room leaves
-// his sidebar.
+// his sidebar. Signing out deletes his cache from the device.
 import { check, losesNetworkOnPurpose, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.locator("[data-testid=message]:not([data-pending])").filter({ hasText: text });
@@ -357,5 +358,14 @@ await run(async (browser) => {
     const followed = await bob.evaluate(async () => (await tabletalk.history.rooms()).map((r) => r.roomId));
     check(!followed.includes(roomId), "the room is no longer synced");
     await bob.locator(`[data-testid=room-link][data-room-id="${roomId}"]`).waitFor({ state: "detached" });
+  });
+
+  await step("signing out deletes bob's history cache from the device", async () => {
+    const before = await bob.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
+    check(before.includes("tabletalk-history-bob"), `bob's cache is there before: ${before}`);
+    await bob.getByTestId("signout").click();
+    await bob.getByTestId("signin").waitFor();
+    const names = await bob.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
+    check(!names.includes("tabletalk-history-bob"), `no database of bob's is left: ${names}`);
   });
 });

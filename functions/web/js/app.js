@@ -67,6 +67,7 @@ export async function startApp(me) {
   const history = openHistoryCache(me.userId);
   const catchUp = createCatchUp({ api, store, bus, cache: history, timeline, rooms });
   showCachedFirst({ store, bus, cache: history, timeline });
+  document.getElementById("signout").addEventListener("click", () => history.forget());
 
   document.getElementById("app").hidden = false;
   document.getElementById("me").textContent = me.name;

@@ -13,6 +13,8 @@
 // message read or pushed live is stored, but the feed still has to say the room is complete
 // up to a point, so a missed signal never leaves the cache behind.
 //
+// Signing out deletes the user's database: a shared device keeps no one's history after it.
+//
 // Every method resolves even when IndexedDB is missing or refuses (a private window, a full
 // disk): the cache is a speed-up and never a reason for the page to fail.
 
@@ -44,7 +46,11 @@ export function openHistoryCache(userId) {
       if (!db.objectStoreNames.contains("messages")) db.createObjectStore("messages", { keyPath: ["roomId", "id"] });
       if (!db.objectStoreNames.contains("rooms")) db.createObjectStore("rooms", { keyPath: "roomId" });
     };
-    request.onsuccess = () => resolve(request.result);
+    request.onsuccess = () => {
+      // Another tab deleting the database (a sign-out there) must not wait for this one.
+      request.result.onversionchange = () => request.result.close();
+      resolve(request.result);
+    };
     request.onerror = () => {
       console.warn("the history cache is unavailable", request.error);
       resolve(null);
@@ -114,7 +120,13 @@ export function openHistoryCache(userId) {
         tx.objectStore("rooms").put({ roomId, cursor });
       }, undefined);
     },
-    /** Forgets a room: its messages and its cursor (RESET, NO_ACCESS, sign-out). */
+    /** Forgets everything of this user on this device (sign-out): the whole database. */
+    async forget() {
+      const db = await opening;
+      db?.close();
+      if (globalThis.indexedDB) indexedDB.deleteDatabase(`tabletalk-history-${userId}`);
+    },
+    /** Forgets a room: its messages and its cursor (RESET, NO_ACCESS). */
     drop(roomId) {
       return within(["messages", "rooms"], "readwrite", async (tx) => {
         tx.objectStore("messages").delete(roomRange(roomId));
