@@ -350,6 +350,11 @@ await run(async (browser) => {
   });
 
   await step("removed from the room, bob's catch-up gets NO_ACCESS: the copy is dropped and the room leaves his sidebar", async () => {
+    // Bob looks at another room meanwhile (a page still showing a room it was just removed
+    // from reads it and answers 404, which the browser logs as an error).
+    const dm = await bob.evaluate(async () => (await tabletalk.api.openDirect("alice")).id);
+    await bob.evaluate((id) => (location.hash = `#/rooms/${id}`), dm);
+    await bob.getByTestId("room-title").filter({ hasText: "Alice" }).waitFor();
     await alice.evaluate((roomId) => tabletalk.api.request("POST", `/api/rooms/${roomId}/members/bob/kick`, {}), roomId);
     const gone = bob.evaluate(() => new Promise((resolve) => tabletalk.bus.on("history:no-access", resolve)));
     await bob.evaluate(() => tabletalk.catchUp.all());
