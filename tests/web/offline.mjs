@@ -10,7 +10,9 @@
 // left), his offline send is stored exactly once although its first answer was lost (the
 // network comes back before the live connection; the request reached the server, its answer
 // was dropped, and the outbox sent it again with the same clientId), and his scroll position,
-// draft and focus are as he left them.
+// draft and focus are as he left them. With the network up, a live connection that drops
+// alone (its WebSocket cut) catches up too once it is back: a new connection, and an edit and
+// a reaction made meanwhile appear.
 //
 // Then the history cache (IndexedDB): a reload shows the cached history while the room's read
 // is held back, before the network answers; the cache equals the room; a cursor ahead of the
@@ -272,6 +274,33 @@ await run(async (browser) => {
       return el && el.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
     }, anchor.id);
     check(now !== null && Math.abs(now - anchor.offset) <= 2, `the first message on screen stayed put: ${anchor.offset} then ${now}`);
+  });
+
+  await step("with the network up, a dropped live connection catches up when it is back", async () => {
+    const before = await bob.evaluate(() => tabletalk.live.connectionId);
+    check(before, "bob is connected");
+    // Only the WebSocket goes: the browser stays online (no `online` event to catch up on).
+    bobOffline = true;
+    for (const { ws, server } of [...sockets]) {
+      sockets.clear();
+      await ws.close({ code: 1001, reason: "dropped" });
+      await server.close({ code: 1001, reason: "dropped" });
+    }
+    const edited = message(alice, "burst 30");
+    await edited.hover();
+    await edited.getByTestId("action-edit").click();
+    await alice.getByTestId("composer-input").fill("burst 30, edited while bob's connection was down");
+    await alice.getByTestId("composer-input").press("Enter");
+    await message(alice, "burst 30, edited while bob's connection was down").getByTestId("edited").waitFor();
+    const reacted = message(alice, "burst 29");
+    await reacted.hover();
+    await reacted.getByTestId("action-react-👍").click();
+    await reacted.getByTestId("reaction").filter({ hasText: "👍 1" }).waitFor();
+    check((await message(bob, "edited while bob's connection was down").count()) === 0, "bob has not heard of the edit");
+    bobOffline = false;
+    await bob.waitForFunction((before) => tabletalk.live.connectionId && tabletalk.live.connectionId !== before, before, { timeout: 60000 });
+    await showsExactly(bob, alice, roomId);
+    check((await message(bob, "edited while bob's connection was down").count()) === 1, "the edit is there");
   });
 
   await step("the history cache holds the room at its versions, as the API does", async () => {
