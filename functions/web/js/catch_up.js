@@ -5,7 +5,8 @@
 // When it runs:
 //   - on start, for every room the history cache follows (history_cache.js);
 //   - when a room is opened that the cache does not follow yet: an initial sync (cursor null);
-//   - on every reconnect, for every followed room — then the open room's messages on screen
+//   - on every reconnect and when the browser says it is online again (network.js), for
+//     every followed room — then the open room's messages on screen
 //     are read again, since reactions, pins and previews are companion data the feed does not
 //     carry (seed 004 "What the feed does not carry");
 //   - when a live signal about a message arrives (a hint): for that room, to record the
@@ -21,7 +22,8 @@
 //                removed from a room keeps no copy of it on this device), it is no longer
 //                synced, and the room list is read again (it leaves the sidebar).
 //   UNAVAILABLE: the copy and the cursor are kept, and the room is asked for again later, with
-//                growing waits.
+//                growing waits (so is every room of a request that failed; a refused cursor,
+//                400, makes its rooms sync again from the beginning).
 //
 // A change carries the message's current state without its companion data; merged into the
 // held copy (which keeps its reactions) it is an upsert like any other. A deleted message is a
