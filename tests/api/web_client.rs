@@ -257,3 +257,19 @@ async fn the_page_works_by_keyboard_alone_at_a_phones_width() {
     let app = spawn_dev_app();
     run_browser_script(&app, "keyboard.mjs", &modules).await;
 }
+
+/// The must-show of issue 18 for a dropped connection (tests/web/offline.mjs): one person goes
+/// offline (context offline and the live WebSocket cut) while the other edits, deletes, reacts
+/// and sends 30 messages; back online, without a reload, the first page shows exactly the
+/// room's current state as the API answers it, its send made offline is stored once (its first
+/// answer lost, sent again with the same clientId), and scroll position, draft and focus are
+/// kept. Then the IndexedDB history cache: it equals the room at its versions, a reload shows
+/// it before the network answers, RESET drops a stale copy and NO_ACCESS drops a lost room's.
+#[tokio::test]
+async fn an_offline_page_catches_up_to_the_rooms_exact_state_and_delivers_its_send_once() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "offline.mjs", &modules).await;
+}

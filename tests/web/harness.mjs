@@ -45,6 +45,18 @@ export function allowConsoleError(pattern) {
   allowed.push(pattern);
 }
 
+/**
+ * Pages (by label) whose test cuts their network on purpose (tests/web/offline.mjs): the
+ * browser's own log line of a request that failed for want of a network ("Failed to load
+ * resource: net::ERR_…") is what the test causes there, not a problem of the page. An HTTP
+ * error status, or anything the page itself logs, still fails the run.
+ */
+const offlineOnPurpose = new Set();
+export function losesNetworkOnPurpose(label) {
+  offlineOnPurpose.add(label);
+}
+const NETWORK_FAILURE = /^Failed to load resource: net::ERR_/;
+
 export async function launch() {
   return chromium.launch({
     executablePath: process.env.TABLETALK_TEST_CHROMIUM || "/usr/bin/chromium",
@@ -54,12 +66,14 @@ export async function launch() {
 }
 
 /** A fresh context and page at `path`, its console errors and page errors recorded. */
-export async function openPage(browser, path = "/", { viewport = { width: 1280, height: 800 }, label = "page" } = {}) {
-  const context = await browser.newContext({ viewport });
+export async function openPage(browser, path = "/", { viewport = { width: 1280, height: 800 }, label = "page", context: given } = {}) {
+  // A test may hand in a context it prepared (routes, offline), else the page gets its own.
+  const context = given ?? (await browser.newContext({ viewport }));
   const page = await context.newPage();
   page.on("console", (message) => {
     if (message.type() !== "error") return;
     const text = message.text();
+    if (offlineOnPurpose.has(label) && NETWORK_FAILURE.test(text)) return;
     if (!allowed.some((pattern) => pattern.test(text))) problems.push(`${label}: console error: ${text}`);
   });
   page.on("pageerror", (error) => problems.push(`${label}: page error: ${error.message}`));

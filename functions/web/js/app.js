@@ -17,6 +17,10 @@ import { handleSignals } from "./signals.js";
 import { createStore } from "./store.js";
 import { createTimeline } from "./timeline.js";
 import { addRoomCommands } from "./room_commands.js";
+import { openHistoryCache } from "./history_cache.js";
+import { createCatchUp } from "./catch_up.js";
+import { showCachedFirst } from "./cache_first.js";
+import { watchNetwork } from "./network.js";
 
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
@@ -59,6 +63,11 @@ export async function startApp(me) {
     },
   };
   handleSignals({ api, store, bus, me, rooms });
+  // The history cache and catching up through the change feed (seed 004, docs/CATCHUP.md).
+  const history = openHistoryCache(me.userId);
+  const catchUp = createCatchUp({ api, store, bus, cache: history, timeline, rooms });
+  showCachedFirst({ store, bus, cache: history, timeline });
+  document.getElementById("signout").addEventListener("click", () => history.forget());
 
   document.getElementById("app").hidden = false;
   document.getElementById("me").textContent = me.name;
@@ -110,6 +119,7 @@ export async function startApp(me) {
       api.listMembers(roomId).then((m) => store.setMembers(roomId, m), () => {});
       api.listReceipts(roomId).then((r) => store.setReceipts(roomId, r), () => {});
     }
+    bus.emit("room:opening", { roomId, messageId });
     await timeline.open(roomId, { messageId, lastRead: room.unreadCount > 0 ? room.lastReadAt : null });
     bus.emit("room:open", { roomId, messageId });
   }
@@ -132,6 +142,9 @@ export async function startApp(me) {
   addEventListener("focus", refresh);
   bus.on("live:connected", ({ reconnected }) => reconnected && refresh());
   live.start();
+  catchUp.start();
+  watchNetwork({ bus, live, catchUp });
   watchRoutes((route) => openRoom(route).catch((e) => bus.emit("notice", { text: e.message })));
   globalThis.tabletalk = { api, bus, store, live, timeline, composer, sidebar, dialogs, actions, rooms, ctx, openRoom, roomHref };
+  Object.assign(globalThis.tabletalk, { history, catchUp });
 }

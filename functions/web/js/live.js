@@ -45,7 +45,9 @@ export function createLive({ api, bus }) {
   function open() {
     client = new WebPubSubClient(
       { getClientAccessUrl: async () => (await api.negotiate()).url },
-      { autoReconnect: true, reconnectRetryOptions: { maxRetries: 8, retryDelayInMs: 500, maxRetryDelayInMs: 8000, mode: "Exponential" } },
+      // The client's own reconnect is off: its waits have no randomness, and seed 001 wants
+      // some so that many browsers do not return at once; every try is `schedule`'s (jitter).
+      { autoReconnect: false, reconnectRetryOptions: { maxRetries: 8, retryDelayInMs: 500, maxRetryDelayInMs: 8000, mode: "Exponential" } },
     );
     client.on("connected", (e) => {
       connectionId = e.connectionId;
@@ -97,6 +99,14 @@ export function createLive({ api, bus }) {
     show(roomId) {
       shown = roomId;
       return tellView();
+    },
+    /** The network is back (network.js): a try that waits for its backoff runs now. */
+    retryNow() {
+      if (!timer || stopping) return;
+      clearTimeout(timer);
+      timer = null;
+      restarts = 0;
+      restart();
     },
     get connectionId() {
       return connectionId;
