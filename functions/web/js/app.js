@@ -17,6 +17,7 @@ import { handleSignals } from "./signals.js";
 import { createStore } from "./store.js";
 import { createTimeline } from "./timeline.js";
 import { addRoomCommands } from "./room_commands.js";
+import { addNotifications } from "./notifications.js";
 
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
@@ -63,6 +64,7 @@ export async function startApp(me) {
   document.getElementById("app").hidden = false;
   document.getElementById("me").textContent = me.name;
   document.getElementById("signout").addEventListener("click", signOut);
+  addNotifications({ api });
   const status = document.getElementById("connection-status");
   bus.on("live:status", ({ state }) => {
     status.textContent = STATUS_TEXT[state] ?? "";
