@@ -35,7 +35,7 @@ async function audit(page, view) {
   const { violations } = await page.evaluate(() => globalThis.axe.run(document, { resultTypes: ["violations"] }));
   const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
   for (const v of violations) {
-    console.log(`  axe ${view}: ${v.impact} ${v.id} (${v.nodes.length}): ${v.help}`);
+    console.log(`  axe ${view}: ${v.impact} ${v.id}: ${v.help}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
   }
   check(
     bad.length === 0,

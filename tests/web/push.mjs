@@ -16,9 +16,16 @@
 //    the preview. The same push while a window is visible shows none. A click (the worker's
 //    click handler, called with the shown notification) brings the room up in alice's window.
 import crypto from "node:crypto";
+import { mkdirSync } from "node:fs";
 import http from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { base, check, openPage, run, signIn, step } from "./harness.mjs";
 import { api, devToken, until } from "./server_api.mjs";
+
+const shots =
+  process.env.TABLETALK_WEB_SCREENSHOTS || join(dirname(fileURLToPath(import.meta.url)), "..", "..", "target", "web-screenshots");
+mkdirSync(shots, { recursive: true });
 
 const b64u = (bytes) => Buffer.from(bytes).toString("base64url");
 const fromB64u = (text) => Buffer.from(text, "base64url");
@@ -152,6 +159,7 @@ await run(async (browser) => {
       check(state === "push-unreachable", `subscribe failed for another reason: ${state}: ${status}`);
       check(/could not reach its push service/.test(status), `the page says why: ${status}`);
       check(await page.getByTestId("notifications-status").isVisible(), "what it says shows next to the button");
+      await page.screenshot({ path: join(shots, "notifications-unreachable-desktop.png") });
       check(listed.length === 0, "no subscription reached the server");
       check((await toggle.textContent()) === "Enable notifications", "the button still offers to enable");
     }
