@@ -15,6 +15,7 @@
 //    while no window of the app is open: the worker shows the notification with the sender and
 //    the preview. The same push while a window is visible shows none. A click (the worker's
 //    click handler, called with the shown notification) brings the room up in alice's window.
+//    Turning notifications off takes the subscription off the server.
 import crypto from "node:crypto";
 import { mkdirSync } from "node:fs";
 import http from "node:http";
@@ -111,18 +112,19 @@ async function standInPushService(vapidKey) {
 
 // ---- the test ---------------------------------------------------------------------------------
 
-const notificationsOf = (worker) =>
-  worker.evaluate(async () =>
-    (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data })),
-  );
-
-/** The worker of `context`, once /sw.js runs there. */
+/** The worker of `context`, once /sw.js runs there (asked each time: an idle worker is stopped and a push starts it again). */
 async function workerOf(context) {
   return (
     context.serviceWorkers().find((w) => w.url().endsWith("/sw.js")) ??
     (await context.waitForEvent("serviceworker", { predicate: (w) => w.url().endsWith("/sw.js") }))
   );
 }
+
+const notificationsOf = async (context) =>
+  (await workerOf(context)).evaluate(async () =>
+    (await self.registration.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data })),
+  );
+
 
 await run(async (browser) => {
   const bobToken = await devToken("bob", "Bob");
@@ -182,16 +184,26 @@ await run(async (browser) => {
   await context.grantPermissions(["notifications"], { origin: base });
   // The browser's push service, stood in: subscribe answers with the stand-in's endpoint and keys.
   await context.addInitScript(({ endpoint, keys }) => {
+    // The browser keeps a subscription across loads: here, this tab's sessionStorage does.
+    const json = { endpoint, expirationTime: null, keys };
+    const held = () => ({
+      endpoint,
+      expirationTime: null,
+      toJSON: () => json,
+      unsubscribe: async () => (sessionStorage.removeItem("standIn.subscribed"), true),
+    });
     PushManager.prototype.subscribe = async function (options) {
       const key = new Uint8Array(options.applicationServerKey);
       globalThis.standInSubscribed = { userVisibleOnly: options.userVisibleOnly, key: btoa(String.fromCharCode(...key)) };
-      const json = { endpoint, expirationTime: null, keys };
-      return { endpoint, expirationTime: null, options, toJSON: () => json, unsubscribe: async () => true };
+      sessionStorage.setItem("standIn.subscribed", "1");
+      return held();
+    };
+    PushManager.prototype.getSubscription = async function () {
+      return sessionStorage.getItem("standIn.subscribed") ? held() : null;
     };
   }, { endpoint: pushService.endpoint, keys: pushService.keys });
   await page.reload();
   await signIn(page, "alice", "Alice");
-  let worker;
 
   await step("enable notifications: the worker registers and the subscription reaches the server", async () => {
     await page.getByTestId("notifications-toggle").click();
@@ -205,7 +217,7 @@ await run(async (browser) => {
     const listed = await api(aliceToken, "GET", "/api/push/subscriptions");
     check(listed.length === 1 && listed[0].endpoint === pushService.endpoint, `listed: ${JSON.stringify(listed)}`);
     check(listed[0].keys.p256dh === pushService.keys.p256dh && listed[0].keys.auth === pushService.keys.auth, "with its keys");
-    worker = await workerOf(context);
+    await workerOf(context);
     await page.waitForFunction(() => navigator.serviceWorker.controller?.scriptURL.endsWith("/sw.js"));
   });
 
@@ -221,13 +233,13 @@ await run(async (browser) => {
   await step("a push while a window of the app is visible shows no notification", async () => {
     const payload = { roomId: "visible-room", messageId: "1", senderName: "Bob", preview: "seen live", mentioned: false };
     await deliver(JSON.stringify(payload));
-    check((await worker.evaluate((p) => showUnlessVisible(p), payload)) === false, "the worker sees a visible window");
+    check((await (await workerOf(context)).evaluate((p) => showUnlessVisible(p), payload)) === false, "the worker sees a visible window");
   });
 
   let payload;
   await step("bob's message, with no window of alice's open, is pushed through the stand-in", async () => {
     await page.goto("about:blank");
-    await until(async () => (await api(aliceToken, "GET", "/api/me/status")).state !== "online", "alice to be offline");
+    await until(async () => (await api(aliceToken, "GET", "/api/me/status")).state === "away", "alice to be offline");
     await api(bobToken, "POST", `/api/rooms/${roomId}/messages`, { text: "are you there, alice?" });
     const plaintext = await until(() => pushService.received[0], "the server's push");
     check(!(plaintext instanceof Error), `the push is a valid Web Push request: ${plaintext?.message}`);
@@ -237,10 +249,10 @@ await run(async (browser) => {
   });
 
   await step("the push dispatched to the worker shows the notification", async () => {
-    check((await worker.evaluate(() => self.clients.matchAll({ type: "window" }))).length === 0, "no window is open");
+    check((await (await workerOf(context)).evaluate(() => self.clients.matchAll({ type: "window" }))).length === 0, "no window is open");
     await deliver(JSON.stringify(payload));
     const shown = await until(async () => {
-      const list = await notificationsOf(worker);
+      const list = await notificationsOf(context);
       return list.length ? list : null;
     }, "a notification");
     check(shown.length === 1, `one notification (none for the visible push): ${JSON.stringify(shown)}`);
@@ -255,13 +267,22 @@ await run(async (browser) => {
     await page.locator("html[data-ready=true]").waitFor();
     check((await page.getByTestId("room-title").textContent()) === "No room open", "no room is open yet");
     await page.waitForFunction(() => navigator.serviceWorker.controller !== null);
-    await worker.evaluate(async () => {
+    await (await workerOf(context)).evaluate(async () => {
       const [n] = await self.registration.getNotifications();
       await onNotificationClick(n);
     });
     await page.getByTestId("room-title").filter({ hasText: "push-room" }).waitFor();
     check(page.url().endsWith(`#/rooms/${roomId}`), `the address names the room: ${page.url()}`);
-    check((await notificationsOf(worker)).length === 0, "the clicked notification is gone");
+    check((await notificationsOf(context)).length === 0, "the clicked notification is gone");
+  });
+
+  await step("turning notifications off takes the subscription off the server", async () => {
+    const toggle = page.getByTestId("notifications-toggle");
+    // This load found the subscription: the button offers to turn them off.
+    check((await toggle.textContent()) === "Turn off notifications", `the button: ${await toggle.textContent()}`);
+    await toggle.click();
+    await page.locator("[data-testid=notifications-toggle][data-state=off]").waitFor();
+    check((await api(aliceToken, "GET", "/api/push/subscriptions")).length === 0, "no subscription is left");
   });
 
   pushService.close();
