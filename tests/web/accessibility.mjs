@@ -2,8 +2,8 @@
 // - axe-core (pinned; tests/run installs it and sets TABLETALK_TEST_AXE to its node_modules)
 //   finds no serious or critical violation on the sign-in screen, the room list with a room
 //   open, the phone's room list opened over the room, and a dialog;
-// - responsive: nothing scrolls sideways; on a phone the room list is off screen until the
-//   "Rooms" button opens it, and picking a room closes it again;
+// - responsive: nothing scrolls sideways; on a phone the room list is off screen (and out of the
+//   Tab order) until the "Rooms" button opens it, and picking a room closes it again;
 // - a screenshot of each view at each width, saved under target/web-screenshots/ (or
 //   $TABLETALK_WEB_SCREENSHOTS);
 // - keyboard only, with the focus visible at every stop: sign in, make a room, send a message
@@ -142,6 +142,10 @@ await run(async (browser) => {
         await page.locator(`[data-testid=room-link][data-room-id="${otherId}"]`).click();
         await page.getByTestId("room-title").filter({ hasText: "random" }).waitFor();
         check((await toggle.getAttribute("aria-expanded")) === "false", "picking a room closes the list");
+        // The closed list is out of the Tab order: from the top, every stop to the message box is on screen.
+        await until(async () => !(await sidebar.isVisible()), "the room list to close");
+        await page.evaluate(() => document.activeElement?.blur());
+        await tabTo(page, (f) => f.testid === "composer-input", "the message box on a phone");
       });
     } else {
       await step("desktop: the room list shows beside the room, without a Rooms button", async () => {
