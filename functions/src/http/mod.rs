@@ -182,6 +182,7 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
         // answers anything: the page does.)
         .route("/", get(web::page))
         .route("/web/{*path}", get(web::file))
+        .route("/sw.js", get(web::service_worker))
         .fallback(|| async { ApiError(Error::not_found("no such route")) })
         .method_not_allowed_fallback(|| async {
             let mut response = ApiError(Error::bad_request("method not allowed on this route")).into_response();

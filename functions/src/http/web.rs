@@ -1,5 +1,7 @@
 //! The reference web client: `functions/web/`, served at `/` (its page) and `/web/*` (its
-//! modules, styles and the bundled Web PubSub client). These paths collide with no API path
+//! modules, styles and the bundled Web PubSub client), and its service worker at `/sw.js`:
+//! a worker's scope is at most the folder it is served from, and the push worker must control
+//! the page at `/`. These paths collide with no API path
 //! (`/api/*`), the local hub (`/client/hubs/*`) or the embedded object store (`/objects/*`).
 //!
 //! The files are compiled into the binary (`rust-embed`), so a release build on a fresh
@@ -22,6 +24,7 @@ use super::error::ApiError;
 #[derive(RustEmbed)]
 #[folder = "web/"]
 #[include = "index.html"]
+#[include = "sw.js"]
 #[include = "*.css"]
 #[include = "js/*"]
 #[include = "vendor/*"]
@@ -31,6 +34,12 @@ struct Files;
 /// `GET /`: the page. (The Functions host also polls `/` until the handler answers.)
 pub async fn page(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
+}
+
+/// `GET /sw.js`: the push service worker (functions/web/sw.js), from the root so that its
+/// scope covers the page.
+pub async fn service_worker(headers: HeaderMap) -> Response {
+    serve("sw.js", &headers)
 }
 
 /// `GET /web/{*path}`: one of the page's files; 404 (the API's error body) for any other.

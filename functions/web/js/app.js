@@ -21,6 +21,7 @@ import { openHistoryCache } from "./history_cache.js";
 import { createCatchUp } from "./catch_up.js";
 import { showCachedFirst } from "./cache_first.js";
 import { watchNetwork } from "./network.js";
+import { addNotifications } from "./notifications.js";
 
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
@@ -72,6 +73,7 @@ export async function startApp(me) {
   document.getElementById("app").hidden = false;
   document.getElementById("me").textContent = me.name;
   document.getElementById("signout").addEventListener("click", signOut);
+  addNotifications({ api });
   const status = document.getElementById("connection-status");
   bus.on("live:status", ({ state }) => {
     status.textContent = STATUS_TEXT[state] ?? "";
