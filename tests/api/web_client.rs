@@ -220,3 +220,18 @@ async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_l
     let app = spawn_dev_app();
     run_browser_script(&app, "two_people.mjs", &modules).await;
 }
+
+/// Threads, pins, polls, attachments and presence in two browser contexts
+/// (tests/web/features.mjs): a reply in a thread appears live in the other's open thread panel;
+/// a pin shows live in the other's pins list; a vote moves the other's tally live; a file
+/// uploaded by one (its progress bar reaching 100 %) appears for the other, inline as an image,
+/// and downloads with the same bytes; the other's presence shows online with their custom
+/// status, then away once their page closes. The embedded store keeps the files itself.
+#[tokio::test]
+async fn two_people_use_threads_pins_polls_attachments_and_presence_live() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "features.mjs", &modules).await;
+}

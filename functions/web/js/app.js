@@ -17,6 +17,7 @@ import { handleSignals } from "./signals.js";
 import { createStore } from "./store.js";
 import { createTimeline } from "./timeline.js";
 import { addRoomCommands } from "./room_commands.js";
+import { addFeatures } from "./features.js";
 
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
@@ -116,6 +117,7 @@ export async function startApp(me) {
 
   addDefaultSections(sidebar, store);
   addRoomCommands({ api, store, bus, dialogs, rooms, sidebar, ctx, me });
+  const features = addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, composer, outbox });
 
   const toggle = document.getElementById("sidebar-toggle");
   toggle.addEventListener("click", () => {
@@ -134,4 +136,5 @@ export async function startApp(me) {
   live.start();
   watchRoutes((route) => openRoom(route).catch((e) => bus.emit("notice", { text: e.message })));
   globalThis.tabletalk = { api, bus, store, live, timeline, composer, sidebar, dialogs, actions, rooms, ctx, openRoom, roomHref };
+  globalThis.tabletalk.features = features;
 }
