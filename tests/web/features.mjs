@@ -8,7 +8,7 @@
 import { readFile } from "node:fs/promises";
 import { deflateSync } from "node:zlib";
 import { randomBytes } from "node:crypto";
-import { check, run, step, user } from "./harness.mjs";
+import { check, expectConsoleError, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.locator("[data-testid=message]:not([data-pending])").filter({ hasText: text });
 const action = async (page, text, id) => {
@@ -125,6 +125,32 @@ await run(async (browser) => {
     await tea.and(alice.locator('[data-votes="1"]')).waitFor();
     check((await tea.getAttribute("aria-pressed")) === "false", "bob's vote is not alice's");
     await message(alice, "Tea or coffee?").getByTestId("poll-total").filter({ hasText: "1 vote" }).waitFor();
+  });
+
+  await step("a vote the server refuses is shown at once and then taken back", async () => {
+    // Bob timed out by alice (the room's owner): his votes are refused (403).
+    expectConsoleError(/status of 403/);
+    const until = new Date(Date.now() + 5 * 60 * 1000).toISOString();
+    await alice.evaluate(
+      ([room, until]) => globalThis.tabletalk.api.request("POST", `/api/rooms/${room}/members/bob/timeout`, { until }),
+      [roomId, until],
+    );
+    await bob.evaluate(() => {
+      window.coffeeShown = false;
+      const pressed = '[data-testid=message] [data-testid=poll-option][data-option-id="2"][aria-pressed=true]';
+      new MutationObserver(() => {
+        if (document.querySelector(pressed)) window.coffeeShown = true;
+      }).observe(document.body, { subtree: true, childList: true, attributes: true });
+    });
+    const bobsPoll = message(bob, "Tea or coffee?").getByTestId("poll");
+    await bobsPoll.getByTestId("poll-option").filter({ hasText: "Coffee" }).click();
+    await bob.getByTestId("connection-status").filter({ hasText: "Could not vote" }).waitFor();
+    check(await bob.evaluate(() => window.coffeeShown), "the vote showed before the answer came");
+    await bobsPoll.locator("[data-testid=poll-option][aria-pressed=true]").filter({ hasText: "Tea" }).waitFor();
+    const votes = async (page, text) =>
+      message(page, "Tea or coffee?").getByTestId("poll-option").filter({ hasText: text }).getAttribute("data-votes");
+    check((await votes(bob, "Tea")) === "1" && (await votes(bob, "Coffee")) === "0", "bob's tally is back as it was");
+    check((await votes(alice, "Tea")) === "1" && (await votes(alice, "Coffee")) === "0", "alice's tally never moved");
   });
 
   await step("a picture alice uploads (its progress reaching 100 %) appears for bob and downloads with the same bytes", async () => {

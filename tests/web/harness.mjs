@@ -37,6 +37,12 @@ const CHROMIUM_ARGS = [
 
 /** What went wrong in any page: console errors and uncaught exceptions. */
 const problems = [];
+/** Console errors a test provokes on purpose (the browser's line for a request the server
+ *  refuses, which the page handles): those matching are not problems. */
+const provoked = [];
+export function expectConsoleError(pattern) {
+  provoked.push(pattern);
+}
 
 export async function launch() {
   return chromium.launch({
@@ -51,7 +57,7 @@ export async function openPage(browser, path = "/", { viewport = { width: 1280, 
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   page.on("console", (message) => {
-    if (message.type() === "error") problems.push(`${label}: console error: ${message.text()}`);
+    if (message.type() === "error" && !provoked.some((p) => p.test(message.text()))) problems.push(`${label}: console error: ${message.text()}`);
   });
   page.on("pageerror", (error) => problems.push(`${label}: page error: ${error.message}`));
   await page.goto(base + path);
