@@ -17,7 +17,9 @@ import { handleSignals } from "./signals.js";
 import { createStore } from "./store.js";
 import { createTimeline } from "./timeline.js";
 import { addRoomCommands } from "./room_commands.js";
-import { addFeatures } from "./features.js";
+
+// Threads, pins, polls, attachments and presence load beside the sign-in screen, not before it.
+const loadingFeatures = import("./features.js");
 
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
@@ -117,7 +119,7 @@ export async function startApp(me) {
 
   addDefaultSections(sidebar, store);
   addRoomCommands({ api, store, bus, dialogs, rooms, sidebar, ctx, me });
-  const features = addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, composer, outbox });
+  const features = (await loadingFeatures).addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, composer, outbox });
 
   const toggle = document.getElementById("sidebar-toggle");
   toggle.addEventListener("click", () => {

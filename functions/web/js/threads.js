@@ -319,7 +319,10 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
       if (m.threadId && m.threadId !== m.id && !counted.has(m.id)) {
         counted.add(m.id);
         if (!m.deletedAt && store.message(roomId, m.threadId)) rereadRoot(roomId, m.threadId);
-        if (followed.some((t) => t.root.id === m.threadId)) loadFollowed();
+        // A reply of one's own follows the thread (the server does that); one in the open
+        // thread is read as it arrives.
+        if (open?.rootId === m.threadId && isFollowed(m.threadId)) api.markThreadRead(roomId, m.threadId).then(loadFollowed, () => {});
+        else if (isFollowed(m.threadId) || m.authorId === ctx.me.userId) loadFollowed();
       }
     }
     // Pending entries change without stored messages: redraw for them too.
