@@ -1,8 +1,9 @@
 // Threads, pins, polls, attachments and presence between two people in two browser contexts.
 // Alice makes a room and invites Bob. Bob's custom status shows in Alice's member list live; a
 // reply Alice writes in a thread appears live in Bob's open thread panel (once); a message
-// Alice pins shows live in Bob's open pins list; Bob's vote moves Alice's tally live; a picture
-// Alice uploads (its progress bar reaching 100 %) appears for Bob inline, and his download of it
+// Alice pins shows live in Bob's open pins list; Bob's vote moves Alice's tally live; once Alice
+// has timed Bob out, his vote shows at once and is taken back when refused, and his thread reply
+// stays in the panel as not sent (Retry, Discard); a picture Alice uploads (its progress bar reaching 100 %) appears for Bob inline, and his download of it
 // has the same bytes; Bob shows online in Alice's member list and in her direct messages, and
 // away once his page closes. No page logs an error.
 import { readFile } from "node:fs/promises";
@@ -100,6 +101,8 @@ await run(async (browser) => {
     await alice.locator("[data-testid=thread-replies] [data-testid=thread-message]:not([data-pending])").filter({ hasText: "yes, in the thread" }).waitFor();
     check((await alice.getByTestId("thread-replies").getByTestId("thread-message").count()) === 1, "alice's panel shows the reply once");
     check((await theirs.count()) === 1, "bob's panel shows the reply once");
+    // Replying followed the thread: it is listed in alice's sidebar.
+    await alice.getByTestId("section-threads").getByTestId("thread-link").filter({ hasText: "shall we talk about lunch" }).waitFor();
   });
 
   await step("a message alice pins shows live in bob's open pins list", async () => {
@@ -151,6 +154,18 @@ await run(async (browser) => {
       message(page, "Tea or coffee?").getByTestId("poll-option").filter({ hasText: text }).getAttribute("data-votes");
     check((await votes(bob, "Tea")) === "1" && (await votes(bob, "Coffee")) === "0", "bob's tally is back as it was");
     check((await votes(alice, "Tea")) === "1" && (await votes(alice, "Coffee")) === "0", "alice's tally never moved");
+  });
+
+  await step("a thread reply the server refuses stays in the panel as not sent, with Retry and Discard", async () => {
+    await action(bob, "shall we talk about lunch", "thread");
+    const reply = bob.getByTestId("thread-input");
+    await reply.fill("let me in");
+    await reply.press("Enter");
+    const failed = bob.locator("[data-testid=thread-replies] [data-testid=thread-message][data-pending][data-state=failed]");
+    await failed.filter({ hasText: "Not sent" }).waitFor();
+    await failed.getByRole("button", { name: "Discard" }).click();
+    await failed.waitFor({ state: "detached" });
+    check((await alice.getByTestId("thread-replies").getByTestId("thread-message").count()) === 1, "alice's panel still shows one reply");
   });
 
   await step("a picture alice uploads (its progress reaching 100 %) appears for bob and downloads with the same bytes", async () => {
