@@ -221,14 +221,13 @@ async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_l
     run_browser_script(&app, "two_people.mjs", &modules).await;
 }
 
-/// Threads, pins, polls, attachments and presence in two browser contexts
-/// (tests/web/features.mjs): a reply in a thread appears live in the other's open thread panel;
-/// a pin shows live in the other's pins list; a vote moves the other's tally live, and a refused
-/// one (a timed-out member) shows at once and is taken back; a refused thread reply stays in the
-/// panel as not sent; a file
-/// uploaded by one (its progress bar reaching 100 %) appears for the other, inline as an image,
-/// and downloads with the same bytes; the other's presence shows online with their custom
-/// status, then away once their page closes. The embedded store keeps the files itself.
+/// Threads, pins, polls, attachments and presence in two browser contexts (tests/web/features.mjs):
+/// a reply in a thread appears live in the other's open thread panel; a pin shows live in the
+/// other's pins list; a vote moves the other's tally live, and a refused one (a timed-out member)
+/// shows at once and is taken back; a refused thread reply stays in the panel as not sent; a file
+/// uploaded by one (its progress bar reaching 100 %) appears for the other, inline as an image, and
+/// downloads with the same bytes; the other's presence shows online with their custom status, then
+/// away once their page closes. The embedded store keeps the files itself.
 #[tokio::test]
 async fn two_people_use_threads_pins_polls_attachments_and_presence_live() {
     let Some(modules) = browser() else {

@@ -1,11 +1,11 @@
-// Threads, pins, polls, attachments and presence between two people in two browser contexts.
-// Alice makes a room and invites Bob. Bob's custom status shows in Alice's member list live; a
-// reply Alice writes in a thread appears live in Bob's open thread panel (once); a message
-// Alice pins shows live in Bob's open pins list; Bob's vote moves Alice's tally live; once Alice
-// has timed Bob out, his vote shows at once and is taken back when refused, and his thread reply
-// stays in the panel as not sent (Retry, Discard); a picture Alice uploads (its progress bar reaching 100 %) appears for Bob inline, and his download of it
-// has the same bytes; Bob shows online in Alice's member list and in her direct messages, and
-// away once his page closes. No page logs an error.
+// Threads, pins, polls, attachments and presence between two people in two browser contexts. Alice
+// makes a room and invites Bob. Bob's custom status shows in Alice's member list live; a reply
+// Alice writes in a thread appears live in Bob's open thread panel (once); a message Alice pins
+// shows live in Bob's open pins list; Bob's vote moves Alice's tally live; once Alice has timed Bob
+// out, his vote shows at once and is taken back when refused, and his thread reply stays in the
+// panel as not sent (Retry, Discard); a picture Alice uploads (its progress bar reaching 100 %)
+// appears for Bob inline, and his download of it has the same bytes; Bob shows online in Alice's
+// member list and in her direct messages, and away once his page closes. No page logs an error.
 import { readFile } from "node:fs/promises";
 import { deflateSync } from "node:zlib";
 import { randomBytes } from "node:crypto";
