@@ -23,6 +23,9 @@ import { showCachedFirst } from "./cache_first.js";
 import { watchNetwork } from "./network.js";
 import { addNotifications } from "./notifications.js";
 
+// Threads, pins, polls, attachments and presence load beside the sign-in screen, not before it.
+const loadingFeatures = import("./features.js");
+
 const STATUS_TEXT = { connecting: "Connecting…", connected: "", reconnecting: "Reconnecting…", stopped: "Offline" };
 
 export async function startApp(me) {
@@ -128,6 +131,7 @@ export async function startApp(me) {
 
   addDefaultSections(sidebar, store);
   addRoomCommands({ api, store, bus, dialogs, rooms, sidebar, ctx, me });
+  const features = (await loadingFeatures).addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, composer, outbox });
 
   const toggle = document.getElementById("sidebar-toggle");
   toggle.addEventListener("click", () => {
@@ -149,4 +153,5 @@ export async function startApp(me) {
   watchRoutes((route) => openRoom(route).catch((e) => bus.emit("notice", { text: e.message })));
   globalThis.tabletalk = { api, bus, store, live, timeline, composer, sidebar, dialogs, actions, rooms, ctx, openRoom, roomHref };
   Object.assign(globalThis.tabletalk, { history, catchUp });
+  globalThis.tabletalk.features = features;
 }

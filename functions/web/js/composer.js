@@ -17,6 +17,9 @@ export function createComposer({ api, store, outbox, me, bus }) {
   let roomId = null;
   let mode = { kind: "new" };
   let lastTyping = 0;
+  /** What other modules add to a send (attachments.js): `{fields(roomId) -> object | null
+   *  (throws to hold the send), fallbackText?(roomId), sent?(roomId)}`. */
+  const parts = [];
 
   suggestions.addSource({
     id: "mentions",
@@ -56,8 +59,19 @@ export function createComposer({ api, store, outbox, me, bus }) {
   }
 
   async function submit() {
-    const text = input.value;
-    if (!text.trim() || !roomId) return;
+    let text = input.value;
+    if (!roomId) return;
+    const extra = {};
+    if (mode.kind !== "edit") {
+      try {
+        for (const part of parts) Object.assign(extra, part.fields(roomId) ?? {});
+      } catch (e) {
+        bus.emit("notice", { text: `Not sent yet: ${e.message}` });
+        return;
+      }
+      if (!text.trim() && Object.keys(extra).length) text = parts.map((p) => p.fallbackText?.(roomId) ?? "").filter(Boolean).join(", ");
+    }
+    if (!text.trim()) return;
     const html = toHtml(text, (id) => store.members(roomId).has(id));
     const current = mode;
     input.value = "";
@@ -73,7 +87,8 @@ export function createComposer({ api, store, outbox, me, bus }) {
       }
       return;
     }
-    outbox.send(roomId, { text: html, replyTo: current.kind === "reply" ? current.message.id : null, author: me });
+    outbox.send(roomId, { text: html, replyTo: current.kind === "reply" ? current.message.id : null, author: me, fields: Object.keys(extra).length ? extra : null });
+    for (const part of parts) part.sent?.(roomId);
   }
 
   input.addEventListener("keydown", (event) => {
@@ -125,5 +140,6 @@ export function createComposer({ api, store, outbox, me, bus }) {
       input.focus();
     },
     suggestions,
+    parts,
   };
 }

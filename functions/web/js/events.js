@@ -3,7 +3,8 @@
 // its sayers. Names in use: "live:<signal type>" (live.js: every signal the server sends, with
 // its data), "live:status" ({state: connecting|connected|reconnecting|stopped}), "live:connected"
 // ({connectionId, reconnected}), "room:open" ({roomId, messageId?}), "rooms:changed",
-// "timeline:changed" ({roomId}), "receipts:changed" ({roomId}), "typing:changed" ({roomId}).
+// "timeline:changed" ({roomId}), "receipts:changed" ({roomId}), "typing:changed" ({roomId}),
+// "members:changed" ({roomId}).
 // The history cache and catch-up (catch_up.js) add "room:opening" ({roomId, messageId?}: said
 // before the timeline reads a room), "history:caught-up" ({roomIds}), "history:reset" and
 // "history:no-access" ({roomId}).

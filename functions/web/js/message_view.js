@@ -11,9 +11,17 @@ const HTML_TYPES = new Set(["Message", "Webhook"]);
 const time = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
 const day = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 
+/** Parts other modules draw under a message's body (polls, attachments, threads, pins):
+ *  each `(message, ctx) => Element | null`. */
+export const messageParts = [];
+/** What those parts add to the redraw key (companion data that keeps its version: votes,
+ *  a thread's reply count): each `(message) => string`. */
+export const keyParts = [];
+
 /** What decides whether a drawn message must be drawn again. */
 export function renderKey(m, seenBy) {
-  return `${m.version}|${JSON.stringify(m.reactions ?? [])}|${m.isPinned ?? ""}|${seenBy.join(",")}|${m.deletedAt ?? ""}`;
+  return `${m.version}|${JSON.stringify(m.reactions ?? [])}|${m.isPinned ?? ""}|${seenBy.join(",")}|${m.deletedAt ?? ""}` +
+    keyParts.map((k) => `|${k(m)}`).join("");
 }
 
 export function messageElement(m, ctx) {
@@ -75,6 +83,10 @@ export function messageElement(m, ctx) {
     body.textContent = m.text;
   }
   li.append(body);
+  for (const part of messageParts) {
+    const el = part(m, ctx);
+    if (el) li.append(el);
+  }
 
   if (!m.deletedAt && m.reactions?.length) {
     const row = document.createElement("div");

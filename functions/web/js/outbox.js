@@ -21,6 +21,9 @@ export function createOutbox({ api, store }) {
       try {
         const body = { text: entry.text, clientId: entry.clientId };
         if (entry.replyTo) body.replyTo = entry.replyTo;
+        // More of the body (attachments; a poll's type and poll); a field set to undefined
+        // leaves it out (a poll has no text: its entry's `text` is only what the entry shows).
+        if (entry.fields) Object.assign(body, entry.fields);
         const message = await api.createMessage(roomId, body);
         store.upsertMessages(roomId, [message]);
         store.removePending(roomId, entry.clientId);
@@ -38,11 +41,12 @@ export function createOutbox({ api, store }) {
 
   return {
     /** Shows `text` (HTML) as pending in `roomId` and sends it until stored or refused. */
-    send(roomId, { text, replyTo, author }) {
+    send(roomId, { text, replyTo, author, fields }) {
       const entry = Object.freeze({
         clientId: crypto.randomUUID(),
         text,
         replyTo: replyTo ?? null,
+        fields: fields ? Object.freeze({ ...fields }) : null,
         author,
         createdAt: new Date().toISOString(),
       });

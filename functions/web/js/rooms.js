@@ -10,6 +10,8 @@
 export function createSidebar({ store, bus, me }) {
   const container = document.getElementById("sidebar-sections");
   const sections = [];
+  /** What other modules add to a room's entry (presence.js: a dot): `(room, link) => void`. */
+  const decorators = [];
   let current = null;
 
   /** A direct conversation is named after the other person (its own name is empty). */
@@ -52,6 +54,7 @@ export function createSidebar({ store, bus, me }) {
       badge.setAttribute("aria-label", `${room.mentionCount} mentioning you`);
       a.append(badge);
     }
+    for (const decorate of decorators) decorate(room, a);
     li.append(a);
     return li;
   }
@@ -92,6 +95,10 @@ export function createSidebar({ store, bus, me }) {
     roomItem,
     roomName,
     draw,
+    decorate(fn) {
+      decorators.push(fn);
+      draw();
+    },
   };
 }
 

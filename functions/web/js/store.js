@@ -98,6 +98,7 @@ export function createStore(bus) {
 
     setMembers(roomId, list) {
       members.set(roomId, new Map(list.map((m) => [m.userId, m])));
+      bus.emit("members:changed", { roomId });
     },
     members(roomId) {
       return members.get(roomId) ?? new Map();
