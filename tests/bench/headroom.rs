@@ -8,6 +8,7 @@
 //! cargo bench -p tabletalk-functions --bench headroom                   # everything
 //! cargo bench -p tabletalk-functions --bench headroom -- embedded       # one backend
 //! cargo bench -p tabletalk-functions --bench headroom -- --quick        # a smoke run
+//! cargo bench -p tabletalk-functions --bench headroom -- listrooms      # listRooms on Azurite only
 //! ```
 //!
 //! Sizes come from the environment (`--quick` or `TABLETALK_BENCH_QUICK=1` makes them small):
@@ -619,37 +620,7 @@ async fn azurite(connection: String, sizes: &Sizes, summary: &mut Vec<String>) {
         one.rate, one.p50, many.rate, many.p99, many.cpu_ms
     ));
 
-    // listRooms, and its store requests counted by a proxy in front of Azurite.
-    let (l50, l99) = list_rooms(&http, &base, "lister", sizes.rooms, sizes.lists).await;
-    let upstream = std::env::var("TABLETALK_BENCH_AZURITE_TABLES").unwrap_or_else(|_| "http://127.0.0.1:10002".into());
-    let proxy = CountingProxy::start(&upstream).await;
-    let (proxied, proxied_base) = backend.spawn_via(false, Some(&proxy.connection));
-    // The proxied server's background work (housekeeping) may read meanwhile: of five calls
-    // the fewest requests are the call's own.
-    list_rooms(&http, &proxied_base, "lister", sizes.rooms, 1).await;
-    let mut counts = Vec::new();
-    for _ in 0..5 {
-        proxy.take();
-        list_rooms(&http, &proxied_base, "lister", sizes.rooms, 1).await;
-        counts.push(proxy.take());
-    }
-    let (reads, writes, per_table) = counts.into_iter().min().unwrap();
-    let per_table = match &backend {
-        Backend::Azurite { prefix, .. } => per_table.replace(prefix.as_str(), ""),
-        Backend::Embedded(_) => per_table,
-    };
-    drop(proxied);
-    println!(
-        "\nlistRooms for a member of {} rooms: p50 {l50:.1} ms, p99 {l99:.1} ms ({} calls); one call makes \
-         {reads} store reads ({per_table}) and {writes} writes (counted by a proxy in front of Azurite; {:.2} reads a room)",
-        sizes.rooms,
-        sizes.lists,
-        reads as f64 / sizes.rooms as f64
-    );
-    summary.push(format!(
-        "listRooms of {} rooms: {reads} store reads, {writes} writes (Azurite, counted at a proxy)",
-        sizes.rooms
-    ));
+    azurite_list_rooms(&backend, &http, &base, sizes, summary).await;
 
     // Scale-out: one process, then four, at concurrency 8 each.
     let extra: Vec<(Server, String)> = (0..3).map(|_| backend.spawn(false)).collect();
@@ -719,6 +690,63 @@ async fn azurite(connection: String, sizes: &Sizes, summary: &mut Vec<String>) {
     ));
 }
 
+/// `listRooms` of the seeded "lister" on Azurite through the server at `base`: its latency, and
+/// its store requests counted by a proxy in front of Azurite.
+async fn azurite_list_rooms(
+    backend: &Backend,
+    http: &reqwest::Client,
+    base: &str,
+    sizes: &Sizes,
+    summary: &mut Vec<String>,
+) {
+    // listRooms, and its store requests counted by a proxy in front of Azurite.
+    let (l50, l99) = list_rooms(http, base, "lister", sizes.rooms, sizes.lists).await;
+    let upstream = std::env::var("TABLETALK_BENCH_AZURITE_TABLES").unwrap_or_else(|_| "http://127.0.0.1:10002".into());
+    let proxy = CountingProxy::start(&upstream).await;
+    let (proxied, proxied_base) = backend.spawn_via(false, Some(&proxy.connection));
+    // The proxied server's background work (housekeeping) may read meanwhile: of five calls
+    // the fewest requests are the call's own.
+    list_rooms(http, &proxied_base, "lister", sizes.rooms, 1).await;
+    let mut counts = Vec::new();
+    for _ in 0..5 {
+        proxy.take();
+        list_rooms(http, &proxied_base, "lister", sizes.rooms, 1).await;
+        counts.push(proxy.take());
+    }
+    let (reads, writes, per_table) = counts.into_iter().min().unwrap();
+    let per_table = match backend {
+        Backend::Azurite { prefix, .. } => per_table.replace(prefix.as_str(), ""),
+        Backend::Embedded(_) => per_table,
+    };
+    drop(proxied);
+    println!(
+        "\nlistRooms for a member of {} rooms: p50 {l50:.1} ms, p99 {l99:.1} ms ({} calls); one call makes \
+         {reads} store reads ({per_table}) and {writes} writes (counted by a proxy in front of Azurite; {:.2} reads a room)",
+        sizes.rooms,
+        sizes.lists,
+        reads as f64 / sizes.rooms as f64
+    );
+    summary.push(format!(
+        "listRooms of {} rooms: {reads} store reads, {writes} writes (Azurite, counted at a proxy)",
+        sizes.rooms
+    ));
+}
+
+/// Only `listRooms` on Azurite (`-- listrooms`): the lister's rooms seeded, one server, the
+/// same measurement as in the whole Azurite half.
+async fn azurite_list_rooms_only(connection: String, sizes: &Sizes, summary: &mut Vec<String>) {
+    let backend = Backend::azurite(connection);
+    println!("\n## {} (listRooms only)\n", backend.name());
+    let seeding = Instant::now();
+    let chat = backend.chat().await;
+    seed_member_of(&chat, "lister", sizes.rooms).await;
+    drop(chat);
+    eprintln!("azurite: seeded in {}", secs(seeding.elapsed()));
+    let (_server, base) = backend.spawn(false);
+    let http = reqwest::Client::new();
+    azurite_list_rooms(&backend, &http, &base, sizes, summary).await;
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -735,6 +763,11 @@ async fn main() {
     let mut summary = Vec::new();
     if only.as_deref().is_none_or(|o| o == "embedded") {
         embedded(&dir, &sizes, &mut summary).await;
+    }
+    if only.as_deref() == Some("listrooms") {
+        let connection =
+            std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
+        azurite_list_rooms_only(connection, &sizes, &mut summary).await;
     }
     if only.as_deref().is_none_or(|o| o == "azurite") {
         let connection =

@@ -22,12 +22,17 @@ use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
 use crate::rooms::{OwnershipTransfer, WordFilterSettings};
+use crate::store::activity::Unread;
 use crate::store::members::Joined;
 use crate::store::rooms::Handover;
 use crate::store::stored_time;
 use crate::text::{plain_lines, plain_text};
 use chrono::Utc;
 use futures::future::try_join_all;
+
+/// Rooms a listing reads at once, in a wave of two rounds (at most two reads of each in flight):
+/// enough that 200 rooms take 7 waves, few enough that one listing never floods the store.
+pub(crate) const ROOMS_IN_FLIGHT: usize = 32;
 
 impl Chat {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
@@ -134,24 +139,58 @@ impl Chat {
     }
 
     /// The rooms the caller belongs to, the most recently active first, each with its newest
-    /// message's preview and the caller's unread and mention counts. A room costs what it
-    /// cost before previews: its member row, its room row and one range read (the activity
-    /// row and the unread messages together), all rooms at once.
+    /// message's preview and the caller's unread and mention counts.
+    ///
+    /// One call reads: the caller's `UserRooms` range (1), then per listed room its room row
+    /// and its member row (point reads in the room's `Rooms` partition, issued together) and,
+    /// once the member row has given the read position, ONE range read of `Messages` (the
+    /// activity row and the unread messages together) — at most `1 + 3·N` reads, plus one
+    /// presence read shared by the whole listing when an unread `@here` needs it. The rooms are
+    /// read in waves of [`ROOMS_IN_FLIGHT`], two rounds a wave, so `N` rooms take at most
+    /// `2 + 2·⌈N / ROOMS_IN_FLIGHT⌉` rounds (the presence read included): 16 for 200, not `2·N`,
+    /// and one listing never puts hundreds of requests on the store at once.
+    ///
+    /// Why not fewer: the two point reads cannot become one query on Azure, where `RowKey eq a
+    /// or RowKey eq b` is a partition scan (the room's partition grows with its members, bans
+    /// and moderation log) and the key range between `m:<user>` and `room` holds every later
+    /// member; copying the room row into each member's `UserRooms` row costs a write per member
+    /// on every settings change, and copying the read position there a second write on every
+    /// send (which moves the sender's position) and receipt, with no transaction across the two
+    /// partitions to keep the copy exact. `docs/BENCHMARKS.md` has the counts.
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let online = &tokio::sync::OnceCell::new();
-        let lookups = rooms.into_iter().map(|room_id| async move {
-            let (member, room) =
-                tokio::try_join!(self.store.member(&room_id, &who.user_id), self.store.room(&room_id))?;
-            let (Some(member), Some(room)) = (member, room) else {
-                return Ok(None);
-            };
-            self.room_entry(room, &member, online).await.map(Some)
+        let mut entries = Vec::with_capacity(rooms.len());
+        for wave in rooms.chunks(ROOMS_IN_FLIGHT) {
+            entries.extend(self.listed_wave(wave, who, online).await?);
+        }
+        entries.sort_by(|a, b| (b.last_activity_at, &b.room.id).cmp(&(a.last_activity_at, &a.room.id)));
+        Ok(entries)
+    }
+
+    /// The entries of one wave of a listing, in two rounds: every room's room row and the
+    /// caller's member row together, then one `Messages` range per room the caller is still a
+    /// member of (after the read position its member row gave). A room being deleted, or an
+    /// index row whose membership is gone, is left out, and the latter costs no `Messages` read.
+    async fn listed_wave(
+        &self,
+        wave: &[RoomId],
+        who: &Principal,
+        online: &tokio::sync::OnceCell<OnlineWindow>,
+    ) -> Result<Vec<RoomEntry>> {
+        let rows = try_join_all(wave.iter().map(|room_id| async move {
+            let (member, room) = tokio::try_join!(self.store.member(room_id, &who.user_id), self.store.room(room_id))?;
+            Ok::<_, Error>(member.zip(room).map(|(member, room)| (room_id, member, room)))
+        }))
+        .await?;
+        let entries = rows.into_iter().flatten().map(|(room_id, member, room)| async move {
+            let found = self
+                .store
+                .unread_since(room_id, &member.read_position(), MAX_UNREAD_COUNTED)
+                .await?;
+            self.entry_of(room, &member, found, online).await
         });
-        let rooms: Vec<Option<RoomEntry>> = try_join_all(lookups).await?;
-        let mut rooms: Vec<RoomEntry> = rooms.into_iter().flatten().collect();
-        rooms.sort_by(|a, b| (b.last_activity_at, &b.room.id).cmp(&(a.last_activity_at, &a.room.id)));
-        Ok(rooms)
+        try_join_all(entries).await
     }
 
     /// When `user` was online (for `@here`), read once into `cell`.
@@ -177,6 +216,19 @@ impl Chat {
         let room_id = RoomId::parse(&room.id)?;
         let position = member.read_position();
         let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;
+        self.entry_of(room, member, found, online).await
+    }
+
+    /// The entry of `room` for `member` from what `unread_since` found after their read
+    /// position (`online`: as in [`Chat::room_entry`]).
+    async fn entry_of(
+        &self,
+        room: Room,
+        member: &Member,
+        found: Unread,
+        online: &tokio::sync::OnceCell<OnlineWindow>,
+    ) -> Result<RoomEntry> {
+        let position = member.read_position();
         let me = member.user_id.as_str();
         let unread: Vec<Message> = found
             .messages

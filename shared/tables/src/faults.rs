@@ -94,6 +94,9 @@ struct Rounds {
     /// The highest round among the calls finished so far.
     finished: usize,
     log: Vec<RecordedCall>,
+    /// Calls started and not yet finished, and the most there were at once.
+    in_flight: usize,
+    most_in_flight: usize,
 }
 
 /// A recorded call in flight: finishing it (or dropping it, for a call given up) marks it done.
@@ -111,6 +114,7 @@ impl Drop for InFlight<'_> {
         call.failed = self.failed;
         let round = call.round;
         rounds.finished = rounds.finished.max(round);
+        rounds.in_flight = rounds.in_flight.saturating_sub(1);
     }
 }
 
@@ -192,6 +196,16 @@ impl FaultyTables {
         self.state.rounds.lock().unwrap_or_else(|p| p.into_inner()).log.clone()
     }
 
+    /// The most calls that were in flight at once since the last [`FaultyTables::forget_calls`]
+    /// (for tests that bound how hard one operation presses on the store).
+    pub fn most_in_flight(&self) -> usize {
+        self.state
+            .rounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .most_in_flight
+    }
+
     /// Forgets the calls recorded so far: the next call starts round 1 again.
     pub fn forget_calls(&self) {
         *self.state.rounds.lock().unwrap_or_else(|p| p.into_inner()) = Rounds::default();
@@ -208,6 +222,8 @@ impl FaultyTables {
             finished: false,
             failed: false,
         });
+        rounds.in_flight += 1;
+        rounds.most_in_flight = rounds.most_in_flight.max(rounds.in_flight);
         InFlight {
             state: &self.state,
             index: rounds.log.len() - 1,

@@ -12,6 +12,7 @@ mod outgoing;
 mod pins;
 mod presence;
 mod previews;
+mod room_list;
 mod rooms;
 mod round_trips;
 mod scheduled;
