@@ -105,6 +105,33 @@ mod tests {
         }
     }
 
+    /// A property check of the fast path against the sanitizer: any text it takes as it is,
+    /// random or built from the characters HTML treats specially, sanitizes to itself.
+    #[test]
+    fn any_text_the_fast_path_takes_sanitizes_to_itself() {
+        use rand::{Rng, SeedableRng};
+        let special: Vec<char> = "<>&\"'=/!?-;#\n\t\r \u{0}\u{b}\u{c}\u{7f}\u{80}\u{85}\u{9f}\u{a0}\u{ad}\u{feff}\u{200b}\u{200d}\u{2028}\u{2029}\u{fffd}\u{fffe}\u{ffff}\u{fdd0}\u{1f600}\u{e000}\u{10ffff}aZ0\\`"
+            .chars()
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let mut taken = 0;
+        for _ in 0..20_000 {
+            let len = rng.random_range(0..24);
+            let text: String = (0..len)
+                .map(|_| match rng.random_range(0..3) {
+                    0 => special[rng.random_range(0..special.len())],
+                    1 => rng.random_range(' '..='~'),
+                    _ => rng.random::<char>(),
+                })
+                .collect();
+            if is_already_sanitized(&text) {
+                taken += 1;
+                assert_eq!(SANITIZER.clean(&text).to_string(), text, "{text:?}");
+            }
+        }
+        assert!(taken > 1_000, "the check took too few texts to mean anything: {taken}");
+    }
+
     #[test]
     fn strips_what_can_run() {
         assert_eq!(sanitize("<script>alert(1)</script>"), "");

@@ -31,13 +31,14 @@ use chrono::{DateTime, Duration};
 use super::Chat;
 use crate::access::Access;
 use crate::adapters::clock::Clock;
-use crate::error::Result;
-use crate::ids::{RoomId, UserId};
+use crate::error::{Error, Result};
+use crate::ids::{ClientId, RoomId, UserId};
 use crate::limits::{
     BucketId, NEWCOMER_RATE, Rate, USER_RATE, Write, is_newcomer, newcomer_content, repeat_fingerprint, too_many,
 };
-use crate::messages::send::Draft;
+use crate::messages::send::{Draft, Sent};
 use crate::permissions::Permission;
+use crate::store::error::is_unconfirmed;
 use crate::store::limits::{Leased, TextClaim};
 
 /// How long a leased token may wait to be spent; also the most the combined rate of all
@@ -83,6 +84,28 @@ impl TextAhead {
         match self {
             TextAhead::Taken(Ok(Some(Ok(claim)))) => Some(claim),
             _ => None,
+        }
+    }
+}
+
+/// How the send a repeat-text claim was taken for ended, which decides whether the claim is
+/// kept ([`Chat::settle_text`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SendEnd<'a> {
+    /// It stored its message.
+    Stored,
+    /// It was answered with the message an earlier attempt of it (the same client id) stored.
+    Repeat,
+    /// It was refused or failed.
+    Failed(&'a Error),
+}
+
+impl<'a> SendEnd<'a> {
+    pub(crate) fn of(sent: &'a Result<Sent>) -> SendEnd<'a> {
+        match sent {
+            Ok(sent) if sent.created => SendEnd::Stored,
+            Ok(_) => SendEnd::Repeat,
+            Err(e) => SendEnd::Failed(e),
         }
     }
 }
@@ -200,19 +223,22 @@ impl Chat {
         access: &Access,
         draft: &Draft,
         ahead: TextAhead,
+        client: Option<&ClientId>,
     ) -> Result<Option<TextClaim>> {
         let Some(limits) = &self.limits else {
             return Ok(None);
         };
         let text = draft.filter_text();
         let room = crate::ids::RoomId::parse(&access.room.id)?;
+        let user = &access.member.user_id;
         if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
-            self.release_text(ahead.held()).await;
+            self.settle_text(ahead.held(), &room, user, client, SendEnd::Failed(&refused))
+                .await;
             return Err(refused);
         }
         let claimed = match ahead {
             TextAhead::Taken(claimed) => claimed?,
-            TextAhead::Later => self.claim_text(limits, &room, &access.member.user_id, &text).await?,
+            TextAhead::Later => self.claim_text(limits, &room, user, &text, client).await?,
         };
         match claimed {
             None => Ok(None),
@@ -234,20 +260,24 @@ impl Chat {
         Ok(())
     }
 
-    /// The repeat-text rule's claim of `text` by `user` in `room`: `None` for a text the rule
-    /// ignores, else the claim or how long until the text may be sent again.
+    /// The repeat-text rule's claim of `text` by `user` in `room` for the send with `client`
+    /// as its client id (a retry of it is no repeat): `None` for a text the rule ignores, else
+    /// the claim or how long until the text may be sent again.
     async fn claim_text(
         &self,
         limits: &WriteLimits,
         room: &RoomId,
         user: &UserId,
         text: &str,
+        client: Option<&ClientId>,
     ) -> Result<Option<Result<TextClaim, Duration>>> {
         let Some(fingerprint) = repeat_fingerprint(text) else {
             return Ok(None);
         };
         let now = limits.settings.clock.now();
-        Ok(Some(self.store.claim_text(room, user, &fingerprint, now).await?))
+        Ok(Some(
+            self.store.claim_text(room, user, &fingerprint, now, client).await?,
+        ))
     }
 
     /// The repeat-text claim of a send, taken in its first round together with its membership
@@ -255,10 +285,16 @@ impl Chat {
     /// but only for a member this process stored a message of in the room lately: a stranger's
     /// sends (refused anyway) must cost no writes. A claim of a send the checks then refuse is
     /// taken back, as for any send that fails after its claim.
-    pub(crate) async fn claim_text_ahead(&self, room: &RoomId, user: &UserId, draft: &Draft) -> TextAhead {
+    pub(crate) async fn claim_text_ahead(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        draft: &Draft,
+        client: Option<&ClientId>,
+    ) -> TextAhead {
         match &self.limits {
             Some(limits) if limits.knows_sender(room, user) => {
-                TextAhead::Taken(self.claim_text(limits, room, user, &draft.filter_text()).await)
+                TextAhead::Taken(self.claim_text(limits, room, user, &draft.filter_text(), client).await)
             }
             _ => TextAhead::Later,
         }
@@ -272,14 +308,48 @@ impl Chat {
         }
     }
 
-    /// Takes back a claim taken ahead by a send that ended before its limits step.
-    pub(crate) async fn release_ahead(&self, ahead: TextAhead) {
-        self.release_text(ahead.held()).await;
+    /// [`Chat::settle_text`] for a claim taken ahead by a send that ended before its limits
+    /// step.
+    pub(crate) async fn settle_ahead(
+        &self,
+        ahead: TextAhead,
+        room: &RoomId,
+        user: &UserId,
+        client: Option<&ClientId>,
+        end: SendEnd<'_>,
+    ) {
+        self.settle_text(ahead.held(), room, user, client, end).await;
     }
 
-    /// Takes back a repeat-text claim whose send failed, so sending the text again works.
-    pub(crate) async fn release_text(&self, claim: Option<TextClaim>) {
-        if let Some(claim) = claim {
+    /// Keeps or takes back a send's repeat-text claim by how the send ended, so that the claim
+    /// is never left behind by a send that did not happen and never missing for a message that
+    /// did. A stored message keeps it. A repeat answer gives back what it took — unless it took
+    /// over the record of its earlier attempt (`TextClaim::taken_over`), which is the stored
+    /// message's own. A refused or failed send gives it back — unless the store could not say
+    /// whether its message was stored (a retry of its client id takes the claim over, so the
+    /// retry is no repeat), or it took the record over from an earlier attempt that stored its
+    /// message (looked up by the client id; kept when that cannot be told).
+    pub(crate) async fn settle_text(
+        &self,
+        claim: Option<TextClaim>,
+        room: &RoomId,
+        user: &UserId,
+        client: Option<&ClientId>,
+        end: SendEnd<'_>,
+    ) {
+        let Some(claim) = claim else {
+            return;
+        };
+        let keep = match end {
+            SendEnd::Stored => true,
+            SendEnd::Repeat => claim.taken_over,
+            SendEnd::Failed(e) if is_unconfirmed(e) => true,
+            SendEnd::Failed(_) => match (claim.taken_over, client) {
+                (true, Some(client)) => !matches!(self.store.sent_with_client_id(room, user, client).await, Ok(None)),
+                _ => false,
+            },
+        };
+        if !keep {
             self.store.release_text(claim).await;
         }
     }

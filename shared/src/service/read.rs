@@ -3,11 +3,14 @@
 //!
 //! Newest first is a range read of `Messages` below the cursor. Oldest first reads a page of
 //! `MessagesAscending` after the cursor and joins it to `Messages` with ONE range query over
-//! the span of message keys the page covers (a filter of at most three comparisons, where a
-//! per-key OR-list would break Azure's 15-comparison limit). The joined rows are put back in
-//! index order; an index row without a message (a send in flight, or one whose write failed)
-//! is skipped, and the cursor still advances past it, so a client following `hasMore` never
-//! spins on it. Deleted messages (tombstones) are skipped the same way. Reactions and poll
+//! the span of message keys the page covers, from the cursor on (a filter of at most three
+//! comparisons, where a per-key OR-list would break Azure's 15-comparison limit). The joined
+//! rows are put back in index order; an index row without a message (a send in flight, or one
+//! whose write failed) is skipped, and the cursor still advances past it, so a client
+//! following `hasMore` never spins on it. A message without an index row (its send's index
+//! write failed after the commit, or the process stopped between the two) is in that span, or
+//! in the last page's, which reads on to the newest message: it is shown in its place and
+//! gets its index row back, so no stored message is hidden from oldest-first reads. Deleted messages (tombstones) are skipped the same way. Reactions and poll
 //! tallies come from one more range read over the page's companion rows. Every page costs
 //! the same at any depth: two or three range reads from the cursor.
 //!
@@ -206,24 +209,25 @@ impl Chat {
         limit: usize,
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
         let (keys, more) = self.store.index_page(room, after.as_ref(), limit).await?;
-        let Some(last) = keys.last() else {
+        // The last page reads on to the newest message: one stored without its index row
+        // shows there too.
+        let found = self.store.messages_of_page(room, after.as_ref(), &keys, !more).await?;
+        // A whole page resumes after its last index row, matched or not, or its last message
+        // when that is newer (one without an index row).
+        let newest = found.last().map(|m| m.key().ticks().ascending_key());
+        let Some(last) = keys.last().cloned().max(newest) else {
             return Ok((Vec::new(), false, None));
         };
-        let mut by_key = self.store.messages_of(room, &keys).await?;
-        let mut messages = Vec::with_capacity(keys.len());
-        let mut matched = Vec::with_capacity(keys.len());
-        for key in &keys {
-            if let Some(message) = by_key.remove(key.ticks().message_key().as_str())
-                && message.is_live()
-            {
-                messages.push(message);
-                matched.push(key);
-            }
-        }
-        let cut = keep_within_budget(&mut messages);
-        // A cut page resumes after its last kept message; a whole one after its last index
-        // row, matched or not.
-        let resume = if cut { matched[messages.len() - 1] } else { last };
-        Ok((messages, more || cut, Some(Cursor::OldestFirst(resume.clone()))))
+        let mut messages: Vec<Message> = found.into_iter().filter(Message::is_live).collect();
+        // Messages without index rows can make a page longer than asked.
+        let over = messages.len() > limit;
+        messages.truncate(limit);
+        let cut = keep_within_budget(&mut messages) || over;
+        // A cut page resumes after its last kept message.
+        let resume = match (cut, messages.last()) {
+            (true, Some(kept)) => kept.key().ticks().ascending_key(),
+            _ => last,
+        };
+        Ok((messages, more || cut, Some(Cursor::OldestFirst(resume))))
     }
 }

@@ -27,7 +27,7 @@
 //! 5. after the durable write only: side effects, which never fail the send.
 
 use super::Chat;
-use super::limits::TextAhead;
+use super::limits::{SendEnd, TextAhead};
 use crate::access::Access;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ impl Chat {
             self.sender_access(room, &who.user_id),
             record,
             self.store.wants_hook_events(room),
-            self.claim_text_ahead(room, &who.user_id, &draft)
+            self.claim_text_ahead(room, &who.user_id, &draft, client_id.as_ref())
         );
         let read = async {
             // Membership first: only a member is answered with a message of the room, even a
@@ -117,11 +117,13 @@ impl Chat {
                     .await
             }
             Ok((_, Some(first), _)) => {
-                self.release_ahead(ahead).await;
+                self.settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Repeat)
+                    .await;
                 Ok(Sent::repeat(first))
             }
             Err(e) => {
-                self.release_ahead(ahead).await;
+                self.settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Failed(&e))
+                    .await;
                 Err(e)
             }
         }
@@ -155,18 +157,22 @@ impl Chat {
         ahead: TextAhead,
     ) -> Result<Sent> {
         let now = Utc::now();
+        let client = client_id.clone();
         if let Err(refused) = checks::before_limits(&access, now) {
-            self.release_ahead(ahead).await;
+            self.settle_ahead(ahead, room, &who.user_id, client.as_ref(), SendEnd::Failed(&refused))
+                .await;
             return Err(refused);
         }
-        let claim = self.check_send_limits(&access, &draft, ahead).await?;
+        let claim = self.check_send_limits(&access, &draft, ahead, client.as_ref()).await?;
         let sent = self
             .filter_and_post(who, room, access, draft, client_id, now, known)
             .await;
-        match &sent {
-            Err(_) => self.release_text(claim).await,
-            Ok(stored) if stored.created => self.remember_sender(room, &who.user_id),
-            Ok(_) => {}
+        self.settle_text(claim, room, &who.user_id, client.as_ref(), SendEnd::of(&sent))
+            .await;
+        if let Ok(stored) = &sent
+            && stored.created
+        {
+            self.remember_sender(room, &who.user_id);
         }
         sent
     }
@@ -318,7 +324,10 @@ impl Chat {
             forwarded_from: None,
             attachments: DraftAttachments::None,
         };
-        let claim = self.check_send_limits(&access, &draft, TextAhead::Later).await?;
+        let client = client_id.clone();
+        let claim = self
+            .check_send_limits(&access, &draft, TextAhead::Later, client.as_ref())
+            .await?;
         let sent = async {
             if let Admission::Filtered { .. } = checks::word_filter(&access, &draft.filter_text()) {
                 return Err(Error::Forbidden("the message contains blocked content".into()));
@@ -349,9 +358,9 @@ impl Chat {
             self.post(room, post).await
         }
         .await;
-        if sent.is_err() {
-            self.release_text(claim).await;
-        }
+        let user = &access.member.user_id;
+        self.settle_text(claim, room, user, client.as_ref(), SendEnd::of(&sent))
+            .await;
         sent
     }
 

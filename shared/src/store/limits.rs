@@ -11,7 +11,7 @@ use super::schema::{
     NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
 };
 use crate::error::Error;
-use crate::ids::{RoomId, UserId};
+use crate::ids::{ClientId, RoomId, UserId};
 use crate::limits::{Bucket, BucketId, Rate, repeat_wait};
 use crate::storage::conditional::{ConditionalError, update_conditionally};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
@@ -34,6 +34,9 @@ pub(crate) struct TextClaim {
     partition: String,
     row: String,
     etag: ETag,
+    /// Taken over from an earlier attempt of the same send (the record named the same client
+    /// id): the record may stand for that attempt's stored message, whose text it keeps claimed.
+    pub(crate) taken_over: bool,
 }
 
 fn bucket_row(partition: &str, row: &str, bucket: &Bucket) -> Entity {
@@ -57,12 +60,29 @@ fn parse_bucket(entity: &Entity, rate: Rate, now: DateTime<Utc>) -> Bucket {
     }
 }
 
-fn text_row(partition: &str, row: &str, at: DateTime<Utc>) -> Entity {
-    Entity::new(partition, row).with("at", Value::Int64(at.timestamp_micros()))
+/// A repeat-text record: when the text was sent, the claim that wrote it (so a write whose
+/// answer was lost can tell its own record) and the client id of the send, if it had one (so a
+/// retry of that send is no repeat of it).
+fn text_row(partition: &str, row: &str, at: DateTime<Utc>, claim: &str, client: Option<&ClientId>) -> Entity {
+    let mut entity = Entity::new(partition, row)
+        .with("at", Value::Int64(at.timestamp_micros()))
+        .with(CLAIM_PROPERTY, Value::String(claim.to_owned()));
+    if let Some(client) = client {
+        entity.set(CLIENT_PROPERTY, Value::String(client.as_str().to_owned()));
+    }
+    entity
 }
+
+/// The repeat-text record's properties naming the claim that wrote it and its send's client id.
+const CLAIM_PROPERTY: &str = "claim";
+const CLIENT_PROPERTY: &str = "clientId";
 
 fn text_sent_at(entity: &Entity) -> Option<DateTime<Utc>> {
     entity.i64("at").and_then(DateTime::from_timestamp_micros)
+}
+
+fn no_etag() -> super::error::Error {
+    Error::Internal("a written record without an ETag".into()).into()
 }
 
 /// A lost race every attempt, or a re-read that failed: the caller may try again.
@@ -115,38 +135,84 @@ impl Store {
     }
 
     /// Claims the repeat-text record of `user`'s `fingerprint` in `room` at `now`; answers how
-    /// long the text is still blocked when it was sent less than the window ago.
+    /// long the text is still blocked when it was sent less than the window ago — unless the
+    /// record is of an earlier attempt of this same send (`client`, its client id): a retry is
+    /// no repeat, and takes the record over (its window kept), so the earlier attempt's
+    /// release, on its own version, leaves it. A write that may have landed although it
+    /// failed is looked at: a record it wrote is claimed, never left behind unclaimed.
     pub(crate) async fn claim_text(
         &self,
         room: &RoomId,
         user: &UserId,
         fingerprint: &str,
         now: DateTime<Utc>,
+        client: Option<&ClientId>,
     ) -> Result<Result<TextClaim, Duration>> {
         let (partition, row) = (limits_room_partition(room), recent_text_key(user, fingerprint));
         let table = &self.schema.limits;
-        let claim = |etag| TextClaim {
+        let id = format!("{:016x}", rand::random::<u64>());
+        let claim = |etag, taken_over| TextClaim {
             partition: partition.clone(),
             row: row.clone(),
             etag,
+            taken_over,
         };
-        match self.tables.insert(table, &text_row(&partition, &row, now)).await {
-            Ok(etag) => return Ok(Ok(claim(etag))),
+        // After a write that failed but may have landed, the record tells: this claim's own
+        // (it landed), another's or none (it did not).
+        let mine = |found: &Option<Entity>| {
+            found
+                .as_ref()
+                .filter(|entity| entity.str(CLAIM_PROPERTY) == Some(id.as_str()))
+                .map(|entity| entity.etag.clone().ok_or_else(no_etag))
+        };
+        match self
+            .tables
+            .insert(table, &text_row(&partition, &row, now, &id, client))
+            .await
+        {
+            Ok(etag) => return Ok(Ok(claim(etag, false))),
             Err(e) if e.is(ErrorKind::AlreadyExists) => {}
+            Err(e) if e.may_have_applied() => match self.tables.get(table, &partition, &row).await {
+                Ok(found) => match mine(&found) {
+                    Some(etag) => return Ok(Ok(claim(etag?, false))),
+                    // Another's record: this insert did not land; claimed as any record that
+                    // is there, below.
+                    None if found.is_some() => {}
+                    None => return Err(e.into()),
+                },
+                Err(_) => return Err(e.into()),
+            },
             Err(e) => return Err(e.into()),
         }
+        let taken_over = std::sync::atomic::AtomicBool::new(false);
         let written = update_conditionally(&self.tables, table, &partition, &row, UpdateMode::Replace, |entity| {
-            match text_sent_at(&entity).and_then(|sent| repeat_wait(sent, now)) {
-                Some(wait) => Err(wait),
-                None => Ok(text_row(&partition, &row, now)),
+            let sent = text_sent_at(&entity);
+            let same_send = client.is_some_and(|c| entity.str(CLIENT_PROPERTY) == Some(c.as_str()));
+            match sent.and_then(|sent| repeat_wait(sent, now).map(|wait| (sent, wait))) {
+                Some((sent, _)) if same_send => {
+                    taken_over.store(true, std::sync::atomic::Ordering::Relaxed);
+                    Ok(text_row(&partition, &row, sent, &id, client))
+                }
+                Some((_, wait)) => Err(wait),
+                None => {
+                    taken_over.store(false, std::sync::atomic::Ordering::Relaxed);
+                    Ok(text_row(&partition, &row, now, &id, client))
+                }
             }
         });
+        let taken_over = || taken_over.load(std::sync::atomic::Ordering::Relaxed);
         match written.await {
-            Ok(entity) => match entity.etag {
-                Some(etag) => Ok(Ok(claim(etag))),
-                None => Err(Error::Internal("a written record without an ETag".into()).into()),
-            },
+            Ok(entity) => entity
+                .etag
+                .map(|etag| Ok(claim(etag, taken_over())))
+                .ok_or_else(no_etag),
             Err(ConditionalError::Rejected(wait)) => Ok(Err(wait)),
+            Err(ConditionalError::Store(e)) if e.may_have_applied() => {
+                match self.tables.get(table, &partition, &row).await.map(|found| mine(&found)) {
+                    Ok(Some(etag)) => Ok(Ok(claim(etag?, taken_over()))),
+                    _ => Err(e.into()),
+                }
+            }
             Err(ConditionalError::Store(e)) => Err(e.into()),
             // Deleted meanwhile (expired by housekeeping): nothing blocks the text; a retry
             // claims it afresh.

@@ -4,7 +4,6 @@
 //! rows of its replies; `MessagesAscending` holds the key-only index rows of oldest-first reads.
 //! Everything a message is, as a row, is decided here.
 
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +29,9 @@ use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, Stor
 /// one root commit one per round (each changes the root), so a burst of n replies takes n
 /// rounds: this bounds the burst a thread absorbs before a reply is answered 409.
 const THREAD_ROUNDS: usize = 32;
+
+/// Rows without an index row an oldest-first page reads beyond its index rows' messages.
+const UNINDEXED_ROWS: usize = 100;
 
 /// A new message's write that failed.
 #[derive(Debug)]
@@ -259,29 +261,62 @@ impl Store {
         Ok((keys, more))
     }
 
-    /// The messages of `keys` (ascending keys, oldest first) that exist, by message key, in
-    /// ONE range read over the span the keys cover (a filter of at most three comparisons,
-    /// where a per-key OR-list would break Azure's 15-comparison limit).
-    pub(crate) async fn messages_of(&self, room: &RoomId, keys: &[AscendingKey]) -> Result<HashMap<String, Message>> {
-        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
-            return Ok(HashMap::new());
+    /// The messages of an oldest-first page, oldest first, in ONE range read over the span of
+    /// message keys from just after `after` to the page's last index key `keys` (ascending
+    /// keys, oldest first) — on the last page (`to_end`), to the newest message — a filter of
+    /// at most three comparisons, where a per-key OR-list would break Azure's 15-comparison
+    /// limit. A message in the span without an index row (a send whose index write failed
+    /// after its transaction committed, or a process that stopped between the two) is read
+    /// too, so no stored message is hidden from oldest-first reads, and it gets its index row
+    /// back. A read cut short of the whole span is missing the span's oldest rows, so then only
+    /// the indexed messages are taken, as the index orders them.
+    pub(crate) async fn messages_of_page(
+        &self,
+        room: &RoomId,
+        after: Option<&AscendingKey>,
+        keys: &[AscendingKey],
+        to_end: bool,
+    ) -> Result<Vec<Message>> {
+        let (low, high) = MESSAGE_KEY_RANGE;
+        let newest = match (keys.last(), to_end) {
+            (Some(last), false) => Bound::Included(last.ticks().message_key().as_str().to_owned()),
+            (None, false) => return Ok(Vec::new()),
+            (_, true) => Bound::Included(low.to_owned()),
         };
-        // The keys' message keys span [reverse(last), reverse(first)].
-        let span = RangeQuery::partition(room.as_str(), keys.len().min(1000))
-            .from(Bound::Included(last.ticks().message_key().as_str().to_owned()))
-            .to(Bound::Included(first.ticks().message_key().as_str().to_owned()));
-        let (rows, _) = self
-            .tables
-            .query_up_to(&self.schema.messages, &span, keys.len() + 100)
-            .await?;
-        let wanted: std::collections::HashSet<String> = keys
+        let oldest = match after {
+            Some(after) => Bound::Excluded(after.ticks().message_key().as_str().to_owned()),
+            None => Bound::Excluded(high.to_owned()),
+        };
+        let most = keys.len() + UNINDEXED_ROWS;
+        let span = RangeQuery::partition(room.as_str(), most.min(1000))
+            .from(newest)
+            .to(oldest);
+        let (rows, cut) = self.tables.query_up_to(&self.schema.messages, &span, most).await?;
+        let indexed: std::collections::HashSet<String> = keys
             .iter()
             .map(|k| k.ticks().message_key().as_str().to_owned())
             .collect();
-        rows.iter()
-            .filter(|row| wanted.contains(&row.row_key))
-            .map(|row| Ok((row.row_key.clone(), parse_message(room, row)?)))
-            .collect()
+        let mut messages = Vec::with_capacity(rows.len());
+        let mut unindexed = Vec::new();
+        // Newest first, as stored: reversed below.
+        for row in rows.iter().rev() {
+            match indexed.contains(&row.row_key) {
+                true => messages.push(parse_message(room, row)?),
+                false if !cut => {
+                    let message = parse_message(room, row)?;
+                    unindexed.push(message.key().ticks());
+                    messages.push(message);
+                }
+                false => {}
+            }
+        }
+        let restored = unindexed.iter().map(|ticks| self.ensure_index_row(room, *ticks));
+        for written in futures::future::join_all(restored).await {
+            if let Err(e) = written {
+                tracing::warn!(%room, error = %e, "could not write back a stored message's index row");
+            }
+        }
+        Ok(messages)
     }
 
     /// Up to `limit` replies of the thread rooted at `root`, after `after`, as ascending keys

@@ -262,3 +262,163 @@ async fn a_text_claimed_ahead_of_a_refused_send_is_taken_back() {
     let repeat = chat.send_message(&bob, &room, NewMessage::text("second line")).await;
     assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
 }
+
+/// A send with a client id, as a client retrying it sends it again.
+fn attempt(client_id: &str, text: &str) -> NewMessage {
+    NewMessage {
+        client_id: Some(client_id.into()),
+        ..NewMessage::text(text)
+    }
+}
+
+/// Two attempts of one send (one client id, edited in between) both pass their idempotency
+/// lookups before either commits: the one answered with the other's message gives back the
+/// text it claimed, so that text is no repeat — and the stored one's still is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrent_retry_answered_with_the_first_message_gives_back_the_text_it_claimed() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let messages = chat.store.schema.messages.clone();
+    faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
+    let (a, b) = tokio::join!(
+        chat.send_message(&bob, &room, attempt("c1", "first wording")),
+        chat.send_message(&bob, &room, attempt("c1", "second wording")),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.message.id, b.message.id, "one message for one send");
+    assert_ne!(a.created, b.created, "one stored it, the other was answered with it");
+    let stored = a.message.text.clone();
+    let other = match stored.as_str() {
+        "first wording" => "second wording",
+        _ => "first wording",
+    };
+    chat.send_message(&bob, &room, attempt("c2", other))
+        .await
+        .expect("the text of the attempt answered with the other's message was given back");
+    let repeat = chat.send_message(&bob, &room, attempt("c3", &stored)).await;
+    assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
+}
+
+/// Two attempts of one send with the same text, both past their idempotency lookups before
+/// either commits: the second is no repeat of the first — it is answered with the message
+/// (not refused as a repeated text) — while a new send of the text is refused, also after
+/// another retry of the send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_of_one_send_are_answered_with_its_message_not_refused_as_a_repeat() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    // bob is a known sender, so his next sends claim their text in their first round too.
+    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+        .await
+        .unwrap();
+    let messages = chat.store.schema.messages.clone();
+    faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
+    let (a, b) = tokio::join!(
+        chat.send_message(&bob, &room, attempt("c1", "the same words")),
+        chat.send_message(&bob, &room, attempt("c1", "the same words")),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.message.id, b.message.id);
+    assert_ne!(a.created, b.created);
+    let again = chat
+        .send_message(&bob, &room, attempt("c1", "the same words"))
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.message.id, a.message.id);
+    let repeat = chat.send_message(&bob, &room, attempt("c2", "the same words")).await;
+    assert!(
+        matches!(repeat, Err(Error::TooManyRequests { .. })),
+        "the text stays claimed: {repeat:?}"
+    );
+}
+
+/// A repeat-text record the store wrote and then answered with an error is recognised as the
+/// send's own: the send goes on, and the text is claimed — neither a failed send that leaves
+/// its text blocked nor a stored message whose text is not.
+#[tokio::test]
+async fn a_text_claim_the_store_wrote_but_reported_as_failed_is_the_sends_own() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+        .await
+        .unwrap();
+    let limits = chat.store.schema.limits.clone();
+    faults.fail_operation_after_applying("insert", Some(&limits), 1, StoreError::unavailable("timed out"));
+    let sent = chat
+        .send_message(&bob, &room, NewMessage::text("hello again"))
+        .await
+        .expect("the claim the store wrote is the send's");
+    assert!(sent.created);
+    let repeat = chat.send_message(&bob, &room, NewMessage::text("hello again")).await;
+    assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
+}
+
+/// A send whose commit the store could not confirm may be stored: its text stays claimed, so
+/// a new send of it is refused, while a retry of the send (its client id) is no repeat.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_of_unknown_outcome_keeps_its_text_claimed() {
+    let faults = FaultyTables::new(store());
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+        .await
+        .unwrap();
+    let messages = chat.store.schema.messages.clone();
+    faults.fail_operation_after_applying("transact", Some(&messages), 1, StoreError::unavailable("timed out"));
+    // The counter is known from the last commit: these fail the read along with the commit
+    // and the look that would confirm it.
+    faults.fail_operation("get", Some(&messages), 2, StoreError::unavailable("still down"));
+    let err = chat
+        .send_message(&bob, &room, NewMessage::text("maybe stored"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE", "{err:?}");
+    let repeat = chat.send_message(&bob, &room, NewMessage::text("maybe stored")).await;
+    assert!(
+        matches!(repeat, Err(Error::TooManyRequests { .. })),
+        "the text of a message that is stored is claimed: {repeat:?}"
+    );
+}
+
+/// The same across two processes on one store: the retry in the other process is answered
+/// with the message, and the text stays claimed for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_of_one_send_in_two_processes_are_answered_with_its_message() {
+    let shared = store();
+    let faults = FaultyTables::new(shared);
+    let clock = ManualClock::at(start());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    let chat = limited(chat, &clock);
+    let other = another_process(Tables::new(faults.clone()), &clock).await;
+    let bob = user("bob");
+    chat.join_room(&bob, &room).await.unwrap();
+    let messages = chat.store.schema.messages.clone();
+    faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
+    let (a, b) = tokio::join!(
+        chat.send_message(&bob, &room, attempt("c1", "the same words")),
+        other.send_message(&bob, &room, attempt("c1", "the same words")),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.message.id, b.message.id);
+    assert_ne!(a.created, b.created);
+    for process in [&chat, &other] {
+        let repeat = process.send_message(&bob, &room, attempt("c2", "the same words")).await;
+        assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
+    }
+}

@@ -172,6 +172,59 @@ async fn a_stored_message_whose_index_row_write_failed_gets_it_written_again() {
     assert_eq!(oldest_first, newest_first, "the message has its index row");
 }
 
+/// A stored message whose index row could not be written at all — the store refused it with
+/// the commit and every write after it, as a process stopped between the commit and the
+/// index row would leave it — is still read oldest first, in its place, whether it is the
+/// room's newest message or between others on a page boundary, and gets its index row back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_message_without_its_index_row_is_still_read_oldest_first() {
+    let faults = FaultyTables::new(store());
+    let (chat, room) = chat_on(Tables::new(faults.clone())).await;
+    for n in 0..6 {
+        chat.send_message(&alice(), &room, text(&format!("before {n}")))
+            .await
+            .unwrap();
+    }
+    let ascending = chat.store.schema.ascending.clone();
+    let lost = || StoreError::unavailable("index write lost");
+    faults.fail_operation("insert", Some(&ascending), 1, lost());
+    faults.fail_operation("upsert", Some(&ascending), 3, lost());
+    let sent = chat.send_message(&alice(), &room, text("unindexed")).await.unwrap();
+    assert!(sent.created);
+    let index_row = || async {
+        chat.store
+            .tables
+            .get(
+                &ascending,
+                room.as_str(),
+                sent.message.key().ticks().ascending_key().as_str(),
+            )
+            .await
+            .unwrap()
+    };
+    assert!(index_row().await.is_none(), "the index row was never written");
+    let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
+    oldest_first.reverse();
+    assert_eq!(
+        oldest_first, newest_first,
+        "the room's newest message, read oldest first"
+    );
+    assert!(index_row().await.is_some(), "the read wrote its index row back");
+    // Again with the message between others, across a page boundary (pages of 7).
+    faults.fail_operation("insert", Some(&ascending), 1, lost());
+    faults.fail_operation("upsert", Some(&ascending), 3, lost());
+    let middle = chat.send_message(&alice(), &room, text("unindexed too")).await.unwrap();
+    for n in 0..8 {
+        chat.send_message(&alice(), &room, text(&format!("after {n}")))
+            .await
+            .unwrap();
+    }
+    let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
+    oldest_first.reverse();
+    assert!(newest_first.contains(&middle.message.id));
+    assert_eq!(oldest_first, newest_first, "every message once, in order");
+}
+
 /// A send whose tick already holds another message (a send elsewhere took it) takes the next
 /// tick; the first message keeps the index row, and no orphan row is left.
 async fn a_send_whose_tick_holds_a_message_takes_the_next_tick(tables: Tables, schema: Schema) {
