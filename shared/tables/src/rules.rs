@@ -56,7 +56,7 @@ pub fn check_key(which: &str, key: &str) -> Result<()> {
             "{which} must not contain {bad:?} (forbidden: / \\ # ? and control characters)"
         )));
     }
-    if key.encode_utf16().count() * 2 > MAX_KEY_BYTES {
+    if crate::entity::utf16_len(key) * 2 > MAX_KEY_BYTES {
         return Err(StoreError::invalid(format!("{which} is longer than 1 KiB")));
     }
     Ok(())
@@ -92,7 +92,7 @@ fn min_datetime() -> DateTime<Utc> {
 
 pub fn check_value(name: &str, value: &Value) -> Result<()> {
     match value {
-        Value::String(s) if s.encode_utf16().count() > MAX_STRING_UNITS => {
+        Value::String(s) if crate::entity::utf16_len(s) > MAX_STRING_UNITS => {
             Err(StoreError::invalid(format!("property {name} is longer than 64 KiB")))
         }
         Value::Binary(b) if b.len() > MAX_BINARY_BYTES => {

@@ -13,8 +13,9 @@
 //! — each call in its own savepoint inside one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync — so an
 //! ETag comparison and the write it guards are atomic across processes, a batch is
 //! all-or-nothing, and many independent calls share one fsync without waiting for each other.
-//! Reads go to reader threads with connections of their own ([`readers`]), which in WAL never
-//! wait for the writer. Every statement is prepared once per connection ([`session`]).
+//! Reads run on the caller's thread, on a pool of connections of their own ([`readers`]), which
+//! in WAL never wait for the writer. Every statement is prepared once per connection
+//! ([`session`]).
 
 mod readers;
 mod rows;
@@ -25,8 +26,8 @@ mod writer;
 mod tests;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -38,8 +39,7 @@ use super::{
     BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
 };
 
-/// Reader threads per store. Reads are short; a few readers let a long page read run beside
-/// the point reads of other requests.
+/// Read connections opened with the store (more are opened while more threads read at once).
 const READERS: usize = 4;
 
 /// The embedded store. Cloning is cheap; clones share the threads. The threads stop when the
@@ -52,7 +52,7 @@ pub struct SqliteTables {
 #[derive(Debug)]
 struct Inner {
     writes: Sender<Box<dyn writer::Job>>,
-    reads: Sender<readers::ReadJob>,
+    reads: readers::Readers,
     #[cfg(test)]
     probe: Arc<tests::Probe>,
 }
@@ -83,13 +83,7 @@ impl SqliteTables {
         let session = Session::new(conn, shared.clone());
         spawn("sqlite-writer", move || writer::run(session, calls))?;
 
-        let (reads, queue) = mpsc::channel();
-        let queue = Arc::new(Mutex::new(queue));
-        for i in 0..READERS {
-            let session = Session::new(open_connection(&path, Durability::Normal)?, shared.clone());
-            let queue = queue.clone();
-            spawn(&format!("sqlite-reader-{i}"), move || readers::run(session, queue))?;
-        }
+        let reads = readers::Readers::open(&path, shared, READERS)?;
         Ok(SqliteTables {
             inner: Arc::new(Inner {
                 writes,
@@ -116,24 +110,9 @@ impl SqliteTables {
             .map_err(|_| StoreError::internal("the sqlite writer stopped before answering"))?
     }
 
-    /// Runs `work` on a reader thread.
-    async fn read<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let (reply, answer) = oneshot::channel();
-        let job: readers::ReadJob = Box::new(move |session| {
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(session)))
-                .unwrap_or_else(|_| Err(StoreError::internal("a sqlite read panicked")));
-            let _ = reply.send(result);
-        });
-        self.inner
-            .reads
-            .send(job)
-            .map_err(|_| StoreError::internal("the sqlite readers have stopped"))?;
-        answer
-            .await
-            .map_err(|_| StoreError::internal("a sqlite reader stopped before answering"))?
+    /// Runs `work` on a read connection, on this thread (see [`readers`] for why).
+    fn read<T>(&self, work: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+        self.inner.reads.run(work)
     }
 }
 
@@ -168,15 +147,14 @@ impl TableBackend for SqliteTables {
     }
 
     async fn get(&self, table: &TableName, partition_key: &str, row_key: &str) -> Result<Entity> {
-        let (table, pk, rk) = (table_key(table), partition_key.to_owned(), row_key.to_owned());
-        self.read(move |s| match rows::get(&s.conn, &table, &pk, &rk)? {
+        let table = table_key(table);
+        self.read(|s| match rows::get(&s.conn, &table, partition_key, row_key)? {
             Some(entity) => Ok(entity),
             None => {
                 s.require_table(&table)?;
                 Err(StoreError::not_found("the specified resource does not exist"))
             }
         })
-        .await
     }
 
     async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
@@ -221,12 +199,11 @@ impl TableBackend for SqliteTables {
     }
 
     async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {
-        let (table, query) = (table_key(table), query.clone());
-        self.read(move |s| {
+        let table = table_key(table);
+        self.read(|s| {
             s.require_table(&table)?;
-            rows::query(&s.conn, &table, &query)
+            rows::query(&s.conn, &table, query)
         })
-        .await
     }
 
     async fn transact(&self, table: &TableName, _partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
 use crate::{ErrorKind, Result, StoreError};
@@ -127,6 +128,13 @@ pub(super) fn open_connection(path: &Path, durability: Durability) -> Result<Con
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
     ))
     .map_err(sql_error)?;
+    // The query planner's stability guarantee: plans never depend on bound values. Without
+    // it SQLite marks a range query's parameters as plan-relevant (a truth-probability
+    // heuristic of the planner, and `LIMIT ?`), and a cached statement so marked is prepared
+    // again every time its bindings are cleared — on every return to the cache, so every
+    // range read paid a full prepare. One table with one key has one plan anyway.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(sql_error)?;
     Ok(conn)
 }
 

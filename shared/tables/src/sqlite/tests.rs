@@ -559,3 +559,27 @@ async fn a_process_killed_mid_load_leaves_every_transaction_whole() {
         assert_eq!(keys, expected, "writer {w}: every step whole, none beyond the counter");
     }
 }
+
+/// A range read's cached statement is reused as it is, whatever the bounds and page size: it is
+/// never prepared again (SQLite would, on every call, for a statement whose plan it let depend
+/// on the bound values).
+#[tokio::test]
+async fn a_range_read_reuses_its_prepared_statement() {
+    let (store, tables, t) = store_with_table("Ranges").await;
+    for rk in ["a1", "a2", "b1", "b2", "c1"] {
+        tables.insert(&t, &row("p", rk)).await.unwrap();
+    }
+    let reprepared = store
+        .read(|s| {
+            let table = table_key(&t);
+            for (prefix, top) in [("a", 1), ("b", 5), ("c", 2), ("a", 10)] {
+                let page = rows::query(&s.conn, &table, &RangeQuery::prefix("p", prefix, top))?;
+                assert!(!page.entities.is_empty(), "rows under {prefix}");
+            }
+            let sql = "SELECT rk, etag, ts, props FROM entities WHERE tbl = ?1 AND pk = ?2 AND rk >= ?3 AND rk < ?4 ORDER BY rk LIMIT ?5";
+            let statement = s.conn.prepare_cached(sql).map_err(session::sql_error)?;
+            Ok(statement.get_status(rusqlite::StatementStatus::RePrepare))
+        })
+        .unwrap();
+    assert_eq!(reprepared, 0);
+}
