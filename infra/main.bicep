@@ -65,6 +65,9 @@ param attachmentTypes string = 'image/png,image/jpeg,image/gif,image/webp,applic
 @description('Origins whose pages may upload attachments straight to Blob Storage (CORS on the blob service).')
 param attachmentOrigins array = ['*']
 
+@description('Origins whose pages (the reference web client, functions/web/, hosted elsewhere) may call the API from a browser (CORS on the Functions app). Empty: none; the bearer token, not a cookie, carries the caller, so no credentials are allowed.')
+param webClientOrigins array = []
+
 @description('Web PubSub tier: Free_F1 for trying out, Standard_S1 for production.')
 @allowed([
   'Free_F1'
@@ -382,6 +385,10 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       }
     }
     siteConfig: {
+      cors: {
+        allowedOrigins: webClientOrigins
+        supportCredentials: false
+      }
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
       http20Enabled: true
