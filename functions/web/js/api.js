@@ -7,6 +7,17 @@
 
 import { apiBase } from "./config.js";
 
+/** The path of a room, and of one of its messages (ids percent-encoded). */
+export const room = (id) => `/api/rooms/${encodeURIComponent(id)}`;
+export const message = (roomId, id) => `${room(roomId)}/messages/${encodeURIComponent(id)}`;
+
+/** A query string of the parameters that are set (`""` when none is). */
+export const query = (params) => {
+  const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null));
+  const s = q.toString();
+  return s ? `?${s}` : "";
+};
+
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message || code || `HTTP ${status}`);
@@ -64,13 +75,6 @@ export function createApi({ token, onUnauthorized = () => {} }) {
     }
   }
 
-  const room = (id) => `/api/rooms/${encodeURIComponent(id)}`;
-  const message = (roomId, id) => `${room(roomId)}/messages/${encodeURIComponent(id)}`;
-  const query = (params) => {
-    const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null));
-    const s = q.toString();
-    return s ? `?${s}` : "";
-  };
 
   return {
     request,

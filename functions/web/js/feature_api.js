@@ -2,14 +2,9 @@
 // the page's one API object (api.js) so they share its token, its error answers and its retries
 // of idempotent methods. Each is named after its OpenAPI operationId.
 
+import { message, query, room } from "./api.js";
+
 export function addFeatureApi(api) {
-  const room = (id) => `/api/rooms/${encodeURIComponent(id)}`;
-  const message = (roomId, id) => `${room(roomId)}/messages/${encodeURIComponent(id)}`;
-  const query = (params) => {
-    const q = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null));
-    const s = q.toString();
-    return s ? `?${s}` : "";
-  };
   const { request } = api;
   Object.assign(api, {
     readThread: (roomId, id, { cursor, limit = 50 } = {}) =>

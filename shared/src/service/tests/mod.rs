@@ -1,6 +1,8 @@
 //! Service-level tests of the send and read paths, of rooms and of erasure, on a real
 //! embedded store, with faults injected where a failure path needs one.
 
+#[macro_use]
+mod counting;
 mod activity;
 mod attachments;
 mod erasure;

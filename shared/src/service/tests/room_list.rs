@@ -14,15 +14,15 @@ use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
 
+use super::counting::{Backend, counting};
 use crate::auth::Principal;
 use crate::ids::RoomId;
 use crate::messages::send::NewMessage;
 use crate::rooms::{NewRoom, RoomEntry, Visibility};
 use crate::service::Chat;
 use crate::service::rooms::ROOMS_IN_FLIGHT;
-use crate::service::testing::{alice, store, user};
+use crate::service::testing::{alice, user};
 use crate::storage::Tables;
-use crate::storage::azure::AzureTables;
 use crate::storage::faults::{FaultyTables, RecordedCall};
 use crate::store::schema::Schema;
 
@@ -31,26 +31,6 @@ const LATENCY: Duration = Duration::from_millis(25);
 
 /// More rooms than are read at once, so the listing needs several waves.
 const ROOMS: usize = 2 * ROOMS_IN_FLIGHT + 6;
-
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Embedded,
-    Azurite,
-}
-
-/// The counting wrapper over a fresh store of `backend`, and its table names' prefix.
-fn counting(backend: Backend) -> (FaultyTables, Schema) {
-    let tables = match backend {
-        Backend::Embedded => FaultyTables::new(store()),
-        Backend::Azurite => {
-            let account =
-                std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
-            FaultyTables::new(AzureTables::from_connection_string(&account).expect("the Azurite account"))
-        }
-    };
-    let prefix = format!("rl{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
-    (tables, Schema::with_prefix(&prefix).unwrap())
-}
 
 async fn service(tables: &FaultyTables, schema: &Schema) -> Chat {
     Chat::open(Tables::new(tables.clone()), schema.clone())
@@ -120,7 +100,7 @@ fn shown(calls: &[RecordedCall]) -> String {
 }
 
 async fn listing_the_rooms_of_a_member_of_n_rooms_reads_one_plus_three_a_room_in_few_rounds(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rl");
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, ROOMS).await;
     let (listed, calls, most) = counted_listing(&chat, &tables, &user("bob")).await;
@@ -179,7 +159,7 @@ async fn listing_the_rooms_of_a_member_of_n_rooms_reads_one_plus_three_a_room_in
 /// A `UserRooms` row whose membership is gone (a join whose member row was never written, or
 /// a leave cut short) shows no room and costs its two point reads, no `Messages` read.
 async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rl");
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, 2).await;
     let stale = &rooms[1];
@@ -200,33 +180,12 @@ async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend:
 
 /// A member of no rooms costs the one `UserRooms` read.
 async fn a_member_of_no_rooms_costs_one_read(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rl");
     let chat = service(&tables, &schema).await;
     let (listed, calls, _) = counted_listing(&chat, &tables, &user("carol")).await;
     assert!(listed.is_empty());
     assert_eq!(calls.len(), 1, "{}", shown(&calls));
     assert_eq!(count(&calls, "query", &schema.user_rooms), 1);
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Embedded).await
-                }
-            )*
-        }
-        mod azurite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Azurite).await
-                }
-            )*
-        }
-    };
 }
 
 on_both_backends!(

@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use super::counting::{Backend, counting};
 use crate::adapters::clock::ManualClock;
 use crate::adapters::link_preview::PreviewFetcher;
 use crate::adapters::outbound::{OutboundClient, Reach};
@@ -25,9 +26,8 @@ use crate::roles::NewRole;
 use crate::rooms::{NewRoom, RoomChange, Visibility};
 use crate::service::Chat;
 use crate::service::limits::LimitSettings;
-use crate::service::testing::{alice, store, user};
+use crate::service::testing::{alice, user};
 use crate::storage::Tables;
-use crate::storage::azure::AzureTables;
 use crate::storage::faults::{FaultyTables, RecordedCall};
 use crate::store::schema::Schema;
 
@@ -41,13 +41,6 @@ const AFTER_THE_WRITE: usize = 2;
 
 /// Long enough that calls issued together are all in flight before the first answers.
 const LATENCY: Duration = Duration::from_millis(15);
-
-/// Which store a test counts on.
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Embedded,
-    Azurite,
-}
 
 /// A send's calls, split at its durable write.
 #[derive(Debug)]
@@ -90,20 +83,6 @@ impl Counted {
             lines.join("\n")
         )
     }
-}
-
-/// The counting wrapper over a fresh store of `backend`, and its table names' prefix.
-fn counting(backend: Backend) -> (FaultyTables, Schema) {
-    let inner: Box<dyn FnOnce() -> FaultyTables> = match backend {
-        Backend::Embedded => Box::new(|| FaultyTables::new(store())),
-        Backend::Azurite => Box::new(|| {
-            let account =
-                std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into());
-            FaultyTables::new(AzureTables::from_connection_string(&account).expect("the Azurite account"))
-        }),
-    };
-    let prefix = format!("rt{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
-    (inner(), Schema::with_prefix(&prefix).unwrap())
 }
 
 /// A service as a server runs it (a live hub, so the send reads who looks at the room), over
@@ -158,7 +137,7 @@ async fn counted_send_of(chat: &Chat, tables: &FaultyTables, room: &RoomId, clie
 }
 
 async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let counted = counted_send(&chat, &tables, &room, "plain-1").await;
@@ -172,7 +151,7 @@ async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
 /// bucket is leased a few tokens at once and this send spends one of them). The limits' clock
 /// stands still, so the lease (good for a second) is current however slow the store is.
 async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await.with_limits(LimitSettings {
         newcomer_period: chrono::Duration::zero(),
         clock: std::sync::Arc::new(ManualClock::at(chrono::Utc::now())),
@@ -196,7 +175,7 @@ async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backe
 }
 
 async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let change = RoomChange {
@@ -220,7 +199,7 @@ async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
 }
 
 async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let role = NewRole {
@@ -251,7 +230,7 @@ async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backe
 /// Slowmode and roles together: the roles read along with the member row, then the slowmode
 /// clock, then the commit.
 async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let role = NewRole {
@@ -286,7 +265,7 @@ async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_tr
 /// Another process sends into the room between two of this one's sends, so this process's
 /// copy of the room counter is stale and its commit loses the counter's race once.
 async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let chat = service(&tables, &schema).await;
     let other = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
@@ -312,7 +291,7 @@ async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: B
 /// A link's preview job row is written after the durable write, counted with the side
 /// effects, never on the send's critical path.
 async fn a_link_preview_job_is_written_after_the_durable_write(backend: Backend) {
-    let (tables, schema) = counting(backend);
+    let (tables, schema) = counting(backend, "rt");
     let client = OutboundClient::new(Reach::PublicAndLoopback, Duration::from_secs(5)).unwrap();
     // Jobs are left to the timer (as a host that freezes once it answered does): no fetch
     // runs beside the count.
@@ -332,27 +311,6 @@ async fn a_link_preview_job_is_written_after_the_durable_write(backend: Backend)
         .find(|c| c.operation == "upsert" && c.table == housekeeping)
         .unwrap_or_else(|| panic!("no preview job row: {}", counted.shown()));
     assert!(job.round > counted.critical, "{}", counted.shown());
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Embedded).await
-                }
-            )*
-        }
-        mod azurite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Azurite).await
-                }
-            )*
-        }
-    };
 }
 
 on_both_backends!(
