@@ -80,8 +80,22 @@ async function openRoom(roomId) {
   return self.clients.openWindow(roomUrl(roomId));
 }
 
+/**
+ * What this worker did with each push it handled, newest last: `{messageId, shown}`, once the
+ * notification (if any) is shown. To read in DevTools, and for tests/web/push.mjs, which waits
+ * for its push here before it reads the notifications: Chromium drops a notification that a
+ * `getNotifications()` call reads while the notification is still on its way to the screen
+ * (under load that read finds it not displayed yet, counts it as closed and deletes it).
+ */
+const handledPushes = [];
+
 self.addEventListener("push", (event) => {
-  event.waitUntil(showUnlessVisible(readPayload(event.data)));
+  const payload = readPayload(event.data);
+  event.waitUntil(
+    showUnlessVisible(payload).then((shown) => {
+      handledPushes.push({ messageId: payload.messageId, shown });
+    }),
+  );
 });
 
 /** A click on one of our notifications: it goes, and its room comes up. */

@@ -52,7 +52,8 @@ await run(async (browser) => {
     const input = alice.getByTestId("composer-input");
     await input.pressSequentially("hi @b");
     await alice.getByTestId("suggestion").first().waitFor();
-    check((await input.getAttribute("aria-expanded")) === "true", "the listbox is open");
+    const listbox = alice.locator(`#${await input.getAttribute("aria-controls")}[role=listbox]`);
+    check(await listbox.isVisible(), "the listbox the box controls is open");
     check((await input.getAttribute("aria-activedescendant")) === "suggestion-0", "the first option is active");
     await input.press("Enter");
     check((await input.inputValue()) === "hi @bob ", `the pick is in the box: ${await input.inputValue()}`);

@@ -9,7 +9,9 @@
 //
 // The textarea keeps the focus throughout (the listbox is its `aria-controls`, the option in
 // play its `aria-activedescendant`): ArrowDown/ArrowUp move, Enter or Tab picks, Escape
-// closes; a pointer picks without taking the focus.
+// closes; a pointer picks without taking the focus. The textarea stays a textbox (with
+// `aria-autocomplete` and `aria-haspopup`): HTML allows no combobox role on a textarea, and a
+// textbox has no `aria-expanded`; the listbox is open while it shows and has an active option.
 
 import { escapeHtml } from "./text.js";
 
@@ -54,7 +56,6 @@ export function createSuggestions({ input, listbox }) {
     );
     const open = items.length > 0;
     listbox.hidden = !open;
-    input.setAttribute("aria-expanded", String(open));
     if (open && active >= 0) {
       input.setAttribute("aria-activedescendant", `suggestion-${active}`);
       listbox.children[active]?.scrollIntoView({ block: "nearest" });

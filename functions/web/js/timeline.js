@@ -34,6 +34,8 @@ export function createTimeline({ api, store, bus, ctx }) {
   let last = null;
   let loading = null;
   let stick = true;
+  /** The scroll position as last seen by the scroll handler or set by a draw. */
+  let seenTop = 0;
   let firstUnread = null;
   let lastReadAt = null;
   let markedUpTo = null;
@@ -83,6 +85,9 @@ export function createTimeline({ api, store, bus, ctx }) {
 
   function draw({ keepAnchor = true } = {}) {
     if (!roomId) return;
+    // A scroll up that its scroll event has not told yet (it comes with the next frame): the
+    // person left the bottom, so a draw in between must not pull them back to it.
+    if (stick && scroller.scrollTop < seenTop - 1 && !atBottom()) stick = false;
     const was = keepAnchor && !stick ? anchor() : null;
     const order = t().order;
     const [start, end] = indices();
@@ -133,6 +138,7 @@ export function createTimeline({ api, store, bus, ctx }) {
       const el = drawn.get(was.id)?.el;
       if (el) scroller.scrollTop += el.getBoundingClientRect().top - scroller.getBoundingClientRect().top - was.offset;
     }
+    seenTop = scroller.scrollTop;
     updateJump();
     maybeMarkRead();
   }
@@ -256,6 +262,7 @@ export function createTimeline({ api, store, bus, ctx }) {
   observer.observe(topEdge);
   observer.observe(bottomEdge);
   scroller.addEventListener("scroll", () => {
+    seenTop = scroller.scrollTop;
     stick = atBottom() && isLiveEnd() && indices()[1] === t().order.length;
     maybeMarkRead();
   });
@@ -327,6 +334,7 @@ export function createTimeline({ api, store, bus, ctx }) {
         lastReadAt = lastRead;
       }
       stick = !messageId;
+      seenTop = scroller.scrollTop;
       list.setAttribute("aria-busy", "true");
       try {
         if (messageId) {
