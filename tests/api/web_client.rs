@@ -4,7 +4,7 @@
 //! playwright-core from the scripts in `tests/web/` — the page does what a person does with it.
 //!
 //! `tests/run` installs playwright-core (`TABLETALK_TEST_PLAYWRIGHT`) and the web client's
-//! build tools (`TABLETALK_TEST_WEB_TOOLS`); `.ci/run` installs chromium. Under CI a missing
+//! build tools (`TABLETALK_TEST_WEB_TOOLS`) and chromium. Under CI a missing
 //! one fails these tests; they never skip there. The browser tests run on the embedded store:
 //! the page sees the same API on both, which the other end-to-end tests check on both.
 
@@ -36,7 +36,7 @@ fn browser() -> Option<String> {
     let chromium = std::env::var("TABLETALK_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     if !Path::new(&chromium).exists() {
         if std::env::var_os("CI").is_some() {
-            panic!("{chromium} is missing and CI is set: .ci/run installs chromium");
+            panic!("{chromium} is missing and CI is set: tests/run installs chromium");
         }
         eprintln!("skipping: {chromium} is missing");
         return None;
