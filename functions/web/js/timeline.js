@@ -1,14 +1,16 @@
-// The open room's messages: loads pages by cursor as the top of the list comes into view
-// (an IntersectionObserver on a sentinel above the list), and keeps only a window of about
-// WINDOW messages near the viewport in the DOM, whatever the room holds: the messages above
-// and below the window are spacers of their measured (or estimated) height, so the scrollbar
-// stays true and a room of 10,000 messages scrolls as lightly as one of 100. When the window
-// moves, the first visible message stays where it was on screen (no jump).
+// The open room's messages: loads pages by cursor while the top of the list is near the view
+// (looked at on every scroll, change and load, and when an observer sees a sentinel above the
+// list come near), and keeps only a window of about WINDOW messages near the viewport in the
+// DOM, whatever the room holds: the messages above and below the window are spacers of their
+// measured (or estimated) height, so the scrollbar stays true and a room of 10,000 messages
+// scrolls as lightly as one of 100. When the window moves, the first visible message stays
+// where it was on screen (no jump).
 //
 // It opens at the newest messages, at a permalink (`readMessages?around=`, then newer pages as
 // the bottom comes into view), and jumps to the first unread. It marks the room read when its
 // newest message is in view and the page is visible.
 
+import { backoff } from "./api.js";
 import { byAge } from "./store.js";
 import { messageElement, pendingElement, renderKey } from "./message_view.js";
 
@@ -33,6 +35,7 @@ export function createTimeline({ api, store, bus, ctx }) {
   let first = null;
   let last = null;
   let loading = null;
+  let lastLoadError = null;
   let stick = true;
   /** The scroll position as last seen by the scroll handler or set by a draw. */
   let seenTop = 0;
@@ -143,15 +146,32 @@ export function createTimeline({ api, store, bus, ctx }) {
     maybeMarkRead();
   }
 
-  async function guarded(work) {
+  /**
+   * Runs `work` unless a load is running (then its promise is the answer): one at a time.
+   * Resolves to whether it went through; a failure is shown as a notice and kept in
+   * `lastLoadError`.
+   */
+  function guarded(work) {
     if (loading) return loading;
     const mine = generation;
-    loading = work()
-      .catch((e) => mine === generation && bus.emit("notice", { text: `Could not load messages: ${e.message}` }))
+    // Set before `work` starts, so nothing it draws can start a second one; a load of a room
+    // left meanwhile (`open` let it go) does not end the current one's turn.
+    const load = Promise.resolve()
+      .then(work)
+      .then(
+        () => true,
+        (e) => {
+          if (mine !== generation) return false;
+          lastLoadError = e.message;
+          bus.emit("notice", { text: `Could not load messages: ${e.message}` });
+          return false;
+        },
+      )
       .finally(() => {
-        loading = null;
+        if (loading === load) loading = null;
       });
-    return loading;
+    loading = load;
+    return load;
   }
 
   function takePage(page, { older = false, newer = false } = {}) {
@@ -210,8 +230,14 @@ export function createTimeline({ api, store, bus, ctx }) {
     tl.loaded = true;
   }
 
-  // The observer speaks only when a sentinel enters or leaves the margin; after the window
-  // moved, the edge may still be near (a short page, a tall screen), so look again.
+  // When to move the window or load a page: whenever an edge is within MARGIN of the view
+  // and more lies beyond it. The observer on the sentinels speaks only when one enters or
+  // leaves that margin, so it cannot be the only ear: after a draw the edge may still be
+  // near (a short page, a tall screen, an anchor kept within the margin), and a scroll to
+  // the top that begins inside the margin changes nothing it watches — the window then
+  // stayed put for good (scroll-back stalled under a loaded run). So every scroll, every
+  // observer call and the end of every load look at the edges again, from the same
+  // geometry; `guarded` keeps it to one load at a time.
   const MARGIN = 400;
   const nearTop = () => scroller.scrollTop < MARGIN;
   const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < MARGIN;
@@ -220,22 +246,22 @@ export function createTimeline({ api, store, bus, ctx }) {
 
   /** Moves the window up (or loads an older page) when the top comes into view. */
   function onTop() {
-    const mine = generation;
-    guarded(async () => {
-      stick = false;
+    return guarded(async () => {
+      // Near the top and at the bottom at once is a room shorter than the screen: it stays
+      // at its newest messages as older ones come in above.
+      if (!atBottom()) stick = false;
       const [start, end] = indices();
       if (start === 0 && !(await loadOlder())) return;
       const [s] = indices();
       const from = Math.max(0, s - STEP);
       setWindow(from, Math.min(end + (s - start), from + WINDOW));
       draw();
-    }).then(() => mine === generation && nearTop() && moreAbove() && requestAnimationFrame(onTop));
+    });
   }
 
   /** Moves the window down (or loads a newer page after a jump) when the bottom comes into view. */
   function onBottom() {
-    const mine = generation;
-    guarded(async () => {
+    return guarded(async () => {
       const [start, end] = indices();
       const order = t().order;
       if (end === order.length && !(await loadNewer())) {
@@ -246,25 +272,46 @@ export function createTimeline({ api, store, bus, ctx }) {
       const to = Math.min(t().order.length, end + STEP);
       setWindow(Math.max(start, to - WINDOW), to);
       draw();
-    }).then(() => mine === generation && nearBottom() && moreBelow() && requestAnimationFrame(onBottom));
+    });
   }
 
-  const observer = new IntersectionObserver(
-    (entries) => {
-      for (const e of entries) {
-        if (!e.isIntersecting || !roomId || !t().loaded) continue;
-        if (e.target === topEdge) onTop();
-        if (e.target === bottomEdge) onBottom();
+  /**
+   * Moves toward whichever edge is near, until none is or nothing more lies there. A load
+   * that failed is tried again after a wait that grows with each failure in a row (with
+   * jitter), so a person waiting at the top gets the page once the network is back.
+   */
+  let failures = 0;
+  let retry = null;
+  function checkEdges() {
+    if (loading || !roomId || !t().loaded) return;
+    const mine = generation;
+    const move = nearTop() && moreAbove() ? onTop : nearBottom() && moreBelow() ? onBottom : null;
+    if (!move) return;
+    const state = () => [first, last, t().order.length, t().olderCursor, t().newerCursor];
+    const before = state();
+    move().then((done) => {
+      if (mine !== generation) return;
+      if (!done) {
+        clearTimeout(retry);
+        retry = setTimeout(checkEdges, backoff(failures++, 1000, 30000));
+        return;
       }
-    },
-    { root: scroller, rootMargin: `${MARGIN}px 0px` },
-  );
+      failures = 0;
+      if (state().some((v, i) => v !== before[i])) checkEdges();
+    });
+  }
+
+  const observer = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && checkEdges(), {
+    root: scroller,
+    rootMargin: `${MARGIN}px 0px`,
+  });
   observer.observe(topEdge);
   observer.observe(bottomEdge);
   scroller.addEventListener("scroll", () => {
     seenTop = scroller.scrollTop;
     stick = atBottom() && isLiveEnd() && indices()[1] === t().order.length;
     maybeMarkRead();
+    checkEdges();
   });
   document.addEventListener("visibilitychange", () => maybeMarkRead());
 
@@ -316,6 +363,7 @@ export function createTimeline({ api, store, bus, ctx }) {
       setWindow(stick ? Math.max(start, end - WINDOW) : start, end);
     }
     draw();
+    checkEdges();
   });
   bus.on("receipts:changed", ({ roomId: changed }) => changed === roomId && draw());
 
@@ -363,6 +411,8 @@ export function createTimeline({ api, store, bus, ctx }) {
         setWindow(order.length - WINDOW, order.length);
         draw({ keepAnchor: false });
       }
+      // A first page shorter than the view leaves the top edge in view from the start.
+      checkEdges();
     },
     /** Loads older pages until the first unread message is loaded, then shows it. */
     async jumpToFirstUnread() {
@@ -381,9 +431,14 @@ export function createTimeline({ api, store, bus, ctx }) {
       el?.scrollIntoView({ block: "start" });
       el?.focus({ preventScroll: true });
       updateJump();
+      checkEdges();
     },
     get roomId() {
       return roomId;
+    },
+    /** The message of the last page load that failed (for tests and diagnostics). */
+    get lastLoadError() {
+      return lastLoadError;
     },
     /** Draws again (e.g. after members or names arrived). */
     redraw() {
