@@ -53,6 +53,7 @@ const stateOf = (page) =>
       run: { loaded: t.loaded, held: t.order.length, hasOlder: t.hasOlder, olderCursor: t.olderCursor },
       scroll: { top: el.scrollTop, height: el.scrollHeight, client: el.clientHeight },
       busy: list.getAttribute("aria-busy"),
+      loading: timeline.loading,
       lastLoadError: timeline.lastLoadError,
       visibility: document.visibilityState,
       status: document.getElementById("connection-status").textContent,

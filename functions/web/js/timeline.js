@@ -436,7 +436,10 @@ export function createTimeline({ api, store, bus, ctx }) {
     get roomId() {
       return roomId;
     },
-    /** The message of the last page load that failed (for tests and diagnostics). */
+    /** Whether a page load is running, and the message of the last one that failed (for tests and diagnostics). */
+    get loading() {
+      return Boolean(loading);
+    },
     get lastLoadError() {
       return lastLoadError;
     },
