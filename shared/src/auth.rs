@@ -34,11 +34,25 @@ struct Claims {
 }
 
 /// Verifies bearer tokens. Cheap to share behind an `Arc`.
-#[derive(Debug)]
 pub struct Authenticator {
     settings: AuthSettings,
+    /// The HS256 key and the checks of each algorithm, made once: made per request they cost
+    /// more than the signature check itself.
+    hs256_key: Option<std::result::Result<DecodingKey, jsonwebtoken::errors::Error>>,
+    hs256: Validation,
+    rs256: Validation,
     /// The identity provider's keys, when a JWKS URL is configured.
     jwks: Option<Jwks>,
+}
+
+/// Without the key: the settings say what is configured, redacted.
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("settings", &self.settings)
+            .field("jwks", &self.jwks)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Authenticator {
@@ -49,7 +63,19 @@ impl Authenticator {
     /// An authenticator that fetches the JWKS as `policy` says (tests shorten its intervals).
     pub fn with_jwks_policy(settings: AuthSettings, policy: JwksPolicy) -> Authenticator {
         let jwks = settings.jwks_url.clone().map(|url| Jwks::new(url, policy));
-        Authenticator { settings, jwks }
+        let hs256_key = settings
+            .hs256_secret
+            .as_ref()
+            .map(|secret| DecodingKey::from_secret(secret.as_bytes()));
+        let hs256 = validation(&settings, Algorithm::HS256);
+        let rs256 = validation(&settings, Algorithm::RS256);
+        Authenticator {
+            settings,
+            hs256_key,
+            hs256,
+            rs256,
+            jwks,
+        }
     }
 
     /// The caller named by an `Authorization` header value.
@@ -61,11 +87,11 @@ impl Authenticator {
             .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?
             .trim();
         let header = jsonwebtoken::decode_header(token).map_err(|_| unauthorized("malformed token"))?;
-        let key = match header.alg {
-            Algorithm::HS256 => match &self.settings.hs256_secret {
-                Some(secret) => {
-                    DecodingKey::from_secret(secret.as_bytes()).map_err(|_| unauthorized("invalid HS256 secret"))?
-                }
+        let fetched;
+        let (key, validation) = match header.alg {
+            Algorithm::HS256 => match &self.hs256_key {
+                Some(Ok(key)) => (key, &self.hs256),
+                Some(Err(_)) => return Err(unauthorized("invalid HS256 secret")),
                 None => return Err(unauthorized("HS256 tokens are not accepted here")),
             },
             Algorithm::RS256 => {
@@ -77,21 +103,12 @@ impl Authenticator {
                     .kid
                     .as_deref()
                     .ok_or_else(|| unauthorized("RS256 tokens must name their key (kid)"))?;
-                jwks.key(kid).await?
+                fetched = jwks.key(kid).await?;
+                (&fetched, &self.rs256)
             }
             _ => return Err(unauthorized("unsupported token algorithm")),
         };
-        let mut validation = Validation::new(header.alg);
-        validation.leeway = 30;
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        match &self.settings.audience {
-            Some(aud) => validation.set_audience(&[aud]),
-            None => validation.validate_aud = false,
-        }
-        if let Some(iss) = &self.settings.issuer {
-            validation.set_issuer(&[iss]);
-        }
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+        let claims = jsonwebtoken::decode::<Claims>(token, key, validation)
             .map_err(|e| match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => unauthorized("token expired"),
                 jsonwebtoken::errors::ErrorKind::InvalidSignature => unauthorized("invalid token signature"),
@@ -128,6 +145,26 @@ impl Authenticator {
         self.uses_development_secret()
             .then(|| mint_dev_token(crate::config::DEVELOPMENT_JWT_SECRET, user_id, name, ttl))
     }
+}
+
+/// What a token signed with `alg` must show: a `sub`, an `exp` not past (30 s leeway), and the
+/// configured audience and issuer. Configured, they are required claims: jsonwebtoken checks
+/// `aud` and `iss` only when a token has them, so a token naming neither would pass.
+fn validation(settings: &AuthSettings, alg: Algorithm) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.leeway = 30;
+    let mut required = vec!["exp", "sub"];
+    required.extend(settings.audience.as_ref().map(|_| "aud"));
+    required.extend(settings.issuer.as_ref().map(|_| "iss"));
+    validation.set_required_spec_claims(&required);
+    match &settings.audience {
+        Some(aud) => validation.set_audience(&[aud]),
+        None => validation.validate_aud = false,
+    }
+    if let Some(iss) = &settings.issuer {
+        validation.set_issuer(&[iss]);
+    }
+    validation
 }
 
 fn unauthorized(message: &str) -> Error {
@@ -182,5 +219,31 @@ mod tests {
             let err = auth.authenticate(header.as_deref()).await.unwrap_err();
             assert_eq!(err.code(), "UNAUTHORIZED", "{header:?}");
         }
+    }
+
+    /// A configured audience or issuer is required of every token: one that names neither is
+    /// refused where they are set (it was let in), and accepted where they are not.
+    #[tokio::test]
+    async fn a_configured_audience_or_issuer_is_required_of_every_token() {
+        let token = mint_dev_token("s3cret", "alice", None, Duration::from_secs(60)).unwrap();
+        let header = format!("Bearer {token}");
+        for settings in [
+            AuthSettings {
+                audience: Some("api://tabletalk".into()),
+                ..AuthSettings::default()
+            },
+            AuthSettings {
+                issuer: Some("https://login.example/".into()),
+                ..AuthSettings::default()
+            },
+        ] {
+            let auth = Authenticator::new(AuthSettings {
+                hs256_secret: Some("s3cret".into()),
+                ..settings
+            });
+            let err = auth.authenticate(Some(&header)).await.unwrap_err();
+            assert_eq!(err.code(), "UNAUTHORIZED");
+        }
+        assert!(hs256("s3cret").authenticate(Some(&header)).await.is_ok());
     }
 }
