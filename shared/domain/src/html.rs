@@ -168,6 +168,7 @@ mod tests {
     #[test]
     fn any_plain_paragraphs_the_fast_path_takes_come_out_as_the_parser_says() {
         use rand::{Rng, SeedableRng};
+        #[rustfmt::skip]
         let pieces = [
             "<p>", "</p>", "<p>", "</p>", "a", "Zz 0", " ", "\n", "\t", "\"", "'", "=", "/", "!", "-", ";", "#",
             "&", "<", ">", "\r", "\u{0}", "\u{a0}", "\u{feff}", "\u{2028}", "\u{1f600}", "é", "<P>", "<p >",
@@ -189,10 +190,20 @@ mod tests {
             }
         }
         assert!(taken > 1_000, "the check took too few texts to mean anything: {taken}");
-        for html in ["<p>hello, this is a benchmark message</p>", "<p>one</p><p></p><p>two\nlines</p>", ""] {
+        for html in [
+            "<p>hello, this is a benchmark message</p>",
+            "<p>one</p><p></p><p>two\nlines</p>",
+            "",
+        ] {
             assert!(simple_runs(html).is_some(), "{html:?}");
         }
-        for html in ["<p>a</p>tail", "<p>a", "<p>a &amp; b</p>", "<p><p>a</p></p>", "<b>a</b>"] {
+        for html in [
+            "<p>a</p>tail",
+            "<p>a",
+            "<p>a &amp; b</p>",
+            "<p><p>a</p></p>",
+            "<b>a</b>",
+        ] {
             assert!(simple_runs(html).is_none(), "{html:?}");
         }
     }

@@ -144,7 +144,8 @@ impl AzureBlobObjects {
                 "the container name must be 3-63 lowercase letters, digits or '-'",
             ));
         }
-        let http = reqwest::Client::builder()
+        // Azurite's blob service closes idle connections as its table service does.
+        let http = tabletalk_tables::azure::transport::client_builder(endpoint.as_str())
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| unavailable("cannot build the HTTP client", e))?;
@@ -560,6 +561,26 @@ mod tests {
         for message in failures {
             assert!(!message.contains("sig="), "{message}");
         }
+    }
+
+    /// Azurite's blob service, a Node server, closes a connection idle for 5 s: a pooled one
+    /// is not used after 4 s idle, so no request is written into a connection being closed
+    /// (under load, an upload's or a download's failure).
+    #[tokio::test]
+    async fn a_connection_to_an_emulator_is_not_reused_after_four_seconds_idle() {
+        use std::sync::atomic::Ordering;
+        let (endpoint, accepted) = tabletalk_tables::azure::transport::testing::counting_server().await;
+        let connection = format!(
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint={endpoint};"
+        );
+        let store = AzureBlobObjects::from_connection_string(&connection, "attachments").unwrap();
+        let key = ObjectKey::parse("r/u/i/a.png").unwrap();
+        store.get(&key).await.unwrap();
+        store.get(&key).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "a busy connection is reused");
+        tokio::time::sleep(std::time::Duration::from_millis(4_500)).await;
+        store.get(&key).await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "an idle one is not");
     }
 
     #[test]

@@ -72,13 +72,9 @@ pub struct Transport {
 
 impl Transport {
     pub fn new(account: StorageAccount) -> Result<Transport> {
-        let mut client = reqwest::Client::builder()
+        let client = client_builder(&account.table_endpoint)
             .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(CONNECT_TIMEOUT);
-        if on_loopback(&account.table_endpoint) {
-            client = client.pool_idle_timeout(LOOPBACK_POOL_IDLE);
-        }
-        let client = client
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| StoreError::internal(format!("cannot build the HTTP client: {e}")))?;
         Ok(Transport { client, account })
@@ -165,6 +161,17 @@ impl Transport {
     }
 }
 
+/// An HTTP client builder for a storage service at `endpoint` (tables here, blobs in the
+/// attachments adapter): pooled connections to a service on this machine are dropped after
+/// [`LOOPBACK_POOL_IDLE`], before the emulator closes them itself.
+pub fn client_builder(endpoint: &str) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder();
+    match on_loopback(endpoint) {
+        true => builder.pool_idle_timeout(LOOPBACK_POOL_IDLE),
+        false => builder,
+    }
+}
+
 /// Whether `endpoint` names this machine (an emulator such as Azurite).
 fn on_loopback(endpoint: &str) -> bool {
     let Some(host) = Url::parse(endpoint)
@@ -197,17 +204,16 @@ fn transport_error(method: &Method, path: &str, error: &reqwest::Error) -> Store
     StoreError::unavailable(format!("table service {method} {path} {what}: {cause}"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::azure::connection::Credential;
+/// For tests of the clients [`client_builder`] makes (here and in the attachments adapter).
+#[doc(hidden)]
+pub mod testing {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A keep-alive HTTP/1.1 server that answers every request `200 {}` and counts the
     /// connections it accepted.
-    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+    pub async fn counting_server() -> (String, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}/devstoreaccount1", listener.local_addr().unwrap());
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -237,6 +243,14 @@ mod tests {
         });
         (endpoint, accepted)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::counting_server;
+    use super::*;
+    use crate::azure::connection::Credential;
+    use std::sync::atomic::Ordering;
 
     /// A pooled connection to an emulator is dropped before the emulator's own keep-alive
     /// (Node's 5 s) closes it, so no request is ever written into a connection being closed:
