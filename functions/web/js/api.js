@@ -31,6 +31,12 @@ export class ApiError extends Error {
 }
 
 const IDEMPOTENT = new Set(["GET", "PUT", "DELETE", "HEAD"]);
+/**
+ * How long a request may take before it counts as a network failure. A browser's fetch has no
+ * limit of its own, and one that never answers (a half-dead connection) would hold whatever
+ * waits on it, e.g. scroll-back, for good.
+ */
+const TIMEOUT_MS = 30000;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits of 250 ms, 500 ms, 1 s, … up to `cap`, each with ±30 % jitter. */
@@ -38,6 +44,9 @@ export function backoff(attempt, base = 250, cap = 8000) {
   const wait = Math.min(cap, base * 2 ** attempt);
   return wait * (0.7 + Math.random() * 0.6);
 }
+
+/** A request that got no (whole) answer: the network failed or the time ran out. */
+const networkFailure = (e) => new ApiError(0, e.name === "TimeoutError" ? "TIMEOUT" : "NETWORK", e.message);
 
 export function createApi({ token, onUnauthorized = () => {} }) {
   async function once(method, path, body) {
@@ -50,12 +59,15 @@ export function createApi({ token, onUnauthorized = () => {} }) {
           ...(body === undefined ? {} : { "content-type": "application/json" }),
         },
         body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(TIMEOUT_MS),
       });
     } catch (e) {
-      throw new ApiError(0, "NETWORK", e.message);
+      throw networkFailure(e);
     }
     if (response.status === 204) return null;
-    const text = await response.text();
+    const text = await response.text().catch((e) => {
+      throw networkFailure(e);
+    });
     const data = text ? safeJson(text) : null;
     if (!response.ok) {
       if (response.status === 401) onUnauthorized();

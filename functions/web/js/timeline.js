@@ -35,6 +35,8 @@ export function createTimeline({ api, store, bus, ctx }) {
   let first = null;
   let last = null;
   let loading = null;
+  /** While `open` reads a room's first page: its edges are not looked at (it draws anew). */
+  let opening = false;
   let lastLoadError = null;
   let stick = true;
   /** The scroll position as last seen by the scroll handler or set by a draw. */
@@ -148,8 +150,8 @@ export function createTimeline({ api, store, bus, ctx }) {
 
   /**
    * Runs `work` unless a load is running (then its promise is the answer): one at a time.
-   * Resolves to whether it went through; a failure is shown as a notice and kept in
-   * `lastLoadError`.
+   * Resolves to its error, or null when it went through; a failure is shown as a notice and
+   * kept in `lastLoadError`.
    */
   function guarded(work) {
     if (loading) return loading;
@@ -159,12 +161,13 @@ export function createTimeline({ api, store, bus, ctx }) {
     const load = Promise.resolve()
       .then(work)
       .then(
-        () => true,
+        () => null,
         (e) => {
-          if (mine !== generation) return false;
-          lastLoadError = e.message;
-          bus.emit("notice", { text: `Could not load messages: ${e.message}` });
-          return false;
+          if (mine === generation) {
+            lastLoadError = e.message;
+            bus.emit("notice", { text: `Could not load messages: ${e.message}` });
+          }
+          return e;
         },
       )
       .finally(() => {
@@ -201,7 +204,8 @@ export function createTimeline({ api, store, bus, ctx }) {
     if (!tl.hasOlder) return false;
     const mine = generation;
     const page = await api.readMessages(roomId, { cursor: tl.olderCursor, limit: PAGE, order: "desc" });
-    if (mine !== generation) return false;
+    // A page of a copy read afresh meanwhile (the room was opened again) would leave a hole.
+    if (mine !== generation || t() !== tl) return false;
     takePage(page, { older: true });
     return true;
   }
@@ -211,7 +215,7 @@ export function createTimeline({ api, store, bus, ctx }) {
     if (!tl.hasNewer) return false;
     const mine = generation;
     const page = await api.readMessages(roomId, { cursor: tl.newerCursor, limit: PAGE, order: "asc" });
-    if (mine !== generation) return false;
+    if (mine !== generation || t() !== tl) return false;
     takePage(page, { newer: true });
     return true;
   }
@@ -243,6 +247,8 @@ export function createTimeline({ api, store, bus, ctx }) {
   const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < MARGIN;
   const moreAbove = () => indices()[0] > 0 || t().hasOlder;
   const moreBelow = () => indices()[1] < t().order.length || t().hasNewer;
+  /** At the bottom of the live end: new messages keep the view there. */
+  const pinned = () => atBottom() && isLiveEnd() && indices()[1] === t().order.length;
 
   /** Moves the window up (or loads an older page) when the top comes into view. */
   function onTop() {
@@ -254,7 +260,10 @@ export function createTimeline({ api, store, bus, ctx }) {
       if (start === 0 && !(await loadOlder())) return;
       const [s] = indices();
       const from = Math.max(0, s - STEP);
-      setWindow(from, Math.min(end + (s - start), from + WINDOW));
+      // The same last message; the window is cut to WINDOW below only where the bottom is out
+      // of reach (on a screen taller than the window, cutting there would undo onBottom).
+      const to = end + (s - start);
+      setWindow(from, nearBottom() ? to : Math.min(to, from + WINDOW));
       draw();
     });
   }
@@ -263,15 +272,13 @@ export function createTimeline({ api, store, bus, ctx }) {
   function onBottom() {
     return guarded(async () => {
       const [start, end] = indices();
-      const order = t().order;
-      if (end === order.length && !(await loadNewer())) {
-        stick = isLiveEnd();
-        maybeMarkRead();
-        return;
-      }
+      if (end === t().order.length && !(await loadNewer())) return;
       const to = Math.min(t().order.length, end + STEP);
-      setWindow(Math.max(start, to - WINDOW), to);
+      setWindow(nearTop() ? start : Math.max(start, to - WINDOW), to);
       draw();
+      // Back at the live end after a jump into the past: new messages keep the view there.
+      stick = pinned();
+      maybeMarkRead();
     });
   }
 
@@ -282,22 +289,28 @@ export function createTimeline({ api, store, bus, ctx }) {
    */
   let failures = 0;
   let retry = null;
+  let waitUntil = 0;
   function checkEdges() {
-    if (loading || !roomId || !t().loaded) return;
+    if (loading || opening || !roomId || !t().loaded || Date.now() < waitUntil) return;
     const mine = generation;
     const move = nearTop() && moreAbove() ? onTop : nearBottom() && moreBelow() ? onBottom : null;
     if (!move) return;
     const state = () => [first, last, t().order.length, t().olderCursor, t().newerCursor];
     const before = state();
-    move().then((done) => {
+    move().then((error) => {
       if (mine !== generation) return;
-      if (!done) {
+      if (error) {
+        // A refusal (a cursor not accepted, the room gone) does not get better by asking again.
+        if (!error.transient) return;
+        const wait = backoff(failures++, 1000, 30000);
+        waitUntil = Date.now() + wait;
         clearTimeout(retry);
-        retry = setTimeout(checkEdges, backoff(failures++, 1000, 30000));
+        retry = setTimeout(checkEdges, wait);
         return;
       }
       failures = 0;
-      if (state().some((v, i) => v !== before[i])) checkEdges();
+      // Looked at again after the browser had its turn (a layout, a paint, input).
+      if (state().some((v, i) => v !== before[i])) setTimeout(checkEdges, 0);
     });
   }
 
@@ -309,7 +322,7 @@ export function createTimeline({ api, store, bus, ctx }) {
   observer.observe(bottomEdge);
   scroller.addEventListener("scroll", () => {
     seenTop = scroller.scrollTop;
-    stick = atBottom() && isLiveEnd() && indices()[1] === t().order.length;
+    stick = pinned();
     maybeMarkRead();
     checkEdges();
   });
@@ -373,8 +386,13 @@ export function createTimeline({ api, store, bus, ctx }) {
       const switching = id !== roomId;
       generation++;
       loading = null;
+      clearTimeout(retry);
+      failures = 0;
+      waitUntil = 0;
       roomId = id;
       if (switching) {
+        first = null;
+        last = null;
         drawn.clear();
         heights.clear();
         list.replaceChildren();
@@ -384,14 +402,18 @@ export function createTimeline({ api, store, bus, ctx }) {
       stick = !messageId;
       seenTop = scroller.scrollTop;
       list.setAttribute("aria-busy", "true");
+      const mine = generation;
+      opening = true;
       try {
         if (messageId) {
           if (!store.message(id, messageId) || !t().loaded) await loadAround(messageId);
-        } else if (!t().loaded || switching) {
+        } else if (!t().loaded || switching || t().hasNewer) {
+          // (A run from a permalink stops short of the live end: the room opens at its newest.)
           await loadLatest();
         }
       } finally {
         list.removeAttribute("aria-busy");
+        if (mine === generation) opening = false;
       }
       if (id !== roomId) return;
       firstUnread = findFirstUnread();
