@@ -342,9 +342,31 @@ impl Store {
     }
 
     /// Records a delivery; one already recorded (an event fanned out again) is kept as it is.
+    ///
+    /// Its history row is written with it, in one transaction, and stays when the delivery
+    /// finishes (it is replaced by the finished state): a run that read the event before
+    /// another run fanned it out, posted the delivery and cleared the event, fans it out late
+    /// and finds the history row — without it, the late insert brought back a pending delivery
+    /// of one already posted, and the endpoint got it twice.
     pub(crate) async fn insert_delivery(&self, room: &RoomId, delivery: &Delivery) -> Result<()> {
-        let row = delivery_row(room, delivery_pending_key(&delivery.id), delivery);
-        match self.tables.insert(&self.schema.rooms, &row).await {
+        let pending = delivery_row(room, delivery_pending_key(&delivery.id), delivery);
+        let history = delivery_row(
+            room,
+            delivery_done_key(&delivery.webhook_id, delivery.version, &delivery.message_id),
+            &Delivery {
+                body: String::new(),
+                ..delivery.clone()
+            },
+        );
+        match self
+            .tables
+            .transact(
+                &self.schema.rooms,
+                room.as_str(),
+                &[BatchOp::Insert(pending), BatchOp::Insert(history)],
+            )
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(()),
             Err(e) => Err(e.into()),
@@ -460,7 +482,12 @@ impl Store {
             limit.min(1000),
         );
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &done, limit).await?;
-        all.extend(rows.iter().filter_map(parse_delivery));
+        // A pending delivery's history row says no more than its pending row, read above.
+        all.extend(
+            rows.iter()
+                .filter_map(parse_delivery)
+                .filter(|d| d.status != DeliveryStatus::Pending),
+        );
         all.sort_by(|a, b| b.version.cmp(&a.version).then_with(|| b.message_id.cmp(&a.message_id)));
         all.truncate(limit);
         Ok(all)

@@ -197,6 +197,36 @@ async fn a_run_that_dies_between_fan_out_and_clearing_the_event_delivers_each_on
     assert!(posts.values().all(|n| *n == 1), "{posts:?}");
 }
 
+/// A run that read an event before another run fanned it out, posted it and cleared it, fans
+/// it out late (the order two runs at once can take): the delivery is not posted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_fan_out_of_an_event_already_delivered_posts_nothing_again() {
+    let tables = Tables::new(FaultyTables::new(store()));
+    let clock = ManualClock::at(Utc::now());
+    let (chat, room) = chat_on(tables.clone()).await;
+    let chat = with_webhooks(chat, &clock);
+    let (receiver, url) = start_receiver().await;
+    register(&chat, &room, &url).await;
+    // Sent by a process that delivers nothing, so no run of its own starts now.
+    sender_on(tables.clone())
+        .await
+        .send_message(&alice(), &room, NewMessage::text("once"))
+        .await
+        .unwrap();
+    // The late run reads the event and the endpoints…
+    let events = chat.store.hook_events(&room).await.unwrap();
+    let hooks = chat.store.outgoing_webhooks(&room).await.unwrap();
+    assert_eq!((events.len(), hooks.len()), (1, 1));
+    // …another run delivers it…
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 1);
+    // …then the late run fans it out and delivers what it finds pending.
+    let late = crate::store::outgoing::new_delivery(&hooks[0].id, &events[0], "{}".into(), Utc::now());
+    chat.store.insert_delivery(&room, &late).await.unwrap();
+    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 0);
+    let posts = receiver.posts();
+    assert_eq!((posts.len(), posts.values().sum::<usize>()), (1, 1), "{posts:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_delivering_at_once_post_each_delivery_once() {
     let tables = Tables::new(FaultyTables::new(store()));
