@@ -265,7 +265,6 @@ impl Chat {
         // whole backlog (an outage's, up to a day of changes) on every run and every nudge
         // would make an outage cost in its backlog at every change.
         loop {
-            let full = pending.len() == PENDING_PAGE;
             for (mut delivery, etag) in pending {
                 let now = self.time.now();
                 // Later changes wait behind an earlier one that waits for its retry, or that
@@ -313,10 +312,14 @@ impl Chat {
                     }
                 }
             }
-            if !full {
+            // Every delivery read was posted: read again, until none is left. A run that
+            // recorded one meanwhile may have stopped behind one of these (it was not due to
+            // it while this run held it), so this run is the one to post it — stopping at the
+            // end of its page left it for the next run, minutes away.
+            pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+            if pending.is_empty() {
                 return Ok(());
             }
-            pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
         }
     }
 
