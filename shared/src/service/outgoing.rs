@@ -315,7 +315,7 @@ impl Chat {
             // Every delivery read was posted: read again, until none is left. A run that
             // recorded one meanwhile may have stopped behind one of these (it was not due to
             // it while this run held it), so this run is the one to post it — stopping at the
-            // end of its page left it for the next run, minutes away.
+            // end of its page left it for the next run.
             pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
             if pending.is_empty() {
                 return Ok(());

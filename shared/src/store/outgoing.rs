@@ -350,14 +350,7 @@ impl Store {
     /// of one already posted, and the endpoint got it twice.
     pub(crate) async fn insert_delivery(&self, room: &RoomId, delivery: &Delivery) -> Result<()> {
         let pending = delivery_row(room, delivery_pending_key(&delivery.id), delivery);
-        let history = delivery_row(
-            room,
-            delivery_done_key(&delivery.webhook_id, delivery.version, &delivery.message_id),
-            &Delivery {
-                body: String::new(),
-                ..delivery.clone()
-            },
-        );
+        let history = history_row(room, delivery);
         match self
             .tables
             .transact(
@@ -412,15 +405,7 @@ impl Store {
     /// no body: the history holds no message text, so an erasure or a retention purge leaves
     /// none behind in it.
     pub(crate) async fn finish_delivery(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<()> {
-        let done_key = delivery_done_key(&delivery.webhook_id, delivery.version, &delivery.message_id);
-        let done = delivery_row(
-            room,
-            done_key,
-            &Delivery {
-                body: String::new(),
-                ..delivery.clone()
-            },
-        );
+        let done = history_row(room, delivery);
         let ops = [
             BatchOp::Upsert {
                 entity: done,
@@ -492,6 +477,20 @@ impl Store {
         all.truncate(limit);
         Ok(all)
     }
+}
+
+/// A delivery's row in its endpoint's history: without the body, so the history holds no
+/// message text (an erasure or a retention purge leaves none behind in it).
+fn history_row(room: &RoomId, delivery: &Delivery) -> Entity {
+    let key = delivery_done_key(&delivery.webhook_id, delivery.version, &delivery.message_id);
+    delivery_row(
+        room,
+        key,
+        &Delivery {
+            body: String::new(),
+            ..delivery.clone()
+        },
+    )
 }
 
 /// A fresh delivery of `event` to `webhook`.
