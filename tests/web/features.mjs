@@ -9,7 +9,7 @@
 import { readFile } from "node:fs/promises";
 import { deflateSync } from "node:zlib";
 import { randomBytes } from "node:crypto";
-import { check, allowConsoleError, run, step, user } from "./harness.mjs";
+import { acceptInvitation, allowConsoleError, check, createRoomAndInvite, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.locator("[data-testid=message]:not([data-pending])").filter({ hasText: text });
 const action = async (page, text, id) => {
@@ -56,18 +56,8 @@ await run(async (browser) => {
   let roomId;
 
   await step("alice creates a room and bob accepts her invitation", async () => {
-    await alice.getByTestId("create-room").click();
-    await alice.getByTestId("dialog-name").fill("features");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("room-title").filter({ hasText: "features" }).waitFor();
-    roomId = /#\/rooms\/([^/]+)/.exec(alice.url())[1];
-    await alice.getByTestId("invite").click();
-    await alice.getByTestId("dialog-userId").fill("bob");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("dialog").waitFor({ state: "hidden" });
-    await bob.reload();
-    await bob.getByTestId("invitation-accept").click();
-    await bob.getByTestId("room-title").filter({ hasText: "features" }).waitFor();
+    roomId = await createRoomAndInvite(alice, "features", "bob");
+    await acceptInvitation(bob, "features");
   });
 
   await step("bob shows online in alice's member list, and his custom status appears there live", async () => {

@@ -89,6 +89,27 @@ export async function signIn(page, userId, name = userId) {
   await page.locator("html[data-ready=true]").waitFor();
 }
 
+/** Creates a room named `name` through the UI and invites `inviteeId`; resolves to the room's id. */
+export async function createRoomAndInvite(page, name, inviteeId) {
+  await page.getByTestId("create-room").click();
+  await page.getByTestId("dialog-name").fill(name);
+  await page.getByTestId("dialog-ok").click();
+  await page.getByTestId("room-title").filter({ hasText: name }).waitFor();
+  const roomId = /#\/rooms\/([^/]+)/.exec(page.url())[1];
+  await page.getByTestId("invite").click();
+  await page.getByTestId("dialog-userId").fill(inviteeId);
+  await page.getByTestId("dialog-ok").click();
+  await page.getByTestId("dialog").waitFor({ state: "hidden" });
+  return roomId;
+}
+
+/** Reloads (the invitation shows in a fresh room list) and accepts the invitation to `name`. */
+export async function acceptInvitation(page, name) {
+  await page.reload();
+  await page.getByTestId("invitation-accept").click();
+  await page.getByTestId("room-title").filter({ hasText: name }).waitFor();
+}
+
 /** A new user's page, signed in. */
 export async function user(browser, userId, options = {}) {
   const page = await openPage(browser, "/", { label: userId, ...options });

@@ -19,7 +19,7 @@
 // room's counter comes back RESET and the cache drops its stale copy and syncs afresh; and
 // after Alice removes Bob, the feed answers NO_ACCESS: the copy is dropped and the room leaves
 // his sidebar. Signing out deletes his cache from the device.
-import { check, losesNetworkOnPurpose, run, step, user } from "./harness.mjs";
+import { acceptInvitation, check, createRoomAndInvite, losesNetworkOnPurpose, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.locator("[data-testid=message]:not([data-pending])").filter({ hasText: text });
 
@@ -141,18 +141,8 @@ await run(async (browser) => {
   let roomId;
 
   await step("alice makes a room of 40 messages with bob in it", async () => {
-    await alice.getByTestId("create-room").click();
-    await alice.getByTestId("dialog-name").fill("offline");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("room-title").filter({ hasText: "offline" }).waitFor();
-    roomId = /#\/rooms\/([^/]+)/.exec(alice.url())[1];
-    await alice.getByTestId("invite").click();
-    await alice.getByTestId("dialog-userId").fill("bob");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("dialog").waitFor({ state: "hidden" });
-    await bob.reload();
-    await bob.getByTestId("invitation-accept").click();
-    await bob.getByTestId("room-title").filter({ hasText: "offline" }).waitFor();
+    roomId = await createRoomAndInvite(alice, "offline", "bob");
+    await acceptInvitation(bob, "offline");
     for (let i = 1; i <= 40; i++) await send(alice, `seed ${i}`);
     await waitStored(alice);
     await message(bob, "seed 40").waitFor();

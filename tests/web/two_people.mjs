@@ -5,7 +5,7 @@
 // other side. A direct message to Bob, who is looking at another room, shows as his unread
 // badge live, the room moving to the top of its section; a mention in the room shows as a
 // mention badge. No page logs an error.
-import { check, run, step, user } from "./harness.mjs";
+import { acceptInvitation, check, createRoomAndInvite, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.getByTestId("message").filter({ hasText: text });
 const roomLink = (page, id) => page.locator(`[data-testid=room-link][data-room-id="${id}"]`);
@@ -16,21 +16,11 @@ await run(async (browser) => {
   let roomId;
 
   await step("alice creates a room and invites bob", async () => {
-    await alice.getByTestId("create-room").click();
-    await alice.getByTestId("dialog-name").fill("general");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
-    roomId = /#\/rooms\/([^/]+)/.exec(alice.url())[1];
-    await alice.getByTestId("invite").click();
-    await alice.getByTestId("dialog-userId").fill("bob");
-    await alice.getByTestId("dialog-ok").click();
-    await alice.getByTestId("dialog").waitFor({ state: "hidden" });
+    roomId = await createRoomAndInvite(alice, "general", "bob");
   });
 
   await step("bob sees the invitation and accepts it", async () => {
-    await bob.reload();
-    await bob.getByTestId("invitation-accept").click();
-    await bob.getByTestId("room-title").filter({ hasText: "general" }).waitFor();
+    await acceptInvitation(bob, "general");
     check(bob.url().includes(roomId), `bob shows the room: ${bob.url()}`);
   });
 
