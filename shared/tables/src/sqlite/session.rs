@@ -124,8 +124,11 @@ pub(super) fn open_connection(path: &Path, durability: Durability) -> Result<Con
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
+    // Temporary storage in memory: a group commit's savepoints keep a sub-journal, which
+    // SQLite otherwise spills to a file in the temp directory past 64 KiB — a file created,
+    // written and deleted by every big group.
     conn.execute_batch(&format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; PRAGMA temp_store = MEMORY;"
     ))
     .map_err(sql_error)?;
     // The query planner's stability guarantee: plans never depend on bound values. Without
