@@ -32,6 +32,7 @@ use std::sync::mpsc::{self, Sender};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+use rows::Row;
 pub use session::Durability;
 use session::{Session, Shared, open_connection, sql_error};
 
@@ -158,28 +159,28 @@ impl TableBackend for SqliteTables {
     }
 
     async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
-        let (table, entity) = (table_key(table), entity.clone());
+        let (table, row) = (table_key(table), Row::of(entity, UpdateMode::Replace)?);
         self.write(move |s| {
             s.require_table(&table)?;
-            rows::insert(&s.conn, &table, &entity)
+            rows::insert(&s.conn, &table, &row)
         })
         .await
     }
 
     async fn update(&self, table: &TableName, entity: &Entity, mode: UpdateMode, if_match: &IfMatch) -> Result<ETag> {
-        let (table, entity, if_match) = (table_key(table), entity.clone(), if_match.clone());
+        let (table, row, if_match) = (table_key(table), Row::of(entity, mode)?, if_match.clone());
         self.write(move |s| {
             s.require_table(&table)?;
-            rows::update(&s.conn, &table, &entity, mode, &if_match)
+            rows::update(&s.conn, &table, &row, &if_match)
         })
         .await
     }
 
     async fn upsert(&self, table: &TableName, entity: &Entity, mode: UpdateMode) -> Result<ETag> {
-        let (table, entity) = (table_key(table), entity.clone());
+        let (table, row) = (table_key(table), Row::of(entity, mode)?);
         self.write(move |s| {
             s.require_table(&table)?;
-            rows::upsert(&s.conn, &table, &entity, mode)
+            rows::upsert(&s.conn, &table, &row)
         })
         .await
     }
@@ -207,7 +208,8 @@ impl TableBackend for SqliteTables {
     }
 
     async fn transact(&self, table: &TableName, _partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
-        let (table, ops) = (table_key(table), ops.to_vec());
+        let table = table_key(table);
+        let ops = ops.iter().map(RowOp::of).collect::<Result<Vec<_>>>()?;
         // The call is one savepoint: any error rolls every operation of it back.
         self.write(move |s| {
             s.require_table(&table)?;
@@ -216,21 +218,38 @@ impl TableBackend for SqliteTables {
                 .enumerate()
                 .map(|(index, op)| {
                     let result = match op {
-                        BatchOp::Insert(e) => rows::insert(conn, &table, e).map(Some),
-                        BatchOp::Update { entity, mode, if_match } => {
-                            rows::update(conn, &table, entity, *mode, if_match).map(Some)
-                        }
-                        BatchOp::Upsert { entity, mode } => rows::upsert(conn, &table, entity, *mode).map(Some),
-                        BatchOp::Delete {
-                            partition_key,
-                            row_key,
-                            if_match,
-                        } => rows::delete(conn, &table, partition_key, row_key, if_match).map(|()| None),
+                        RowOp::Insert(row) => rows::insert(conn, &table, row).map(Some),
+                        RowOp::Update(row, if_match) => rows::update(conn, &table, row, if_match).map(Some),
+                        RowOp::Upsert(row) => rows::upsert(conn, &table, row).map(Some),
+                        RowOp::Delete(pk, rk, if_match) => rows::delete(conn, &table, pk, rk, if_match).map(|()| None),
                     };
                     result.map_err(|e| e.at_batch_index(index))
                 })
                 .collect()
         })
         .await
+    }
+}
+
+/// A batch operation as the writer runs it, its rows encoded on the caller's thread.
+enum RowOp {
+    Insert(Row),
+    Update(Row, IfMatch),
+    Upsert(Row),
+    Delete(String, String, IfMatch),
+}
+
+impl RowOp {
+    fn of(op: &BatchOp) -> Result<RowOp> {
+        Ok(match op {
+            BatchOp::Insert(entity) => RowOp::Insert(Row::of(entity, UpdateMode::Replace)?),
+            BatchOp::Update { entity, mode, if_match } => RowOp::Update(Row::of(entity, *mode)?, if_match.clone()),
+            BatchOp::Upsert { entity, mode } => RowOp::Upsert(Row::of(entity, *mode)?),
+            BatchOp::Delete {
+                partition_key,
+                row_key,
+                if_match,
+            } => RowOp::Delete(partition_key.clone(), row_key.clone(), if_match.clone()),
+        })
     }
 }

@@ -4,6 +4,7 @@
 //! statement for a replace. Only a merge reads the row first: its properties are merged in Rust,
 //! inside the same transaction as the write.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -24,8 +25,46 @@ fn new_etag(now: DateTime<Utc>) -> ETag {
     ))
 }
 
-fn encode_props(entity: &Entity) -> Result<String> {
-    serde_json::to_string(&entity.properties).map_err(|e| StoreError::internal(format!("encode: {e}")))
+fn encode_props(properties: &BTreeMap<String, Value>) -> Result<String> {
+    serde_json::to_string(properties).map_err(|e| StoreError::internal(format!("encode: {e}")))
+}
+
+/// An entity as a write stores it, made on the caller's thread: the properties are encoded
+/// before the call is queued, because the writer thread is the one every write of the store
+/// waits for, and should only bind and step. A merge keeps its properties to lay over the
+/// row's, which only the writer can read.
+pub(super) struct Row {
+    pk: String,
+    rk: String,
+    props: Props,
+}
+
+enum Props {
+    Whole(String),
+    Merged(BTreeMap<String, Value>),
+}
+
+impl Row {
+    pub(super) fn of(entity: &Entity, mode: UpdateMode) -> Result<Row> {
+        let props = match mode {
+            UpdateMode::Replace => Props::Whole(encode_props(&entity.properties)?),
+            UpdateMode::Merge => Props::Merged(entity.properties.clone()),
+        };
+        Ok(Row {
+            pk: entity.partition_key.clone(),
+            rk: entity.row_key.clone(),
+            props,
+        })
+    }
+
+    /// The text to store: a merge's laid over the row's properties `existing`, if any.
+    fn props_over(&self, existing: Option<&str>) -> Result<Cow<'_, str>> {
+        match (&self.props, existing) {
+            (Props::Whole(props), _) => Ok(Cow::Borrowed(props)),
+            (Props::Merged(changed), None) => encode_props(changed).map(Cow::Owned),
+            (Props::Merged(changed), Some(existing)) => merge(existing, changed).map(Cow::Owned),
+        }
+    }
 }
 
 fn decode_row(pk: String, rk: String, etag: String, ts: String, props: String) -> Result<Entity> {
@@ -87,45 +126,30 @@ fn no_match(conn: &Connection, table: &str, pk: &str, rk: &str) -> StoreError {
     }
 }
 
-/// The properties of `entity` merged over `existing`.
-fn merge(existing: &str, entity: &Entity) -> Result<String> {
+/// `changed` merged over the stored properties `existing`.
+fn merge(existing: &str, changed: &BTreeMap<String, Value>) -> Result<String> {
     let mut props: BTreeMap<String, Value> =
         serde_json::from_str(existing).map_err(|e| StoreError::internal(format!("stored entity unreadable: {e}")))?;
-    props.extend(entity.properties.clone());
-    serde_json::to_string(&props).map_err(|e| StoreError::internal(format!("encode: {e}")))
+    props.extend(changed.iter().map(|(name, value)| (name.clone(), value.clone())));
+    encode_props(&props)
 }
 
-pub(super) fn insert(conn: &Connection, table: &str, entity: &Entity) -> Result<ETag> {
-    let props = encode_props(entity)?;
+pub(super) fn insert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> {
+    let props = row.props_over(None)?;
     let now = Utc::now();
     let etag = new_etag(now);
     conn.prepare_cached("INSERT INTO entities (tbl, pk, rk, etag, ts, props) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-        .and_then(|mut s| {
-            s.execute(params![
-                table,
-                entity.partition_key,
-                entity.row_key,
-                etag.0,
-                format_datetime(&now),
-                props
-            ])
-        })
+        .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, format_datetime(&now), props]))
         .map_err(sql_error)?;
     Ok(etag)
 }
 
 /// Writes `props` over the row if its ETag is `expected` (any ETag for `None`); `None` when no
 /// row matched.
-fn overwrite(
-    conn: &Connection,
-    table: &str,
-    entity: &Entity,
-    props: &str,
-    expected: Option<&str>,
-) -> Result<Option<ETag>> {
+fn overwrite(conn: &Connection, table: &str, row: &Row, props: &str, expected: Option<&str>) -> Result<Option<ETag>> {
     let now = Utc::now();
     let etag = new_etag(now);
-    let (pk, rk, ts) = (&entity.partition_key, &entity.row_key, format_datetime(&now));
+    let (pk, rk, ts) = (&row.pk, &row.rk, format_datetime(&now));
     let changed = match expected {
         Some(expected) => conn
             .prepare_cached(
@@ -141,59 +165,43 @@ fn overwrite(
     Ok((changed > 0).then_some(etag))
 }
 
-pub(super) fn update(
-    conn: &Connection,
-    table: &str,
-    entity: &Entity,
-    mode: UpdateMode,
-    if_match: &IfMatch,
-) -> Result<ETag> {
-    let (pk, rk) = (&entity.partition_key, &entity.row_key);
+pub(super) fn update(conn: &Connection, table: &str, row: &Row, if_match: &IfMatch) -> Result<ETag> {
+    let (pk, rk) = (&row.pk, &row.rk);
     let expected = match if_match {
         IfMatch::Etag(etag) => Some(etag.0.as_str()),
         IfMatch::Any => None,
     };
-    let props = match mode {
-        UpdateMode::Replace => encode_props(entity)?,
-        UpdateMode::Merge => {
+    let props = match &row.props {
+        Props::Whole(props) => Cow::Borrowed(props.as_str()),
+        Props::Merged(_) => {
             let (etag, existing) = current(conn, table, pk, rk)?.ok_or_else(not_found)?;
             if expected.is_some_and(|expected| expected != etag) {
                 return Err(precondition_failed());
             }
-            merge(&existing, entity)?
+            Cow::Owned(row.props_over(Some(&existing))?.into_owned())
         }
     };
-    overwrite(conn, table, entity, &props, expected)?.ok_or_else(|| no_match(conn, table, pk, rk))
+    overwrite(conn, table, row, &props, expected)?.ok_or_else(|| no_match(conn, table, pk, rk))
 }
 
-pub(super) fn upsert(conn: &Connection, table: &str, entity: &Entity, mode: UpdateMode) -> Result<ETag> {
-    match mode {
-        UpdateMode::Replace => {
-            let props = encode_props(entity)?;
+pub(super) fn upsert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> {
+    match &row.props {
+        Props::Whole(props) => {
             let now = Utc::now();
             let etag = new_etag(now);
             conn.prepare_cached(
                 "INSERT INTO entities (tbl, pk, rk, etag, ts, props) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (tbl, pk, rk) DO UPDATE SET etag = ?4, ts = ?5, props = ?6",
             )
-            .and_then(|mut s| {
-                s.execute(params![
-                    table,
-                    entity.partition_key,
-                    entity.row_key,
-                    etag.0,
-                    format_datetime(&now),
-                    props
-                ])
-            })
+            .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, format_datetime(&now), props]))
             .map_err(sql_error)?;
             Ok(etag)
         }
-        UpdateMode::Merge => match current(conn, table, &entity.partition_key, &entity.row_key)? {
+        Props::Merged(_) => match current(conn, table, &row.pk, &row.rk)? {
             // The write lock is held since BEGIN IMMEDIATE: the row read is the row written over.
-            Some((etag, existing)) => overwrite(conn, table, entity, &merge(&existing, entity)?, Some(&etag))?
+            Some((etag, existing)) => overwrite(conn, table, row, &row.props_over(Some(&existing))?, Some(&etag))?
                 .ok_or_else(|| StoreError::internal("a row changed under the write lock")),
-            None => insert(conn, table, entity),
+            None => insert(conn, table, row),
         },
     }
 }

@@ -79,9 +79,10 @@ async fn hold_writer(store: &SqliteTables, table: &TableName) -> std::sync::mpsc
     let (started, running) = oneshot::channel();
     let before = store.inner.probe.sent.load(SeqCst);
     let (this, table) = (store.clone(), table_key(table));
+    let gate = rows::Row::of(&row("gate", "gate"), UpdateMode::Replace).unwrap();
     tokio::spawn(async move {
         this.write(move |s| {
-            rows::upsert(&s.conn, &table, &row("gate", "gate"), UpdateMode::Replace)?;
+            rows::upsert(&s.conn, &table, &gate)?;
             let _ = started.send(());
             let _ = held.recv();
             Ok(())
