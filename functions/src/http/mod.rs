@@ -30,12 +30,15 @@ pub mod webhooks;
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request, StatusCode};
-use axum::response::IntoResponse;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
+use tabletalk::storage::together;
 use tabletalk::{Chat, Error};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -190,6 +193,7 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
             response
         })
         .with_state(state)
+        .layer(middleware::from_fn(calls_together))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError(Error::Internal("handler panicked".into())).into_response()
@@ -204,6 +208,13 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// The store calls a request's handler makes in one step reach the store together
+/// (`storage::together`): a send's index row, message and read position commit in one group
+/// of the embedded store, with one fsync.
+async fn calls_together(request: Request<Body>, next: Next) -> Response {
+    together(next.run(request)).await
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 
 pub use entity::{ETag, Entity, IfMatch, UpdateMode, Value};
 pub use error::{ErrorKind, Result, StoreError};
+pub use sqlite::{Together, together};
 
 /// A table name that follows Azure's rule (`^[A-Za-z][A-Za-z0-9]{2,62}$`, not `tables`).
 /// Once one exists it is valid; nothing downstream re-checks it.

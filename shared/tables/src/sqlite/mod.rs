@@ -13,6 +13,8 @@
 //! — each call in its own savepoint inside one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync — so an
 //! ETag comparison and the write it guards are atomic across processes, a batch is
 //! all-or-nothing, and many independent calls share one fsync without waiting for each other.
+//! The calls a task makes in one step inside [`together`] are sent as one message, so they
+//! share a group for sure (a lone send's writes: one fsync, not two).
 //! Reads run on the caller's thread, on a pool of connections of their own ([`readers`]), which
 //! in WAL never wait for the writer. Every statement is prepared once per connection
 //! ([`session`]).
@@ -20,6 +22,7 @@
 mod readers;
 mod rows;
 mod session;
+mod together;
 mod writer;
 
 #[cfg(test)]
@@ -27,7 +30,8 @@ mod tests;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -35,10 +39,14 @@ use tokio::sync::oneshot;
 use rows::Row;
 pub use session::Durability;
 use session::{Session, Shared, open_connection, sql_error};
+pub use together::{Together, together};
 
 use super::{
     BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
 };
+
+/// Stores opened by this process, for their ids.
+static STORES: AtomicU64 = AtomicU64::new(0);
 
 /// Read connections opened with the store (more are opened while more threads read at once).
 const READERS: usize = 4;
@@ -52,7 +60,9 @@ pub struct SqliteTables {
 
 #[derive(Debug)]
 struct Inner {
-    writes: Sender<Box<dyn writer::Job>>,
+    /// Tells this store's held calls from another's ([`together`]).
+    id: u64,
+    writes: together::Calls,
     reads: readers::Readers,
     #[cfg(test)]
     probe: Arc<tests::Probe>,
@@ -87,6 +97,7 @@ impl SqliteTables {
         let reads = readers::Readers::open(&path, shared, READERS)?;
         Ok(SqliteTables {
             inner: Arc::new(Inner {
+                id: STORES.fetch_add(1, Ordering::Relaxed),
                 writes,
                 reads,
                 #[cfg(test)]
@@ -102,10 +113,14 @@ impl SqliteTables {
         work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.inner.writes.send(Box::new(writer::Call::new(work, reply)));
+        let sent = together::send(
+            self.inner.id,
+            &self.inner.writes,
+            Box::new(writer::Call::new(work, reply)),
+        );
         #[cfg(test)]
         self.inner.probe.sent();
-        sent.map_err(|_| StoreError::internal("the sqlite writer has stopped"))?;
+        sent.map_err(|()| StoreError::internal("the sqlite writer has stopped"))?;
         answer
             .await
             .map_err(|_| StoreError::internal("the sqlite writer stopped before answering"))?

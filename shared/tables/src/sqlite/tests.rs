@@ -151,6 +151,60 @@ async fn survives_reopen() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// One task step that makes a write call, goes on for a while without yielding, and makes
+/// another; then awaits both.
+async fn two_calls_in_one_step(tables: &Tables, table: &TableName, pk: &str) {
+    let (one, two) = (row(pk, "first"), row(pk, "second"));
+    let mut first = std::pin::pin!(tables.insert(table, &one));
+    // Polled once, the first call is made (and, outside `together`, sent).
+    std::future::poll_fn(|cx| {
+        let _ = first.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    std::thread::sleep(Duration::from_millis(50));
+    let (first, second) = tokio::join!(first, tables.insert(table, &two));
+    first.unwrap();
+    second.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_made_in_one_step_inside_together_commit_in_one_group() {
+    let (store, tables, t) = store_with_table("Together").await;
+    let commits = || store.inner.probe.commits.load(SeqCst);
+
+    let before = commits();
+    together(two_calls_in_one_step(&tables, &t, "held")).await;
+    assert_eq!(commits() - before, 1, "the step's two calls commit together");
+
+    // Outside `together` the first call is sent at once, and committed alone while the step
+    // goes on.
+    let before = commits();
+    two_calls_in_one_step(&tables, &t, "sent").await;
+    assert_eq!(commits() - before, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_held_for_two_stores_each_reach_their_own_writer() {
+    let (_, one, t1) = store_with_table("One").await;
+    let (_, other, t2) = store_with_table("Other").await;
+    let (a, b, c) = (row("p", "a"), row("p", "b"), row("p", "c"));
+    together(async {
+        let (a, b, c) = tokio::join!(
+            one.insert(&t1, &a),
+            other.insert(&t2, &b),
+            // A nested step holds its calls for the outermost one.
+            together(one.insert(&t1, &c))
+        );
+        (a.unwrap(), b.unwrap(), c.unwrap())
+    })
+    .await;
+    assert!(one.get(&t1, "p", "a").await.unwrap().is_some());
+    assert!(one.get(&t1, "p", "c").await.unwrap().is_some());
+    assert!(other.get(&t2, "p", "b").await.unwrap().is_some());
+    assert!(other.get(&t2, "p", "a").await.unwrap().is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_queued_together_commit_once_and_each_gets_its_own_answer() {
     let (store, tables, t) = store_with_table("Group").await;

@@ -79,13 +79,14 @@ where
 }
 
 /// The writer thread's loop; returns when every handle to the store is gone.
-pub(super) fn run(mut session: Session, calls: Receiver<Box<dyn Job>>) {
+/// Each message on `calls` is the calls one task step made ([`super::together`]).
+pub(super) fn run(mut session: Session, calls: Receiver<Vec<Box<dyn Job>>>) {
     let mut queue: VecDeque<Box<dyn Job>> = VecDeque::new();
     while let Ok(first) = calls.recv() {
-        queue.push_back(first);
+        queue.extend(first);
         while queue.len() < MAX_GROUP {
             match calls.try_recv() {
-                Ok(call) => queue.push_back(call),
+                Ok(more) => queue.extend(more),
                 Err(_) => break,
             }
         }
