@@ -20,6 +20,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use tokio::sync::oneshot;
 
@@ -205,8 +206,12 @@ impl Store {
     /// changes queued at the same time. Errors carry the failing operation's index within
     /// this change.
     ///
-    /// Queueing and committing run as their own task: a request dropped while its change
-    /// waits (a client gone) neither strands the change in the queue nor the group it leads.
+    /// Queueing and committing run as their own task once they wait: a request dropped while
+    /// its change waits (a client gone) neither strands the change in the queue nor the group
+    /// it leads. Their first step runs in the caller's, so the transaction it sends goes to
+    /// the store with the writes the caller makes alongside (`storage::together`: a send's
+    /// message, index row and read position in one group commit); nothing can drop the
+    /// change between that step and the spawn.
     pub(crate) async fn commit_change(
         &self,
         room: &RoomId,
@@ -214,7 +219,11 @@ impl Store {
         activity: Option<ActivityChange>,
     ) -> Result<Committed, StoreError> {
         let (store, room) = (self.clone(), room.clone());
-        tokio::spawn(async move { store.queue_and_commit(&room, build, activity).await })
+        let mut change = Box::pin(async move { store.queue_and_commit(&room, build, activity).await });
+        if let Poll::Ready(done) = futures::poll!(change.as_mut()) {
+            return done;
+        }
+        tokio::spawn(change)
             .await
             .map_err(|e| StoreError::internal(format!("a commit failed: {e}")))?
     }

@@ -322,3 +322,25 @@ on_both_backends!(
     a_send_that_lost_the_counter_race_waits_for_at_most_one_more,
     a_link_preview_job_is_written_after_the_durable_write,
 );
+
+/// On the embedded store, a send's writes before its answer — the index row, the message's
+/// transaction (made by its own task once it waits), the sender's read position — are one
+/// group commit, one fsync, when made in one step as a request's handler makes them
+/// (`storage::together`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_send_is_one_group_commit_of_the_embedded_store() {
+    let store = crate::service::testing::store();
+    let chat = Chat::open(Tables::new(store.clone()), Schema::with_prefix("one").unwrap())
+        .await
+        .unwrap()
+        .with_local_hub("one");
+    let room = room_with_bob(&chat).await;
+    for line in ["first", "second", "third"] {
+        let before = store.group_commits();
+        let sent = crate::storage::together(chat.send_message(&user("bob"), &room, NewMessage::text(line)))
+            .await
+            .unwrap();
+        assert!(sent.created);
+        assert_eq!(store.group_commits() - before, 1, "{line}");
+    }
+}

@@ -64,6 +64,7 @@ struct Inner {
     id: u64,
     writes: together::Calls,
     reads: readers::Readers,
+    shared: Arc<Shared>,
     #[cfg(test)]
     probe: Arc<tests::Probe>,
 }
@@ -94,16 +95,23 @@ impl SqliteTables {
         let session = Session::new(conn, shared.clone());
         spawn("sqlite-writer", move || writer::run(session, calls))?;
 
-        let reads = readers::Readers::open(&path, shared, READERS)?;
+        let reads = readers::Readers::open(&path, shared.clone(), READERS)?;
         Ok(SqliteTables {
             inner: Arc::new(Inner {
                 id: STORES.fetch_add(1, Ordering::Relaxed),
                 writes,
                 reads,
+                shared,
                 #[cfg(test)]
                 probe,
             }),
         })
+    }
+
+    /// Group commits this store has made (one fsync each with `Durability::Full`): how many
+    /// transactions a piece of work cost, for tests and benchmarks.
+    pub fn group_commits(&self) -> u64 {
+        self.inner.shared.commits.load(Ordering::Relaxed)
     }
 
     /// Runs `work` on the writer thread, in the next group commit; answers once it committed
@@ -174,7 +182,7 @@ impl TableBackend for SqliteTables {
     }
 
     async fn insert(&self, table: &TableName, entity: &Entity) -> Result<ETag> {
-        let (table, row) = (table_key(table), Row::of(entity, UpdateMode::Replace)?);
+        let (table, row) = (table_key(table), Row::whole(entity)?);
         self.write(move |s| {
             s.require_table(&table)?;
             rows::insert(&s.conn, &table, &row)
@@ -224,7 +232,9 @@ impl TableBackend for SqliteTables {
 
     async fn transact(&self, table: &TableName, _partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>> {
         let table = table_key(table);
-        let ops = ops.iter().map(RowOp::of).collect::<Result<Vec<_>>>()?;
+        let ops = (ops.iter().enumerate())
+            .map(|(index, op)| RowOp::of(op).map_err(|e| e.at_batch_index(index)))
+            .collect::<Result<Vec<_>>>()?;
         // The call is one savepoint: any error rolls every operation of it back.
         self.write(move |s| {
             s.require_table(&table)?;
@@ -257,7 +267,7 @@ enum RowOp {
 impl RowOp {
     fn of(op: &BatchOp) -> Result<RowOp> {
         Ok(match op {
-            BatchOp::Insert(entity) => RowOp::Insert(Row::of(entity, UpdateMode::Replace)?),
+            BatchOp::Insert(entity) => RowOp::Insert(Row::whole(entity)?),
             BatchOp::Update { entity, mode, if_match } => RowOp::Update(Row::of(entity, *mode)?, if_match.clone()),
             BatchOp::Upsert { entity, mode } => RowOp::Upsert(Row::of(entity, *mode)?),
             BatchOp::Delete {

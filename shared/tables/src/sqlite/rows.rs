@@ -45,6 +45,11 @@ enum Props {
 }
 
 impl Row {
+    /// The whole entity, as an insert or a replace writes it.
+    pub(super) fn whole(entity: &Entity) -> Result<Row> {
+        Row::of(entity, UpdateMode::Replace)
+    }
+
     pub(super) fn of(entity: &Entity, mode: UpdateMode) -> Result<Row> {
         let props = match mode {
             UpdateMode::Replace => Props::Whole(encode_props(&entity.properties)?),
@@ -173,12 +178,12 @@ pub(super) fn update(conn: &Connection, table: &str, row: &Row, if_match: &IfMat
     };
     let props = match &row.props {
         Props::Whole(props) => Cow::Borrowed(props.as_str()),
-        Props::Merged(_) => {
+        Props::Merged(changed) => {
             let (etag, existing) = current(conn, table, pk, rk)?.ok_or_else(not_found)?;
             if expected.is_some_and(|expected| expected != etag) {
                 return Err(precondition_failed());
             }
-            Cow::Owned(row.props_over(Some(&existing))?.into_owned())
+            Cow::Owned(merge(&existing, changed)?)
         }
     };
     overwrite(conn, table, row, &props, expected)?.ok_or_else(|| no_match(conn, table, pk, rk))

@@ -37,6 +37,8 @@ pub(super) struct Shared {
     /// `delete_table` answered trusts a stale "exists". (A table deleted by another process is
     /// noticed only by a fresh connection; tabletalk deletes tables in tests only.)
     pub(super) dropped_tables: AtomicU64,
+    /// Group commits made (see [`super::SqliteTables::group_commits`]).
+    pub(super) commits: AtomicU64,
 }
 
 /// A connection and what it remembers.
@@ -107,6 +109,11 @@ impl Session {
         if std::mem::take(&mut self.dropped_pending) {
             self.shared.dropped_tables.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// Counts a group commit that succeeded.
+    pub(super) fn count_commit(&self) {
+        self.shared.commits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Runs one cached statement that takes no parameters and returns no rows (BEGIN, COMMIT,

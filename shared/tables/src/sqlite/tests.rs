@@ -18,7 +18,7 @@ use super::*;
 use crate::conformance::Fixture;
 use crate::{ErrorKind, Tables, Value};
 
-/// What the tests watch and steer inside a store: calls sent to the writer, `COMMIT`s tried,
+/// What the tests watch and steer inside a store: write calls made, `COMMIT`s tried,
 /// and a commit to fail (through SQLite's commit hook, which turns that `COMMIT` into a
 /// rollback and an error, as a failed fsync or a full disk would).
 #[derive(Debug, Default)]
@@ -151,9 +151,9 @@ async fn survives_reopen() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// One task step that makes a write call, goes on for a while without yielding, and makes
+/// One task step that makes a write call, runs `meanwhile` without yielding, and makes
 /// another; then awaits both.
-async fn two_calls_in_one_step(tables: &Tables, table: &TableName, pk: &str) {
+async fn two_calls_in_one_step(tables: &Tables, table: &TableName, pk: &str, meanwhile: impl FnOnce()) {
     let (one, two) = (row(pk, "first"), row(pk, "second"));
     let mut first = std::pin::pin!(tables.insert(table, &one));
     // Polled once, the first call is made (and, outside `together`, sent).
@@ -162,7 +162,7 @@ async fn two_calls_in_one_step(tables: &Tables, table: &TableName, pk: &str) {
         std::task::Poll::Ready(())
     })
     .await;
-    std::thread::sleep(Duration::from_millis(50));
+    meanwhile();
     let (first, second) = tokio::join!(first, tables.insert(table, &two));
     first.unwrap();
     second.unwrap();
@@ -171,24 +171,35 @@ async fn two_calls_in_one_step(tables: &Tables, table: &TableName, pk: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_made_in_one_step_inside_together_commit_in_one_group() {
     let (store, tables, t) = store_with_table("Together").await;
-    let commits = || store.inner.probe.commits.load(SeqCst);
 
-    let before = commits();
-    together(two_calls_in_one_step(&tables, &t, "held")).await;
-    assert_eq!(commits() - before, 1, "the step's two calls commit together");
+    let before = store.group_commits();
+    let pause = || std::thread::sleep(Duration::from_millis(50));
+    together(two_calls_in_one_step(&tables, &t, "held", pause)).await;
+    assert_eq!(
+        store.group_commits() - before,
+        1,
+        "the step's two calls commit together"
+    );
 
     // Outside `together` the first call is sent at once, and committed alone while the step
     // goes on.
-    let before = commits();
-    two_calls_in_one_step(&tables, &t, "sent").await;
-    assert_eq!(commits() - before, 2);
+    let before = store.group_commits();
+    let until_committed = || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.group_commits() == before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    two_calls_in_one_step(&tables, &t, "sent", until_committed).await;
+    assert_eq!(store.group_commits() - before, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_held_for_two_stores_each_reach_their_own_writer() {
-    let (_, one, t1) = store_with_table("One").await;
+    let (one_store, one, t1) = store_with_table("One").await;
     let (_, other, t2) = store_with_table("Other").await;
     let (a, b, c) = (row("p", "a"), row("p", "b"), row("p", "c"));
+    let before = one_store.group_commits();
     together(async {
         let (a, b, c) = tokio::join!(
             one.insert(&t1, &a),
@@ -199,6 +210,7 @@ async fn calls_held_for_two_stores_each_reach_their_own_writer() {
         (a.unwrap(), b.unwrap(), c.unwrap())
     })
     .await;
+    assert_eq!(one_store.group_commits() - before, 1, "a and c commit together");
     assert!(one.get(&t1, "p", "a").await.unwrap().is_some());
     assert!(one.get(&t1, "p", "c").await.unwrap().is_some());
     assert!(other.get(&t2, "p", "b").await.unwrap().is_some());

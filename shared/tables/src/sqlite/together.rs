@@ -9,8 +9,13 @@
 //!
 //! Nothing waits for this: a call's caller awaits its answer, which cannot come before the
 //! writer has the call, and the poll that made it ends before the task can be woken again.
-//! Outside [`together`] (background tasks, tests) a call is sent at once, as before. Reads
-//! are not held: they run on the caller's thread.
+//! What a call does wait for is the rest of its step: work done synchronously after it in the
+//! same poll delays its commit. Outside [`together`] — another task, including one spawned
+//! from inside, and background work — a call is sent at once. Reads are not held: they run
+//! on the caller's thread.
+//!
+//! The one rule: never block a poll inside [`together`] on a write made in it (a nested
+//! `block_on`, `block_in_place`): the write is held until that poll ends, so it never would.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -71,7 +76,11 @@ impl Drop for Step {
             depth.get() == 0
         });
         if outermost {
-            for (_, channel, calls) in HELD.with(|held| std::mem::take(&mut *held.borrow_mut())) {
+            // Empty (and nothing held) if the thread's locals are being torn down.
+            let held = HELD
+                .try_with(|held| std::mem::take(&mut *held.borrow_mut()))
+                .unwrap_or_default();
+            for (_, channel, calls) in held {
                 // A writer that has stopped drops the calls, and their callers hear so.
                 let _ = channel.send(calls);
             }
@@ -82,15 +91,21 @@ impl Drop for Step {
 /// Sends `call` to store `store`'s writer, or holds it until the step ends inside
 /// [`together`]. An error means the writer has stopped.
 pub(super) fn send(store: u64, channel: &Calls, call: Box<dyn Job>) -> Result<(), ()> {
-    if DEPTH.with(Cell::get) == 0 {
+    if DEPTH.try_with(Cell::get).unwrap_or(0) == 0 {
         return channel.send(vec![call]).map_err(drop);
     }
-    HELD.with(|held| {
+    let mut call = Some(call);
+    let _ = HELD.try_with(|held| {
         let mut held = held.borrow_mut();
+        let call = call.take().expect("taken once");
         match held.iter_mut().find(|(id, _, _)| *id == store) {
             Some((_, _, calls)) => calls.push(call),
             None => held.push((store, channel.clone(), vec![call])),
         }
     });
-    Ok(())
+    match call {
+        // The thread's locals are being torn down: no step will end to send it.
+        Some(call) => channel.send(vec![call]).map_err(drop),
+        None => Ok(()),
+    }
 }

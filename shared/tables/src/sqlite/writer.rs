@@ -96,8 +96,8 @@ pub(super) fn run(mut session: Session, calls: Receiver<Vec<Box<dyn Job>>>) {
     }
 }
 
-/// Runs the queued calls in one transaction and commits it. Takes every call from `queue`
-/// unless the transaction is lost half-way (an error that made SQLite roll it back); the calls
+/// Runs the queued calls (up to [`MAX_GROUP`]) in one transaction and commits it. Takes them
+/// from `queue` unless the transaction is lost half-way (an error that made SQLite roll it back); the calls
 /// after that point stay queued for the next group.
 fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
     if let Err(e) = session.exec("BEGIN IMMEDIATE") {
@@ -107,8 +107,10 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
         }
         return;
     }
-    let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(queue.len());
-    while let Some(mut call) = queue.pop_front() {
+    let mut group: Vec<Box<dyn Job>> = Vec::with_capacity(queue.len().min(MAX_GROUP));
+    while group.len() < MAX_GROUP
+        && let Some(mut call) = queue.pop_front()
+    {
         let kept = session.exec("SAVEPOINT call").is_ok() && {
             if call.run(session) {
                 session.exec("RELEASE call").is_ok()
@@ -139,7 +141,10 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
     }
     let commit = session.exec("COMMIT").map_err(commit_error);
     match &commit {
-        Ok(()) => session.announce_dropped_tables(),
+        Ok(()) => {
+            session.count_commit();
+            session.announce_dropped_tables();
+        }
         Err(_) => {
             if !session.conn.is_autocommit() {
                 let _ = session.exec("ROLLBACK");
