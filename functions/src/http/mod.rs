@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
-use tabletalk::storage::together;
+use tabletalk::service::one_request;
 use tabletalk::{Chat, Error};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -211,10 +211,10 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
 }
 
 /// The store calls a request's handler makes in one step reach the store together
-/// (`storage::together`): a send's index row, message and read position commit in one group
-/// of the embedded store, with one fsync.
+/// ([`one_request`]): a send's index row, message and read position commit in one group of
+/// the embedded store, with one fsync.
 async fn calls_together(request: Request<Body>, next: Next) -> Response {
-    together(next.run(request)).await
+    one_request(next.run(request)).await
 }
 
 #[cfg(test)]

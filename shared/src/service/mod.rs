@@ -237,6 +237,13 @@ impl Chat {
     }
 }
 
+/// Runs one request's work so that the store calls it makes in one step reach the store
+/// together (`storage::together`): on the embedded store a send's writes are one group commit,
+/// one fsync. The HTTP layer wraps every handler in it.
+pub fn one_request<F: std::future::Future>(work: F) -> crate::storage::Together<F> {
+    crate::storage::together(work)
+}
+
 /// What the service-level tests share: a scratch embedded store and a room in it.
 #[cfg(test)]
 pub(crate) mod testing {

@@ -326,7 +326,7 @@ on_both_backends!(
 /// On the embedded store, a send's writes before its answer — the index row, the message's
 /// transaction (made by its own task once it waits), the sender's read position — are one
 /// group commit, one fsync, when made in one step as a request's handler makes them
-/// (`storage::together`).
+/// (`service::one_request`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_send_is_one_group_commit_of_the_embedded_store() {
     let store = crate::service::testing::store();
@@ -337,7 +337,7 @@ async fn a_plain_send_is_one_group_commit_of_the_embedded_store() {
     let room = room_with_bob(&chat).await;
     for line in ["first", "second", "third"] {
         let before = store.group_commits();
-        let sent = crate::storage::together(chat.send_message(&user("bob"), &room, NewMessage::text(line)))
+        let sent = crate::service::one_request(chat.send_message(&user("bob"), &room, NewMessage::text(line)))
             .await
             .unwrap();
         assert!(sent.created);
