@@ -9,24 +9,17 @@
 # then `wrk -t1 -c8` posting a short HTML message (the headroom bench's) with the
 # instrumentation on. Needs valgrind and wrk. KEEP=FILE keeps the callgrind profile.
 set -euo pipefail
+. "$(dirname "$0")/send-room.sh"
 bin=$1; secs=${2:-10}
 d=$(mktemp -d); port=$((20000 + RANDOM % 20000))
 TABLETALK_DATA_DIR=$d TABLETALK_STORAGE_CONNECTION= TABLETALK_JWT_SECRET=local-development-secret-not-for-production \
 TABLETALK_WRITE_LIMITS=off RUST_LOG=error \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$d/cg.out "$bin" serve --port $port --settings none > $d/out 2> $d/err &
 vg=$!
-for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$port/ && break; sleep 0.5; done
-tok=$(curl -s -X POST -H 'content-type: application/json' -d '{"userId":"alice"}' http://127.0.0.1:$port/api/dev/signin | python3 -c 'import json,sys;print(json.load(sys.stdin)["token"])')
-room=$(curl -s -X POST -H "authorization: Bearer $tok" -H 'content-type: application/json' -d '{"name":"bench","visibility":"public"}' http://127.0.0.1:$port/api/rooms | python3 -c 'import json,sys;print(json.load(sys.stdin)["id"])')
-cat > $d/post.lua <<LUA
-wrk.method = "POST"
-wrk.headers["authorization"] = "Bearer $tok"
-wrk.headers["content-type"] = "application/json"
-wrk.body = '{"text":"<p>hello, this is a benchmark message</p>"}'
-LUA
-wrk -t1 -c8 -d3s -s $d/post.lua http://127.0.0.1:$port/api/rooms/$room/messages > /dev/null
+send_room $port $d
+wrk -t1 -c8 -d3s -s $d/post.lua $url > /dev/null
 callgrind_control -i on $vg > /dev/null
-wrk -t1 -c8 -d${secs}s -s $d/post.lua http://127.0.0.1:$port/api/rooms/$room/messages > $d/wrk.txt
+wrk -t1 -c8 -d${secs}s -s $d/post.lua $url > $d/wrk.txt
 callgrind_control -i off $vg > /dev/null
 n=$(grep -o '[0-9]* requests in' $d/wrk.txt | awk '{print $1}')
 non2xx=$(grep -o 'Non-2xx or 3xx responses: [0-9]*' $d/wrk.txt || true)

@@ -10,6 +10,7 @@
 # under `strace -c` per binary gives system calls per send (strace slows the server, so
 # those windows are not timed). Needs wrk (and strace for --syscalls).
 set -euo pipefail
+. "$(dirname "$0")/send-room.sh"
 c=32; rounds=3; secs=5; syscalls=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -24,26 +25,13 @@ done
 
 cpu() { awk '{print $14, $14 + $15}' /proc/$1/stat; }
 
-# Starts BINARY on a fresh store, seeds alice's room and writes the wrk script; sets $pid, $d, $url.
+# Starts BINARY on a fresh store and seeds alice's room (send-room.sh); sets $pid, $d, $url.
 start() {
   d=$(mktemp -d); local port=$((20000 + RANDOM % 20000))
   TABLETALK_DATA_DIR=$d TABLETALK_STORAGE_CONNECTION= TABLETALK_JWT_SECRET=local-development-secret-not-for-production \
   TABLETALK_WRITE_LIMITS=off RUST_LOG=error "$1" serve --port $port --settings none > $d/out 2> $d/err &
   pid=$!
-  for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$port/ && break; sleep 0.2; done
-  local tok room
-  tok=$(curl -s -X POST -H 'content-type: application/json' -d '{"userId":"alice"}' \
-    http://127.0.0.1:$port/api/dev/signin | python3 -c 'import json,sys;print(json.load(sys.stdin)["token"])')
-  room=$(curl -s -X POST -H "authorization: Bearer $tok" -H 'content-type: application/json' \
-    -d '{"name":"bench","visibility":"public"}' http://127.0.0.1:$port/api/rooms |
-    python3 -c 'import json,sys;print(json.load(sys.stdin)["id"])')
-  cat > $d/post.lua <<LUA
-wrk.method = "POST"
-wrk.headers["authorization"] = "Bearer $tok"
-wrk.headers["content-type"] = "application/json"
-wrk.body = '{"text":"<p>hello, this is a benchmark message</p>"}'
-LUA
-  url=http://127.0.0.1:$port/api/rooms/$room/messages
+  send_room $port $d
   wrk -t1 -c$c -d2s -s $d/post.lua $url > /dev/null
 }
 
