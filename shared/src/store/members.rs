@@ -187,20 +187,31 @@ impl Store {
         Ok(parse_member(&entity)?)
     }
 
-    /// Moves `member`'s read position to `key` with ONE conditional write of that property,
-    /// on the row version `member` was read at. False when the row changed since (or has no
-    /// version): the caller falls back to [`Store::update_member`]. A member gone since counts
-    /// as done: there is nothing to move.
+    /// Moves `member`'s read position to `key` with ONE conditional write, on the row version
+    /// `member` was read at. False when the row changed since (or has no version): the caller
+    /// falls back to [`Store::update_member`]. A member gone since counts as done: there is
+    /// nothing to move.
+    ///
+    /// The write replaces the whole row as `member` has it, which is the row as stored while
+    /// the condition holds: a merge of the one property would make the embedded store read,
+    /// decode, merge and encode the row again inside the group commit that every write waits for.
     pub(crate) async fn move_read_position_at(&self, room: &RoomId, member: &Member, key: &MessageKey) -> Result<bool> {
         let Some(version) = &member.row_version else {
             return Ok(false);
         };
-        let entity = Entity::new(room.as_str(), member_key(&member.user_id))
-            .with("lastReadKey", Value::String(key.as_str().to_owned()));
+        let moved = Member {
+            last_read: Some(key.clone()),
+            ..member.clone()
+        };
         let condition = IfMatch::Etag(crate::storage::ETag(version.clone()));
         match self
             .tables
-            .update(&self.schema.rooms, &entity, UpdateMode::Merge, &condition)
+            .update(
+                &self.schema.rooms,
+                &member_row(room, &moved),
+                UpdateMode::Replace,
+                &condition,
+            )
             .await
         {
             Ok(_) => Ok(true),

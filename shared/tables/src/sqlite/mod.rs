@@ -10,7 +10,7 @@
 //!
 //! Threads: one writer thread owns the write connection ([`writer`]); a write call is sent to
 //! it on a channel and its caller awaits the answer. The writer group-commits whatever is queued
-//! — each call in its own savepoint inside one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync — so an
+//! — each call undone alone if it fails, inside one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync — so an
 //! ETag comparison and the write it guards are atomic across processes, a batch is
 //! all-or-nothing, and many independent calls share one fsync without waiting for each other.
 //! The calls a task makes in one step inside [`together`] are sent as one message, so they
@@ -40,6 +40,7 @@ use rows::Row;
 pub use session::Durability;
 use session::{Session, Shared, open_connection, sql_error};
 pub use together::{Together, together};
+use writer::Undo;
 
 use super::{
     BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
@@ -115,16 +116,25 @@ impl SqliteTables {
     }
 
     /// Runs `work` on the writer thread, in the next group commit; answers once it committed
-    /// (or failed).
+    /// (or failed). `work` makes at most one write statement ([`Undo::Statement`]).
     async fn write<T: Send + 'static>(
         &self,
+        work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.write_undone_by(Undo::Statement, work).await
+    }
+
+    /// [`SqliteTables::write`] for `work` whose failure `undo` undoes.
+    async fn write_undone_by<T: Send + 'static>(
+        &self,
+        undo: Undo,
         work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply, answer) = oneshot::channel();
         let sent = together::send(
             self.inner.id,
             &self.inner.writes,
-            Box::new(writer::Call::new(work, reply)),
+            Box::new(writer::Call::new(undo, work, reply)),
         );
         #[cfg(test)]
         self.inner.probe.sent();
@@ -162,7 +172,7 @@ impl TableBackend for SqliteTables {
 
     async fn delete_table(&self, table: &TableName) -> Result<()> {
         let table = table_key(table);
-        self.write(move |s| {
+        self.write_undone_by(Undo::Savepoint, move |s| {
             s.require_table(&table)?;
             s.forget_table(&table);
             rows::delete_table(&s.conn, &table)
@@ -235,8 +245,12 @@ impl TableBackend for SqliteTables {
         let ops = (ops.iter().enumerate())
             .map(|(index, op)| RowOp::of(op).map_err(|e| e.at_batch_index(index)))
             .collect::<Result<Vec<_>>>()?;
-        // The call is one savepoint: any error rolls every operation of it back.
-        self.write(move |s| {
+        // Several operations are one savepoint: any error rolls every one of them back.
+        let undo = match ops.len() {
+            0 | 1 => Undo::Statement,
+            _ => Undo::Savepoint,
+        };
+        self.write_undone_by(undo, move |s| {
             s.require_table(&table)?;
             let conn = &s.conn;
             ops.iter()

@@ -426,6 +426,47 @@ async fn a_call_that_fails_in_a_failing_group_keeps_its_own_error() {
     assert!(tables.get(&t, "p", "fresh").await.unwrap().is_none());
 }
 
+/// A call without a savepoint of its own that fails after its write went through (as a panic
+/// past its statement would) cannot be undone alone: its whole group rolls back, and the calls
+/// of the group before it hear that nothing applied; the calls after it commit in the next group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_failing_after_its_write_without_a_savepoint_rolls_its_group_back() {
+    let (store, tables, t) = store_with_table("Unundone").await;
+    let gate = hold_writer(&store, &t).await;
+    let mut q = Queued {
+        store: store.clone(),
+        tables: tables.clone(),
+        table: t.clone(),
+        calls: Vec::new(),
+    };
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "before")).await })
+        .await;
+    let (this, table) = (store.clone(), table_key(&t));
+    let written = rows::Row::whole(&row("p", "culprit")).unwrap();
+    q.call(move |_, _| async move {
+        this.write(move |s| {
+            rows::insert(&s.conn, &table, &written)?;
+            Err::<(), _>(StoreError::internal("failed past its write"))
+        })
+        .await
+    })
+    .await;
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "after")).await })
+        .await;
+    drop(gate);
+    assert_eq!(
+        q.answers().await,
+        vec![
+            Err((ErrorKind::Unavailable, None)),
+            Err((ErrorKind::Internal, None)),
+            Ok(())
+        ]
+    );
+    for (rk, stored) in [("before", false), ("culprit", false), ("after", true)] {
+        assert_eq!(tables.get(&t, "p", rk).await.unwrap().is_some(), stored, "{rk}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_are_answered_while_the_writer_is_held() {
     let (store, tables, t) = store_with_table("Readers").await;

@@ -1,12 +1,21 @@
 //! The writer thread: it alone holds the store's write connection, and it group-commits.
 //!
 //! Calls arrive on a channel. The thread takes the first, drains whatever else is already
-//! queued (it never waits for more), and runs them all inside one `BEGIN IMMEDIATE`, each in
-//! its own `SAVEPOINT`: a call that fails rolls back to its savepoint and gets its own error, and
-//! the later calls of the group never see its writes. Then one `COMMIT` — one fsync for the
-//! whole group — and only then each caller hears its answer, so a result (an ETag) is never
-//! given out for a write that did not commit. If the `COMMIT` fails, every call of the group
-//! that had succeeded gets the commit's error and none of them applied.
+//! queued (it never waits for more), and runs them all inside one `BEGIN IMMEDIATE`: a call
+//! that fails gets its own error, leaves nothing behind, and the later calls of the group never
+//! see its writes. Then one `COMMIT` — one fsync for the whole group — and only then each
+//! caller hears its answer, so a result (an ETag) is never given out for a write that did not
+//! commit. If the `COMMIT` fails, every call of the group that had succeeded gets the commit's
+//! error and none of them applied.
+//!
+//! How a failing call leaves nothing ([`Undo`]): a call of several writes runs in its own
+//! `SAVEPOINT` and rolls back to it. A call of one write statement needs none — SQLite undoes
+//! a failing statement by itself — and most calls are one (a send's index row and read
+//! position; the message's transaction is the one call of several). A savepoint is not free:
+//! every page a call changes is first copied to the savepoint's journal, which cost a group
+//! commit more than the rest of its bookkeeping. Should such a call fail after its write went
+//! through (a panic past its statement), nothing can undo that write alone, so the whole group
+//! is rolled back and its calls are told nothing of it applied.
 //!
 //! Every call keeps Azure's semantics: it is the same single statement sequence it would be
 //! alone, serialised behind the calls queued before it, and an entity group transaction is one
@@ -25,8 +34,19 @@ use crate::{Result, StoreError};
 /// the first caller's wait stays bounded.
 const MAX_GROUP: usize = 256;
 
+/// How a failing call's writes are undone (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Undo {
+    /// At most one write statement, which SQLite undoes itself if it fails.
+    Statement,
+    /// Several writes: the call runs in a savepoint of its own.
+    Savepoint,
+}
+
 /// A write call waiting for the writer thread.
 pub(super) trait Job: Send {
+    /// How its writes are undone if it fails.
+    fn undo(&self) -> Undo;
     /// Runs the call in the current transaction; true if it succeeded.
     fn run(&mut self, session: &mut Session) -> bool;
     /// Answers the caller once the group's fate is known: its own failure if it failed, else
@@ -36,14 +56,16 @@ pub(super) trait Job: Send {
 
 /// A call and the channel its caller awaits.
 pub(super) struct Call<T, F> {
+    undo: Undo,
     work: Option<F>,
     result: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T, F> Call<T, F> {
-    pub(super) fn new(work: F, reply: oneshot::Sender<Result<T>>) -> Call<T, F> {
+    pub(super) fn new(undo: Undo, work: F, reply: oneshot::Sender<Result<T>>) -> Call<T, F> {
         Call {
+            undo,
             work: Some(work),
             result: None,
             reply,
@@ -56,6 +78,10 @@ where
     T: Send + 'static,
     F: FnOnce(&mut Session) -> Result<T> + Send + 'static,
 {
+    fn undo(&self) -> Undo {
+        self.undo
+    }
+
     fn run(&mut self, session: &mut Session) -> bool {
         let Some(work) = self.work.take() else { return false };
         let result = catch_unwind(AssertUnwindSafe(|| work(session)))
@@ -111,21 +137,32 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
     while group.len() < MAX_GROUP
         && let Some(mut call) = queue.pop_front()
     {
-        let kept = session.exec("SAVEPOINT call").is_ok() && {
-            if call.run(session) {
-                session.exec("RELEASE call").is_ok()
-            } else {
-                session.forget_tables();
-                session
-                    .exec("ROLLBACK TO call")
-                    .and_then(|()| session.exec("RELEASE call"))
-                    .is_ok()
+        let kept = match call.undo() {
+            Undo::Savepoint => {
+                session.exec("SAVEPOINT call").is_ok() && {
+                    if call.run(session) {
+                        session.exec("RELEASE call").is_ok()
+                    } else {
+                        session.forget_tables();
+                        session
+                            .exec("ROLLBACK TO call")
+                            .and_then(|()| session.exec("RELEASE call"))
+                            .is_ok()
+                    }
+                }
+            }
+            // A failing statement changed no row (SQLite undid it); one that changed rows and
+            // then failed cannot be undone alone.
+            Undo::Statement => {
+                let before = session.conn.total_changes();
+                call.run(session) || session.conn.total_changes() == before
             }
         };
         group.push(call);
         if !kept || session.conn.is_autocommit() {
-            // The transaction is gone (or its savepoints are): nothing of the group so far
-            // commits. The calls that had succeeded are told so; the rest wait for the next group.
+            // The transaction is gone (or its savepoints are, or a call's write cannot be
+            // undone alone): nothing of the group so far commits. The calls that had succeeded
+            // are told so; the rest wait for the next group.
             if !session.conn.is_autocommit() {
                 let _ = session.exec("ROLLBACK");
             }
