@@ -5,6 +5,7 @@
 mod jwks;
 #[cfg(test)]
 mod jwks_stand_in;
+mod verified;
 
 use std::time::Duration;
 
@@ -17,6 +18,10 @@ use crate::ids::UserId;
 
 use jwks::Jwks;
 pub use jwks::JwksPolicy;
+use verified::Verified;
+
+/// Seconds a token is still accepted past its `exp` (clocks differ).
+const LEEWAY_SECS: u64 = 30;
 
 /// Longest display name kept from a token; longer names are cut.
 pub const MAX_NAME_CHARS: usize = 100;
@@ -43,6 +48,8 @@ pub struct Authenticator {
     rs256: Validation,
     /// The identity provider's keys, when a JWKS URL is configured.
     jwks: Option<Jwks>,
+    /// Tokens verified lately ([`verified`]).
+    verified: Verified,
 }
 
 /// Without the key: the settings say what is configured, redacted.
@@ -75,6 +82,7 @@ impl Authenticator {
             hs256,
             rs256,
             jwks,
+            verified: Verified::new(),
         }
     }
 
@@ -86,8 +94,17 @@ impl Authenticator {
             .or_else(|| header.strip_prefix("bearer "))
             .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?
             .trim();
+        let now = jsonwebtoken::get_current_timestamp();
+        if let Some(principal) = self
+            .verified
+            .get(token, now, || self.jwks.as_ref().map(Jwks::generation))
+        {
+            return Ok(principal);
+        }
         let header = jsonwebtoken::decode_header(token).map_err(|_| unauthorized("malformed token"))?;
         let fetched;
+        // The JWKS generation an RS256 token's key is of: the token is trusted while it lasts.
+        let mut keys = None;
         let (key, validation) = match header.alg {
             Algorithm::HS256 => match &self.hs256_key {
                 Some(Ok(key)) => (key, &self.hs256),
@@ -103,7 +120,9 @@ impl Authenticator {
                     .kid
                     .as_deref()
                     .ok_or_else(|| unauthorized("RS256 tokens must name their key (kid)"))?;
-                fetched = jwks.key(kid).await?;
+                let generation;
+                (fetched, generation) = jwks.key(kid).await?;
+                keys = Some(generation);
                 (&fetched, &self.rs256)
             }
             _ => return Err(unauthorized("unsupported token algorithm")),
@@ -127,7 +146,13 @@ impl Authenticator {
             })
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| user_id.to_string());
-        Ok(Principal { user_id, name })
+        let principal = Principal { user_id, name };
+        let trusted = verified::Trust {
+            expires: claims.exp.saturating_add(LEEWAY_SECS),
+            keys,
+        };
+        self.verified.remember(token, &principal, trusted, now);
+        Ok(principal)
     }
 }
 
@@ -152,7 +177,7 @@ impl Authenticator {
 /// `aud` and `iss` only when a token has them, so a token naming neither would pass.
 fn validation(settings: &AuthSettings, alg: Algorithm) -> Validation {
     let mut validation = Validation::new(alg);
-    validation.leeway = 30;
+    validation.leeway = LEEWAY_SECS;
     let mut required = vec!["exp", "sub"];
     required.extend(settings.audience.as_ref().map(|_| "aud"));
     required.extend(settings.issuer.as_ref().map(|_| "iss"));
@@ -245,5 +270,24 @@ mod tests {
             assert_eq!(err.code(), "UNAUTHORIZED");
         }
         assert!(hs256("s3cret").authenticate(Some(&header)).await.is_ok());
+    }
+
+    /// A token taken on trust after its check trusts that exact token only: one changed in its
+    /// signature, or the same claims signed with another key, is checked and refused.
+    #[tokio::test]
+    async fn a_verified_token_lets_in_no_other_token() {
+        let auth = hs256("s3cret");
+        let token = mint_dev_token("s3cret", "alice", None, Duration::from_secs(60)).unwrap();
+        for _ in 0..2 {
+            assert!(auth.authenticate(Some(&format!("Bearer {token}"))).await.is_ok());
+        }
+        let mut tampered = token.clone();
+        let last = tampered.pop().unwrap();
+        tampered.push(if last == 'A' { 'B' } else { 'A' });
+        let forged = mint_dev_token("other", "alice", None, Duration::from_secs(60)).unwrap();
+        for other in [tampered, forged, format!("{token}x")] {
+            let err = auth.authenticate(Some(&format!("Bearer {other}"))).await.unwrap_err();
+            assert_eq!(err.code(), "UNAUTHORIZED", "{other}");
+        }
     }
 }

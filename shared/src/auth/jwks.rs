@@ -89,6 +89,8 @@ struct State {
     last_fetch: Option<Instant>,
     /// When the keys were last fetched successfully.
     fetched_at: Option<Instant>,
+    /// Successful fetches so far: a token verified with keys of an earlier one is checked again.
+    generation: u64,
     /// Why the last fetch failed; `None` once one succeeded.
     failure: Option<String>,
     in_flight: Option<Fetch>,
@@ -119,20 +121,24 @@ impl Jwks {
         }
     }
 
-    /// The key for `kid`: from the cache, else from the fetch in flight or a new one if one may
-    /// start, else the remembered answer.
-    pub(crate) async fn key(&self, kid: &str) -> Result<DecodingKey> {
+    /// Which fetch the cached keys come from; starts a refresh in the background when they
+    /// are older than their maximum age, as a token verified with them would
+    /// ([`Jwks::key`]). A token taken on trust asks this instead of verifying again.
+    pub(crate) fn generation(&self) -> u64 {
+        let mut state = self.inner.lock();
+        self.refresh_if_aged(&mut state);
+        state.generation
+    }
+
+    /// The key for `kid` and the [`Jwks::generation`] it is of: from the cache, else from the
+    /// fetch in flight or a new one if one may start, else the remembered answer.
+    pub(crate) async fn key(&self, kid: &str) -> Result<(DecodingKey, u64)> {
         let policy = &self.inner.policy;
         let fetch = {
             let mut state = self.inner.lock();
             if let Some(key) = state.keys.get(kid).cloned() {
-                let stale = state.fetched_at.is_some_and(|at| at.elapsed() >= policy.max_age);
-                let may_fetch = !state.last_fetch.is_some_and(|at| at.elapsed() < policy.min_interval);
-                if stale && may_fetch && state.in_flight.is_none() {
-                    state.last_fetch = Some(Instant::now());
-                    state.in_flight = Some(self.start_fetch());
-                }
-                return Ok(key);
+                self.refresh_if_aged(&mut state);
+                return Ok((key, state.generation));
             }
             if state
                 .unknown
@@ -157,7 +163,7 @@ impl Jwks {
         fetch.await;
         let mut state = self.inner.lock();
         if let Some(key) = state.keys.get(kid) {
-            return Ok(key.clone());
+            return Ok((key.clone(), state.generation));
         }
         if state.failure.is_none() {
             if state.unknown.len() >= MAX_UNKNOWN_KIDS {
@@ -169,6 +175,18 @@ impl Jwks {
             state.unknown.insert(kid.to_owned(), Instant::now());
         }
         Err(state.missing())
+    }
+
+    /// Starts a refresh of keys older than their maximum age, unless one runs or a fetch
+    /// started too recently.
+    fn refresh_if_aged(&self, state: &mut State) {
+        let policy = &self.inner.policy;
+        let aged = state.fetched_at.is_some_and(|at| at.elapsed() >= policy.max_age);
+        let may_fetch = !state.last_fetch.is_some_and(|at| at.elapsed() < policy.min_interval);
+        if aged && may_fetch && state.in_flight.is_none() {
+            state.last_fetch = Some(Instant::now());
+            state.in_flight = Some(self.start_fetch());
+        }
     }
 
     /// Spawns the fetch, which stores its outcome itself; the returned future ends with it.
@@ -183,6 +201,7 @@ impl Jwks {
                     state.keys = keys;
                     state.failure = None;
                     state.fetched_at = Some(Instant::now());
+                    state.generation += 1;
                 }
                 Err(failure) => {
                     tracing::warn!(url = %inner.url, %failure, "cannot refresh the JWKS; keeping the cached keys");
