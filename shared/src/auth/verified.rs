@@ -14,8 +14,11 @@ use crate::principal::Principal;
 
 /// The longest a verified token is taken on trust before its signature is checked again.
 pub(super) const TRUSTED_FOR_SECS: u64 = 60;
-/// Tokens remembered (the least recently used are forgotten first): a few hundred kB at most.
-const KEPT: usize = 4096;
+/// Tokens remembered (the least recently used are forgotten first).
+const KEPT: usize = 2048;
+/// Longer tokens are checked every time, so the remembered ones take 16 MB at the very most
+/// (an identity provider's tokens are 1 to 8 kB; the development sign-in's, 200 bytes).
+const LONGEST: usize = 8 * 1024;
 
 /// Verified tokens and whom they name.
 pub(super) struct Verified {
@@ -48,25 +51,35 @@ impl Verified {
     /// Whom `token` names, if it was verified and is still trusted at `now` (unix seconds)
     /// with the JWKS at the generation `keys` tells (asked only of a token with a JWKS key).
     pub(super) fn get(&self, token: &str, now: u64, keys: impl FnOnce() -> Option<u64>) -> Option<Principal> {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        let trusted = tokens.get(token)?;
-        if now <= trusted.until && (trusted.keys.is_none() || trusted.keys == keys()) {
-            return Some(trusted.principal.clone());
+        let (principal, until, verified_with) = {
+            let mut tokens = self.lock();
+            let trusted = tokens.get(token)?;
+            (trusted.principal.clone(), trusted.until, trusted.keys)
+        };
+        // The JWKS is asked outside the lock: it has a lock of its own, and may start a refresh.
+        if now <= until && (verified_with.is_none() || verified_with == keys()) {
+            return Some(principal);
         }
-        tokens.remove(token);
+        self.lock().remove(token);
         None
     }
 
     /// Remembers that `token`, verified at `now`, names `principal` and may be trusted as
     /// `trust` says.
     pub(super) fn remember(&self, token: &str, principal: &Principal, trust: Trust, now: u64) {
+        if token.len() > LONGEST {
+            return;
+        }
         let trusted = Trusted {
             principal: principal.clone(),
             until: trust.expires.min(now.saturating_add(TRUSTED_FOR_SECS)),
             keys: trust.keys,
         };
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        tokens.insert(token.to_owned(), trusted);
+        self.lock().insert(token.to_owned(), trusted);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, Trusted>> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -135,6 +148,14 @@ mod tests {
         ] {
             assert_eq!(verified.get(other, 1_000, no_jwks), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_token_longer_than_the_bound_is_not_remembered() {
+        let verified = Verified::new();
+        let long = "t".repeat(LONGEST + 1);
+        verified.remember(&long, &alice(), own_key(2_000), 1_000);
+        assert_eq!(verified.get(&long, 1_000, no_jwks), None);
     }
 
     #[test]

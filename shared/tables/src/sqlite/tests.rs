@@ -427,11 +427,22 @@ async fn a_call_that_fails_in_a_failing_group_keeps_its_own_error() {
 }
 
 /// A call without a savepoint of its own that fails after its write went through (as a panic
-/// past its statement would) cannot be undone alone: its whole group rolls back, and the calls
-/// of the group before it hear that nothing applied; the calls after it commit in the next group.
+/// past its statement would), refused or otherwise, cannot be undone alone: its whole group
+/// rolls back, and the calls of the group before it hear that nothing applied; the calls after
+/// it commit in the next group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_failing_after_its_write_without_a_savepoint_rolls_its_group_back() {
+    for failure in [
+        StoreError::internal("failed past its write"),
+        StoreError::new(ErrorKind::PreconditionFailed, "refused past its write"),
+    ] {
+        a_call_failing_after_its_write_rolls_its_group_back(failure).await;
+    }
+}
+
+async fn a_call_failing_after_its_write_rolls_its_group_back(failure: StoreError) {
     let (store, tables, t) = store_with_table("Unundone").await;
+    let own = failure.kind;
     let gate = hold_writer(&store, &t).await;
     let mut q = Queued {
         store: store.clone(),
@@ -446,7 +457,7 @@ async fn a_call_failing_after_its_write_without_a_savepoint_rolls_its_group_back
     q.call(move |_, _| async move {
         this.write(move |s| {
             rows::insert(&s.conn, &table, &written)?;
-            Err::<(), _>(StoreError::internal("failed past its write"))
+            Err::<(), _>(failure)
         })
         .await
     })
@@ -456,11 +467,7 @@ async fn a_call_failing_after_its_write_without_a_savepoint_rolls_its_group_back
     drop(gate);
     assert_eq!(
         q.answers().await,
-        vec![
-            Err((ErrorKind::Unavailable, None)),
-            Err((ErrorKind::Internal, None)),
-            Ok(())
-        ]
+        vec![Err((ErrorKind::Unavailable, None)), Err((own, None)), Ok(())]
     );
     for (rk, stored) in [("before", false), ("culprit", false), ("after", true)] {
         assert_eq!(tables.get(&t, "p", rk).await.unwrap().is_some(), stored, "{rk}");

@@ -9,13 +9,14 @@
 //! error and none of them applied.
 //!
 //! How a failing call leaves nothing ([`Undo`]): a call of several writes runs in its own
-//! `SAVEPOINT` and rolls back to it. A call of one write statement needs none — SQLite undoes
-//! a failing statement by itself — and most calls are one (a send's index row and read
-//! position; the message's transaction is the one call of several). A savepoint is not free:
-//! every page a call changes is first copied to the savepoint's journal, which cost a group
-//! commit more than the rest of its bookkeeping. Should such a call fail after its write went
-//! through (a panic past its statement), nothing can undo that write alone, so the whole group
-//! is rolled back and its calls are told nothing of it applied.
+//! `SAVEPOINT` and rolls back to it. A call of one write statement needs none — a refused
+//! statement (a key taken, an ETag that moved) writes nothing — and most
+//! calls are one (a send's index row and read position; the message's transaction is the one
+//! call of several). A savepoint is not free: every page a call changes is first copied to the
+//! savepoint's journal, which cost a group commit more than the rest of its bookkeeping. Should
+//! such a call fail any other way (an SQLite error half-way through a write, a panic past its
+//! statement), nothing can undo it alone, so the whole group is rolled back and its calls are
+//! told nothing of it applied.
 //!
 //! Every call keeps Azure's semantics: it is the same single statement sequence it would be
 //! alone, serialised behind the calls queued before it, and an entity group transaction is one
@@ -28,7 +29,7 @@ use std::sync::mpsc::Receiver;
 use tokio::sync::oneshot;
 
 use super::session::{Session, commit_error, sql_error};
-use crate::{Result, StoreError};
+use crate::{ErrorKind, Result, StoreError};
 
 /// The most calls one group commit takes. A longer queue is committed in several groups, so
 /// the first caller's wait stays bounded.
@@ -43,12 +44,24 @@ pub(super) enum Undo {
     Savepoint,
 }
 
+/// How a call ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ran {
+    Done,
+    /// Refused for the rows as they are or for its input (a key taken, an ETag moved, a row
+    /// missing, a rule broken): a statement so refused wrote nothing.
+    Refused,
+    /// Anything else — an SQLite error, maybe half-way through a write (a corrupt page), or a
+    /// panic: only a rollback is sure to undo it.
+    Failed,
+}
+
 /// A write call waiting for the writer thread.
 pub(super) trait Job: Send {
     /// How its writes are undone if it fails.
     fn undo(&self) -> Undo;
-    /// Runs the call in the current transaction; true if it succeeded.
-    fn run(&mut self, session: &mut Session) -> bool;
+    /// Runs the call in the current transaction.
+    fn run(&mut self, session: &mut Session) -> Ran;
     /// Answers the caller once the group's fate is known: its own failure if it failed, else
     /// `commit`'s outcome (with its own result on success).
     fn answer(self: Box<Self>, commit: &Result<()>);
@@ -82,13 +95,24 @@ where
         self.undo
     }
 
-    fn run(&mut self, session: &mut Session) -> bool {
-        let Some(work) = self.work.take() else { return false };
+    fn run(&mut self, session: &mut Session) -> Ran {
+        let Some(work) = self.work.take() else {
+            return Ran::Failed;
+        };
         let result = catch_unwind(AssertUnwindSafe(|| work(session)))
             .unwrap_or_else(|_| Err(StoreError::internal("a sqlite call panicked")));
-        let ok = result.is_ok();
+        let ran = match &result {
+            Ok(_) => Ran::Done,
+            Err(e) => match e.kind {
+                ErrorKind::NotFound
+                | ErrorKind::AlreadyExists
+                | ErrorKind::PreconditionFailed
+                | ErrorKind::InvalidInput => Ran::Refused,
+                ErrorKind::Unavailable | ErrorKind::Internal | ErrorKind::Indeterminate => Ran::Failed,
+            },
+        };
         self.result = Some(result);
-        ok
+        ran
     }
 
     fn answer(self: Box<Self>, commit: &Result<()>) {
@@ -140,7 +164,7 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
         let kept = match call.undo() {
             Undo::Savepoint => {
                 session.exec("SAVEPOINT call").is_ok() && {
-                    if call.run(session) {
+                    if call.run(session) == Ran::Done {
                         session.exec("RELEASE call").is_ok()
                     } else {
                         session.forget_tables();
@@ -151,11 +175,15 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
                     }
                 }
             }
-            // A failing statement changed no row (SQLite undid it); one that changed rows and
-            // then failed cannot be undone alone.
+            // A refused statement wrote nothing. A call refused after a write went through,
+            // or failed otherwise, cannot be undone alone.
             Undo::Statement => {
                 let before = session.conn.total_changes();
-                call.run(session) || session.conn.total_changes() == before
+                match call.run(session) {
+                    Ran::Done => true,
+                    Ran::Refused => session.conn.total_changes() == before,
+                    Ran::Failed => false,
+                }
             }
         };
         group.push(call);
