@@ -19,6 +19,7 @@
 //! in WAL never wait for the writer. Every statement is prepared once per connection
 //! ([`session`]).
 
+mod props;
 mod readers;
 mod rows;
 mod session;

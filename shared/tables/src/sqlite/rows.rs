@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::props;
 use super::session::sql_error;
 use crate::entity::format_datetime;
 use crate::{Continuation, ETag, Entity, ErrorKind, IfMatch, Page, RangeQuery, Result, StoreError, UpdateMode, Value};
@@ -23,10 +24,6 @@ fn new_etag(now: DateTime<Utc>) -> ETag {
         format_datetime(&now),
         rand::random::<u32>()
     ))
-}
-
-fn encode_props(properties: &BTreeMap<String, Value>) -> Result<String> {
-    serde_json::to_string(properties).map_err(|e| StoreError::internal(format!("encode: {e}")))
 }
 
 /// An entity as a write stores it, made on the caller's thread: the properties are encoded
@@ -52,7 +49,7 @@ impl Row {
 
     pub(super) fn of(entity: &Entity, mode: UpdateMode) -> Result<Row> {
         let props = match mode {
-            UpdateMode::Replace => Props::Whole(encode_props(&entity.properties)?),
+            UpdateMode::Replace => Props::Whole(props::encode(&entity.properties)?),
             UpdateMode::Merge => Props::Merged(entity.properties.clone()),
         };
         Ok(Row {
@@ -66,15 +63,14 @@ impl Row {
     fn props_over(&self, existing: Option<&str>) -> Result<Cow<'_, str>> {
         match (&self.props, existing) {
             (Props::Whole(props), _) => Ok(Cow::Borrowed(props)),
-            (Props::Merged(changed), None) => encode_props(changed).map(Cow::Owned),
+            (Props::Merged(changed), None) => props::encode(changed).map(Cow::Owned),
             (Props::Merged(changed), Some(existing)) => merge(existing, changed).map(Cow::Owned),
         }
     }
 }
 
-fn decode_row(pk: String, rk: String, etag: String, ts: String, props: String) -> Result<Entity> {
-    let properties =
-        serde_json::from_str(&props).map_err(|e| StoreError::internal(format!("stored entity unreadable: {e}")))?;
+fn decode_row(pk: String, rk: String, etag: String, ts: String, stored: String) -> Result<Entity> {
+    let properties = props::decode(&stored)?;
     let timestamp = DateTime::parse_from_rfc3339(&ts).ok().map(|t| t.with_timezone(&Utc));
     Ok(Entity {
         partition_key: pk,
@@ -133,10 +129,9 @@ fn no_match(conn: &Connection, table: &str, pk: &str, rk: &str) -> StoreError {
 
 /// `changed` merged over the stored properties `existing`.
 fn merge(existing: &str, changed: &BTreeMap<String, Value>) -> Result<String> {
-    let mut props: BTreeMap<String, Value> =
-        serde_json::from_str(existing).map_err(|e| StoreError::internal(format!("stored entity unreadable: {e}")))?;
-    props.extend(changed.iter().map(|(name, value)| (name.clone(), value.clone())));
-    encode_props(&props)
+    let mut merged = props::decode(existing)?;
+    merged.extend(changed.iter().map(|(name, value)| (name.clone(), value.clone())));
+    props::encode(&merged)
 }
 
 pub(super) fn insert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> {
