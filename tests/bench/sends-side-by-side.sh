@@ -1,7 +1,8 @@
 #!/bin/bash
 # Sends side by side: several server binaries, alternately, each on a fresh embedded store
-# (synchronous=FULL), `wrk` posting a short HTML message into one room of one member — so
-# two builds are compared within one run of a shared machine (docs/BENCHMARKS.md).
+# (synchronous=FULL), `wrk` posting a short HTML message into one room of one member (with
+# SENDERS=32, round-robin from 32 members with fresh client ids, the headroom bench's shape) —
+# so two builds are compared within one run of a shared machine (docs/BENCHMARKS.md).
 #
 #   tests/bench/sends-side-by-side.sh [-c CONCURRENCY] [-r ROUNDS] [-s SECONDS] [--syscalls] BINARY...
 #
