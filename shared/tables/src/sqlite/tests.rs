@@ -107,6 +107,15 @@ struct Queued {
 }
 
 impl Queued {
+    fn new(store: &SqliteTables, tables: &Tables, table: &TableName) -> Queued {
+        Queued {
+            store: store.clone(),
+            tables: tables.clone(),
+            table: table.clone(),
+            calls: Vec::new(),
+        }
+    }
+
     /// Starts `call` and returns once it waits in the writer's queue.
     async fn call<T, Fut>(&mut self, call: impl FnOnce(Tables, TableName) -> Fut)
     where
@@ -227,12 +236,7 @@ async fn calls_queued_together_commit_once_and_each_gets_its_own_answer() {
     let commits_before = store.inner.probe.commits.load(SeqCst);
 
     let gate = hold_writer(&store, &t).await;
-    let mut q = Queued {
-        store: store.clone(),
-        tables: tables.clone(),
-        table: t.clone(),
-        calls: Vec::new(),
-    };
+    let mut q = Queued::new(&store, &tables, &t);
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "new0")).await })
         .await;
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "dup")).await })
@@ -340,12 +344,7 @@ async fn a_failing_commit_fails_every_call_of_its_group_and_applies_none() {
     let cond = tables.insert(&t, &row("p", "cond")).await.unwrap();
 
     let gate = hold_writer(&store, &t).await;
-    let mut q = Queued {
-        store: store.clone(),
-        tables: tables.clone(),
-        table: t.clone(),
-        calls: Vec::new(),
-    };
+    let mut q = Queued::new(&store, &tables, &t);
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "a")).await }).await;
     q.call(|tb, t| async move {
         tb.transact(
@@ -407,12 +406,7 @@ async fn a_call_that_fails_in_a_failing_group_keeps_its_own_error() {
     let (store, tables, t) = store_with_table("OwnError").await;
     tables.insert(&t, &row("p", "dup")).await.unwrap();
     let gate = hold_writer(&store, &t).await;
-    let mut q = Queued {
-        store: store.clone(),
-        tables: tables.clone(),
-        table: t.clone(),
-        calls: Vec::new(),
-    };
+    let mut q = Queued::new(&store, &tables, &t);
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "dup")).await })
         .await;
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "fresh")).await })
@@ -444,12 +438,7 @@ async fn a_call_failing_after_its_write_rolls_its_group_back(failure: StoreError
     let (store, tables, t) = store_with_table("Unundone").await;
     let own = failure.kind;
     let gate = hold_writer(&store, &t).await;
-    let mut q = Queued {
-        store: store.clone(),
-        tables: tables.clone(),
-        table: t.clone(),
-        calls: Vec::new(),
-    };
+    let mut q = Queued::new(&store, &tables, &t);
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "before")).await })
         .await;
     let (this, table) = (store.clone(), table_key(&t));
