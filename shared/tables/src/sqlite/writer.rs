@@ -10,13 +10,13 @@
 //!
 //! How a failing call leaves nothing ([`Undo`]): a call of several writes runs in its own
 //! `SAVEPOINT` and rolls back to it. A call of one write statement needs none — a refused
-//! statement (a key taken, an ETag that moved) writes nothing — and most
-//! calls are one (a send's index row and read position; the message's transaction is the one
-//! call of several). A savepoint is not free: every page a call changes is first copied to the
-//! savepoint's journal, which cost a group commit more than the rest of its bookkeeping. Should
-//! such a call fail any other way (an SQLite error half-way through a write, a panic past its
-//! statement), nothing can undo it alone, so the whole group is rolled back and its calls are
-//! told nothing of it applied.
+//! statement (a key taken, an ETag that moved) writes nothing — and most calls are one (a
+//! send's index row and read position; the message's transaction is the one call of several).
+//! A savepoint is not free: every page a call changes is first copied to the savepoint's
+//! journal, which cost a group commit more than the rest of its bookkeeping. Should such a call
+//! fail any other way (an SQLite error half-way through a write, a panic past its statement),
+//! nothing can undo it alone, so the whole group is rolled back and its calls are told nothing
+//! of it applied.
 //!
 //! Every call keeps Azure's semantics: it is the same single statement sequence it would be
 //! alone, serialised behind the calls queued before it, and an entity group transaction is one
@@ -38,7 +38,7 @@ const MAX_GROUP: usize = 256;
 /// How a failing call's writes are undone (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Undo {
-    /// At most one write statement, which SQLite undoes itself if it fails.
+    /// At most one write statement: refused, it wrote nothing.
     Statement,
     /// Several writes: the call runs in a savepoint of its own.
     Savepoint,
