@@ -40,6 +40,7 @@ use axum::{Extension, Router};
 use tabletalk::auth::Authenticator;
 use tabletalk::service::one_request;
 use tabletalk::{Chat, Error};
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -193,21 +194,27 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
             response
         })
         .with_state(state)
-        .layer(middleware::from_fn(calls_together))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError(Error::Internal("handler panicked".into())).into_response()
-        }))
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-            let id = request
-                .headers()
-                .get("x-request-id")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("-");
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
-        }))
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        // One stack, outermost first, applied once: layered one by one, every route's service
+        // was a box in a box for each layer, and a request cloned them all (axum clones the
+        // route's service for each request).
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::new(request_id))
+                .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                    let id = request
+                        .headers()
+                        .get("x-request-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                }))
+                .layer(CatchPanicLayer::custom(|_| {
+                    ApiError(Error::Internal("handler panicked".into())).into_response()
+                }))
+                .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+                .layer(middleware::from_fn(calls_together)),
+        )
 }
 
 /// The store calls a request's handler makes in one step reach the store together
