@@ -13,7 +13,7 @@ use hashlink::LruCache;
 use crate::principal::Principal;
 
 /// The longest a verified token is taken on trust before its signature is checked again.
-pub(super) const TRUSTED_FOR_SECS: u64 = 60;
+const TRUSTED_FOR_SECS: u64 = 60;
 /// Tokens remembered (the least recently used are forgotten first).
 const KEPT: usize = 2048;
 /// Longer tokens are checked every time, so the remembered ones take 16 MB at the very most

@@ -17,13 +17,12 @@ use super::session::sql_error;
 use crate::entity::format_datetime;
 use crate::{Continuation, ETag, Entity, ErrorKind, IfMatch, Page, RangeQuery, Result, StoreError, UpdateMode, Value};
 
-/// A fresh ETag, unique across processes: the commit time plus random bits.
-fn new_etag(now: DateTime<Utc>) -> ETag {
-    ETag(format!(
-        "W/\"datetime'{}'{:08x}\"",
-        format_datetime(&now),
-        rand::random::<u32>()
-    ))
+/// A write's version: a fresh ETag, unique across processes (the commit time plus random
+/// bits), and that time as the row's timestamp stores it — formatted once for both.
+fn stamp() -> (ETag, String) {
+    let ts = format_datetime(&Utc::now());
+    let etag = ETag(format!("W/\"datetime'{ts}'{:08x}\"", rand::random::<u32>()));
+    (etag, ts)
 }
 
 /// An entity as a write stores it, made on the caller's thread: the properties are encoded
@@ -136,10 +135,9 @@ fn merge(existing: &str, changed: &BTreeMap<String, Value>) -> Result<String> {
 
 pub(super) fn insert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> {
     let props = row.props_over(None)?;
-    let now = Utc::now();
-    let etag = new_etag(now);
+    let (etag, ts) = stamp();
     conn.prepare_cached("INSERT INTO entities (tbl, pk, rk, etag, ts, props) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-        .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, format_datetime(&now), props]))
+        .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, ts, props]))
         .map_err(sql_error)?;
     Ok(etag)
 }
@@ -147,9 +145,8 @@ pub(super) fn insert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> 
 /// Writes `props` over the row if its ETag is `expected` (any ETag for `None`); `None` when no
 /// row matched.
 fn overwrite(conn: &Connection, table: &str, row: &Row, props: &str, expected: Option<&str>) -> Result<Option<ETag>> {
-    let now = Utc::now();
-    let etag = new_etag(now);
-    let (pk, rk, ts) = (&row.pk, &row.rk, format_datetime(&now));
+    let (etag, ts) = stamp();
+    let (pk, rk) = (&row.pk, &row.rk);
     let changed = match expected {
         Some(expected) => conn
             .prepare_cached(
@@ -171,29 +168,29 @@ pub(super) fn update(conn: &Connection, table: &str, row: &Row, if_match: &IfMat
         IfMatch::Etag(etag) => Some(etag.0.as_str()),
         IfMatch::Any => None,
     };
-    let props = match &row.props {
-        Props::Whole(props) => Cow::Borrowed(props.as_str()),
-        Props::Merged(changed) => {
+    let existing = match &row.props {
+        Props::Whole(_) => None,
+        Props::Merged(_) => {
             let (etag, existing) = current(conn, table, pk, rk)?.ok_or_else(not_found)?;
             if expected.is_some_and(|expected| expected != etag) {
                 return Err(precondition_failed());
             }
-            Cow::Owned(merge(&existing, changed)?)
+            Some(existing)
         }
     };
+    let props = row.props_over(existing.as_deref())?;
     overwrite(conn, table, row, &props, expected)?.ok_or_else(|| no_match(conn, table, pk, rk))
 }
 
 pub(super) fn upsert(conn: &Connection, table: &str, row: &Row) -> Result<ETag> {
     match &row.props {
         Props::Whole(props) => {
-            let now = Utc::now();
-            let etag = new_etag(now);
+            let (etag, ts) = stamp();
             conn.prepare_cached(
                 "INSERT INTO entities (tbl, pk, rk, etag, ts, props) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (tbl, pk, rk) DO UPDATE SET etag = ?4, ts = ?5, props = ?6",
             )
-            .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, format_datetime(&now), props]))
+            .and_then(|mut s| s.execute(params![table, row.pk, row.rk, etag.0, ts, props]))
             .map_err(sql_error)?;
             Ok(etag)
         }
