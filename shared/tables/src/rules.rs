@@ -5,8 +5,6 @@
 
 use std::collections::HashSet;
 
-use chrono::{DateTime, Utc};
-
 use super::{BatchOp, Entity, RangeQuery, Result, StoreError, Value};
 
 /// Largest `$top` and largest page a query returns.
@@ -51,7 +49,12 @@ pub fn is_forbidden_key_char(c: char) -> bool {
 }
 
 pub fn check_key(which: &str, key: &str) -> Result<()> {
-    if let Some(bad) = key.chars().find(|&c| is_forbidden_key_char(c)) {
+    // Every write checks its keys: bytes that cannot be a forbidden character are passed over
+    // without decoding, and only a key with another byte is read character by character.
+    let maybe_forbidden = |b: u8| b < 0x20 || b >= 0x7f || matches!(b, b'/' | b'\\' | b'#' | b'?');
+    if key.bytes().any(maybe_forbidden)
+        && let Some(bad) = key.chars().find(|&c| is_forbidden_key_char(c))
+    {
         return Err(StoreError::invalid(format!(
             "{which} must not contain {bad:?} (forbidden: / \\ # ? and control characters)"
         )));
@@ -83,12 +86,8 @@ pub fn check_property_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Earliest `Edm.DateTime` Azure stores.
-fn min_datetime() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("1601-01-01T00:00:00Z")
-        .expect("constant parses")
-        .with_timezone(&Utc)
-}
+/// The earliest `Edm.DateTime` Azure stores, 1601-01-01T00:00:00Z, in seconds from 1970.
+const MIN_DATETIME_SECS: i64 = -11_644_473_600;
 
 pub fn check_value(name: &str, value: &Value) -> Result<()> {
     match value {
@@ -101,7 +100,7 @@ pub fn check_value(name: &str, value: &Value) -> Result<()> {
         Value::Double(f) if !f.is_finite() => {
             Err(StoreError::invalid(format!("property {name} must be a finite number")))
         }
-        Value::DateTime(at) if *at < min_datetime() => Err(StoreError::invalid(format!(
+        Value::DateTime(at) if at.timestamp() < MIN_DATETIME_SECS => Err(StoreError::invalid(format!(
             "property {name} is before 1601-01-01, the earliest date Azure stores"
         ))),
         _ => Ok(()),
@@ -109,6 +108,11 @@ pub fn check_value(name: &str, value: &Value) -> Result<()> {
 }
 
 pub fn check_entity(entity: &Entity) -> Result<()> {
+    checked_size(entity).map(drop)
+}
+
+/// [`check_entity`], answering the entity's stored size (a batch adds them up).
+fn checked_size(entity: &Entity) -> Result<usize> {
     check_keys(&entity.partition_key, &entity.row_key)?;
     if entity.properties.len() > MAX_PROPERTIES {
         return Err(StoreError::invalid(format!(
@@ -119,10 +123,10 @@ pub fn check_entity(entity: &Entity) -> Result<()> {
         check_property_name(name)?;
         check_value(name, value)?;
     }
-    if entity.stored_size() > MAX_ENTITY_BYTES {
-        return Err(StoreError::invalid("the entity is larger than 1 MiB"));
+    match entity.stored_size() {
+        size if size > MAX_ENTITY_BYTES => Err(StoreError::invalid("the entity is larger than 1 MiB")),
+        size => Ok(size),
     }
-    Ok(())
 }
 
 pub fn check_query(query: &RangeQuery) -> Result<()> {
@@ -161,8 +165,7 @@ pub fn check_batch(partition_key: &str, ops: &[BatchOp]) -> Result<()> {
         }
         match op {
             BatchOp::Insert(e) | BatchOp::Update { entity: e, .. } | BatchOp::Upsert { entity: e, .. } => {
-                check_entity(e).map_err(fail)?;
-                bytes += e.stored_size();
+                bytes += checked_size(e).map_err(fail)?;
             }
             BatchOp::Delete { row_key, .. } => check_key("RowKey", row_key).map_err(fail)?,
         }
@@ -197,6 +200,25 @@ mod tests {
         }
         assert!(check_key("RowKey", &"k".repeat(512)).is_ok());
         assert!(check_key("RowKey", &"k".repeat(513)).is_err());
+    }
+
+    /// The byte-wise pass refuses exactly the characters the rule names, alone and inside text.
+    #[test]
+    fn every_character_is_judged_by_the_rule() {
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            for key in [c.to_string(), format!("ab{c}cd")] {
+                assert_eq!(check_key("RowKey", &key).is_err(), is_forbidden_key_char(c), "{c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn datetimes_from_1601_on() {
+        use chrono::{Duration, TimeZone, Utc};
+        let earliest = Utc.with_ymd_and_hms(1601, 1, 1, 0, 0, 0).unwrap();
+        assert!(check_value("at", &Value::DateTime(earliest)).is_ok());
+        let before = Value::DateTime(earliest - Duration::microseconds(1));
+        assert!(check_value("at", &before).unwrap_err().message.contains("before 1601"));
     }
 
     #[test]

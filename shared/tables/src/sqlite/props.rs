@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::entity::encode_binary;
+use crate::entity::{encode_binary, format_datetime};
 use crate::{Result, StoreError, Value};
 
 /// Most properties' names, type tags and values fit this, so the text rarely grows.
@@ -34,7 +34,13 @@ pub(super) fn encode(properties: &BTreeMap<String, Value>) -> Result<String> {
             Value::Int64(n) => scalar(&mut out, n)?,
             Value::Double(x) => scalar(&mut out, x)?,
             Value::Bool(b) => scalar(&mut out, b)?,
-            Value::DateTime(at) => scalar(&mut out, at)?,
+            // chrono's serde writes this text through a character-at-a-time escaper; it never
+            // needs escaping.
+            Value::DateTime(at) => {
+                out.push(b'"');
+                out.extend_from_slice(format_datetime(at).as_bytes());
+                out.push(b'"');
+            }
             Value::Binary(bytes) => scalar(&mut out, encode_binary(bytes).as_str())?,
         }
         out.push(b'}');
@@ -95,7 +101,22 @@ mod tests {
         props.insert("b0".into(), Value::Bool(false));
         props.insert("b1".into(), Value::Bool(true));
         props.insert("d0".into(), Value::datetime(at));
-        props.insert("d1".into(), Value::datetime(Utc.timestamp_opt(0, 0).unwrap()));
+        // Whole seconds, milliseconds, the earliest and latest dates, nanoseconds.
+        for (i, (secs, nanos)) in [
+            (0, 0),
+            (1, 120_000_000),
+            (-11_644_473_600, 0),
+            (253_402_300_799, 999_999_000),
+            (5, 7),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            props.insert(
+                format!("d{}", i + 1),
+                Value::DateTime(Utc.timestamp_opt(secs, nanos).unwrap()),
+            );
+        }
         props.insert("x0".into(), Value::Binary(vec![]));
         props.insert("x1".into(), Value::Binary((0..=255).collect()));
         props.insert("name with \"quotes\" and ünïcödé".into(), Value::Bool(true));
