@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::{
-    Backend, CountingProxy, Server, azurite_table_pid, cpu_during, drive, p50_p99, raw_write_rate, rss_mb, token,
+    Backend, CountingProxy, Server, azurite_table_pid, cpu_during, drive, p50_p99, raw_write_rate, rss_mb,
+    thread_cpu_seconds, token,
 };
 use tabletalk::Chat;
 use tabletalk::ids::{RoomId, UserId};
@@ -95,10 +96,20 @@ fn sender(k: usize) -> String {
     format!("sender{k}")
 }
 
-/// The raw ceiling: sends per second that raw SQLite (WAL, synchronous=FULL, the store's
-/// `entities` layout) achieves writing [`SEND_ROWS`] rows per send, `per_transaction` sends
-/// per transaction, in a file beside the store's (same disk, same settings).
-fn raw_ceiling(dir: &Path, sends: usize, per_transaction: usize) -> f64 {
+/// What raw SQLite achieves writing sends ([`raw_ceiling`]).
+#[derive(Clone, Copy)]
+struct Raw {
+    /// Sends per second.
+    rate: f64,
+    /// CPU a send (user and system, of the writing thread), in ms: what the store alone costs,
+    /// beside the server's whole send.
+    cpu_ms: f64,
+}
+
+/// The raw ceiling: what raw SQLite (WAL, synchronous=FULL, the store's `entities` layout)
+/// achieves writing [`SEND_ROWS`] rows per send, `per_transaction` sends per transaction, in a
+/// file beside the store's (same disk, same settings).
+fn raw_ceiling(dir: &Path, sends: usize, per_transaction: usize) -> Raw {
     let file = format!("ceiling-{}.sqlite", uuid::Uuid::new_v4().simple());
     let conn = rusqlite::Connection::open(dir.join(file)).unwrap();
     conn.execute_batch(
@@ -115,6 +126,7 @@ fn raw_ceiling(dir: &Path, sends: usize, per_transaction: usize) -> f64 {
     .to_string();
     let small = json!({ "messageId": "0000000000000000001", "version": 1 }).to_string();
     let started = Instant::now();
+    let cpu = thread_cpu_seconds();
     let mut i = 0;
     while i < sends {
         conn.prepare_cached("BEGIN IMMEDIATE").unwrap().execute([]).unwrap();
@@ -154,7 +166,10 @@ fn raw_ceiling(dir: &Path, sends: usize, per_transaction: usize) -> f64 {
         conn.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
     }
     debug_assert_eq!(SEND_ROWS, 7);
-    sends as f64 / started.elapsed().as_secs_f64()
+    Raw {
+        rate: sends as f64 / started.elapsed().as_secs_f64(),
+        cpu_ms: (thread_cpu_seconds() - cpu) * 1000.0 / sends as f64,
+    }
 }
 
 /// A public room of `owner` with senders 0..`members` joined; answers its id.
@@ -468,12 +483,24 @@ async fn embedded(dir: &Path, sizes: &Sizes, summary: &mut Vec<String>) {
         raw_ceiling(dir, sizes.ceiling, 1),
         raw_ceiling(dir, sizes.ceiling * 8, 32),
     );
-    let (ceiling_1, ceiling_32) = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+    let (ceiling_1, ceiling_32) = (
+        (before.0.rate + after.0.rate) / 2.0,
+        (before.1.rate + after.1.rate) / 2.0,
+    );
+    // The store's own CPU a send against the group size: a group commit of the server at
+    // concurrency 32 holds a few sends (tests/bench/sends-per-fsync.sh counts them), not 32.
+    let at_4 = raw_ceiling(dir, sizes.ceiling * 4, 4);
+    let store_cpu = [
+        (before.0.cpu_ms + after.0.cpu_ms) / 2.0,
+        at_4.cpu_ms,
+        (before.1.cpu_ms + after.1.cpu_ms) / 2.0,
+    ];
     println!(
         "raw ceiling (raw SQLite, WAL, synchronous=FULL, {SEND_ROWS} rows a send, same directory), before and \
          after the sends: {:.0} and {:.0} sends/s at 1 send a transaction, {:.0} and {:.0} at 32 a \
-         transaction; the ratios below use the means\n",
-        before.0, after.0, before.1, after.1
+         transaction; the ratios below use the means. Its CPU a send: {:.3} ms at 1 a transaction, \
+         {:.3} at 4, {:.3} at 32\n",
+        before.0.rate, after.0.rate, before.1.rate, after.1.rate, store_cpu[0], store_cpu[1], store_cpu[2]
     );
     send_table_header();
     send_row(1, &one, ceiling_1);
@@ -485,6 +512,11 @@ async fn embedded(dir: &Path, sizes: &Sizes, summary: &mut Vec<String>) {
         many.p99,
         many.cpu_ms,
         one.p50
+    ));
+    summary.push(format!(
+        "raw SQLite's own CPU a send (the store alone): {:.3} ms at 1 send a transaction, {:.3} at 4, {:.3} at 32; \
+         the server's whole send {:.3} at concurrency 1 and {:.3} at 32",
+        store_cpu[0], store_cpu[1], store_cpu[2], one.cpu_ms, many.cpu_ms
     ));
 
     // History pages at depth 0 and at `depth`, alternating.

@@ -227,6 +227,16 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / clock_ticks()
 }
 
+/// CPU seconds (user + system) the calling thread has used so far, to the nanosecond
+/// (`CLOCK_THREAD_CPUTIME_ID`; `/proc` counts in 10 ms ticks, too coarse for a short run).
+pub fn thread_cpu_seconds() -> f64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid `timespec` for the call to write into.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
+}
+
 /// Resident memory of process `pid`, in MB (`VmRSS`).
 pub fn rss_mb(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

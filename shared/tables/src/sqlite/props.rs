@@ -4,8 +4,9 @@
 //!
 //! Encoding is written out here rather than left to serde: every write of a send encodes about
 //! six rows, and serde's map and adjacently tagged enum machinery cost more than the escaping
-//! itself. Each name and scalar still goes through serde_json, so the text is the one serde
-//! writes, byte for byte (a test holds the two together).
+//! itself. Each name and scalar still goes through serde_json — but a datetime, whose RFC 3339
+//! text never needs escaping — so the text is the one serde writes, byte for byte (a test holds
+//! the two together).
 
 use std::collections::BTreeMap;
 
@@ -101,12 +102,15 @@ mod tests {
         props.insert("b0".into(), Value::Bool(false));
         props.insert("b1".into(), Value::Bool(true));
         props.insert("d0".into(), Value::datetime(at));
-        // Whole seconds, milliseconds, the earliest and latest dates, nanoseconds.
+        // Whole seconds, milliseconds, the earliest date Azure stores, the last of year 9999,
+        // year 10000, a leap second, nanoseconds.
         for (i, (secs, nanos)) in [
             (0, 0),
             (1, 120_000_000),
             (-11_644_473_600, 0),
             (253_402_300_799, 999_999_000),
+            (253_402_300_800, 0),
+            (1_483_228_799, 1_000_000_000),
             (5, 7),
         ]
         .into_iter()
