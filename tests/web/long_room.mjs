@@ -207,6 +207,15 @@ await run(async (browser) => {
     await signIn(bobPage, "bob", "Bob");
     await bobPage.getByTestId("join-room").click();
     await bobPage.getByTestId("directory-search").fill("arch");
+    // Clicked once the list is the search's: the dialog first lists every public room, and a
+    // click while the search's list replaces it can land on another room's button.
+    await bobPage.waitForFunction(
+      (id) => {
+        const joins = [...document.querySelectorAll("[data-testid=directory-join]")];
+        return joins.length === 1 && joins[0].dataset.roomId === id;
+      },
+      room.id,
+    );
     await bobPage.locator(`[data-testid=directory-join][data-room-id="${room.id}"]`).click();
     await bobPage.getByTestId("room-title").filter({ hasText: "archive" }).waitFor();
     await bobPage.locator("[data-message-id]").first().waitFor();

@@ -91,8 +91,12 @@ export function addRoomCommands({ api, store, bus, dialogs, rooms, sidebar, ctx 
     search.dataset.testid = "directory-search";
     const content = document.createElement("div");
     content.append(search, results);
+    let searches = 0;
     const find = async () => {
+      const asked = ++searches;
       const page = await api.roomDirectory(search.value.trim() || undefined).catch(() => ({ rooms: [] }));
+      // An earlier search that answers late must not replace a later one's list.
+      if (asked !== searches) return;
       results.replaceChildren(
         ...page.rooms.map((room) => {
           const li = document.createElement("li");
