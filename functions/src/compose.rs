@@ -76,6 +76,29 @@ fn clock(settings: &Settings) -> Arc<dyn Clock> {
     }
 }
 
+/// The origins the web page may connect to besides its own: the attachment store's blob
+/// endpoint and the live channel's WebSocket endpoint, when they are Azure services.
+pub fn page_origins(settings: &Settings) -> Result<Vec<String>, String> {
+    let mut origins = Vec::new();
+    if let Some(connection) = &settings.attachments.blob_connection {
+        origins.push(tabletalk::adapters::objects::azure_blob::origin_of(connection).map_err(|e| e.to_string())?);
+    }
+    if let Some(connection) = &settings.web_pubsub_connection {
+        let web_pubsub =
+            WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub).map_err(|e| e.to_string())?;
+        origins.push(web_pubsub.client_origin());
+    }
+    // The embedded object store's links name the public URL, which may not be the address the
+    // page was opened at.
+    let public = settings.attachments.public_url.as_deref();
+    if let Some(url) = public.and_then(|url| url.parse::<axum::http::Uri>().ok())
+        && let (Some(scheme), Some(authority)) = (url.scheme_str(), url.authority())
+    {
+        origins.push(format!("{scheme}://{authority}"));
+    }
+    Ok(origins)
+}
+
 /// The service the settings describe.
 pub async fn chat(settings: &Settings) -> Result<Chat, String> {
     let schema = Schema::with_prefix(&settings.table_prefix).map_err(|e| e.to_string())?;

@@ -15,6 +15,7 @@
 
 mod compose;
 mod http;
+mod listen;
 mod package;
 
 use std::collections::HashMap;
@@ -211,10 +212,7 @@ async fn serve(args: &Args) -> Result<(), String> {
             SocketAddr::new(host, port)
         }
     };
-    settings
-        .auth
-        .check_listen_address(addr.ip())
-        .map_err(|e| e.to_string())?;
+    settings.check_listen_address(addr.ip()).map_err(|e| e.to_string())?;
     // Bound before the service is assembled: the embedded object store's links name the
     // address this server answers at.
     let listener = tokio::net::TcpListener::bind(addr)
@@ -254,11 +252,13 @@ async fn serve(args: &Args) -> Result<(), String> {
     // Tests and scripts read this line to learn the port when started with --port 0.
     println!("listening on {local}");
     // The peer address goes to the handlers: the development sign-in opens to loopback only.
-    let app = http::router(state, custom_handler).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())
+    let policy = http::web::PagePolicy::new(&compose::page_origins(&settings)?);
+    let mut app = http::router(state, custom_handler).layer(axum::Extension(policy));
+    if !custom_handler && settings.auth.hs256_secret.as_deref() == Some(config::DEVELOPMENT_JWT_SECRET) {
+        app = app.layer(axum::middleware::from_fn(http::loopback_hosts_only));
+    }
+    listen::serve(listener, app, shutdown_signal()).await;
+    Ok(())
 }
 
 /// AWS Lambda: the same router behind the Lambda Runtime API (API Gateway HTTP API events).
@@ -274,7 +274,8 @@ async fn serve_lambda(settings: &Settings) -> Result<(), String> {
         auth: Arc::new(Authenticator::new(settings.auth.clone())),
     };
     tracing::info!(storage = ?storage_kind(settings), "tabletalk on AWS Lambda");
-    lambda_http::run(http::router(state, false))
+    let policy = http::web::PagePolicy::new(&compose::page_origins(settings)?);
+    lambda_http::run(http::router(state, false).layer(axum::Extension(policy)))
         .await
         .map_err(|e| e.to_string())
 }

@@ -171,6 +171,30 @@ impl AuthSettings {
     }
 }
 
+impl Settings {
+    /// Refuses to listen on `ip` when it is not a loopback address and a development-only
+    /// setting is on: the published development secret (anyone could sign in as anyone), private
+    /// push and webhook endpoints (any user could make the server reach the metadata service or
+    /// scan the private network), link previews of loopback pages. `local.settings.json` turns
+    /// some of these on, so a server started with it on a reachable address must turn them off.
+    pub fn check_listen_address(&self, ip: IpAddr) -> Result<()> {
+        self.auth.check_listen_address(ip)?;
+        let development_only = [
+            (PUSH_ALLOW_PRIVATE_ENDPOINTS, self.push_allow_private_endpoints),
+            (LINK_PREVIEWS_ALLOW_LOOPBACK, self.link_previews_allow_loopback),
+        ];
+        match development_only.into_iter().find(|(_, on)| *on && !ip.is_loopback()) {
+            None => Ok(()),
+            Some((name, _)) => Err(config_error(
+                name,
+                &format!(
+                    "refusing to listen on {ip} with this development-only setting on: anyone reaching this address could make the server connect to private addresses; set it to false, or listen on loopback (the default)"
+                ),
+            )),
+        }
+    }
+}
+
 /// Every setting. Its `Debug` shows which secrets are set, never what they are, so settings can
 /// appear in logs and test failures.
 #[derive(Clone)]

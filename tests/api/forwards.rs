@@ -130,6 +130,8 @@ async fn what_carol_sees(app: &TestApp, target: &str, copy: &str) -> Vec<(&'stat
             .await,
         ),
         ("messageChanges", app.changes("carol", &[(target, None)], None).await),
+        ("followThread", call(Method::PUT, format!("{message}/follow")).await),
+        ("listMyThreads", call(Method::GET, "/api/threads".into()).await),
     ]
 }
 
@@ -192,6 +194,11 @@ async fn a_forwarded_message_shows_its_source_room_only_to_members_of_it(backend
     }
     let seen = get_message(&app, "carol", &target, &copy).await;
     assert_eq!(seen.body["forwardedFrom"], json!({ "messageId": original }));
+    let threads = app.call(Method::GET, "/api/threads", Some("carol"), None).await;
+    assert_eq!(
+        threads.body[0]["root"]["forwardedFrom"],
+        json!({ "messageId": original })
+    );
 
     // Once she is a member of it, she sees where the copy came from.
     app.join("carol", &source).await;

@@ -189,6 +189,18 @@ pub struct TestApp {
     pub secret: String,
 }
 
+impl TestApp {
+    /// The server's peak resident memory so far, in KiB (`VmHWM` of `/proc/<pid>/status`).
+    pub fn peak_memory_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("the server runs");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/<pid>/status")
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         let _ = self.child.kill();

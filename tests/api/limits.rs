@@ -25,6 +25,7 @@ backend_tests!(
     bad_ceilings_are_refused_with_their_status,
     pinning_draws_from_the_user_bucket,
     joining_and_leaving_draw_from_the_user_bucket,
+    making_rooms_invitations_and_read_marks_draw_from_the_user_bucket,
 );
 
 /// The test clock: a file both the test and the servers read.
@@ -96,7 +97,8 @@ async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend:
     let mut clock = Clock::new();
     let app = clock.spawn(&backend, 0);
     let room = app.create_room("alice").await;
-    send_n(&app, "alice", &room, 40, "burst").await;
+    // Making the room took one token of the 40.
+    send_n(&app, "alice", &room, 39, "burst").await;
     assert_retry_after(&app.send("alice", &room, "the 41st", None).await, 1);
     assert_retry_after(&app.send("alice", &room, "the 42nd", None).await, 1);
     let bobs = app.create_room("bob").await;
@@ -126,8 +128,8 @@ async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
     assert_status(&poll, StatusCode::CREATED);
     let option = poll.body["poll"]["options"][0]["id"].clone();
     let poll_id = poll.body["id"].as_str().unwrap().to_owned();
-    // 2 sends so far; 36 more leave 2 tokens: one edit and one reaction take them.
-    send_n(&app, "alice", &room, 36, "filler").await;
+    // The room and 2 sends so far; 35 more leave 2 tokens: one edit and one reaction take them.
+    send_n(&app, "alice", &room, 35, "filler").await;
     let edited = crate::helpers::messages::edit(&app, "alice", &room, &id, "edited once").await;
     assert_status(&edited, StatusCode::OK);
     assert_status(
@@ -297,7 +299,8 @@ async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
     app.join("bob", &room).await;
     app.post("bob", &room, "the one send of this second").await;
     assert_retry_after(&app.send("bob", &room, "over the ceiling", None).await, 1);
-    send_n(&app, "alice", &room, 40, "alice's burst").await;
+    // Her bucket of 40, less the token making the room took.
+    send_n(&app, "alice", &room, 39, "alice's burst").await;
     assert_retry_after(&app.send("alice", &room, "over her bucket", None).await, 1);
 
     // A join line with the ceiling reached, a rename line with the owner's bucket empty.
@@ -316,7 +319,7 @@ async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
     assert_eq!(last_two[0].0, "System", "{lines:?}");
     assert!(last_two[0].1.contains("carol"), "carol's join line: {lines:?}");
     assert_eq!(last_two[1].0, "EditRoom", "{lines:?}");
-    assert_eq!(posts(all).len(), 41);
+    assert_eq!(posts(all).len(), 40);
 }
 
 async fn two_processes_share_one_users_bucket(backend: Backend) {
@@ -333,7 +336,8 @@ async fn two_processes_share_one_users_bucket(backend: Backend) {
             _ => assert_retry_after(&reply, 1),
         }
     }
-    assert_eq!(stored, 40, "one burst between both processes, not one each");
+    // One burst of 40, less the token making the room took.
+    assert_eq!(stored, 39, "one burst between both processes, not one each");
     for app in [&first, &second] {
         assert_retry_after(&app.send("alice", &room, "both are empty", None).await, 1);
     }
@@ -352,7 +356,7 @@ async fn two_processes_share_one_users_bucket(backend: Backend) {
         }
     }
     assert_eq!(refilled, 20, "one second's refill between both processes");
-    assert_eq!(posts(first.read_all("alice", &room, "asc", 100).await).len(), 60);
+    assert_eq!(posts(first.read_all("alice", &room, "asc", 100).await).len(), 59);
 }
 
 async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
@@ -446,4 +450,45 @@ async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
     let (i, reply) = refused.expect("60 joins and leaves at one instant, and no 429");
     assert_retry_after(&reply, 1);
     assert!(i <= 20, "the bucket of 40 ran out after {i} join-leave pairs");
+}
+
+/// Making rooms and invitations, marking rooms read and opening a live connection are writes
+/// in the caller's name (an invitation lands in somebody else's list; marking every room read
+/// writes in each): each draws from the user's bucket, so none of them can be repeated without
+/// bound. Each is tried by a user of its own, whose bucket nothing else drew from but a join.
+async fn making_rooms_invitations_and_read_marks_draw_from_the_user_bucket(backend: Backend) {
+    let clock = Clock::new();
+    let app = clock.spawn(&backend, 0);
+    let room = app.create_room("bob").await;
+    app.join("erin", &room).await;
+    for what in ["createRoom", "createInvitation", "markRead", "markAllRead", "negotiate"] {
+        let mut refused = None;
+        for i in 0..60 {
+            let reply = match what {
+                "createRoom" => {
+                    app.act(Method::POST, "alice", "/rooms", json!({ "name": "again" }))
+                        .await
+                }
+                "createInvitation" => {
+                    let invitee = json!({ "userId": format!("u{i}") });
+                    app.act(Method::POST, "bob", &format!("/rooms/{room}/invites"), invitee)
+                        .await
+                }
+                "markRead" => {
+                    app.act(Method::POST, "erin", &format!("/rooms/{room}/read"), json!({}))
+                        .await
+                }
+                "markAllRead" => app.call(Method::POST, "/api/rooms/read", Some("carol"), None).await,
+                _ => app.call(Method::POST, "/api/negotiate", Some("dave"), None).await,
+            };
+            if reply.status == StatusCode::TOO_MANY_REQUESTS {
+                refused = Some((i, reply));
+                break;
+            }
+            assert!(reply.status.is_success(), "{what}: {}", reply.body);
+        }
+        let (i, reply) = refused.unwrap_or_else(|| panic!("60 of {what} at one instant, and no 429"));
+        assert_retry_after(&reply, 1);
+        assert!(i <= 40, "{what}: the bucket of 40 ran out after {i}");
+    }
 }

@@ -206,3 +206,39 @@ async fn a_tampered_signature_is_refused_by_the_store(backend: Backend) {
     let got = plain_client().get(&later).send().await.unwrap();
     assert_eq!(got.status(), StatusCode::FORBIDDEN);
 }
+
+/// Fifty replays at once of an upload link already used, each with a body of the largest size
+/// allowed (10 MiB): every one is refused (409, or 429 past the requests served at once, or the
+/// connection closed before the body was sent), the object stays as first written, and the
+/// server's peak memory grows by far less than one body each: it refuses before reading, and
+/// streams what it does read. Measured from the process, not timed.
+#[tokio::test]
+async fn replays_of_a_used_upload_link_are_refused_without_reading_their_bodies() {
+    let backend = Backend::embedded();
+    let (store, app) = store(&backend).await;
+    let app = app.expect("the embedded store's app");
+    let k = key("room/user/id8/once.bin");
+    let link = store
+        .upload_link(&k, "application/octet-stream", Utc::now() + Duration::minutes(5))
+        .await
+        .unwrap();
+    assert!(upload(&link.url, &link.headers, b"first").await.status().is_success());
+    let before = app.peak_memory_kib();
+    let body = bytes::Bytes::from(vec![7u8; 10 * 1024 * 1024]);
+    let replays = (0..50).map(|_| {
+        let mut request = plain_client().put(&link.url).body(body.clone());
+        for (name, value) in &link.headers {
+            request = request.header(name, value);
+        }
+        request.send()
+    });
+    for answer in futures::future::join_all(replays).await {
+        if let Ok(answer) = answer {
+            let status = answer.status().as_u16();
+            assert!(matches!(status, 409 | 429), "a replay answered {status}");
+        }
+    }
+    let grown = app.peak_memory_kib().saturating_sub(before);
+    assert!(grown < 100 * 1024, "the server's peak memory grew by {grown} KiB");
+    assert_eq!(store.get(&k).await.unwrap().as_deref(), Some(&b"first"[..]));
+}

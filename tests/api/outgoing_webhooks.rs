@@ -26,6 +26,7 @@ backend_tests!(
     the_receiver_sees_each_event_once_with_a_valid_signature_through_an_outage,
     an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told,
     bad_input_on_the_outgoing_webhook_routes_is_a_documented_4xx,
+    an_endpoint_gets_nothing_once_its_maker_is_banned,
 );
 
 /// A Functions custom handler on this clock, reaching the loopback receiver.
@@ -487,4 +488,49 @@ async fn bad_input_on_the_outgoing_webhook_routes_is_a_documented_4xx(backend: B
     app.call(Method::GET, &format!("/api/rooms/{room}/outgoing-webhooks"), None, None)
         .await
         .assert_error(401, "UNAUTHORIZED");
+}
+
+/// An outgoing webhook acts with its maker's standing: once its maker is banned, the room's
+/// messages no longer reach it (what waits for it is abandoned), while another manager's
+/// endpoint in the same room goes on receiving them.
+async fn an_endpoint_gets_nothing_once_its_maker_is_banned(backend: Backend) {
+    let clock = Clock::new();
+    let app = handler(&clock, &backend);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    app.grant("alice", &room, "bob", &["ManageWebhooks"], 10).await;
+    let (bobs, bobs_url) = start_receiver().await;
+    let (alices, alices_url) = start_receiver().await;
+    for (user, receiver, url) in [("bob", &bobs, &bobs_url), ("alice", &alices, &alices_url)] {
+        let created = register(&app, user, &room, json!({ "url": url })).await;
+        assert_status(&created, StatusCode::CREATED);
+        receiver.state().secret = created.body["secret"].as_str().unwrap().to_owned();
+    }
+    app.post("alice", &room, "before").await;
+    deliver_until(&app, &bobs, 1).await;
+    deliver_until(&app, &alices, 1).await;
+
+    let banned = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/bob/ban"),
+            json!({}),
+        )
+        .await;
+    assert!(banned.status.is_success(), "{}", banned.body);
+    app.post("alice", &room, "after the ban").await;
+    deliver_until(&app, &alices, 2).await;
+    for _ in 0..3 {
+        run_timer(&app).await;
+    }
+    assert_eq!(bobs.state().handled.len(), 1, "the banned maker's endpoint got more");
+    assert!(
+        !bobs
+            .state()
+            .handled
+            .values()
+            .any(|event| event.to_string().contains("after the ban")),
+        "the banned maker's endpoint got the room's message"
+    );
 }

@@ -13,6 +13,7 @@ backend_tests!(
     deleting_a_room_leaves_no_row_of_it_in_any_table,
     members_keep_their_own_settings,
     changing_or_deleting_a_role_changes_what_its_members_may_do,
+    a_timeout_outlives_leaving_rejoining_and_a_kick,
 );
 
 async fn settings_need_manage_room_and_a_rename_is_announced(backend: Backend) {
@@ -315,4 +316,57 @@ async fn changing_or_deleting_a_role_changes_what_its_members_may_do(backend: Ba
         .call(Method::GET, &format!("/api/rooms/{room}/roles"), Some("bob"), None)
         .await;
     assert_eq!(roles.body, json!([]));
+}
+
+/// A timeout is not shed by leaving and rejoining (nor by being kicked and rejoining): the
+/// rejoined member is still timed out, until the timeout's own end.
+async fn a_timeout_outlives_leaving_rejoining_and_a_kick(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("owner").await;
+    app.join("bob", &room).await;
+    let until = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let timed_out = app
+        .act(
+            Method::POST,
+            "owner",
+            &format!("/rooms/{room}/members/bob/timeout"),
+            json!({ "until": until }),
+        )
+        .await;
+    assert!(timed_out.status.is_success(), "{}", timed_out.body);
+    app.send("bob", &room, "before", None)
+        .await
+        .assert_error(403, "FORBIDDEN");
+
+    let leave = app
+        .call(Method::POST, &format!("/api/rooms/{room}/leave"), Some("bob"), None)
+        .await;
+    assert!(leave.status.is_success(), "{}", leave.body);
+    app.join("bob", &room).await;
+    app.send("bob", &room, "after rejoining", None)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let member = app.member("owner", &room, "bob").await.expect("bob is a member again");
+    assert!(member["timeoutUntil"].is_string(), "{member}");
+
+    let kicked = app
+        .act(
+            Method::POST,
+            "owner",
+            &format!("/rooms/{room}/members/bob/kick"),
+            json!({}),
+        )
+        .await;
+    assert!(kicked.status.is_success(), "{}", kicked.body);
+    app.join("bob", &room).await;
+    app.send("bob", &room, "after a kick", None)
+        .await
+        .assert_error(403, "FORBIDDEN");
+
+    // Another member who never had a timeout joins, leaves and rejoins free to talk.
+    app.join("ann", &room).await;
+    app.call(Method::POST, &format!("/api/rooms/{room}/leave"), Some("ann"), None)
+        .await;
+    app.join("ann", &room).await;
+    assert_eq!(app.send("ann", &room, "hello", None).await.status.as_u16(), 201);
 }

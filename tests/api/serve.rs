@@ -7,6 +7,8 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use tabletalk::config::DEVELOPMENT_JWT_SECRET;
+
 use crate::helpers::SECRET;
 
 /// The binary with `args`, on a fresh embedded store, with `secret` (or, for `None`, the one
@@ -21,6 +23,10 @@ impl Drop for Serve {
 }
 
 fn command(args: &[&str], secret: Option<&str>) -> Command {
+    command_with(args, secret, &[])
+}
+
+fn command_with(args: &[&str], secret: Option<&str>, env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
     let data_dir = std::env::temp_dir().join(format!("tt-serve-{}", uuid::Uuid::new_v4().simple()));
     command
@@ -34,13 +40,18 @@ fn command(args: &[&str], secret: Option<&str>) -> Command {
     if let Some(secret) = secret {
         command.env("TABLETALK_JWT_SECRET", secret);
     }
+    command.envs(env.iter().copied());
     command
 }
 
 /// Starts `serve` and reads its first line: the address it listens on, or `None` when it
 /// exits without listening (then with its exit status and what it said).
 fn serve(args: &[&str], secret: Option<&str>) -> (Serve, Option<String>) {
-    let mut child = command(args, secret)
+    serve_with(args, secret, &[])
+}
+
+fn serve_with(args: &[&str], secret: Option<&str>, env: &[(&str, &str)]) -> (Serve, Option<String>) {
+    let mut child = command_with(args, secret, env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -102,8 +113,13 @@ fn serve_refuses_the_development_secret_on_a_non_loopback_address() {
         "{said}"
     );
 
-    // The same address with a secret of one's own is served.
-    let (_app, listening) = serve(&args, Some(SECRET));
+    // The same address with a secret of one's own is served once the settings file's other
+    // development-only settings are off too.
+    let quiet = [
+        ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "false"),
+        ("TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK", "false"),
+    ];
+    let (_app, listening) = serve_with(&args, Some(SECRET), &quiet);
     assert!(
         listening.as_deref().is_some_and(|addr| addr.starts_with("0.0.0.0:")),
         "{listening:?}"
@@ -112,4 +128,112 @@ fn serve_refuses_the_development_secret_on_a_non_loopback_address() {
     let loopback = ["serve", "--host", "127.0.0.1", "--port", "0", "--settings", settings];
     let (_app, listening) = serve(&loopback, None);
     assert!(listening.is_some());
+}
+
+/// Private push and webhook endpoints (which `local.settings.json` allows) would let any user
+/// make a reachable server connect to the metadata service or scan its network: refused on a
+/// non-loopback address, whatever the secret, as is every development-only setting.
+#[test]
+fn serve_refuses_development_only_settings_on_a_non_loopback_address() {
+    let settings = local_settings();
+    let settings = settings.to_str().unwrap();
+    let args = ["serve", "--host", "0.0.0.0", "--port", "0", "--settings", settings];
+    for (setting, other) in [
+        (
+            "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS",
+            "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK",
+        ),
+        (
+            "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK",
+            "TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS",
+        ),
+    ] {
+        let (mut app, listening) = serve_with(&args, Some(SECRET), &[(setting, "true"), (other, "false")]);
+        assert_eq!(listening, None, "it listened with {setting}");
+        assert!(!app.0.wait().unwrap().success());
+        let mut said = String::new();
+        std::io::Read::read_to_string(&mut app.0.stderr.take().unwrap(), &mut said).unwrap();
+        assert!(said.contains(setting), "{said}");
+        // On loopback it is a development setting like any other.
+        let loopback = ["serve", "--host", "127.0.0.1", "--port", "0", "--settings", settings];
+        let (_app, listening) = serve_with(&loopback, Some(SECRET), &[(setting, "true")]);
+        assert!(listening.is_some(), "{setting} on loopback");
+    }
+}
+
+/// `request` (a whole HTTP/1.1 request) sent to `addr` on a fresh connection; the status line
+/// of the answer.
+fn status_line(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+/// A client that opens a connection and never finishes its headers (slowloris) is dropped:
+/// the connection is closed within the header-read bound, not held for as long as the client
+/// likes.
+#[test]
+fn a_request_whose_headers_never_finish_is_dropped() {
+    use std::io::{Read, Write};
+    let (_app, listening) = serve(&["serve", "--port", "0", "--settings", "none"], Some(SECRET));
+    let addr = listening.expect("it listens");
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(b"GET /api/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    // Far past the bound (10 s), so only a server that never drops it reaches this.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(e) => assert!(
+            !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            "the connection was held open for a minute"
+        ),
+    }
+    // The server still answers a whole request.
+    let ok = status_line(
+        &addr,
+        "GET /api/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(ok.contains(" 200 "), "{ok}");
+}
+
+/// With the published development secret, a request naming another host is refused: a page
+/// elsewhere could otherwise reach the server through a name resolving to 127.0.0.1 (DNS
+/// rebinding) and sign in as anyone. With a secret of one's own, any host name is served.
+#[test]
+fn the_development_secret_answers_only_to_loopback_host_names() {
+    let request = |host: &str| format!("GET /api/openapi.json HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let (_app, listening) = serve(
+        &["serve", "--port", "0", "--settings", "none"],
+        Some(DEVELOPMENT_JWT_SECRET),
+    );
+    let addr = listening.expect("it listens");
+    let port = addr.rsplit(':').next().unwrap();
+    for host in [
+        format!("rebind.example:{port}"),
+        "rebind.example".into(),
+        format!("10.0.0.1:{port}"),
+    ] {
+        let answer = status_line(&addr, &request(&host));
+        assert!(answer.contains(" 403 "), "{host}: {answer}");
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        format!("app.localhost:{port}"),
+    ] {
+        let answer = status_line(&addr, &request(&host));
+        assert!(answer.contains(" 200 "), "{host}: {answer}");
+    }
+    let (_app, listening) = serve(&["serve", "--port", "0", "--settings", "none"], Some(SECRET));
+    let answer = status_line(&listening.expect("it listens"), &request("chat.example.com"));
+    assert!(answer.contains(" 200 "), "{answer}");
 }

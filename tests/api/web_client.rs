@@ -224,6 +224,18 @@ async fn two_people_see_messages_typing_seen_ticks_reactions_edits_and_deletes_l
     run_browser_script(&app, "two_people.mjs", &modules).await;
 }
 
+/// The live view is attached before a room is read (a message committed between the two is
+/// shown), and nothing in a message loads from elsewhere: the page's content policy and the
+/// client keep a remote image out (tests/web/what_a_room_shows.mjs).
+#[tokio::test]
+async fn a_room_shows_what_landed_before_its_read_and_nothing_from_elsewhere() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "what_a_room_shows.mjs", &modules).await;
+}
+
 /// A room of 10,000 messages: it opens at the newest; scrolling back loads cursor pages as the
 /// top comes into view, each message once and in order, with at most a window of them in the
 /// DOM; a permalink opens at its message and reads on at the bottom; "Jump to first unread"

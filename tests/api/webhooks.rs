@@ -19,6 +19,7 @@ backend_tests!(
     bad_input_on_the_webhook_routes_is_a_documented_4xx,
     a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling,
     each_webhook_change_is_in_the_moderation_log_without_its_url,
+    a_webhook_stops_when_its_maker_loses_the_right_to_manage_webhooks,
 );
 
 async fn create_hook(app: &TestApp, user: &str, room: &str, name: &str) -> Reply {
@@ -357,6 +358,9 @@ async fn bad_input_on_the_webhook_routes_is_a_documented_4xx(backend: Backend) {
         (json!({ "text": " \n " }), "VALIDATION"),
         (json!({ "text": 7 }), "VALIDATION"),
         (json!({ "text": "x".repeat(20_000) }), "VALIDATION"),
+        // Markup that made the conversion quadratic (seconds of CPU a request): now refused
+        // by its length before any conversion.
+        (json!({ "text": "*a ".repeat(85_000) }), "VALIDATION"),
         (json!({ "text": "x", "username": "u".repeat(81) }), "VALIDATION"),
         (json!({ "text": "x", "icon_url": "javascript:alert(1)" }), "VALIDATION"),
         (json!({ "text": "x", "icon_url": 3 }), "VALIDATION"),
@@ -472,5 +476,75 @@ async fn each_webhook_change_is_in_the_moderation_log_without_its_url(backend: B
     for secret in [&url, &new_url] {
         let token = secret.rsplit('/').next().unwrap();
         assert!(!text.contains(token), "{backend:?}: a token in the log: {text}");
+    }
+}
+
+/// A webhook acts with its maker's standing: once they are kicked, banned, gone, erased or
+/// stripped of ManageWebhooks, their webhook's posts are refused (and given the right back,
+/// it works again).
+async fn a_webhook_stops_when_its_maker_loses_the_right_to_manage_webhooks(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    for (maker, loss) in [
+        ("kicked", "kick"),
+        ("banned", "ban"),
+        ("leaver", "leave"),
+        ("erased", "erase"),
+        ("demoted", "role"),
+    ] {
+        app.join(maker, &room).await;
+        let role = app.grant("alice", &room, maker, &["ManageWebhooks"], 10).await;
+        let (_, url) = new_hook(&app, maker, &room).await;
+        assert_status(
+            &hook_post(&app, &url, json!({ "text": "before" }), None).await,
+            StatusCode::CREATED,
+        );
+        let members = format!("/rooms/{room}/members/{maker}");
+        let lost = match loss {
+            "kick" => {
+                app.act(Method::POST, "alice", &format!("{members}/kick"), json!({}))
+                    .await
+            }
+            "ban" => {
+                app.act(Method::POST, "alice", &format!("{members}/ban"), json!({}))
+                    .await
+            }
+            "leave" => {
+                app.call(Method::POST, &format!("/api/rooms/{room}/leave"), Some(maker), None)
+                    .await
+            }
+            "erase" => app.call(Method::POST, "/api/me/erase", Some(maker), None).await,
+            _ => {
+                app.act(
+                    Method::PUT,
+                    "alice",
+                    &format!("{members}/roles"),
+                    json!({ "roleIds": [] }),
+                )
+                .await
+            }
+        };
+        assert!(lost.status.is_success(), "{loss}: {}", lost.body);
+        // An erasure runs in the background: its maker's webhook stops once it left the room.
+        let mut answer = hook_post(&app, &url, json!({ "text": "after" }), None).await;
+        for _ in 0..100 {
+            if answer.status != StatusCode::CREATED {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            answer = hook_post(&app, &url, json!({ "text": "after" }), None).await;
+        }
+        answer.assert_error(403, "FORBIDDEN");
+        if loss == "role" {
+            let back = json!({ "roleIds": [role] });
+            assert_status(
+                &app.act(Method::PUT, "alice", &format!("{members}/roles"), back).await,
+                StatusCode::OK,
+            );
+            assert_status(
+                &hook_post(&app, &url, json!({ "text": "again" }), None).await,
+                StatusCode::CREATED,
+            );
+        }
     }
 }

@@ -90,7 +90,7 @@ await run(async (browser) => {
 
   for (const { name: width, viewport } of WIDTHS) {
     const user = `ana-${width}`;
-    const page = await openPage(browser, "/", { viewport, label: user });
+    const page = await openPage(browser, "/", { viewport, label: user, bypassCSP: true });
 
     await step(`${width}: the sign-in screen`, async () => {
       await page.getByTestId("signin-user").waitFor();
@@ -169,7 +169,7 @@ await run(async (browser) => {
   }
 
   await step("keyboard only: sign in, make a room, send a message and react to it, the focus always visible", async () => {
-    const page = await openPage(browser, "/", { label: "kim" });
+    const page = await openPage(browser, "/", { label: "kim", bypassCSP: true });
     await page.getByTestId("signin-user").waitFor();
     check((await focused(page))?.testid === "signin-user", "the sign-in screen focuses the user id");
     await page.keyboard.type("kim");

@@ -66,9 +66,15 @@ export async function launch() {
 }
 
 /** A fresh context and page at `path`, its console errors and page errors recorded. */
-export async function openPage(browser, path = "/", { viewport = { width: 1280, height: 800 }, label = "page", context: given } = {}) {
+export async function openPage(
+  browser,
+  path = "/",
+  { viewport = { width: 1280, height: 800 }, label = "page", context: given, bypassCSP = false } = {},
+) {
   // A test may hand in a context it prepared (routes, offline), else the page gets its own.
-  const context = given ?? (await browser.newContext({ viewport }));
+  // `bypassCSP`: for a test that injects a script of its own (axe), which the page's policy
+  // refuses as any inline script.
+  const context = given ?? (await browser.newContext({ viewport, bypassCSP }));
   const page = await context.newPage();
   page.on("console", (message) => {
     if (message.type() !== "error") return;

@@ -2,7 +2,8 @@
 // What Alice types appears live for Bob (her typing first; a mention picked from the
 // suggestions by keyboard; Bob's reply), Bob's reading shows on Alice's
 // message as a seen-tick, and Bob's reaction, Alice's edit and her delete appear live on the
-// other side. A direct message to Bob, who is looking at another room, shows as his unread
+// other side. Alice typing to Bob in a direct conversation shows on its entry in his list
+// while he looks at another room; a direct message to Bob there shows as his unread
 // badge live, the room moving to the top of its section; a mention in the room shows as a
 // mention badge. No page logs an error.
 import { acceptInvitation, check, createRoomAndInvite, run, step, user } from "./harness.mjs";
@@ -105,10 +106,13 @@ await run(async (browser) => {
     await alice.getByTestId("dialog-ok").click();
     await alice.getByTestId("room-title").filter({ hasText: "Bob" }).waitFor();
     const input = alice.getByTestId("composer-input");
+    const dm = bob.getByTestId("section-direct").getByTestId("room-link").filter({ hasText: "Alice" });
+    // In a direct conversation, typing reaches bob where he is: on its entry in his list.
+    await input.pressSequentially("a word", { delay: 20 });
+    await dm.getByTestId("typing-note").waitFor();
     await input.fill("a word in private");
     await input.press("Enter");
     await alice.locator("[data-testid=message]:not([data-pending])").filter({ hasText: "a word in private" }).waitFor();
-    const dm = bob.getByTestId("section-direct").getByTestId("room-link").filter({ hasText: "Alice" });
     await dm.getByTestId("unread-badge").filter({ hasText: "1" }).waitFor();
     await dm.click();
     await message(bob, "a word in private").waitFor();

@@ -53,18 +53,31 @@ pub fn is_client_error(error: &Error) -> bool {
     status(error).is_client_error()
 }
 
-/// What the client is shown of an outcome: its stable code and its message, except that an
-/// internal error's detail is logged (as an error) and replaced by "internal error", and an
-/// unavailable dependency's message, written for the client, is shown and logged as a warning.
+tokio::task_local! {
+    /// The `x-request-id` of the request being answered, so that an answer which hides its
+    /// detail names the log line that holds it (`in_request`).
+    static REQUEST_ID: String;
+}
+
+/// Runs `answer` (a request's handling) with `id` as its request id for [`body`].
+pub async fn in_request<F: std::future::Future>(id: String, answer: F) -> F::Output {
+    REQUEST_ID.scope(id, answer).await
+}
+
+/// What the client is shown of an outcome: its stable code and its message, except that the
+/// detail of an internal error or of an unavailable dependency (a table's method and path, a
+/// key service's URL and its error) is logged, never shown: the client reads a generic message
+/// with the request id that finds the log line.
 pub fn body(error: &Error) -> ErrorBody {
+    let request = REQUEST_ID.try_with(String::clone).unwrap_or_else(|_| "-".to_owned());
     let message = match error {
         Error::Internal(detail) => {
             tracing::error!(%detail, "internal error");
-            "internal error".to_owned()
+            format!("internal error (request {request})")
         }
         Error::Unavailable(detail) => {
             tracing::warn!(%detail, "dependency unavailable");
-            detail.clone()
+            format!("temporarily unavailable; try again (request {request})")
         }
         other => other.to_string(),
     };
@@ -105,7 +118,8 @@ mod tests {
     }
 
     /// Each outcome answers its status and stable code with its message; only a 429 carries
-    /// `Retry-After`, and an internal error's detail never reaches the client.
+    /// `Retry-After`, and the detail of an internal error or an unavailable dependency never
+    /// reaches the client, which reads the request id instead.
     #[tokio::test]
     async fn each_error_answers_its_status_code_and_message() {
         let cases = [
@@ -125,17 +139,22 @@ mod tests {
                 "TOO_MANY_REQUESTS",
                 "t",
             ),
-            (Error::Unavailable("try again".into()), 503, "UNAVAILABLE", "try again"),
+            (
+                Error::Unavailable("GET https://login.example/jwks: connection refused".into()),
+                503,
+                "UNAVAILABLE",
+                "temporarily unavailable; try again (request r-1)",
+            ),
             (
                 Error::Internal("secret detail".into()),
                 500,
                 "INTERNAL",
-                "internal error",
+                "internal error (request r-1)",
             ),
         ];
         for (error, expected_status, code, message) in cases {
             let client_error = is_client_error(&error);
-            let (status, retry_after, body) = answer(error).await;
+            let (status, retry_after, body) = in_request("r-1".into(), answer(error)).await;
             assert_eq!(status, expected_status, "{code}");
             assert_eq!(client_error, status < 500, "{code}");
             assert_eq!(body, serde_json::json!({ "code": code, "message": message }), "{code}");

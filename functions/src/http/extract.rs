@@ -52,9 +52,21 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-/// The whole body, within the router's size limit (413 past it).
+/// How long a JSON body may take to arrive, once its headers have: a client trickling a body a
+/// byte at a time would otherwise hold its connection and a worker's buffer for as long as it
+/// likes.
+const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The whole body, within the router's size limit (413 past it) and [`BODY_READ_TIMEOUT`].
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::body::Bytes, ApiError> {
-    match axum::body::Bytes::from_request(req, state).await {
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::Bytes::from_request(req, state));
+    let Ok(read) = read.await else {
+        return Err(ApiError(Error::bad_request(format!(
+            "the body did not arrive within {} seconds",
+            BODY_READ_TIMEOUT.as_secs()
+        ))));
+    };
+    match read {
         Ok(bytes) => Ok(bytes),
         Err(rejection) if rejection.status().as_u16() == 413 => Err(ApiError(Error::PayloadTooLarge(format!(
             "the body is larger than {} bytes",
@@ -67,12 +79,22 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<axum::bod
 /// A body as `T`: 400 when it is not JSON at all, 422 when it is JSON of the wrong shape.
 /// serde_json reports a few wrong shapes (a number where an enum's name belongs) as syntax
 /// errors, so whatever parses as some JSON value counts as a wrong shape.
+///
+/// Every body the API documents is an object, so anything else is a wrong shape, checked here
+/// before serde: serde reads a struct from an array of its fields too (`["x"]` as `{"text":"x"}`).
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let is_json = || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError(match is_json() {
+            true => Error::Validation("the body must be a JSON object".into()),
+            false => Error::bad_request("the body is not valid JSON"),
+        }));
+    }
     match serde_json::from_slice(bytes) {
         Ok(value) => Ok(value),
-        Err(e) if e.is_data() || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() => Err(ApiError(
-            Error::Validation(format!("the body does not match the expected shape: {e}")),
-        )),
+        Err(e) if e.is_data() || is_json() => Err(ApiError(Error::Validation(format!(
+            "the body does not match the expected shape: {e}"
+        )))),
         Err(_) => Err(ApiError(Error::bad_request("the body is not valid JSON"))),
     }
 }

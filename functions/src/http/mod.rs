@@ -31,7 +31,7 @@ pub mod webhooks;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, MatchedPath};
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -201,20 +201,67 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(request_id.clone(), MakeRequestUuid))
                 .layer(PropagateRequestIdLayer::new(request_id))
-                .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
-                    let id = request
-                        .headers()
-                        .get("x-request-id")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("-");
-                    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
-                }))
+                .layer(middleware::from_fn(named_request))
+                .layer(TraceLayer::new_for_http().make_span_with(request_span))
                 .layer(CatchPanicLayer::custom(|_| {
                     ApiError(Error::Internal("handler panicked".into())).into_response()
                 }))
                 .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
                 .layer(middleware::from_fn(calls_together)),
         )
+}
+
+/// A request's span names its route's template, never its path: a path can hold a secret (an
+/// inbound webhook's token is a path segment), and logs are read by more people than the
+/// secret's holder. A request no route matches is logged without its path.
+fn request_span(request: &Request<Body>) -> tracing::Span {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("(no route)", MatchedPath::as_str);
+    tracing::info_span!("request", method = %request.method(), route = %route, request_id = %id)
+}
+
+/// Refuses a request that names a host other than a loopback one. Put in front of a server
+/// that trusts the published development secret: it listens on loopback only, and this keeps
+/// a web page on another site from reaching it through a name that resolves to 127.0.0.1 (DNS
+/// rebinding), which the browser would treat as that site's own origin.
+pub async fn loopback_hosts_only(request: Request<Body>, next: Next) -> Response {
+    let named = request.uri().host().map(str::to_owned).or_else(|| {
+        let host = request.headers().get(axum::http::header::HOST)?.to_str().ok()?;
+        host.parse::<axum::http::uri::Authority>()
+            .ok()
+            .map(|a| a.host().to_owned())
+    });
+    let loopback = |host: &str| {
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        host == "localhost"
+            || host.ends_with(".localhost")
+            || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    match named {
+        Some(host) if !loopback(&host) => ApiError(Error::Forbidden(
+            "this development server answers only to loopback host names".into(),
+        ))
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
+/// The request's id, for answers that hide their detail (`error::body`).
+async fn named_request(request: Request<Body>, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_owned();
+    error::in_request(id, next.run(request)).await
 }
 
 /// The store calls a request's handler makes in one step reach the store together
@@ -338,6 +385,55 @@ mod tests {
             let status = app.clone().oneshot(request).await.unwrap().status();
             assert_eq!(status, StatusCode::OK, "{}", function.name);
         }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// What the log holds, shared with the subscriber that writes it.
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An inbound webhook's token is a segment of its URL: the request's log lines carry the
+    /// route's template, never the token.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_webhook_token_never_reaches_the_log() {
+        let dir = std::env::temp_dir().join(format!("tt-router-{}", uuid::Uuid::new_v4()));
+        let tables = Tables::new(SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap());
+        let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
+        let auth = Arc::new(Authenticator::new(AuthSettings::default()));
+        let app = router(AppState { chat, auth }, false);
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let token = "s3cr3t-t0ken-Zq";
+        for uri in [
+            format!("/api/hooks/{}/{token}", "a".repeat(48)),
+            format!("/no/route/{token}"),
+        ] {
+            let request = Request::builder()
+                .method("POST")
+                .uri(&uri)
+                .header("content-type", "application/json")
+                .body(Body::from(r#"{"text":"hi"}"#))
+                .unwrap();
+            app.clone().oneshot(request).await.unwrap();
+        }
+        let written = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(written.contains("/api/hooks/{webhookId}/{token}"), "{written}");
+        assert!(!written.contains(token), "{written}");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

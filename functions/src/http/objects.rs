@@ -5,16 +5,19 @@
 //! and must not have expired (403 otherwise, as the blob service answers) — from the URL alone,
 //! before any of an upload's body is read. An upload link can
 //! only create: a second upload to its key is refused (409), as a blob SAS with only the
-//! create permission is.
+//! create permission is, before its body is read.
+//!
+//! Bodies stream both ways, a chunk at a time, and at most
+//! [`tabletalk::adapters::objects::embedded::MAX_REQUESTS_AT_ONCE`] requests are served at once
+//! (429 past it), so what a replayed link costs the server is bounded in memory and in workers.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt as _;
 use tabletalk::Error;
 use tabletalk::adapters::objects::ObjectKey;
-use tabletalk::adapters::objects::embedded::SignedQuery;
+use tabletalk::adapters::objects::embedded::{SignedQuery, Uploaded};
 
 use super::AppState;
 use super::error::ApiError;
@@ -24,9 +27,10 @@ fn refuse(error: Error) -> Response {
 }
 
 /// Stores an upload. Anyone may send one, so nothing of the body is read before the URL's
-/// signature (this object, this method, not expired) is checked, and then no more of it than
-/// the largest attachment allowed: a longer `Content-Length` is refused unread, and a body that
-/// runs over (sent without one) is cut off at the limit.
+/// signature (this object, this method, not expired) is checked and the object is found not to
+/// exist, and then no more of it than the largest attachment allowed: a longer
+/// `Content-Length` is refused unread, and a body that runs over (sent without one) is cut off
+/// at the limit.
 pub async fn put(
     State(state): State<AppState>,
     Path(key): Path<String>,
@@ -43,6 +47,10 @@ pub async fn put(
     if let Err(e) = store.verify("PUT", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
+    let _permit = match store.admit_request() {
+        Ok(permit) => permit,
+        Err(e) => return refuse(e),
+    };
     let max = state.chat.attachment_max_bytes().unwrap_or(0);
     let too_large = || {
         refuse(Error::PayloadTooLarge(
@@ -56,25 +64,14 @@ pub async fn put(
     if declared.is_some_and(|length| length > max) {
         return too_large();
     }
-    let mut bytes = Vec::new();
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(chunk) => chunk,
-            Err(e) => return refuse(Error::bad_request(format!("the body could not be read: {e}"))),
-        };
-        if (bytes.len() + chunk.len()) as u64 > max {
-            return too_large();
-        }
-        bytes.extend_from_slice(&chunk);
-    }
     let mime = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream");
-    match store.create(&key, mime, bytes).await {
-        Ok(true) => StatusCode::CREATED.into_response(),
-        Ok(false) => refuse(Error::Conflict("the object exists already".into())),
+    match store.create(&key, mime, body.into_data_stream(), max).await {
+        Ok(Uploaded::Created) => StatusCode::CREATED.into_response(),
+        Ok(Uploaded::Exists) => refuse(Error::Conflict("the object exists already".into())),
+        Ok(Uploaded::TooLarge) => too_large(),
         Err(e) => refuse(e),
     }
 }
@@ -90,9 +87,12 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(q
     if let Err(e) = store.verify("GET", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
-    use tabletalk::adapters::objects::ObjectBackend as _;
-    match store.get(&key).await {
-        Ok(Some(bytes)) => {
+    let permit = match store.admit_request() {
+        Ok(permit) => permit,
+        Err(e) => return refuse(e),
+    };
+    match store.read_stream(&key, permit).await {
+        Ok(Some(chunks)) => {
             let mime = query.rsct.unwrap_or_else(|| "application/octet-stream".into());
             let name = query.rscd.unwrap_or_else(|| "file".into());
             (
@@ -105,7 +105,7 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(q
                         "nosniff".into(),
                     ),
                 ],
-                bytes,
+                Body::from_stream(chunks),
             )
                 .into_response()
         }

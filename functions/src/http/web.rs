@@ -11,6 +11,7 @@
 //! asks each time, and an unchanged file costs a 304 — the files have no hashed names, so a
 //! longer cache would serve a stale module after an upgrade.
 
+use axum::Extension;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -31,9 +32,47 @@ use super::error::ApiError;
 #[include = "icons/*"]
 struct Files;
 
-/// `GET /`: the page. (The Functions host also polls `/` until the handler answers.)
-pub async fn page(headers: HeaderMap) -> Response {
-    serve("index.html", &headers)
+/// The page's Content-Security-Policy. Scripts, styles, workers and everything else come from
+/// this origin only; the page connects to this origin (the API, the local live hub, the
+/// embedded object store) and to the configured attachment store and live channel (`origins`);
+/// images come from this origin, the attachment blobs the page makes itself (`blob:`) and
+/// `data:` (the favicon), so a message's remote `<img>` (a tracking pixel in a private room)
+/// never loads; and no other site may frame the page.
+#[derive(Debug, Clone)]
+pub struct PagePolicy(HeaderValue);
+
+impl PagePolicy {
+    /// The policy allowing connections to `origins` (`scheme://host[:port]`) besides this one.
+    pub fn new(origins: &[String]) -> PagePolicy {
+        let others: String = origins.iter().map(|origin| format!(" {origin}")).collect();
+        let policy = format!(
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; \
+             connect-src 'self'{others}; worker-src 'self'; object-src 'none'; base-uri 'none'; \
+             form-action 'self'; frame-ancestors 'none'"
+        );
+        match HeaderValue::from_str(&policy) {
+            Ok(value) => PagePolicy(value),
+            // An origin is ASCII by construction; were one not, the page connects home only.
+            Err(_) => PagePolicy::default(),
+        }
+    }
+}
+
+impl Default for PagePolicy {
+    fn default() -> PagePolicy {
+        PagePolicy::new(&[])
+    }
+}
+
+/// `GET /`: the page, with its policy. (The Functions host also polls `/` until the handler
+/// answers.)
+pub async fn page(policy: Option<Extension<PagePolicy>>, headers: HeaderMap) -> Response {
+    let policy = policy.map(|Extension(policy)| policy).unwrap_or_default();
+    let mut response = serve("index.html", &headers);
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy.0);
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
 }
 
 /// `GET /sw.js`: the push service worker (functions/web/sw.js), from the root so that its

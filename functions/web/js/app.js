@@ -117,14 +117,16 @@ export async function startApp(me) {
     invite.hidden = room.direct;
     composer.setRoom(roomId);
     typing.textContent = "";
-    live.show(roomId);
+    const viewing = live.show(roomId);
     document.getElementById("sidebar").classList.remove("open");
     document.getElementById("sidebar-toggle").setAttribute("aria-expanded", "false");
     if (switching) {
       api.listMembers(roomId).then((m) => store.setMembers(roomId, m), () => {});
       api.listReceipts(roomId).then((r) => store.setReceipts(roomId, r), () => {});
     }
+    // The cached copy shows at once; the server's is read once the live view is attached.
     bus.emit("room:opening", { roomId, messageId });
+    await viewing;
     await timeline.open(roomId, { messageId, lastRead: room.unreadCount > 0 ? room.lastReadAt : null });
     bus.emit("room:open", { roomId, messageId });
   }

@@ -256,8 +256,11 @@ export function createCatchUp({ api, store, bus, cache, timeline, rooms }) {
     gone.delete(roomId);
     cache.cursor(roomId).then((cursor) => cursor === null && catchUp([roomId]));
   });
-  bus.on("live:connected", async ({ reconnected }) => {
+  // After the server knows what this connection views: a reconnect catches up every followed
+  // room; a first connection the open room, which may have been read before the view.
+  bus.on("live:viewing", async ({ reconnected, roomId }) => {
     if (reconnected) catchUp(await followed(), { refresh: true });
+    else if (roomId) catchUp([roomId]);
   });
   bus.on("history:no-access", () => rooms.reload().catch(() => {}));
 

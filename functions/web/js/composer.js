@@ -119,6 +119,8 @@ export function createComposer({ api, store, outbox, me, bus }) {
     /** Shows the composer for `id`, keeping the previous room's draft. */
     setRoom(id) {
       if (roomId) drafts.set(roomId, input.value);
+      // The pause between typing signals is per room: typing in another room is news there.
+      if (id !== roomId) lastTyping = 0;
       roomId = id;
       form.hidden = !id;
       input.value = drafts.get(id) ?? "";

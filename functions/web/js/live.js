@@ -12,7 +12,8 @@
 // On a drop the client reconnects by itself; the page shows "Reconnecting…" meanwhile. If it
 // gives up (`stopped`), this module starts it again with growing waits and jitter (backoff in
 // api.js). Each new connection says `live:connected` with `reconnected: true` after the
-// first, which is where catching up (the change feed) hooks in.
+// first, and `live:viewing` once the server knows the room it shows: catching up (the change
+// feed) hooks in there, so the listener is attached before the catch-up reads.
 
 import { WebPubSubClient } from "../vendor/web-pubsub-client.js";
 import { backoff } from "./api.js";
@@ -53,8 +54,11 @@ export function createLive({ api, bus }) {
       connectionId = e.connectionId;
       restarts = 0;
       status("connected");
-      bus.emit("live:connected", { connectionId, reconnected: connections++ > 0 });
-      tellView();
+      const reconnected = connections++ > 0;
+      bus.emit("live:connected", { connectionId, reconnected });
+      // Catching up waits for the view: a message committed before the server knows this
+      // connection shows the room is viewed reaches the page only through the read that follows.
+      tellView().then(() => bus.emit("live:viewing", { connectionId, reconnected, roomId: shown }));
     });
     client.on("disconnected", () => {
       connectionId = null;
@@ -95,7 +99,9 @@ export function createLive({ api, bus }) {
       status("connecting");
       return restart();
     },
-    /** Shows `roomId` (null: none): the server sends its full messages to this connection. */
+    /** Shows `roomId` (null: none): the server sends its full messages to this connection.
+     *  Resolves once the server knows (or gave up): the room is read after that, never before,
+     *  so no message falls between the read and the listener. */
     show(roomId) {
       shown = roomId;
       return tellView();

@@ -54,6 +54,14 @@ export function createSidebar({ store, bus, me }) {
       badge.setAttribute("aria-label", `${room.mentionCount} mentioning you`);
       a.append(badge);
     }
+    // The other person of a direct conversation typing shows wherever one looks.
+    if (room.direct && room.id !== current && store.typing(room.id).length) {
+      const note = document.createElement("span");
+      note.className = "typing-note";
+      note.dataset.testid = "typing-note";
+      note.textContent = "typing…";
+      a.append(note);
+    }
     for (const decorate of decorators) decorate(room, a);
     li.append(a);
     return li;
@@ -82,6 +90,7 @@ export function createSidebar({ store, bus, me }) {
   }
 
   bus.on("rooms:changed", draw);
+  bus.on("typing:changed", ({ roomId }) => store.rooms.get(roomId)?.direct && roomId !== current && draw());
 
   return {
     addSection(section) {

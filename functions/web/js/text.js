@@ -34,13 +34,19 @@ export function toText(html) {
 
 /** The HTML as a sanitized fragment to put in the page (the server sanitized it already;
  *  this drops scripts, event handlers and javascript: links again, in case the page ever
- *  talks to a server that did not). */
+ *  talks to a server that did not). Nothing in a body loads from elsewhere: an image becomes
+ *  its alt text (a remote image in a private room is a read receipt for whoever serves it),
+ *  and the page's content policy refuses one that slipped through. */
 export function fragment(html) {
   const template = document.createElement("template");
   template.innerHTML = html;
   for (const el of template.content.querySelectorAll("*")) {
-    if (/^(SCRIPT|STYLE|IFRAME|OBJECT|EMBED|FORM)$/.test(el.tagName)) {
+    if (/^(SCRIPT|STYLE|IFRAME|OBJECT|EMBED|FORM|LINK|META|VIDEO|AUDIO|SOURCE|PICTURE|svg)$/.test(el.tagName)) {
       el.remove();
+      continue;
+    }
+    if (el.tagName === "IMG") {
+      el.replaceWith(el.getAttribute("alt") ?? "");
       continue;
     }
     for (const attr of [...el.attributes]) {

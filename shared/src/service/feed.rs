@@ -27,7 +27,9 @@ use crate::messages::feed::{
     MessageChangesInput, MessageChangesResult, per_conversation_limit, unchanged,
 };
 use crate::store::error::reported;
-use futures::future::join_all;
+use futures::StreamExt as _;
+
+use crate::service::rooms::ROOMS_IN_FLIGHT;
 
 impl Chat {
     pub async fn message_changes(&self, who: &Principal, input: MessageChangesInput) -> Result<MessageChangesResult> {
@@ -50,7 +52,8 @@ impl Chat {
             })
             .collect::<Result<Vec<_>>>()?;
         let limit = per_conversation_limit(input.limit, input.conversations.len());
-        let answers = input
+        // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
+        let answers: Vec<_> = input
             .conversations
             .iter()
             .zip(afters)
@@ -65,9 +68,11 @@ impl Chat {
                         unchanged(conversation, ChangeStatus::Unavailable)
                     }
                 }
-            });
+            })
+            .collect();
+        // Several reads a conversation, a wave of conversations at a time (as `my_rooms` reads).
         Ok(MessageChangesResult {
-            message_changes: join_all(answers).await,
+            message_changes: futures::stream::iter(answers).buffered(ROOMS_IN_FLIGHT).collect().await,
         })
     }
 

@@ -7,7 +7,7 @@
 //! root and one range read of its index rows after the caller's position, all at once.
 
 use chrono::Utc;
-use futures::future::try_join_all;
+use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::Chat;
 use crate::auth::Principal;
@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::messages::Message;
 use crate::messages::threads::{FollowedThread, Following, MAX_FOLLOWED_THREADS, MAX_UNREAD_REPLIES_COUNTED};
+use crate::service::rooms::ROOMS_IN_FLIGHT;
 use crate::store::stored_time;
 
 impl Chat {
@@ -61,32 +62,43 @@ impl Chat {
     /// The threads the caller follows, the most recent reply first, with unread replies.
     pub async fn my_threads(&self, who: &Principal) -> Result<Vec<FollowedThread>> {
         let followed = self.store.followed(&who.user_id, MAX_FOLLOWED_THREADS).await?;
-        let lookups = followed.into_iter().map(|thread| async move {
-            let member = async { Ok::<_, Error>(self.store.member(&thread.room, &who.user_id).await?) };
-            let root = async {
-                match self.live_message(&thread.room, &thread.root).await {
-                    Ok(root) => Ok(Some(root)),
-                    Err(Error::NotFound(_)) => Ok(None),
-                    Err(e) => Err(e),
-                }
-            };
-            let (member, root) = tokio::try_join!(member, root)?;
-            // A room left since, or a root deleted since, lists nothing.
-            let (Some(_), Some(root)) = (member, root) else {
-                return Ok::<_, Error>(None);
-            };
-            let (unread, capped) = self
-                .store
-                .replies_after(&thread.room, &thread.root, thread.read_at, MAX_UNREAD_REPLIES_COUNTED)
-                .await?;
-            Ok(Some(FollowedThread {
-                room_id: thread.room.to_string(),
-                root,
-                unread_replies: unread,
-                unread_capped: capped,
-            }))
-        });
-        let mut threads: Vec<FollowedThread> = try_join_all(lookups).await?.into_iter().flatten().collect();
+        // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
+        let lookups: Vec<_> = followed
+            .into_iter()
+            .map(|thread| async move {
+                let member = async { Ok::<_, Error>(self.store.member(&thread.room, &who.user_id).await?) };
+                let root = async {
+                    match self.live_message(&thread.room, &thread.root).await {
+                        Ok(root) => Ok(Some(root)),
+                        Err(Error::NotFound(_)) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                };
+                let (member, root) = tokio::try_join!(member, root)?;
+                // A room left since, or a root deleted since, lists nothing.
+                let (Some(_), Some(mut root)) = (member, root) else {
+                    return Ok::<_, Error>(None);
+                };
+                self.hide_foreign_sources(&thread.room, &who.user_id, std::slice::from_mut(&mut root))
+                    .await;
+                let (unread, capped) = self
+                    .store
+                    .replies_after(&thread.room, &thread.root, thread.read_at, MAX_UNREAD_REPLIES_COUNTED)
+                    .await?;
+                Ok(Some(FollowedThread {
+                    room_id: thread.room.to_string(),
+                    root,
+                    unread_replies: unread,
+                    unread_capped: capped,
+                }))
+            })
+            .collect();
+        // Three reads or more a thread, a wave of threads at a time (as `my_rooms` reads).
+        let found: Vec<_> = futures::stream::iter(lookups)
+            .buffered(ROOMS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        let mut threads: Vec<FollowedThread> = found.into_iter().flatten().collect();
         let last = |t: &FollowedThread| {
             t.root
                 .thread

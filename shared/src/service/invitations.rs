@@ -4,7 +4,7 @@
 //! member with ManageMembers any of the room's. Nobody is invited into a direct conversation.
 
 use chrono::{Duration, Utc};
-use futures::future::try_join_all;
+use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::Chat;
 use crate::auth::Principal;
@@ -14,9 +14,10 @@ use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::rooms::Room;
 use crate::rooms::invitations::{
-    Invitation, Invitee, NewInvitation, PendingInvitation, Redeem, is_invitation_id, new_code, parse_code,
-    user_invitation_id,
+    Invitation, Invitee, MAX_PENDING_PER_USER, NewInvitation, PendingInvitation, Redeem, is_invitation_id, new_code,
+    parse_code, user_invitation_id,
 };
+use crate::service::rooms::ROOMS_IN_FLIGHT;
 use crate::store::stored_time;
 
 impl Chat {
@@ -34,11 +35,19 @@ impl Chat {
             ));
         }
         access.require(Permission::CreateInvites)?;
+        // An invitation is a write in the inviter's name, drawn from their bucket.
+        self.check_user_limit(&who.user_id).await?;
         let now = stored_time(Utc::now());
         let (id, code, user_id, max_uses) = match invitee {
             Invitee::User(user) => {
                 if self.store.member(room_id, &user).await?.is_some() {
                     return Err(Error::Conflict("they are a member already".into()));
+                }
+                let pending = self.store.pending_invitations(&user).await?;
+                if pending.len() >= MAX_PENDING_PER_USER && !pending.contains(room_id) {
+                    return Err(Error::Conflict(format!(
+                        "they have {MAX_PENDING_PER_USER} invitations waiting already"
+                    )));
                 }
                 (user_invitation_id(&user), None, Some(user.to_string()), None)
             }
@@ -94,28 +103,37 @@ impl Chat {
         let id = user_invitation_id(&who.user_id);
         let now = Utc::now();
         let rooms = self.store.pending_invitations(&who.user_id).await?;
-        let lookups = rooms.into_iter().map(|room_id| {
-            let id = &id;
-            async move {
-                let (room, invitation, member) = tokio::try_join!(
-                    self.store.room(&room_id),
-                    self.store.invitation(&room_id, id),
-                    self.store.member(&room_id, &who.user_id),
-                )?;
-                Ok::<_, Error>(match (room, invitation, member) {
-                    (Some(room), Some(invitation), None) if invitation.is_open(now) => Some(PendingInvitation {
-                        room_id: room.id,
-                        room_name: room.name,
-                        room_description: room.description,
-                        invited_by: invitation.created_by,
-                        created_at: invitation.created_at,
-                        expires_at: invitation.expires_at,
-                    }),
-                    _ => None,
-                })
-            }
-        });
-        Ok(try_join_all(lookups).await?.into_iter().flatten().collect())
+        // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
+        let lookups: Vec<_> = rooms
+            .into_iter()
+            .map(|room_id| {
+                let id = &id;
+                async move {
+                    let (room, invitation, member) = tokio::try_join!(
+                        self.store.room(&room_id),
+                        self.store.invitation(&room_id, id),
+                        self.store.member(&room_id, &who.user_id),
+                    )?;
+                    Ok::<_, Error>(match (room, invitation, member) {
+                        (Some(room), Some(invitation), None) if invitation.is_open(now) => Some(PendingInvitation {
+                            room_id: room.id,
+                            room_name: room.name,
+                            room_description: room.description,
+                            invited_by: invitation.created_by,
+                            created_at: invitation.created_at,
+                            expires_at: invitation.expires_at,
+                        }),
+                        _ => None,
+                    })
+                }
+            })
+            .collect();
+        // Three reads a room, a wave of rooms at a time (as `my_rooms` reads).
+        let found: Vec<_> = futures::stream::iter(lookups)
+            .buffered(ROOMS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// Accepts the caller's invitation into `room_id`.

@@ -66,12 +66,23 @@ impl Chat {
     pub async fn typing(&self, who: &Principal, room: &RoomId) -> Result<()> {
         let access = self.access(room, &who.user_id).await?;
         refuse_timed_out(&access.member, Utc::now())?;
-        if self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
-            let signal = Signal::Typing {
-                user_id: who.user_id.to_string(),
-                user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
-            };
+        if !self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
+            return Ok(());
+        }
+        let signal = Signal::Typing {
+            user_id: who.user_id.to_string(),
+            user_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+        };
+        if !access.room.direct {
             self.signal(room, signal);
+            return Ok(());
+        }
+        // In a direct conversation the other person is told wherever they are, as a message
+        // there reaches them wherever they are: to their connections, not the room's group.
+        for member in self.store.members(room, 2, false).await? {
+            if member.user_id != who.user_id {
+                self.notice(room, &member.user_id, signal.clone());
+            }
         }
         Ok(())
     }
@@ -85,6 +96,8 @@ impl Chat {
         let Some(live) = &self.live else {
             return Err(Error::Unavailable("live delivery is not configured here".into()));
         };
+        // Arms a notice in every room of the caller's: each call draws from their bucket.
+        self.check_user_limit(&who.user_id).await?;
         let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], Utc::now())?;
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         futures::stream::iter(rooms)

@@ -55,6 +55,8 @@ impl Chat {
 
     pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
         self.access(room_id, &who.user_id).await?;
+        // A write and a signal to the room, drawn from the reader's bucket.
+        self.check_user_limit(&who.user_id).await?;
         let position = match &input.message_id {
             Some(id) => self.live_message(room_id, id).await?.key(),
             None => Ticks::now().message_key(),
@@ -80,6 +82,8 @@ impl Chat {
     /// Answers how many rooms were marked.
     pub async fn mark_all_read(&self, who: &Principal) -> Result<usize> {
         use futures::stream::{StreamExt, TryStreamExt};
+        // A write in every room of the caller's: each call draws from their bucket.
+        self.check_user_limit(&who.user_id).await?;
         let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let position = Ticks::now().message_key();
         let marks = rooms.into_iter().map(|room_id| {

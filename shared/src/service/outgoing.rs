@@ -175,7 +175,14 @@ impl Chat {
         let sender = self.hook_sender()?;
         let now = self.time.now();
         let mut report = DeliveryReport::default();
-        let hooks = self.store.outgoing_webhooks(room).await?;
+        let mut hooks = self.store.outgoing_webhooks(room).await?;
+        // An endpoint whose maker lost the right to manage webhooks is run as a disabled one:
+        // nothing is posted to it, and what waits for it is abandoned.
+        for hook in hooks.iter_mut().filter(|hook| hook.status != EndpointStatus::Disabled) {
+            if !self.maker_may_manage_webhooks(room, &hook.created_by).await? {
+                hook.status = EndpointStatus::Disabled;
+            }
+        }
         for event in self.store.hook_events(room).await? {
             self.fan_out(room, &hooks, &event, now).await?;
             report.events += 1;

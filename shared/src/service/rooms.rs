@@ -37,6 +37,8 @@ pub(crate) const ROOMS_IN_FLIGHT: usize = 32;
 impl Chat {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
         self.refuse_while_erasing(&who.user_id).await?;
+        // A room is a write in its owner's name, drawn from their bucket.
+        self.check_user_limit(&who.user_id).await?;
         let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
         let description = plain_lines(
             input.description.as_deref().unwrap_or(""),
@@ -101,7 +103,9 @@ impl Chat {
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
             self.store.use_invitation(room_id, &invitation.id, Utc::now()).await?;
         }
-        let member = Member::new(who, MemberRole::Member, Utc::now());
+        let mut member = Member::new(who, MemberRole::Member, Utc::now());
+        // A timeout outlives leaving and rejoining, as a ban does.
+        member.timeout_until = self.store.kept_timeout(room_id, &who.user_id, Utc::now()).await?;
         if self.store.add_member(room_id, &member).await? == Joined::AlreadyMember {
             return Ok(room);
         }
@@ -131,7 +135,7 @@ impl Chat {
         }
         // A leave writes a line in the leaver's name.
         self.check_user_limit(&who.user_id).await?;
-        self.store.remove_member(room_id, &who.user_id).await?;
+        self.store.end_membership(room_id, &who.user_id, None).await?;
         self.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;

@@ -7,6 +7,12 @@
 //!
 //! Making, renaming, rotating and deleting a webhook are moderation actions: each commits
 //! with its moderation log line (the webhook's id and name, never its URL or token).
+//!
+//! A webhook, inbound or outgoing, acts with its maker's standing: it works only while its
+//! maker is a member of the room who may manage its webhooks ([`Chat::maker_may_manage_webhooks`],
+//! checked at every post and every delivery run). A kick, ban, leave, erasure or lost role
+//! stops the maker's webhooks at once, with no sweep that could miss one; a maker given the
+//! right back finds them working again, and any other manager can delete or replace them.
 
 use chrono::Utc;
 
@@ -108,6 +114,11 @@ impl Chat {
             _ => return Err(missing()),
         };
         let room_row = self.store.room(&room).await?.ok_or_else(missing)?;
+        if !self.maker_may_manage_webhooks(&room, &hook.created_by).await? {
+            return Err(Error::Forbidden(
+                "this webhook's maker may no longer manage the room's webhooks; a manager can make a new one".into(),
+            ));
+        }
         let checked = payload.checked()?;
         let client_id = key.map(ClientId::parse).transpose()?;
         let author = UserId::parse(&hook.author_id())?;
@@ -118,6 +129,19 @@ impl Chat {
         }
         let access = hook.access(room_row)?;
         self.send_as_webhook(&room, &hook, access, checked, client_id).await
+    }
+
+    /// Whether a webhook made by `maker` may still act: they are a member of `room` who may
+    /// manage its webhooks. A store failure is an error, never a yes.
+    pub(crate) async fn maker_may_manage_webhooks(&self, room: &RoomId, maker: &str) -> Result<bool> {
+        let Ok(maker) = UserId::parse(maker) else {
+            return Ok(false);
+        };
+        match self.access(room, &maker).await {
+            Ok(access) => Ok(access.require(Permission::ManageWebhooks).is_ok()),
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The caller's access, if they may manage the room's webhooks (a non-member: 404).

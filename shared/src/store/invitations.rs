@@ -13,7 +13,7 @@ use super::schema::{INVITATION_PREFIX, invitation_key, pending_invitation_key, u
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::moderation::ModerationEntry;
-use crate::rooms::invitations::{Invitation, MAX_LISTED};
+use crate::rooms::invitations::{Invitation, MAX_LISTED, MAX_PENDING_PER_USER};
 use crate::storage::conditional::update_conditionally;
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
@@ -141,7 +141,7 @@ impl Store {
         let query = RangeQuery::prefix(user_key(user), INVITATION_PREFIX, 1000);
         let (rows, _) = self
             .tables
-            .query_up_to(&self.schema.user_rooms, &query, MAX_LISTED)
+            .query_up_to(&self.schema.user_rooms, &query, MAX_PENDING_PER_USER)
             .await?;
         Ok(rows
             .iter()

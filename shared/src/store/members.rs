@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
-use super::schema::{BAN_PREFIX, INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, user_key};
+use super::schema::{BAN_PREFIX, INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, timeout_key, user_key};
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::members::{Member, MemberRole, NotificationLevel};
 use crate::moderation::ModerationEntry;
-use crate::storage::conditional::{update_conditionally, update_conditionally_with};
+use crate::storage::conditional::{ConditionalError, update_conditionally, update_conditionally_with};
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 use std::ops::Bound;
 
@@ -244,21 +244,67 @@ impl Store {
     }
 
     /// Removes a member as a moderator does, with the log entry in the removal's transaction
-    /// (the "my rooms" row first, as [`Store::remove_member`] does). False when they were no
-    /// member any more: nothing happened, so nothing is logged.
+    /// ([`Store::end_membership`]). False when they were no member any more: nothing happened,
+    /// so nothing is logged.
     pub(crate) async fn kick(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
+        self.end_membership(room, user, Some(entry)).await
+    }
+
+    /// Ends a membership (a leave, or a kick with its log `entry`): the "my rooms" row first,
+    /// as [`Store::remove_member`] does, then the member row, deleted on the version read, in
+    /// one transaction with the row that keeps the member's timeout for a later rejoin
+    /// ([`Store::kept_timeout`]), so a timeout set meanwhile is never lost. False when they
+    /// were no member.
+    pub(crate) async fn end_membership(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        entry: Option<&ModerationEntry>,
+    ) -> Result<bool> {
         self.unindex_user_room(user, room).await?;
-        let removal = BatchOp::Delete {
-            partition_key: room.as_str().to_owned(),
-            row_key: member_key(user),
-            if_match: IfMatch::Any,
+        let rooms = &self.schema.rooms;
+        let write = |member: Entity, seen: crate::storage::ETag| async move {
+            let removal = BatchOp::Delete {
+                partition_key: room.as_str().to_owned(),
+                row_key: member_key(user),
+                if_match: IfMatch::Etag(seen.clone()),
+            };
+            let mut kept = Entity::new(room.as_str(), timeout_key(user));
+            if let Some(until) = member.datetime("timeoutUntil") {
+                kept = kept.with("until", Value::datetime(until));
+            }
+            let mut ops = vec![
+                removal,
+                BatchOp::Upsert {
+                    entity: kept,
+                    mode: UpdateMode::Replace,
+                },
+            ];
+            ops.extend(entry.map(|entry| log_op(room, entry)));
+            self.tables.transact(rooms, room.as_str(), &ops).await.map(|_| seen)
         };
-        let ops = [removal, log_op(room, entry)];
-        match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
+        let keep = |entity: Entity| Ok::<_, Error>(entity);
+        match update_conditionally_with(&self.tables, rooms, room.as_str(), &member_key(user), None, keep, write).await
+        {
             Ok(_) => Ok(true),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(false),
-            Err(e) => Err(e.into()),
+            Err(ConditionalError::NotFound) => Ok(false),
+            Err(e) => Err(settle(e, "member not found").into()),
         }
+    }
+
+    /// The timeout `user` had when their last membership of `room` ended, if it still runs
+    /// at `now`: a rejoining member starts with it.
+    pub(crate) async fn kept_timeout(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>> {
+        let row = self
+            .tables
+            .get(&self.schema.rooms, room.as_str(), &timeout_key(user))
+            .await?;
+        Ok(row.and_then(|row| row.datetime("until")).filter(|until| *until > now))
     }
 
     /// Every member of a room, up to `max` (those that cannot be read are an error when

@@ -98,15 +98,17 @@ fn parse_webhook(row: &Entity) -> Option<OutgoingWebhook> {
     })
 }
 
-/// The event row of a change, committed in its transaction.
+/// The event row of a change, committed in its transaction. It holds the message as the
+/// endpoint will be sent it, so a forwarded copy's source room is never stored for delivery.
 pub(crate) fn hook_event_row(message: &Message, event: HookEvent) -> Entity {
+    let shown = message.without_foreign_source();
     Entity::new(&message.room_id, hook_event_key(message.version, &message.id))
         .with("event", Value::String(event.as_str().into()))
         .with("version", Value::Int64(message.version as i64))
         .with("messageId", Value::String(message.id.clone()))
         .with(
             "message",
-            Value::String(serde_json::to_string(message).unwrap_or_default()),
+            Value::String(serde_json::to_string(&*shown).unwrap_or_default()),
         )
 }
 

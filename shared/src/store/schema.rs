@@ -128,6 +128,9 @@ pub const MEMBER_PREFIX: &str = "m:";
 pub const ROLE_PREFIX: &str = "r:";
 /// Prefix of ban rows in a `Rooms` partition.
 pub const BAN_PREFIX: &str = "ban:";
+/// Prefix of the timeout a member had when their membership ended, in a `Rooms` partition: a
+/// timeout outlives leaving and rejoining, as a ban does.
+pub const TIMEOUT_PREFIX: &str = "timeout:";
 /// Prefix of moderation log rows in a `Rooms` partition.
 pub const LOG_PREFIX: &str = "log:";
 /// Prefix of one member's report of a message in a `Rooms` partition.
@@ -340,6 +343,10 @@ pub(crate) fn member_key(user: &UserId) -> String {
 
 pub(crate) fn ban_key(user: &UserId) -> String {
     format!("{BAN_PREFIX}{}", user_key(user))
+}
+
+pub(crate) fn timeout_key(user: &UserId) -> String {
+    format!("{TIMEOUT_PREFIX}{}", user_key(user))
 }
 
 /// Row key of a send's idempotency record: scoped to the sender, so client ids of different

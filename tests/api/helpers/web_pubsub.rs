@@ -36,6 +36,8 @@ pub struct Hub {
     pub online: Vec<String>,
     pub access_key: String,
     pub origin: String,
+    /// How many of the next calls taking a user out of a group fail (503), for fault injection.
+    pub failing_removals: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Hub {
@@ -159,6 +161,11 @@ async fn hub_send(
         (&Method::HEAD, ["users", user]) if hub.online.iter().any(|u| u == user) => StatusCode::OK,
         (&Method::HEAD, ["users", _]) => StatusCode::NOT_FOUND,
         (&Method::DELETE, ["users", user, "groups", group]) => {
+            use std::sync::atomic::Ordering::SeqCst;
+            let failing = hub.failing_removals.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
+            if failing.is_ok() {
+                return StatusCode::SERVICE_UNAVAILABLE;
+            }
             for (owner, groups) in connections.values_mut() {
                 if owner == user {
                     groups.remove(*group);

@@ -213,6 +213,24 @@ impl Message {
         }
     }
 
+    /// The message as shown to a reader who belongs to no room but this one (an outgoing
+    /// webhook's endpoint): a forwarded copy without a source room other than its own.
+    pub fn without_foreign_source(&self) -> std::borrow::Cow<'_, Message> {
+        let foreign = self
+            .forwarded_from
+            .as_ref()
+            .and_then(|source| source.room_id.as_deref())
+            .is_some_and(|source| source != self.room_id);
+        match foreign {
+            false => std::borrow::Cow::Borrowed(self),
+            true => {
+                let mut shown = self.clone();
+                shown.hide_source_room();
+                std::borrow::Cow::Owned(shown)
+            }
+        }
+    }
+
     /// False for a tombstone.
     pub fn is_live(&self) -> bool {
         self.deleted_at.is_none()
@@ -272,5 +290,27 @@ pub(crate) fn sample(id: &str, text: &str) -> Message {
         attachments: Vec::new(),
         thread: None,
         preview: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an outgoing webhook's endpoint is sent of a forwarded copy: the source message,
+    /// never a source room other than the copy's own (a room id is enough to join a room).
+    #[test]
+    fn a_copy_shown_outside_has_no_foreign_source_room() {
+        let mut copy = sample("0000000000000000001", "<p>hi</p>");
+        copy.forwarded_from = Some(ForwardSource {
+            room_id: Some("elsewhere".into()),
+            message_id: "0000000000000000002".into(),
+        });
+        let shown = copy.without_foreign_source();
+        assert_eq!(shown.forwarded_from.as_ref().unwrap().room_id, None);
+        assert_eq!(shown.forwarded_from.as_ref().unwrap().message_id, "0000000000000000002");
+        // A copy forwarded within its own room keeps it: nothing is told that is not known.
+        copy.forwarded_from.as_mut().unwrap().room_id = Some(copy.room_id.clone());
+        assert_eq!(copy.without_foreign_source().forwarded_from, copy.forwarded_from);
     }
 }

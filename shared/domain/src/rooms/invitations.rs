@@ -22,6 +22,9 @@ pub const MAX_EXPIRY_SECONDS: u32 = 30 * 24 * 3600;
 pub const MAX_USES: u32 = 10_000;
 /// Invitations a room lists at most.
 pub const MAX_LISTED: usize = 1000;
+/// Invitations one user may have waiting at once (from different rooms): past it, a new one
+/// is refused, so nobody can fill anyone's list of invitations with names of their choosing.
+pub const MAX_PENDING_PER_USER: usize = 100;
 
 /// What to invite: a user, or a code (optionally expiring, optionally limited in uses).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]

@@ -140,6 +140,13 @@ impl WebhookPayload {
             .text
             .as_deref()
             .ok_or_else(|| Error::validation("a webhook message needs `text`"))?;
+        // Checked before the conversion, so no request converts more than this.
+        if text.chars().nth(slack::MAX_TEXT_CHARS).is_some() {
+            return Err(Error::validation(format!(
+                "`text` is longer than {} characters",
+                slack::MAX_TEXT_CHARS
+            )));
+        }
         let username = match self.username.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(name) => Some(plain_text(name, "username", 1, MAX_NAME_CHARS)?),

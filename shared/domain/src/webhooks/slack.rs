@@ -18,8 +18,18 @@ use crate::html::escape;
 const OPEN: char = '\u{E000}';
 const CLOSE: char = '\u{E001}';
 
-/// Slack markup as HTML (not yet sanitized).
+/// The longest `text` a webhook may send, in characters: Slack's own limit. A longer text is
+/// refused before any conversion, so a request's conversion work is bounded by this.
+pub const MAX_TEXT_CHARS: usize = 40_000;
+
+/// Slack markup as HTML (not yet sanitized). One pass over the text and one over each line per
+/// marker: linear in the text's length, whatever it holds.
 pub fn to_html(text: &str) -> String {
+    convert(text, &mut 0)
+}
+
+/// [`to_html`], counting in `steps` the characters each pass visits (what the tests bound).
+fn convert(text: &str, steps: &mut usize) -> String {
     let text: String = text.chars().filter(|&c| c != OPEN && c != CLOSE).collect();
     let mut pieces: Vec<String> = Vec::new();
     let mut out = String::with_capacity(text.len());
@@ -27,20 +37,14 @@ pub fn to_html(text: &str) -> String {
     while let Some(start) = rest.find(['<', '`']) {
         out.push_str(&plain(&rest[..start]));
         let tail = &rest[start..];
-        let (marker, end) = match tail.as_bytes()[0] {
-            b'<' => (
-                '>',
-                tail[1..]
-                    .find(['>', '<', '\n'])
-                    .filter(|&i| tail.as_bytes()[i + 1] == b'>'),
-            ),
-            _ => (
-                '`',
-                tail[1..]
-                    .find(['`', '\n'])
-                    .filter(|&i| i > 0 && tail.as_bytes()[i + 1] == b'`'),
-            ),
+        // The scan for the construct's end stops at the next character that could start
+        // another, so no stretch of text is scanned by two openers.
+        let (marker, scanned, closes_at) = match tail.as_bytes()[0] {
+            b'<' => ('>', tail[1..].find(['>', '<', '\n']), b'>'),
+            _ => ('`', tail[1..].find(['`', '\n']), b'`'),
         };
+        *steps += start + scanned.map_or(tail.len(), |i| i + 1);
+        let end = scanned.filter(|&i| tail.as_bytes()[i + 1] == closes_at && (marker == '>' || i > 0));
         match end {
             Some(end) => {
                 let inner = &tail[1..end + 1];
@@ -61,11 +65,29 @@ pub fn to_html(text: &str) -> String {
         }
     }
     out.push_str(&plain(rest));
-    let mut html = out.split('\n').map(inline).collect::<Vec<_>>().join("<br>");
-    for (i, piece) in pieces.iter().enumerate().rev() {
-        html = html.replace(&format!("{OPEN}{i}{CLOSE}"), piece);
+    let html = out
+        .split('\n')
+        .map(|line| inline(line, steps))
+        .collect::<Vec<_>>()
+        .join("<br>");
+    restore(&html, &pieces, steps)
+}
+
+/// `html` with each `OPEN i CLOSE` placeholder replaced by `pieces[i]`, in one pass.
+fn restore(html: &str, pieces: &[String], steps: &mut usize) -> String {
+    let mut out = String::with_capacity(html.len() + pieces.iter().map(String::len).sum::<usize>());
+    let mut rest = html;
+    while let Some(open) = rest.find(OPEN) {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + OPEN.len_utf8()..];
+        let close = after.find(CLOSE).expect("every placeholder is closed");
+        let index: usize = after[..close].parse().expect("a placeholder holds its index");
+        out.push_str(&pieces[index]);
+        *steps += open + close;
+        rest = &after[close + CLOSE.len_utf8()..];
     }
-    html
+    out.push_str(rest);
+    out
 }
 
 /// Text outside any markup: Slack's three escapes read, then escaped as HTML.
@@ -109,10 +131,10 @@ fn attribute(value: &str) -> String {
 }
 
 /// `*bold*`, `_italic_` and `~strike~` within one line.
-fn inline(line: &str) -> String {
+fn inline(line: &str, steps: &mut usize) -> String {
     let mut line = line.to_owned();
     for (marker, tag) in [('*', "b"), ('_', "i"), ('~', "s")] {
-        line = wrap(&line, marker, tag);
+        line = wrap(&line, marker, tag, steps);
     }
     line
 }
@@ -120,26 +142,35 @@ fn inline(line: &str) -> String {
 /// Each `marker…marker` span as `<tag>…</tag>`, Slack's way: the opening marker after a
 /// non-word character (or at the start), the closing one before one (or at the end), with no
 /// space just inside either.
-fn wrap(line: &str, marker: char, tag: &str) -> String {
+///
+/// Whether a marker can close a span does not depend on where the span opened, so the next
+/// closing marker after each position is found once, from the end: an opener never scans ahead.
+fn wrap(line: &str, marker: char, tag: &str, steps: &mut usize) -> String {
     let chars: Vec<char> = line.chars().collect();
     let word = |c: char| c.is_alphanumeric();
+    let closes = |j: usize| {
+        j > 0 && chars[j] == marker && !chars[j - 1].is_whitespace() && chars.get(j + 1).is_none_or(|c| !word(*c))
+    };
+    let mut next_close = vec![None; chars.len() + 1];
+    for j in (0..chars.len()).rev() {
+        next_close[j] = if closes(j) { Some(j) } else { next_close[j + 1] };
+    }
+    *steps += 2 * chars.len();
     let mut out = String::with_capacity(line.len());
     let mut i = 0;
     while i < chars.len() {
         let opens = chars[i] == marker
             && (i == 0 || !word(chars[i - 1]))
             && chars.get(i + 1).is_some_and(|c| !c.is_whitespace() && *c != marker);
-        let close = opens
-            .then(|| {
-                (i + 2..chars.len()).find(|&j| {
-                    chars[j] == marker && !chars[j - 1].is_whitespace() && chars.get(j + 1).is_none_or(|c| !word(*c))
-                })
-            })
-            .flatten();
-        match close {
+        match opens.then(|| next_close.get(i + 2).copied().flatten()).flatten() {
             Some(j) => {
-                let inner: String = chars[i + 1..j].iter().collect();
-                out.push_str(&format!("<{tag}>{inner}</{tag}>"));
+                out.push('<');
+                out.push_str(tag);
+                out.push('>');
+                out.extend(&chars[i + 1..j]);
+                out.push_str("</");
+                out.push_str(tag);
+                out.push('>');
                 i = j + 1;
             }
             None => {
@@ -188,6 +219,28 @@ mod tests {
         assert_eq!(html("<!here> and <!channel>"), "@here and @channel");
         assert_eq!(html("<#C1|general>"), "#general");
         assert_eq!(html("\u{E000}0\u{E001}"), "0");
+    }
+
+    /// Text built to make a scanning converter quadratic: every `*` opens a span and no `*`
+    /// closes one, and thousands of placeholders.
+    #[test]
+    fn pathological_text_converts_in_linear_steps() {
+        for text in ["*a ".repeat(85_000), "<@u> ".repeat(50_000), "`x` _a ".repeat(35_000)] {
+            let mut steps = 0;
+            let html = convert(&text, &mut steps);
+            assert!(!html.is_empty());
+            assert!(steps <= 20 * text.len(), "{steps} steps for {} bytes", text.len());
+        }
+    }
+
+    #[test]
+    fn spans_still_pair_as_before() {
+        assert_eq!(html("*a *b* c*"), "<b>a *b</b> c*");
+        assert_eq!(html("_x_ and _y_"), "<i>x</i> and <i>y</i>");
+        assert_eq!(
+            html("<@a> <@b> `c`"),
+            r#"<span data-type="mention" data-id="a">@a</span> <span data-type="mention" data-id="b">@b</span> <code>c</code>"#
+        );
     }
 
     #[test]

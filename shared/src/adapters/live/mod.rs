@@ -70,6 +70,10 @@ pub trait LiveChannel: Send + Sync + std::fmt::Debug {
 }
 
 /// Azure Web PubSub through its REST API; sends and removals run in the background.
+/// Calls to take a removed member out of a room's group on Web PubSub before giving up (the
+/// last waits about 2 s after the first).
+pub const REMOVAL_ATTEMPTS: u32 = 5;
+
 #[async_trait]
 impl LiveChannel for Arc<WebPubSub> {
     fn send_to_group(&self, group: &str, body: Vec<u8>) {
@@ -81,11 +85,26 @@ impl LiveChannel for Arc<WebPubSub> {
         });
     }
 
+    /// Retried with growing waits ([`REMOVAL_ATTEMPTS`]): a removed member left in the room's
+    /// group would go on receiving its messages, so one failed call is not the end of it.
     fn remove_from_group(&self, user: &str, group: &str) {
         let (web_pubsub, user, group) = (Arc::clone(self), user.to_owned(), group.to_owned());
         tokio::spawn(async move {
-            if let Err(e) = WebPubSub::remove_user_from_group(&web_pubsub, &user, &group).await {
-                tracing::warn!(%user, %group, error = %e, "could not take a user out of a live group");
+            for attempt in 1..=REMOVAL_ATTEMPTS {
+                match WebPubSub::remove_user_from_group(&web_pubsub, &user, &group).await {
+                    Ok(()) => return,
+                    Err(e) if attempt == REMOVAL_ATTEMPTS => {
+                        tracing::error!(%user, %group, error = %e, "could not take a user out of a live group");
+                    }
+                    Err(e) => {
+                        tracing::warn!(%user, %group, attempt, error = %e, "taking a user out of a live group failed; retrying");
+                        // 250 ms, 500 ms, 1 s, … with up to half again at random, so the retries
+                        // of many removals after an outage spread out.
+                        let wait = 250u64 << (attempt - 1);
+                        let jitter = rand::random::<u64>() % (wait / 2 + 1);
+                        tokio::time::sleep(std::time::Duration::from_millis(wait + jitter)).await;
+                    }
+                }
             }
         });
     }

@@ -98,6 +98,15 @@ impl WebPubSub {
         })
     }
 
+    /// The origin browsers open their WebSocket to (`wss://<name>.webpubsub.azure.com`), for the
+    /// web page's content policy.
+    pub fn client_origin(&self) -> String {
+        match self.endpoint.strip_prefix("https://") {
+            Some(rest) => format!("wss://{rest}"),
+            None => format!("ws://{}", self.endpoint.trim_start_matches("http://")),
+        }
+    }
+
     fn sign(&self, claims: &impl Serialize) -> Result<String> {
         sign(&self.access_key, claims)
     }

@@ -95,39 +95,7 @@ impl AzureBlobObjects {
         container: &str,
         identity: impl FnOnce() -> Result<Arc<dyn TokenCredential>>,
     ) -> Result<AzureBlobObjects> {
-        let mut settings = std::collections::HashMap::new();
-        for part in connection.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = part.split_once('=').ok_or_else(|| invalid("a setting has no `=`"))?;
-            settings.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
-        }
-        let emulator = settings
-            .get("usedevelopmentstorage")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let (account, key, default_endpoint) = match emulator {
-            true => (
-                EMULATOR_ACCOUNT.to_owned(),
-                Some(EMULATOR_KEY.to_owned()),
-                EMULATOR_BLOB_ENDPOINT.to_owned(),
-            ),
-            false => {
-                let account = settings
-                    .get("accountname")
-                    .cloned()
-                    .ok_or_else(|| invalid("AccountName is missing"))?;
-                let key = settings.get("accountkey").cloned();
-                let protocol = settings.get("defaultendpointsprotocol").map_or("https", String::as_str);
-                let suffix = settings
-                    .get("endpointsuffix")
-                    .map_or("core.windows.net", String::as_str);
-                let endpoint = format!("{protocol}://{account}.blob.{suffix}");
-                (account, key, endpoint)
-            }
-        };
-        let endpoint = settings.get("blobendpoint").cloned().unwrap_or(default_endpoint);
-        let endpoint = reqwest::Url::parse(&endpoint)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| invalid("BlobEndpoint is not an http(s) URL"))?;
+        let (account, key, endpoint) = parse_connection(connection)?;
         let credential = match key {
             Some(key) => Credential::Key(BASE64.decode(key).map_err(|_| invalid("AccountKey is not base64"))?),
             None => Credential::Identity {
@@ -522,6 +490,51 @@ fn elements(xml: &str, tag: &str) -> Vec<String> {
         rest = &rest[end + close.len()..];
     }
     found
+}
+
+/// The origin (`scheme://host[:port]`) of the blob endpoint a connection string names: what
+/// a browser fetches attachments from, for the web page's content policy.
+pub fn origin_of(connection: &str) -> Result<String> {
+    let (_, _, endpoint) = parse_connection(connection)?;
+    Ok(endpoint.origin().ascii_serialization())
+}
+
+/// The account, its key (if the string has one) and the blob endpoint of a connection string.
+fn parse_connection(connection: &str) -> Result<(String, Option<String>, reqwest::Url)> {
+    let mut settings = std::collections::HashMap::new();
+    for part in connection.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part.split_once('=').ok_or_else(|| invalid("a setting has no `=`"))?;
+        settings.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
+    }
+    let emulator = settings
+        .get("usedevelopmentstorage")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let (account, key, default_endpoint) = match emulator {
+        true => (
+            EMULATOR_ACCOUNT.to_owned(),
+            Some(EMULATOR_KEY.to_owned()),
+            EMULATOR_BLOB_ENDPOINT.to_owned(),
+        ),
+        false => {
+            let account = settings
+                .get("accountname")
+                .cloned()
+                .ok_or_else(|| invalid("AccountName is missing"))?;
+            let key = settings.get("accountkey").cloned();
+            let protocol = settings.get("defaultendpointsprotocol").map_or("https", String::as_str);
+            let suffix = settings
+                .get("endpointsuffix")
+                .map_or("core.windows.net", String::as_str);
+            let endpoint = format!("{protocol}://{account}.blob.{suffix}");
+            (account, key, endpoint)
+        }
+    };
+    let endpoint = settings.get("blobendpoint").cloned().unwrap_or(default_endpoint);
+    let endpoint = reqwest::Url::parse(&endpoint)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or_else(|| invalid("BlobEndpoint is not an http(s) URL"))?;
+    Ok((account, key, endpoint))
 }
 
 #[cfg(test)]

@@ -26,13 +26,35 @@ use crate::error::{Error, Result};
 /// Where this binary serves objects.
 pub const ROUTE_PREFIX: &str = "/objects/";
 
-/// Files under a directory, links served by this binary at `public_base`.
+/// Requests to `/objects/{key}` served at once; past it, one is refused (429) before any of
+/// its body is read, so replaying a link many times at once cannot tie up the server.
+pub const MAX_REQUESTS_AT_ONCE: usize = 16;
+
+/// How much of a file one read moves: what an upload or a download holds in memory at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Files under a directory, links served by this binary at `public_base`. Cloning shares the
+/// signing key and the bound on requests at once.
 #[derive(Clone)]
 pub struct EmbeddedObjects {
     dir: PathBuf,
     public_base: String,
     secret: Arc<[u8]>,
+    requests: Arc<tokio::sync::Semaphore>,
 }
+
+/// How an upload through a link ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uploaded {
+    Created,
+    /// An object of that key exists: an upload link only creates.
+    Exists,
+    /// The body ran past the largest size allowed; nothing was kept.
+    TooLarge,
+}
+
+/// A request's place among [`MAX_REQUESTS_AT_ONCE`]; dropping it frees the place.
+pub type RequestPermit = tokio::sync::OwnedSemaphorePermit;
 
 impl std::fmt::Debug for EmbeddedObjects {
     /// Leaves the signing key out.
@@ -109,6 +131,7 @@ impl EmbeddedObjects {
             dir,
             public_base: public_base.trim_end_matches('/').to_owned(),
             secret: Arc::from(secret),
+            requests: Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS_AT_ONCE)),
         })
     }
 
@@ -155,25 +178,103 @@ impl EmbeddedObjects {
 }
 
 impl EmbeddedObjects {
-    /// Stores an object unless one of that key exists (`false` then): what an upload link
-    /// does, as a blob SAS with only the create permission does. The data file is linked into
-    /// place, which fails if it exists, so of two uploads at once exactly one lands.
-    pub async fn create(&self, key: &ObjectKey, mime: &str, bytes: Vec<u8>) -> Result<bool> {
+    /// A place among the requests served at once, or 429 when all are taken.
+    pub fn admit_request(&self) -> Result<RequestPermit> {
+        self.requests
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::TooManyRequests {
+                message: "too many object requests at once; try again".into(),
+                retry_after_secs: 1,
+            })
+    }
+
+    /// Stores an object from `body` unless one of that key exists: what an upload link does,
+    /// as a blob SAS with only the create permission does. An existing object is found before
+    /// any of the body is read, and the body goes to a file a chunk at a time, never more than
+    /// `max` bytes of it; the file is then linked into place, which fails if one is there, so
+    /// of two uploads at once exactly one lands.
+    pub async fn create<S, E>(&self, key: &ObjectKey, mime: &str, mut body: S, max: u64) -> Result<Uploaded>
+    where
+        S: futures::Stream<Item = std::result::Result<bytes::Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        use futures::StreamExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        if self.head(key).await?.is_some() {
+            return Ok(Uploaded::Exists);
+        }
         let scratch = self.dir.join(format!(".{}.part", uuid::Uuid::new_v4().simple()));
-        tokio::fs::write(&scratch, &bytes)
-            .await
-            .map_err(|e| unavailable("cannot write an object", e))?;
-        let linked = tokio::fs::hard_link(&scratch, self.file(key, "data")).await;
+        let written = async {
+            let mut file = tokio::fs::File::create(&scratch)
+                .await
+                .map_err(|e| unavailable("cannot write an object", e))?;
+            let mut size = 0u64;
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| Error::bad_request(format!("the body could not be read: {e}")))?;
+                size += chunk.len() as u64;
+                if size > max {
+                    return Ok(false);
+                }
+                file.write_all(&chunk)
+                    .await
+                    .map_err(|e| unavailable("cannot write an object", e))?;
+            }
+            file.flush()
+                .await
+                .map_err(|e| unavailable("cannot write an object", e))?;
+            Ok::<_, Error>(true)
+        }
+        .await;
+        let linked = match written {
+            Ok(true) => Some(tokio::fs::hard_link(&scratch, self.file(key, "data")).await),
+            Ok(false) => None,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&scratch).await;
+                return Err(e);
+            }
+        };
         let _ = tokio::fs::remove_file(&scratch).await;
         match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(unavailable("cannot write an object", e)),
+            None => return Ok(Uploaded::TooLarge),
+            Some(Ok(())) => {}
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(Uploaded::Exists),
+            Some(Err(e)) => return Err(unavailable("cannot write an object", e)),
         }
         tokio::fs::write(self.file(key, "type"), mime)
             .await
             .map_err(|e| unavailable("cannot write an object", e))?;
-        Ok(true)
+        Ok(Uploaded::Created)
+    }
+
+    /// An object's bytes as a stream of chunks, read from its file as they are sent; `None`
+    /// when there is no such object. `permit` is held until the stream ends or is dropped.
+    pub async fn read_stream(
+        &self,
+        key: &ObjectKey,
+        permit: RequestPermit,
+    ) -> Result<Option<impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static>> {
+        use tokio::io::AsyncReadExt as _;
+        let file = match tokio::fs::File::open(self.file(key, "data")).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unavailable("cannot read an object", e)),
+        };
+        Ok(Some(futures::stream::unfold(
+            Some((file, permit)),
+            |state| async move {
+                let (mut file, permit) = state?;
+                let mut chunk = vec![0; CHUNK_BYTES];
+                match file.read(&mut chunk).await {
+                    Ok(0) => None,
+                    Ok(n) => {
+                        chunk.truncate(n);
+                        Some((Ok(bytes::Bytes::from(chunk)), Some((file, permit))))
+                    }
+                    Err(e) => Some((Err(e), None)),
+                }
+            },
+        )))
     }
 }
 
