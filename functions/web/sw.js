@@ -1,7 +1,11 @@
-// The push service worker, served at /sw.js so that its scope (/) covers the page. It does two
+// The push service worker, served at /sw.js so that its scope (/) covers the page. It does three
 // things: a push shows a notification unless one of the app's windows is visible (the person
-// sees the message live there), and a click on the notification brings up the room — in a
-// window of the app that is already open when there is one, in a new one otherwise.
+// sees the message live there); a click on the notification brings up the room — in a
+// window of the app that is already open when there is one, in a new one otherwise; and when
+// the browser's push service replaces the subscription (`pushsubscriptionchange`), it
+// subscribes again with the old options and hands the new subscription to the app's windows,
+// which PUT it to the API with the signed-in person's token (a token the worker never holds);
+// with none open, the page PUTs the browser's subscription on its next load.
 //
 // The payload is the notification function's JSON (shared/src/notify/mod.rs, `Payload`):
 //   { roomId, messageId, senderName, preview, mentioned }
@@ -106,4 +110,24 @@ function onNotificationClick(notification) {
 
 self.addEventListener("notificationclick", (event) => {
   event.waitUntil(onNotificationClick(event.notification));
+});
+
+/**
+ * The subscription the push service replaced, renewed: the new one the event carries, else one
+ * made with the old one's options (its `applicationServerKey`, the server's VAPID key).
+ * Resolves with the new subscription's JSON, once every open window of the app has it.
+ */
+async function renewSubscription(oldSubscription, newSubscription) {
+  const manager = self.registration.pushManager;
+  const options = oldSubscription?.options ?? (await manager.getSubscription())?.options;
+  const renewed =
+    newSubscription ??
+    (await manager.subscribe({ userVisibleOnly: true, applicationServerKey: options?.applicationServerKey }));
+  const subscription = renewed.toJSON();
+  for (const window of await appWindows()) window.postMessage({ type: "tabletalk:push-renewed", subscription });
+  return subscription;
+}
+
+self.addEventListener("pushsubscriptionchange", (event) => {
+  event.waitUntil(renewSubscription(event.oldSubscription, event.newSubscription));
 });

@@ -15,7 +15,10 @@
 //    while no window of the app is open: the worker shows the notification with the sender and
 //    the preview. The same push while a window is visible shows none. A click (the worker's
 //    click handler, called with the shown notification) brings the room up in alice's window.
-//    Turning notifications off takes the subscription off the server.
+//    When the push service replaces the subscription, the worker subscribes again with the old
+//    options and the open window PUTs the new one (the event's handler is run in the worker
+//    through DevTools, its push manager stood in as the page's is). Turning notifications off takes the
+//    subscription off the server.
 import crypto from "node:crypto";
 import { mkdirSync } from "node:fs";
 import http from "node:http";
@@ -285,6 +288,32 @@ await run(async (browser) => {
     await page.getByTestId("room-title").filter({ hasText: "push-room" }).waitFor();
     check(page.url().endsWith(`#/rooms/${roomId}`), `the address names the room: ${page.url()}`);
     check((await notificationsOf(context)).length === 0, "the clicked notification is gone");
+  });
+
+  await step("a subscription the push service replaces is renewed in the worker and reaches the server", async () => {
+    // The worker's push manager, stood in as the page's is: a fresh subscription on another
+    // endpoint of the stand-in, made with the options the old one had.
+    const renewed = `${pushService.endpoint}-renewed`;
+    const worker = await workerOf(context);
+    await worker.evaluate(
+      async ({ endpoint, keys, oldEndpoint }) => {
+        const old = { endpoint: oldEndpoint, options: { userVisibleOnly: true, applicationServerKey: new Uint8Array([4, 1, 2]) } };
+        PushManager.prototype.subscribe = async function (options) {
+          globalThis.renewedWith = [...new Uint8Array(options.applicationServerKey)];
+          return { endpoint, toJSON: () => ({ endpoint, expirationTime: null, keys }) };
+        };
+        // The event's handler, called as the browser calls it (as the click test does).
+        await renewSubscription(old, null);
+      },
+      { endpoint: renewed, keys: pushService.keys, oldEndpoint: pushService.endpoint },
+    );
+    await until(
+      async () => (await api(aliceToken, "GET", "/api/push/subscriptions")).some((s) => s.endpoint === renewed),
+      "the renewed subscription on the server",
+    );
+    const options = await worker.evaluate(() => globalThis.renewedWith);
+    check(JSON.stringify(options) === "[4,1,2]", `subscribed again with the old options: ${JSON.stringify(options)}`);
+    await api(aliceToken, "DELETE", "/api/push/subscriptions", { endpoint: renewed });
   });
 
   await step("turning notifications off takes the subscription off the server", async () => {

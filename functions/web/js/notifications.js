@@ -144,15 +144,24 @@ export function addNotifications({ api }) {
   });
 
   show("off");
-  // What this browser already has (no registering, no prompt): a subscription from before.
-  current().then(
-    (subscription) => subscription && Notification.permission === "granted" && show("on", ""),
-    () => {},
-  );
+  // What this browser already has (no registering, no prompt): a subscription from before, which
+  // the server is told again (a PUT of the same subscription changes nothing): the push service
+  // may have replaced it while no window was open to pass the new one on.
+  current()
+    .then(async (subscription) => {
+      if (!subscription || Notification.permission !== "granted") return;
+      show("on", "");
+      await api.request("PUT", "/api/push/subscriptions", subscription.toJSON());
+    })
+    .catch(() => {});
 
   if ("serviceWorker" in navigator) {
     navigator.serviceWorker.addEventListener("message", (event) => {
       if (event.data?.type === "tabletalk:open-room" && event.data.roomId) location.hash = roomHref(event.data.roomId);
+      // The worker renewed the subscription the push service replaced (sw.js).
+      if (event.data?.type === "tabletalk:push-renewed" && event.data.subscription) {
+        api.request("PUT", "/api/push/subscriptions", event.data.subscription).catch(() => {});
+      }
     });
     navigator.serviceWorker.startMessages?.();
   }

@@ -6,6 +6,7 @@ mod counting;
 mod activity;
 mod attachments;
 mod erasure;
+mod fan_out;
 mod limits;
 mod messages;
 mod moderation;

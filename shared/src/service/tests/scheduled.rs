@@ -11,7 +11,7 @@ use crate::adapters::clock::ManualClock;
 use crate::ids::RoomId;
 use crate::messages::MessageType;
 use crate::messages::read::ReadMessages;
-use crate::scheduled::{CLAIM_LEASE, MAX_PENDING_PER_MEMBER, NewScheduled, Scheduled, ScheduledStatus};
+use crate::scheduled::{CLAIM_LEASE, MAX_ATTEMPTS, MAX_PENDING_PER_MEMBER, NewScheduled, Scheduled, ScheduledStatus};
 use crate::service::Chat;
 use crate::service::testing::{alice, chat_on, store};
 use crate::storage::faults::FaultyTables;
@@ -134,6 +134,63 @@ async fn a_send_the_store_committed_and_reported_as_failed_is_sent_once() {
     assert_eq!(first.sent + second.sent, 1, "{first:?} {second:?}");
     assert_eq!(texts(&chat, &room).await, ["committed"]);
     assert_eq!(item(&chat, &room, &scheduled.id).await.status, ScheduledStatus::Sent);
+}
+
+/// A send the store could not confirm on the item's last attempt (its commit still on its way,
+/// and the store unable to tell: the counter could not be fenced) leaves the item waiting,
+/// never refused: its message may land — here it does, a moment later — and the run after the
+/// claim lapses finds it and records the item sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, clock) = chat_at(Tables::new(faults.clone())).await;
+    let scheduled = schedule(&chat, &room, "maybe", 5).await;
+    let (found, etag) = chat
+        .store
+        .scheduled(&room, &alice().user_id, &scheduled.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let spent = Scheduled {
+        attempts: MAX_ATTEMPTS - 1,
+        ..found.clone()
+    };
+    chat.store
+        .replace_scheduled(&found, &etag, &spent)
+        .await
+        .unwrap()
+        .expect("every attempt but one spent");
+    clock.advance(Duration::seconds(5));
+    let messages = chat.store.schema.messages.clone();
+    faults.fail_transaction_and_apply_later(
+        Some(&messages),
+        1,
+        StoreError::new(ErrorKind::Unavailable, "timeout"),
+        std::time::Duration::from_millis(200),
+    );
+    faults.fail_operation(
+        "update",
+        Some(&messages),
+        1,
+        StoreError::new(ErrorKind::Unavailable, "no fence"),
+    );
+    let _ = chat.send_due_messages().await;
+    let waiting = item(&chat, &room, &scheduled.id).await;
+    assert_eq!(waiting.status, ScheduledStatus::Sending, "not refused: {waiting:?}");
+    assert_eq!(waiting.attempts, MAX_ATTEMPTS);
+
+    // The commit lands after all.
+    for _ in 0..100 {
+        if !texts(&chat, &room).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    clock.advance(CLAIM_LEASE);
+    chat.send_due_messages().await.unwrap();
+    let done = item(&chat, &room, &scheduled.id).await;
+    assert_eq!(done.status, ScheduledStatus::Sent, "{done:?}");
+    assert_eq!(texts(&chat, &room).await, ["maybe"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,8 @@ pub use together::{Together, together};
 use writer::Undo;
 
 use super::{
-    BatchOp, ETag, Entity, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName, UpdateMode,
+    BatchOp, ETag, Entity, ErrorKind, IfMatch, Page, RangeQuery, Result, StoreError, TableBackend, TableName,
+    UpdateMode,
 };
 
 /// Stores opened by this process, for their ids.
@@ -95,7 +96,11 @@ impl SqliteTables {
 
         let (writes, calls) = mpsc::channel();
         let session = Session::new(conn, shared.clone());
-        spawn("sqlite-writer", move || writer::run(session, calls))?;
+        let reopen = {
+            let (path, shared) = (path.clone(), shared.clone());
+            move || Ok(Session::new(open_connection(&path, durability)?, shared.clone()))
+        };
+        spawn("sqlite-writer", move || writer::supervise(session, calls, reopen))?;
 
         let reads = readers::Readers::open(&path, shared.clone(), READERS)?;
         Ok(SqliteTables {
@@ -140,9 +145,13 @@ impl SqliteTables {
         #[cfg(test)]
         self.inner.probe.sent();
         sent.map_err(|()| StoreError::internal("the sqlite writer has stopped"))?;
-        answer
-            .await
-            .map_err(|_| StoreError::internal("the sqlite writer stopped before answering"))?
+        // Dropped unanswered: the writer panicked, maybe after the call's group committed.
+        answer.await.map_err(|_| {
+            StoreError::new(
+                ErrorKind::Indeterminate,
+                "the sqlite writer stopped before answering; the write may have applied",
+            )
+        })?
     }
 
     /// Runs `work` on a read connection, on this thread (see [`readers`] for why).

@@ -401,13 +401,16 @@ async fn a_failing_commit_fails_every_call_of_its_group_and_applies_none() {
     tables.insert(&t, &row("p", "a")).await.unwrap();
 }
 
+/// A call refused for the rows as they were hears its group's fate when the group's commit
+/// fails, since the rows it was refused for may have been an earlier call's writes that never
+/// landed (here the key "fresh", taken only by the insert before it): answered "exists", its
+/// caller would trust a row that is not there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_fails_in_a_failing_group_keeps_its_own_error() {
+async fn a_refusal_in_a_failing_group_is_answered_with_the_groups_fate() {
     let (store, tables, t) = store_with_table("OwnError").await;
-    tables.insert(&t, &row("p", "dup")).await.unwrap();
     let gate = hold_writer(&store, &t).await;
     let mut q = Queued::new(&store, &tables, &t);
-    q.call(|tb, t| async move { tb.insert(&t, &row("p", "dup")).await })
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "fresh")).await })
         .await;
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "fresh")).await })
         .await;
@@ -415,9 +418,49 @@ async fn a_call_that_fails_in_a_failing_group_keeps_its_own_error() {
     drop(gate);
     assert_eq!(
         q.answers().await,
-        vec![Err((ErrorKind::AlreadyExists, None)), Err((ErrorKind::Internal, None))]
+        // Before: the second was answered AlreadyExists, for a row that was never written.
+        vec![Err((ErrorKind::Internal, None)), Err((ErrorKind::Internal, None))]
     );
     assert!(tables.get(&t, "p", "fresh").await.unwrap().is_none());
+    // Asked again, the insert lands.
+    tables.insert(&t, &row("p", "fresh")).await.unwrap();
+}
+
+/// A panic on the writer thread outside any call (here while a call is answered) does not stop
+/// the writer: the call's caller hears that the write may have applied, and the writes after it
+/// are served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_goes_on_after_a_panic_outside_any_call() {
+    struct PanicsWhenAnswered;
+    impl writer::Job for PanicsWhenAnswered {
+        fn undo(&self) -> Undo {
+            Undo::Statement
+        }
+        fn run(&mut self, _: &mut Session) -> writer::Ran {
+            writer::Ran::Done
+        }
+        fn answer(self: Box<Self>, _: &Result<()>) {
+            panic!("a panic while answering");
+        }
+    }
+    let (store, tables, t) = store_with_table("Panics").await;
+    let gate = hold_writer(&store, &t).await;
+    let mut q = Queued::new(&store, &tables, &t);
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "with the panic")).await })
+        .await;
+    together::send(store.inner.id, &store.inner.writes, Box::new(PanicsWhenAnswered))
+        .expect("the writer takes the call");
+    drop(gate);
+    let answers = q.answers().await;
+    assert!(
+        matches!(answers[..], [Err((ErrorKind::Indeterminate, None))] | [Ok(())]),
+        "{answers:?}"
+    );
+    tables
+        .insert(&t, &row("p", "after"))
+        .await
+        .expect("the writer serves writes again");
+    assert!(tables.get(&t, "p", "after").await.unwrap().is_some());
 }
 
 /// A call without a savepoint of its own that fails after its write went through (as a panic
@@ -454,9 +497,14 @@ async fn a_call_failing_after_its_write_rolls_its_group_back(failure: StoreError
     q.call(|tb, t| async move { tb.insert(&t, &row("p", "after")).await })
         .await;
     drop(gate);
+    // A refusal in a group that did not commit is answered with the group's fate.
+    let culprit = match own {
+        ErrorKind::PreconditionFailed => ErrorKind::Unavailable,
+        own => own,
+    };
     assert_eq!(
         q.answers().await,
-        vec![Err((ErrorKind::Unavailable, None)), Err((own, None)), Ok(())]
+        vec![Err((ErrorKind::Unavailable, None)), Err((culprit, None)), Ok(())]
     );
     for (rk, stored) in [("before", false), ("culprit", false), ("after", true)] {
         assert_eq!(tables.get(&t, "p", rk).await.unwrap().is_some(), stored, "{rk}");

@@ -118,9 +118,14 @@ where
     fn answer(self: Box<Self>, commit: &Result<()>) {
         let Call { result, reply, .. } = *self;
         let answer = match (result, commit) {
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            // A refusal stands only when its group committed: one made against the write of an
+            // earlier call of the same group (a key that call took, an ETag it moved) is stale
+            // once that write is rolled back, so the caller hears the group's fate instead and
+            // asks again.
+            (Some(Err(own)), Err(group)) if refused_by_state(&own) => Err(group.clone()),
             (Some(Err(own)), _) => Err(own),
             (Some(Ok(_)), Err(e)) | (None, Err(e)) => Err(e.clone()),
-            (Some(Ok(value)), Ok(())) => Ok(value),
             (None, Ok(())) => Err(StoreError::internal("a sqlite call was never run")),
         };
         // A caller that stopped waiting (its request was cancelled) needs no answer.
@@ -128,9 +133,47 @@ where
     }
 }
 
+/// Whether `error` refuses a call for the rows as they were (and not for its input, or for a
+/// failure of the store).
+fn refused_by_state(error: &StoreError) -> bool {
+    matches!(
+        error.kind,
+        ErrorKind::NotFound | ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed
+    )
+}
+
+/// The writer thread, kept alive: it runs [`run`] and, should that panic outside any one call
+/// (in the loop itself, or while answering), opens a fresh session with `reopen` and runs it
+/// again, so that one bad moment does not leave every later write failing while the process
+/// looks healthy. The group under way when it panicked is lost whole — SQLite rolls back the
+/// transaction of a connection that closes — unless its `COMMIT` had already returned; either
+/// way its callers' answers are dropped, and they hear that the writer stopped before
+/// answering ([`ErrorKind::Indeterminate`]). Returns when every handle to the store is gone.
+pub(super) fn supervise(
+    mut session: Session,
+    calls: Receiver<Vec<Box<dyn Job>>>,
+    reopen: impl Fn() -> Result<Session>,
+) {
+    loop {
+        match catch_unwind(AssertUnwindSafe(|| run(session, &calls))) {
+            Ok(()) => return,
+            Err(_) => tracing::error!("the sqlite writer panicked; it starts again on a fresh connection"),
+        }
+        session = loop {
+            match reopen() {
+                Ok(session) => break session,
+                Err(e) => {
+                    tracing::error!(error = %e, "the sqlite writer cannot reopen the store; trying again in a second");
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            }
+        };
+    }
+}
+
 /// The writer thread's loop; returns when every handle to the store is gone.
 /// Each message on `calls` is the calls one task step made ([`super::together`]).
-pub(super) fn run(mut session: Session, calls: Receiver<Vec<Box<dyn Job>>>) {
+fn run(mut session: Session, calls: &Receiver<Vec<Box<dyn Job>>>) {
     let mut queue: VecDeque<Box<dyn Job>> = VecDeque::new();
     while let Ok(first) = calls.recv() {
         queue.extend(first);
