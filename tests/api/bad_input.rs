@@ -259,3 +259,55 @@ async fn every_json_body_must_be_an_object() {
         1
     );
 }
+
+/// What the document allows, the server takes: a query parameter given empty is one not given,
+/// a whole number written `5.0` or `5e0` is the integer 5 (JSON Schema counts it so), and a
+/// text field's bounds are those of the text as sent (a control character anywhere refused,
+/// surrounding spaces stored trimmed).
+#[tokio::test]
+async fn what_the_document_allows_is_accepted_as_it_says() {
+    let app = spawn_app(&Backend::embedded());
+    let room = app.create_room("alice").await;
+    app.post("alice", &room, "hello").await;
+    let read = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/messages?cursor=&around=&order=desc"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.body);
+    let directory = app
+        .call(Method::GET, "/api/rooms/directory?cursor=&q=", Some("alice"), None)
+        .await;
+    assert_eq!(directory.status, StatusCode::OK, "{}", directory.body);
+
+    for limit in [json!(5.0), json!(5e0), json!(5)] {
+        let body = json!({ "input": { "serverId": "default", "conversations": [{ "conversationId": room }], "limit": limit } });
+        let changes = app
+            .call(Method::POST, "/api/messageChanges", Some("alice"), Some(body))
+            .await;
+        assert_eq!(changes.status, StatusCode::OK, "{limit}: {}", changes.body);
+    }
+    let fraction = json!({ "input": { "serverId": "default", "conversations": [], "limit": 5.5 } });
+    app.call(Method::POST, "/api/messageChanges", Some("alice"), Some(fraction))
+        .await
+        .assert_error(422, "VALIDATION");
+
+    let trimmed = app
+        .call(
+            Method::POST,
+            "/api/rooms",
+            Some("alice"),
+            Some(json!({ "name": "  spaced  " })),
+        )
+        .await;
+    assert_eq!(trimmed.status, StatusCode::CREATED, "{}", trimmed.body);
+    assert_eq!(trimmed.body["name"], "spaced");
+    for name in ["\tleading tab", "trailing newline\n", " "] {
+        app.call(Method::POST, "/api/rooms", Some("alice"), Some(json!({ "name": name })))
+            .await
+            .assert_error(422, "VALIDATION");
+    }
+}

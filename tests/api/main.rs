@@ -45,6 +45,7 @@ mod room_admin;
 mod room_list;
 mod rooms;
 mod scheduled;
+mod schema_fuzz;
 mod send_checks;
 mod serve;
 mod threads;

@@ -92,11 +92,42 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     match serde_json::from_slice(bytes) {
         Ok(value) => Ok(value),
-        Err(e) if e.is_data() || is_json() => Err(ApiError(Error::Validation(format!(
+        Err(e) if e.is_data() => match whole_numbers_as_integers(bytes) {
+            Some(value) => Ok(value),
+            None => Err(ApiError(Error::Validation(format!(
+                "the body does not match the expected shape: {e}"
+            )))),
+        },
+        Err(e) if is_json() => Err(ApiError(Error::Validation(format!(
             "the body does not match the expected shape: {e}"
         )))),
         Err(_) => Err(ApiError(Error::bad_request("the body is not valid JSON"))),
     }
+}
+
+/// The body as `T` once every whole number written with a fraction or an exponent (`1.0`,
+/// `1e3`) is read as the integer it is, as JSON Schema counts it: the document's integers admit
+/// them, so the server must too. Tried only after the plain read failed, so a body without
+/// such numbers costs nothing more.
+fn whole_numbers_as_integers<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    fn normalize(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Number(number) => {
+                let whole = number
+                    .as_f64()
+                    .filter(|f| number.is_f64() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0);
+                if let Some(whole) = whole {
+                    *number = serde_json::Number::from(whole as i64);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(normalize),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(normalize),
+            _ => {}
+        }
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    normalize(&mut value);
+    serde_json::from_value(value).ok()
 }
 
 /// Query-string parameters.
@@ -105,8 +136,20 @@ pub struct QueryParams<T>(pub T);
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<QueryParams<T>, ApiError> {
-        match Query::<T>::from_request_parts(parts, state).await {
+    /// A parameter given empty (`?cursor=`) is one not given: a client that fills a form's
+    /// fields from its state sends them so, and no parameter of the API means anything empty.
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryParams<T>, ApiError> {
+        let given: Vec<&str> = parts
+            .uri
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter(|pair| pair.split_once('=').is_some_and(|(_, value)| !value.is_empty()))
+            .collect();
+        let uri: axum::http::Uri = format!("/?{}", given.join("&"))
+            .parse()
+            .map_err(|_| ApiError(Error::bad_request("the query string is not valid")))?;
+        match Query::<T>::try_from_uri(&uri) {
             Ok(Query(value)) => Ok(QueryParams(value)),
             Err(QueryRejection::FailedToDeserializeQueryString(e)) => Err(ApiError(Error::bad_request(e.body_text()))),
             Err(other) => Err(ApiError(Error::bad_request(other.body_text()))),

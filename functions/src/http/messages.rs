@@ -162,7 +162,7 @@ pub async fn vote(
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
     operation_id = "addReaction",
-    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = String, Path)),
+    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = inline(tabletalk::messages::reactions::ReactionEmoji), Path)),
     responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
 pub async fn react(
     State(state): State<AppState>,
@@ -174,7 +174,7 @@ pub async fn react(
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
     operation_id = "removeReaction",
-    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = String, Path)),
+    params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = inline(tabletalk::messages::reactions::ReactionEmoji), Path)),
     responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
 pub async fn unreact(
     State(state): State<AppState>,

@@ -13,9 +13,9 @@ use utoipa::{Modify, OpenApi};
 #[openapi(
     info(title = "tabletalk", description = "Chat messages on table storage.
 
-Integers are JSON numbers written without a fraction or an exponent: `1.0` or `1e3` is refused \
-(VALIDATION), although JSON Schema counts them as integers. Text limits count characters after \
-leading and trailing whitespace is trimmed."),
+Integers are whole JSON numbers, as JSON Schema counts them: `3`, `3.0` and `3e0` are the same \
+integer. A query parameter given empty (`?cursor=`) is one not given. Text limits count \
+characters."),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
 )]
@@ -220,14 +220,6 @@ mod tests {
         let doc = served(&app(false).await).await;
         let schemas = "/components/schemas";
         let expected = [
-            (format!("{schemas}/NewRoom/properties/name/minLength"), json!(1)),
-            (
-                format!("{schemas}/NewRoom/properties/name/maxLength"),
-                json!(rooms::MAX_ROOM_NAME_CHARS),
-            ),
-            (format!("{schemas}/RoomChange/properties/name/minLength"), json!(1)),
-            (format!("{schemas}/NewRole/properties/name/minLength"), json!(1)),
-            (format!("{schemas}/RoleChange/properties/name/minLength"), json!(1)),
             (format!("{schemas}/NewRole/properties/position/minimum"), json!(1)),
             (
                 format!("{schemas}/NewRole/properties/position/maximum"),
@@ -263,7 +255,6 @@ mod tests {
                 format!("{schemas}/NewPoll/properties/options/maxItems"),
                 json!(polls::MAX_OPTIONS),
             ),
-            (format!("{schemas}/NewPoll/properties/question/minLength"), json!(1)),
             (
                 format!("{schemas}/MessageChangesInput/properties/conversations/maxItems"),
                 json!(feed::MAX_CONVERSATIONS),
@@ -273,6 +264,33 @@ mod tests {
         for (pointer, value) in expected {
             assert_eq!(doc.pointer(&pointer), Some(&value), "{pointer}");
         }
+        // Text fields carry the bounds and the pattern of the one rule that checks them
+        // (`tabletalk::text`), inline (beside a null when the field may be left out).
+        let text = |schema: &str, property: &str| {
+            let field = &doc["components"]["schemas"][schema]["properties"][property];
+            let strings = field["oneOf"]
+                .as_array()
+                .map(|all| all.iter().find(|s| s["type"] == "string"));
+            strings.flatten().unwrap_or(field).clone()
+        };
+        for (schema, property, max) in [
+            ("NewRoom", "name", rooms::MAX_ROOM_NAME_CHARS),
+            ("RoomChange", "name", rooms::MAX_ROOM_NAME_CHARS),
+            ("NewRole", "name", roles::MAX_ROLE_NAME_CHARS),
+            ("RoleChange", "name", roles::MAX_ROLE_NAME_CHARS),
+            ("NewPoll", "question", polls::MAX_QUESTION_CHARS),
+        ] {
+            let field = text(schema, property);
+            assert_eq!(field["minLength"], 1, "{schema}.{property}: {field}");
+            assert_eq!(field["maxLength"], max, "{schema}.{property}: {field}");
+            assert_eq!(
+                field["pattern"],
+                tabletalk::text::ONE_LINE,
+                "{schema}.{property}: {field}"
+            );
+        }
+        let description = text("NewRoom", "description");
+        assert_eq!(description["pattern"], tabletalk::text::LINES, "{description}");
         for path in [
             "/api/rooms/{roomId}/messages",
             "/api/rooms/{roomId}/messages/{messageId}/thread",
@@ -289,6 +307,7 @@ mod tests {
             assert!(until.contains("in the future"), "{schema}.until: {until:?}");
         }
         let info = doc["info"]["description"].as_str().unwrap_or_default();
-        assert!(info.contains("1.0"), "integers written as floats: {info:?}");
+        assert!(info.contains("`3.0`"), "integers written as floats: {info:?}");
+        assert!(info.contains("given empty"), "empty query parameters: {info:?}");
     }
 }

@@ -19,6 +19,11 @@ use crate::ids::{RoomId, UserId};
 pub const MAX_PER_MESSAGE: usize = 10;
 /// Longest file name, in characters.
 pub const MAX_NAME_CHARS: usize = 255;
+
+crate::text_field!(
+    /// A file's name in the document: what `AttachmentRules::check` accepts.
+    UploadName, 1, MAX_NAME_CHARS, crate::text::ONE_LINE
+);
 /// How long an upload link lasts, in seconds (at most 5 minutes).
 pub const UPLOAD_LINK_SECONDS: i64 = 300;
 /// How long a download link lasts, in seconds.
@@ -60,6 +65,7 @@ impl Default for AttachmentRules {
 #[serde(deny_unknown_fields)]
 pub struct NewUpload {
     /// The file's name as shown; stored under a safe form of it.
+    #[schema(value_type = UploadName, inline)]
     pub name: String,
     /// Its type, which must be on the allow-list; the upload must carry it as `Content-Type`.
     pub mime: String,

@@ -13,6 +13,11 @@ use crate::principal::Principal;
 use crate::text::plain_text;
 
 pub const MAX_NICKNAME_CHARS: usize = 32;
+
+crate::text_field!(
+    /// A nickname in the document (empty clears it).
+    Nickname, 0, MAX_NICKNAME_CHARS, crate::text::ONE_LINE_OR_EMPTY
+);
 /// Longest timeout a moderator can give.
 pub const MAX_TIMEOUT: Duration = Duration::days(28);
 /// Members one listing returns.
@@ -131,7 +136,7 @@ pub struct Receipt {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MembershipChange {
     /// At most 32 characters, trimmed, on one line; empty clears it.
-    #[schema(max_length = 32)]
+    #[schema(value_type = Option<Nickname>, inline)]
     pub nickname: Option<String>,
     pub notifications: Option<NotificationLevel>,
     pub muted: Option<bool>,
@@ -153,7 +158,7 @@ pub struct Timeout {
     pub until: Option<DateTime<Utc>>,
     /// At most 500 characters; recorded in the moderation log.
     #[serde(default)]
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
     pub reason: Option<String>,
 }
 
@@ -164,7 +169,7 @@ pub struct Ban {
     pub until: Option<DateTime<Utc>>,
     /// At most 500 characters; listed with the ban and recorded in the moderation log.
     #[serde(default)]
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
     pub reason: Option<String>,
 }
 

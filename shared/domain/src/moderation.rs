@@ -18,6 +18,11 @@ use crate::text::plain_lines;
 
 /// Longest reason a moderator (or a reporter) gives, in characters after trimming.
 pub const MAX_REASON_CHARS: usize = 500;
+
+crate::text_field!(
+    /// A moderator's reason in the document.
+    Reason, 0, MAX_REASON_CHARS, crate::text::LINES
+);
 pub const DEFAULT_LOG_LIMIT: usize = 50;
 pub const MAX_LOG_LIMIT: usize = 100;
 /// Longest log cursor accepted; anything longer is garbage.
@@ -174,7 +179,7 @@ pub fn checked_reason(reason: Option<&str>) -> Result<Option<String>> {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Kick {
     /// At most 500 characters; recorded in the moderation log.
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<Reason>, inline)]
     pub reason: Option<String>,
 }
 

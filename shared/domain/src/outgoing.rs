@@ -195,6 +195,7 @@ impl std::fmt::Debug for OutgoingWebhookWithSecret {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewOutgoingWebhook {
     /// An `https` URL with a public host (no credentials in it).
+    #[schema(min_length = 1, max_length = 2000, pattern = r"^\s*https?://\S+\s*$")]
     pub url: String,
     /// The events to receive; all three when left out.
     #[serde(default)]

@@ -16,6 +16,15 @@ pub const MAX_STATUS_TEXT_CHARS: usize = 100;
 /// The longest status emoji, in characters: one emoji may be several code points (a flag, a
 /// skin tone, a ZWJ sequence), but never a sentence.
 pub const MAX_STATUS_EMOJI_CHARS: usize = 16;
+
+crate::text_field!(
+    /// A status's text in the document.
+    StatusText, 1, MAX_STATUS_TEXT_CHARS, crate::text::ONE_LINE
+);
+crate::text_field!(
+    /// A status's emoji in the document: no whitespace anywhere.
+    StatusEmoji, 1, MAX_STATUS_EMOJI_CHARS, crate::text::NO_SPACES
+);
 /// How far ahead a status may expire.
 pub const MAX_STATUS_LIFETIME: Duration = Duration::days(366);
 
@@ -71,9 +80,11 @@ impl CustomStatus {
 pub struct NewStatus {
     /// 1–100 characters on one line, no control characters.
     #[serde(default)]
+    #[schema(value_type = Option<StatusText>, inline)]
     pub text: Option<String>,
     /// 1–16 characters, no whitespace or control characters.
     #[serde(default)]
+    #[schema(value_type = Option<StatusEmoji>, inline)]
     pub emoji: Option<String>,
     /// In the future, at most 366 days ahead.
     #[serde(default)]
@@ -93,7 +104,11 @@ impl NewStatus {
             .as_deref()
             .map(|e| plain_text(e, "emoji", 1, MAX_STATUS_EMOJI_CHARS))
             .transpose()?;
-        if emoji.as_deref().is_some_and(|e| e.chars().any(char::is_whitespace)) {
+        if self
+            .emoji
+            .as_deref()
+            .is_some_and(|e| e.chars().any(char::is_whitespace))
+        {
             return Err(Error::validation("emoji must not contain whitespace"));
         }
         if text.is_none() && emoji.is_none() {

@@ -20,11 +20,16 @@ pub const MAX_LISTED_GROUPS: usize = 100;
 /// Reports shown per group (its `count` is all of them).
 pub const MAX_LISTED_REPORTS: usize = 100;
 
+crate::text_field!(
+    /// A report's reason in the document: not blank.
+    ReportReason, 1, MAX_REASON_CHARS, crate::text::LINES_NOT_BLANK
+);
+
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewReport {
     /// Why: 1..=500 characters, trimmed; line breaks allowed.
-    #[schema(min_length = 1, max_length = 500)]
+    #[schema(value_type = ReportReason, inline)]
     pub reason: String,
 }
 
@@ -76,7 +81,7 @@ pub enum ResolveAction {
 pub struct ResolveReports {
     pub action: ResolveAction,
     /// At most 500 characters; recorded in the moderation log.
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
     pub reason: Option<String>,
 }
 

@@ -11,6 +11,11 @@ use crate::text::plain_text;
 
 pub const MAX_ROLES_PER_ROOM: usize = 100;
 pub const MAX_ROLE_NAME_CHARS: usize = 32;
+
+crate::text_field!(
+    /// A role's name in the document.
+    RoleName, 1, MAX_ROLE_NAME_CHARS, crate::text::ONE_LINE
+);
 pub const MAX_POSITION: u32 = 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -27,7 +32,7 @@ pub struct Role {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewRole {
     /// 1..=32 characters, trimmed, on one line.
-    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
+    #[schema(value_type = RoleName, inline)]
     pub name: String,
     #[serde(default)]
     pub permissions: Permissions,
@@ -40,7 +45,7 @@ pub struct NewRole {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoleChange {
     /// 1..=32 characters, trimmed, on one line.
-    #[schema(min_length = 1, max_length = 32, pattern = r"\S")]
+    #[schema(value_type = Option<RoleName>, inline)]
     pub name: Option<String>,
     pub permissions: Option<Permissions>,
     /// 1..=1000, below the caller's own rank.

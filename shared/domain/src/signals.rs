@@ -119,6 +119,7 @@ impl Signal {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ViewRoom {
     /// The connection's id, from the `connected` message of the live connection.
+    #[schema(pattern = r"^[A-Za-z0-9._~=-]{1,128}$")]
     pub connection_id: String,
     pub room_id: Option<String>,
 }

@@ -26,6 +26,8 @@ pub struct PushKeys {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewSubscription {
+    /// The push service's URL for this browser.
+    #[schema(pattern = r"^https?://\S+$")]
     pub endpoint: String,
     pub keys: PushKeys,
     /// Milliseconds since the epoch, or null.

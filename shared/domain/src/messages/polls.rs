@@ -9,6 +9,15 @@ use crate::text::plain_text;
 
 pub const MAX_QUESTION_CHARS: usize = 300;
 pub const MAX_OPTION_CHARS: usize = 100;
+
+crate::text_field!(
+    /// A poll's question in the document.
+    PollQuestion, 1, MAX_QUESTION_CHARS, crate::text::ONE_LINE
+);
+crate::text_field!(
+    /// One poll option in the document.
+    PollOptionText, 1, MAX_OPTION_CHARS, crate::text::ONE_LINE
+);
 pub const MIN_OPTIONS: usize = 2;
 pub const MAX_OPTIONS: usize = 10;
 
@@ -17,11 +26,11 @@ pub const MAX_OPTIONS: usize = 10;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewPoll {
     /// 1..=300 characters, trimmed, on one line.
-    #[schema(min_length = 1, max_length = 300, pattern = r"\S")]
+    #[schema(value_type = PollQuestion, inline)]
     pub question: String,
     /// 2..=10 distinct options of 1..=100 characters; they get the ids "1", "2", … in this
     /// order.
-    #[schema(min_items = 2, max_items = 10)]
+    #[schema(min_items = 2, max_items = 10, value_type = Vec<PollOptionText>)]
     pub options: Vec<String>,
 }
 

@@ -21,6 +21,11 @@ pub struct ReactionCount {
     pub me: bool,
 }
 
+crate::text_field!(
+    /// A reaction's emoji in the document: what [`checked_emoji`] accepts.
+    ReactionEmoji, 1, MAX_EMOJI_CHARS, crate::text::NO_SPACES
+);
+
 /// An emoji as a reaction: a Unicode emoji or a `:shortcode:`, 1..=32 characters, no spaces.
 pub fn checked_emoji(emoji: &str) -> Result<&str> {
     let valid = !emoji.is_empty()

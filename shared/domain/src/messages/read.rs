@@ -81,6 +81,7 @@ pub const MAX_BATCH: usize = 100;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetMessages {
     /// 1..=100 message ids; a repeated id is answered once.
+    #[schema(min_items = 1, max_items = 100)]
     pub ids: Vec<String>,
 }
 

@@ -18,6 +18,15 @@ pub use settings::{FilterAction, RoomChange, WordFilterSettings};
 
 pub const MAX_ROOM_NAME_CHARS: usize = 100;
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
+
+crate::text_field!(
+    /// A room's name in the document: what [`crate::text::plain_text`] accepts.
+    RoomName, 1, MAX_ROOM_NAME_CHARS, crate::text::ONE_LINE
+);
+crate::text_field!(
+    /// A room's description in the document: what [`crate::text::plain_lines`] accepts.
+    RoomDescription, 0, MAX_DESCRIPTION_CHARS, crate::text::LINES
+);
 /// Rooms one user can be listed in.
 pub const MAX_ROOMS_PER_USER: usize = 1000;
 /// Unread messages counted per room; past this the listing says "at least".
@@ -72,11 +81,11 @@ impl Room {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewRoom {
     /// 1..=100 characters, trimmed, on one line.
-    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
+    #[schema(value_type = RoomName, inline)]
     pub name: String,
     /// At most 500 characters, trimmed; line breaks allowed.
     #[serde(default)]
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<RoomDescription>, inline)]
     pub description: Option<String>,
     /// `private` (the default) or `public`.
     #[serde(default)]

@@ -12,6 +12,11 @@ use crate::word_filter::WordFilter;
 pub const MAX_SLOWMODE_SECONDS: u32 = 6 * 3600;
 pub const MAX_FILTER_WORDS: usize = 1000;
 pub const MAX_FILTER_WORD_CHARS: usize = 100;
+
+crate::text_field!(
+    /// One filter word in the document.
+    FilterWord, 1, MAX_FILTER_WORD_CHARS, crate::text::ONE_LINE
+);
 /// The stored word list's budget, under table storage's 32 Ki UTF-16 units per string.
 pub const MAX_FILTER_STORED_UNITS: usize = 30_000;
 pub const MAX_FILTER_TIMEOUT_SECONDS: u32 = 7 * 24 * 3600;
@@ -32,7 +37,7 @@ pub enum FilterAction {
 pub struct WordFilterSettings {
     /// Words or phrases (at most 1000, each 1..=100 characters), matched as whole words after
     /// normalisation.
-    #[schema(max_items = 1000)]
+    #[schema(max_items = 1000, value_type = Vec<FilterWord>)]
     pub words: Vec<String>,
     #[serde(default)]
     pub action: FilterAction,
@@ -77,10 +82,10 @@ impl WordFilterSettings {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoomChange {
     /// 1..=100 characters, trimmed, on one line.
-    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
+    #[schema(value_type = Option<super::RoomName>, inline)]
     pub name: Option<String>,
     /// At most 500 characters, trimmed; line breaks allowed.
-    #[schema(max_length = 500)]
+    #[schema(value_type = Option<super::RoomDescription>, inline)]
     pub description: Option<String>,
     pub read_only: Option<bool>,
     /// `public` lists the room in the directory and lets anyone join by id; `private` takes

@@ -31,6 +31,11 @@ use crate::text::plain_text;
 pub const MAX_WEBHOOKS_PER_ROOM: usize = 50;
 /// Longest name (and `username` override), in characters, as Slack's.
 pub const MAX_NAME_CHARS: usize = 80;
+
+crate::text_field!(
+    /// A webhook's name in the document.
+    WebhookNameText, 1, MAX_NAME_CHARS, crate::text::ONE_LINE
+);
 /// Longest `icon_url`.
 pub const MAX_ICON_URL_CHARS: usize = 2048;
 /// The prefix of a webhook's author id, so no user id can be mistaken for one.
@@ -98,6 +103,7 @@ pub struct WebhookWithUrl {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookName {
     /// 1-80 characters, trimmed.
+    #[schema(value_type = WebhookNameText, inline)]
     pub name: String,
     /// On create: the webhook is an automation's (its messages' origin is `automation`).
     /// Ignored on a rename.
