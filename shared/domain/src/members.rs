@@ -158,7 +158,7 @@ pub struct Timeout {
     pub until: Option<DateTime<Utc>>,
     /// At most 500 characters; recorded in the moderation log.
     #[serde(default)]
-    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
+    #[schema(value_type = Option<crate::text::Reason>, inline)]
     pub reason: Option<String>,
 }
 
@@ -169,7 +169,7 @@ pub struct Ban {
     pub until: Option<DateTime<Utc>>,
     /// At most 500 characters; listed with the ban and recorded in the moderation log.
     #[serde(default)]
-    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
+    #[schema(value_type = Option<crate::text::Reason>, inline)]
     pub reason: Option<String>,
 }
 

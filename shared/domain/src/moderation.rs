@@ -16,13 +16,8 @@ use crate::keys::{KEY_WIDTH, Ticks};
 use crate::permissions::Permission;
 use crate::text::plain_lines;
 
-/// Longest reason a moderator (or a reporter) gives, in characters after trimming.
-pub const MAX_REASON_CHARS: usize = 500;
+pub use crate::text::{MAX_REASON_CHARS, Reason};
 
-crate::text_field!(
-    /// A moderator's reason in the document.
-    Reason, 0, MAX_REASON_CHARS, crate::text::LINES
-);
 pub const DEFAULT_LOG_LIMIT: usize = 50;
 pub const MAX_LOG_LIMIT: usize = 100;
 /// Longest log cursor accepted; anything longer is garbage.

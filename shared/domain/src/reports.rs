@@ -81,7 +81,7 @@ pub enum ResolveAction {
 pub struct ResolveReports {
     pub action: ResolveAction,
     /// At most 500 characters; recorded in the moderation log.
-    #[schema(value_type = Option<crate::moderation::Reason>, inline)]
+    #[schema(value_type = Option<crate::text::Reason>, inline)]
     pub reason: Option<String>,
 }
 

@@ -51,6 +51,14 @@ macro_rules! text_field {
     };
 }
 
+/// The longest reason a moderator or a reporter gives, in characters.
+pub const MAX_REASON_CHARS: usize = 500;
+
+crate::text_field!(
+    /// A moderator's reason in the document.
+    Reason, 0, MAX_REASON_CHARS, LINES
+);
+
 /// `value` trimmed, if it is `min..=max` characters on one line.
 pub fn plain_text(value: &str, what: &str, min: usize, max: usize) -> Result<String> {
     checked(value, what, min, max, false)
