@@ -12,11 +12,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tower::ServiceExt as _;
 
 /// How long a client has to send a request's headers, from the connection's first byte or the
@@ -25,8 +24,14 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `shutdown` completes, each request carrying its peer's
 /// address (`ConnectInfo`, which the development sign-in reads).
+///
+/// HTTP/1.1 only: browsers, the Functions host and the Web PubSub client all speak it, while
+/// telling HTTP/2 apart first reads bytes with no deadline (a client that sends nothing would
+/// be held forever), and HTTP/2 has no header deadline of its own.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: impl Future<Output = ()>) {
-    let graceful = GracefulShutdown::new();
+    // Said once, on shutdown, to every connection; each holds `open` until it is done.
+    let (stop, stopping) = watch::channel(());
+    let (open, all_closed) = watch::channel(());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -47,22 +52,31 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: impl Future<Out
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
             app.clone().oneshot(request.map(Body::new))
         });
-        let watcher = graceful.watcher();
+        let (mut stopping, held) = (stopping.clone(), all_closed.clone());
         tokio::spawn(async move {
-            let mut builder = Builder::new(TokioExecutor::new());
+            let mut builder = hyper::server::conn::http1::Builder::new();
             builder
-                .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT);
-            // WebSockets over HTTP/2 (the local live hub) need the CONNECT protocol.
-            builder.http2().timer(TokioTimer::new()).enable_connect_protocol();
-            let connection =
-                builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
-            if let Err(e) = watcher.watch(connection).await {
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+                .with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                _ = stopping.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(error = %e, %peer, "connection ended with an error");
             }
+            drop(held);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(all_closed);
+    let _ = stop.send(());
+    open.closed().await;
 }

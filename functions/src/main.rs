@@ -212,7 +212,12 @@ async fn serve(args: &Args) -> Result<(), String> {
             SocketAddr::new(host, port)
         }
     };
-    settings.check_listen_address(addr.ip()).map_err(|e| e.to_string())?;
+    // A Functions app on Azure is the internet's, whatever address its handler binds.
+    let exposed = match custom_handler && std::env::var_os("WEBSITE_INSTANCE_ID").is_some() {
+        true => IpAddr::from([0, 0, 0, 0]),
+        false => addr.ip(),
+    };
+    settings.check_listen_address(exposed).map_err(|e| e.to_string())?;
     // Bound before the service is assembled: the embedded object store's links name the
     // address this server answers at.
     let listener = tokio::net::TcpListener::bind(addr)
@@ -265,6 +270,10 @@ async fn serve(args: &Args) -> Result<(), String> {
 /// No timers run here and there is no live hub (no WebSockets through an HTTP API); events are
 /// published before a send answers, since Lambda freezes the process after each response.
 async fn serve_lambda(settings: &Settings) -> Result<(), String> {
+    // Behind an API Gateway: the internet's, so no development-only setting.
+    settings
+        .check_listen_address(IpAddr::from([0, 0, 0, 0]))
+        .map_err(|e| e.to_string())?;
     let chat = compose::chat(settings)
         .await
         .map_err(|e| format!("cannot open storage: {e}"))?

@@ -236,10 +236,25 @@ async fn every_json_body_must_be_an_object() {
                     .unwrap();
                 let status = response.status().as_u16();
                 let answer: serde_json::Value = response.json().await.unwrap_or_default();
-                assert!(
-                    (400..500).contains(&status) && answer["code"].is_string(),
-                    "{method} {path} with {body}: {status} {answer}"
-                );
+                // With every path parameter naming a real thing, the body is what is refused;
+                // a made-up one may be refused first, as missing.
+                let real = [
+                    "{roomId}",
+                    "{messageId}",
+                    "{userId}",
+                    "{emoji}",
+                    "{webhookId}",
+                    "{token}",
+                ]
+                .iter()
+                .fold(template.clone(), |t, known| t.replace(known, ""))
+                .find('{')
+                .is_none();
+                let expected = match real {
+                    true => (422..423).contains(&status) && answer["code"] == "VALIDATION",
+                    false => (400..500).contains(&status) && answer["code"].is_string(),
+                };
+                assert!(expected, "{method} {path} with {body}: {status} {answer}");
             }
             checked += 1;
         }

@@ -59,21 +59,34 @@ tokio::task_local! {
     static REQUEST_ID: String;
 }
 
-/// Runs `answer` (a request's handling) with `id` as its request id for [`body`].
+/// Runs `answer` (a request's handling) with `id` as its request id for [`body`]. An id the
+/// client chose is named only if it looks like one (at most 64 letters, digits, `-`, `_`, `.`):
+/// a message is no place for whatever a header held.
 pub async fn in_request<F: std::future::Future>(id: String, answer: F) -> F::Output {
-    REQUEST_ID.scope(id, answer).await
+    let plain = id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    REQUEST_ID.scope(if plain { id } else { "-".to_owned() }, answer).await
 }
 
 /// What the client is shown of an outcome: its stable code and its message, except that the
 /// detail of an internal error or of an unavailable dependency (a table's method and path, a
 /// key service's URL and its error) is logged, never shown: the client reads a generic message
 /// with the request id that finds the log line.
+///
+/// One unavailable outcome is told as it is: a change the store did not confirm, whose message
+/// (fixed, with no detail in it) tells the client that a send retried with the same client id
+/// is safe.
 pub fn body(error: &Error) -> ErrorBody {
     let request = REQUEST_ID.try_with(String::clone).unwrap_or_else(|_| "-".to_owned());
     let message = match error {
         Error::Internal(detail) => {
             tracing::error!(%detail, "internal error");
             format!("internal error (request {request})")
+        }
+        Error::Unavailable(detail) if tabletalk::store::error::is_unconfirmed(error) => {
+            format!("{detail} (request {request})")
         }
         Error::Unavailable(detail) => {
             tracing::warn!(%detail, "dependency unavailable");

@@ -7,9 +7,10 @@
 //! only create: a second upload to its key is refused (409), as a blob SAS with only the
 //! create permission is, before its body is read.
 //!
-//! Bodies stream both ways, a chunk at a time, and at most
-//! [`tabletalk::adapters::objects::embedded::MAX_REQUESTS_AT_ONCE`] requests are served at once
-//! (429 past it), so what a replayed link costs the server is bounded in memory and in workers.
+//! Bodies stream both ways, a chunk at a time; at most
+//! [`tabletalk::adapters::objects::embedded::MAX_REQUESTS_AT_ONCE`] uploads are received at once
+//! (429 past it), and one that stalls gives up its place, so what a replayed link costs the
+//! server is bounded in memory and in workers.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -87,11 +88,13 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(q
     if let Err(e) = store.verify("GET", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
-    let permit = match store.admit_request() {
+    let opening = match store.admit_request() {
         Ok(permit) => permit,
         Err(e) => return refuse(e),
     };
-    match store.read_stream(&key, permit).await {
+    let chunks = store.read_stream(&key).await;
+    drop(opening);
+    match chunks {
         Ok(Some(chunks)) => {
             let mime = query.rsct.unwrap_or_else(|| "application/octet-stream".into());
             let name = query.rscd.unwrap_or_else(|| "file".into());

@@ -76,7 +76,7 @@ export async function startApp(me) {
   document.getElementById("app").hidden = false;
   document.getElementById("me").textContent = me.name;
   document.getElementById("signout").addEventListener("click", signOut);
-  addNotifications({ api });
+  addNotifications({ api, me });
   const status = document.getElementById("connection-status");
   bus.on("live:status", ({ state }) => {
     status.textContent = STATUS_TEXT[state] ?? "";
@@ -127,6 +127,8 @@ export async function startApp(me) {
     // The cached copy shows at once; the server's is read once the live view is attached.
     bus.emit("room:opening", { roomId, messageId });
     await viewing;
+    // Another room was opened meanwhile: that one is read, not this.
+    if (ctx.roomId !== roomId) return;
     await timeline.open(roomId, { messageId, lastRead: room.unreadCount > 0 ? room.lastReadAt : null });
     bus.emit("room:open", { roomId, messageId });
   }

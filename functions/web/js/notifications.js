@@ -13,6 +13,9 @@
 import { roomHref } from "./router.js";
 
 const WORKER_URL = "/sw.js";
+/** Who enabled this browser's notifications: only their pages tell the server of the
+ * subscription again (tabs may be signed in as different people). */
+const OWNER_KEY = "tabletalk.push.owner";
 /** How long the browser's push service may take to give a subscription. (Chromium with a
  * profile but no network never answers; an off-the-record profile refuses at once.) */
 const SUBSCRIBE_TIMEOUT_MS = 20_000;
@@ -34,7 +37,8 @@ export function keyBytes(base64url) {
 
 const supported = () => "serviceWorker" in navigator && "PushManager" in globalThis && "Notification" in globalThis;
 
-export function addNotifications({ api }) {
+export function addNotifications({ api, me }) {
+  const mine = () => localStorage.getItem(OWNER_KEY) === me.userId;
   const wrap = document.createElement("div");
   wrap.className = "notifications";
   const button = document.createElement("button");
@@ -115,6 +119,7 @@ export function addNotifications({ api }) {
       );
     }
     await api.request("PUT", "/api/push/subscriptions", subscription.toJSON());
+    localStorage.setItem(OWNER_KEY, me.userId);
     show("on", "Notifications are on for this browser.");
   }
 
@@ -125,6 +130,7 @@ export function addNotifications({ api }) {
       await api.request("DELETE", "/api/push/subscriptions", { endpoint: subscription.endpoint });
       await subscription.unsubscribe();
     }
+    localStorage.removeItem(OWNER_KEY);
     show("off", "Notifications are off.");
   }
 
@@ -149,7 +155,7 @@ export function addNotifications({ api }) {
   // may have replaced it while no window was open to pass the new one on.
   current()
     .then(async (subscription) => {
-      if (!subscription || Notification.permission !== "granted") return;
+      if (!subscription || Notification.permission !== "granted" || !mine()) return;
       show("on", "");
       await api.request("PUT", "/api/push/subscriptions", subscription.toJSON());
     })
@@ -159,7 +165,7 @@ export function addNotifications({ api }) {
     navigator.serviceWorker.addEventListener("message", (event) => {
       if (event.data?.type === "tabletalk:open-room" && event.data.roomId) location.hash = roomHref(event.data.roomId);
       // The worker renewed the subscription the push service replaced (sw.js).
-      if (event.data?.type === "tabletalk:push-renewed" && event.data.subscription) {
+      if (event.data?.type === "tabletalk:push-renewed" && event.data.subscription && mine()) {
         api.request("PUT", "/api/push/subscriptions", event.data.subscription).catch(() => {});
       }
     });

@@ -7,20 +7,35 @@
 
 use crate::error::{Error, Result};
 
+/// The characters `str::trim` takes off (Unicode `White_Space`) that are not control
+/// characters, spelled out for the patterns below: `\s` means more in some dialects (ECMA-262
+/// counts U+FEFF, which Rust does not).
+macro_rules! spaces {
+    () => {
+        r" \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000"
+    };
+}
+
 /// The document's pattern for a one-line text of at least one character that is not
 /// whitespace: no control character anywhere.
-pub const ONE_LINE: &str = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$";
+pub const ONE_LINE: &str = concat!(
+    r"^[^\x00-\x1F\x7F-\x9F]*[^",
+    spaces!(),
+    r"\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+);
 /// The document's pattern for a one-line text that may be empty.
 pub const ONE_LINE_OR_EMPTY: &str = r"^[^\x00-\x1F\x7F-\x9F]*$";
 /// The document's pattern for a text whose only control character may be a line break.
 pub const LINES: &str = r"^[^\x00-\x09\x0B-\x1F\x7F-\x9F]*$";
-
 /// The document's pattern for a text without whitespace or control characters (an emoji).
-pub const NO_SPACES: &str = r"^[^\s\x00-\x1F\x7F-\x9F]+$";
+pub const NO_SPACES: &str = concat!(r"^[^", spaces!(), r"\x00-\x1F\x7F-\x9F]+$");
 /// The document's pattern for a multi-line text of at least one character that is not
 /// whitespace.
-pub const LINES_NOT_BLANK: &str =
-    r"^[^\x00-\x09\x0B-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x09\x0B-\x1F\x7F-\x9F]*$";
+pub const LINES_NOT_BLANK: &str = concat!(
+    r"^[^\x00-\x09\x0B-\x1F\x7F-\x9F]*[^",
+    spaces!(),
+    r"\x00-\x1F\x7F-\x9F][^\x00-\x09\x0B-\x1F\x7F-\x9F]*$"
+);
 
 /// A text field's schema in the OpenAPI document: `min..=max` characters matching `pattern`.
 pub fn schema(min: usize, max: usize, pattern: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -85,6 +100,32 @@ pub fn checked(value: &str, what: &str, min: usize, max: usize, multiline: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The document's patterns say what the rule accepts, character for character.
+    #[test]
+    fn the_documents_patterns_agree_with_the_rule() {
+        let samples = [
+            "hi", " hi ", "", " ", "   ", "\u{FEFF}", "\u{3000}", "\u{A0}x", "\u{2003}", "a b", "\thi", "hi\n", "x\ny",
+            "a\u{85}b", "a\u{7}b", "\u{200B}", "😀", "😀 ", "é",
+        ];
+        let cases: [(&str, &dyn Fn(&str) -> bool); 5] = [
+            (ONE_LINE, &|s| plain_text(s, "x", 1, 100).is_ok()),
+            (ONE_LINE_OR_EMPTY, &|s| plain_text(s, "x", 0, 100).is_ok()),
+            (LINES, &|s| plain_lines(s, "x", 100).is_ok()),
+            (LINES_NOT_BLANK, &|s| {
+                plain_lines(s, "x", 100).is_ok_and(|t| !t.is_empty())
+            }),
+            (NO_SPACES, &|s| {
+                plain_text(s, "x", 1, 100).is_ok() && !s.chars().any(char::is_whitespace)
+            }),
+        ];
+        for (pattern, rule) in cases {
+            let pattern = regex::Regex::new(pattern).unwrap();
+            for sample in samples {
+                assert_eq!(pattern.is_match(sample), rule(sample), "{pattern} on {sample:?}");
+            }
+        }
+    }
 
     #[test]
     fn bounds_the_text_as_sent_and_stores_it_trimmed() {

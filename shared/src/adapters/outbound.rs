@@ -241,7 +241,16 @@ impl Resolve for Guarded {
         let (inner, reach) = (Arc::clone(&self.inner), self.reach);
         Box::pin(async move {
             let host = name.as_str().to_owned();
-            let addrs: Vec<SocketAddr> = inner.resolve(name).await?.collect();
+            // A name that does not resolve is refused as one that resolves only to private
+            // addresses is, in the same words: which names exist inside the server's network
+            // is not the caller's to learn.
+            let addrs: Vec<SocketAddr> = match inner.resolve(name).await {
+                Ok(addrs) => addrs.collect(),
+                Err(e) => {
+                    tracing::debug!(host, error = %e, "an outbound name did not resolve");
+                    Vec::new()
+                }
+            };
             let admitted = admit(&host, addrs, reach)?;
             Ok(Box::new(admitted.into_iter()) as Addrs)
         })
@@ -512,6 +521,28 @@ mod tests {
             Ok(addrs) => Ok(addrs.map(|a| a.ip()).collect()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// A name that does not resolve is refused in the same words as one resolving to private
+    /// addresses only: a refusal tells nothing of which names exist inside the network.
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_is_refused_as_a_private_one_is() {
+        struct Nothing;
+        impl Resolve for Nothing {
+            fn resolve(&self, _: Name) -> Resolving {
+                Box::pin(async { Err("no such host".into()) })
+            }
+        }
+        let guarded = Guarded {
+            inner: Arc::new(Nothing),
+            reach: Reach::Public,
+        };
+        let missing = match guarded.resolve(Name::from_str("push.example.com").unwrap()).await {
+            Ok(_) => panic!("resolved"),
+            Err(e) => e.to_string(),
+        };
+        let private = resolve(&["10.0.0.1"], Reach::Public).await.unwrap_err();
+        assert_eq!(missing, private);
     }
 
     /// The resolver refuses a name whose only addresses are private, and never hands on the

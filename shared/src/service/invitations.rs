@@ -43,8 +43,9 @@ impl Chat {
                 if self.store.member(room_id, &user).await?.is_some() {
                     return Err(Error::Conflict("they are a member already".into()));
                 }
-                let pending = self.store.pending_invitations(&user).await?;
-                if pending.len() >= MAX_PENDING_PER_USER && !pending.contains(room_id) {
+                if self.waiting_invitations(&user).await? >= MAX_PENDING_PER_USER
+                    && !self.store.pending_invitations(&user).await?.contains(room_id)
+                {
                     return Err(Error::Conflict(format!(
                         "they have {MAX_PENDING_PER_USER} invitations waiting already"
                     )));
@@ -96,6 +97,29 @@ impl Chat {
             .detail("invitationId", &invitation.id);
         entry.target_user_id = invitation.user_id.clone();
         Ok(self.store.remove_invitation(&invitation, Some(&entry)).await?)
+    }
+
+    /// How many invitations wait for `user`, up to the cap. Only when their list is full are
+    /// its entries looked at: one that no longer waits (expired, revoked, or for a room they
+    /// joined another way) is taken off it, so nobody can keep a user's list full with
+    /// invitations the user never sees.
+    async fn waiting_invitations(&self, user: &UserId) -> Result<usize> {
+        let rooms = self.store.pending_invitations(user).await?;
+        if rooms.len() < MAX_PENDING_PER_USER {
+            return Ok(rooms.len());
+        }
+        let id = user_invitation_id(user);
+        let now = Utc::now();
+        let mut waiting = 0;
+        for room in rooms {
+            let (invitation, member) =
+                tokio::try_join!(self.store.invitation(&room, &id), self.store.member(&room, user))?;
+            match (invitation, member) {
+                (Some(invitation), None) if invitation.is_open(now) => waiting += 1,
+                _ => self.store.drop_pending_invitation(user, &room).await?,
+            }
+        }
+        Ok(waiting)
     }
 
     /// The invitations waiting for the caller: open ones, into rooms they are not in.

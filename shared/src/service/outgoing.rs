@@ -27,6 +27,7 @@ use crate::adapters::outgoing::{Attempt, HookSender, new_secret};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
+use crate::keys::MessageKey;
 use crate::messages::MessageType;
 use crate::outgoing::{
     CLAIM, Delivery, DeliveryBody, DeliveryStatus, EndpointStatus, FAILURE_WINDOW, HookEvent, LastDelivery,
@@ -47,9 +48,6 @@ pub const HISTORY_VERSIONS: u64 = 10_000;
 const PRUNE_EVERY: u64 = 64;
 /// Pending deliveries of an endpoint read at once.
 const PENDING_PAGE: usize = 100;
-/// The most pending deliveries of one endpoint a deletion looks through for its message's
-/// earlier ones (a backlog longer than this is an outage's, and the oldest are first).
-const MAX_PENDING_SCANNED: usize = 1000;
 /// Pages of a disabled endpoint's pending deliveries a run abandons.
 const ABANDONED_PAGES_PER_RUN: usize = 10;
 /// Rooms a delivery run works on at once.
@@ -213,9 +211,6 @@ impl Chat {
         event: &HookEventRow,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        if event.event == HookEvent::Deleted {
-            self.abandon_earlier_deliveries(room, hooks, event).await?;
-        }
         for hook in hooks.iter().filter(|hook| hook.wants(event.event)) {
             let id = crate::outgoing::delivery_id(&hook.id, event.version, &event.message_id);
             let body = DeliveryBody {
@@ -233,34 +228,17 @@ impl Chat {
         Ok(self.store.clear_hook_event(room, &event.row_key).await?)
     }
 
-    /// A delete (or an erasure) takes back what its message said: every endpoint's deliveries
-    /// of the message's earlier changes not yet posted never will be, and their bodies (the
-    /// text) go with them — the history keeps only that they were abandoned. Done before the
-    /// deletion is fanned out, so in one run nothing of it is posted; a run attempting one of
-    /// them at this very moment holds its claim, and posts it.
-    async fn abandon_earlier_deliveries(
-        &self,
-        room: &RoomId,
-        hooks: &[OutgoingWebhook],
-        deleted: &HookEventRow,
-    ) -> Result<()> {
-        for hook in hooks {
-            let pending = self
-                .store
-                .pending_deliveries(room, &hook.id, MAX_PENDING_SCANNED)
-                .await?;
-            let earlier = pending
-                .into_iter()
-                .filter(|(d, _)| d.message_id == deleted.message_id && d.version < deleted.version);
-            for (mut delivery, etag) in earlier {
-                delivery.status = DeliveryStatus::Abandoned;
-                delivery.next_attempt_at = None;
-                delivery.error = Some("the message was deleted before this was posted".into());
-                delivery.body.clear();
-                self.store.finish_delivery(room, &delivery, etag).await?;
-            }
+    /// Whether `delivery` still says what its message says: a delete (or an erasure) takes
+    /// back the text, so the creation or edit of a message deleted since is never posted. Asked
+    /// right before each post, so however long the endpoint's backlog, nothing of it is sent.
+    async fn still_said(&self, room: &RoomId, delivery: &Delivery) -> Result<bool> {
+        if delivery.event == HookEvent::Deleted {
+            return Ok(true);
         }
-        Ok(())
+        let Some(key) = MessageKey::parse(&delivery.message_id) else {
+            return Ok(false);
+        };
+        Ok(self.store.message(room, &key).await?.is_some_and(|m| m.is_live()))
     }
 
     /// Posts an endpoint's due deliveries in the order of their changes, up to its first
@@ -315,6 +293,14 @@ impl Chat {
                 // another run is attempting: an endpoint gets its events in order.
                 if !delivery.due(now) {
                     return Ok(());
+                }
+                if !self.still_said(room, &delivery).await? {
+                    delivery.status = DeliveryStatus::Abandoned;
+                    delivery.next_attempt_at = None;
+                    delivery.error = Some("the message was deleted before this was posted".into());
+                    delivery.body.clear();
+                    self.store.finish_delivery(room, &delivery, etag).await?;
+                    continue;
                 }
                 // The claim: of two runs at once, one attempts it, and the other stops here
                 // (posting the later ones would overtake the one being attempted).

@@ -62,7 +62,7 @@ const UNCONFIRMED: &str =
     "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)";
 
 /// Whether `e` answers a change the store did not confirm: it may have been stored.
-pub(crate) fn is_unconfirmed(e: &DomainError) -> bool {
+pub fn is_unconfirmed(e: &DomainError) -> bool {
     matches!(e, DomainError::Unavailable(message) if message == UNCONFIRMED)
 }
 

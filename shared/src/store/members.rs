@@ -288,7 +288,13 @@ impl Store {
         {
             Ok(_) => Ok(true),
             Err(ConditionalError::NotFound) => Ok(false),
-            Err(e) => Err(settle(e, "member not found").into()),
+            Err(e) => {
+                // Still a member: the room is listed again, as their membership still says.
+                if let Err(relisted) = self.index_user_room(user, room).await {
+                    tracing::warn!(%room, %user, error = %relisted, "a failed leave left the room unlisted");
+                }
+                Err(settle(e, "member not found").into())
+            }
         }
     }
 

@@ -26,12 +26,28 @@ use crate::error::{Error, Result};
 /// Where this binary serves objects.
 pub const ROUTE_PREFIX: &str = "/objects/";
 
-/// Requests to `/objects/{key}` served at once; past it, one is refused (429) before any of
-/// its body is read, so replaying a link many times at once cannot tie up the server.
-pub const MAX_REQUESTS_AT_ONCE: usize = 16;
+/// Uploads to `/objects/{key}` received at once; past it, one is refused (429) before any of
+/// its body is read, so replaying a link many times at once cannot tie up the server. A
+/// download holds a place only while its file is opened: it is streamed a chunk at a time.
+pub const MAX_REQUESTS_AT_ONCE: usize = 64;
+
+/// The longest an upload may go without sending any of its body: a stalled one gives up its
+/// place instead of holding it for as long as its sender likes.
+pub const UPLOAD_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How much of a file one read moves: what an upload or a download holds in memory at a time.
 const CHUNK_BYTES: usize = 64 * 1024;
+
+/// An upload's file while it is written: removed when dropped unless it was linked into place
+/// (then removing it only drops the second name), so an upload cut off half-way — its sender
+/// gone, its request dropped — leaves nothing behind.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
 
 /// Files under a directory, links served by this binary at `public_base`. Cloning shares the
 /// signing key and the bound on requests at once.
@@ -127,6 +143,7 @@ impl EmbeddedObjects {
                 key
             }
         };
+        forget_stale_uploads(&dir);
         Ok(EmbeddedObjects {
             dir,
             public_base: public_base.trim_end_matches('/').to_owned(),
@@ -204,13 +221,20 @@ impl EmbeddedObjects {
         if self.head(key).await?.is_some() {
             return Ok(Uploaded::Exists);
         }
-        let scratch = self.dir.join(format!(".{}.part", uuid::Uuid::new_v4().simple()));
+        let scratch = Scratch(self.dir.join(format!(".{}.part", uuid::Uuid::new_v4().simple())));
         let written = async {
-            let mut file = tokio::fs::File::create(&scratch)
+            let mut file = tokio::fs::File::create(&scratch.0)
                 .await
                 .map_err(|e| unavailable("cannot write an object", e))?;
             let mut size = 0u64;
-            while let Some(chunk) = body.next().await {
+            loop {
+                let Ok(next) = tokio::time::timeout(UPLOAD_IDLE_TIMEOUT, body.next()).await else {
+                    return Err(Error::bad_request(format!(
+                        "the body stalled for {} seconds",
+                        UPLOAD_IDLE_TIMEOUT.as_secs()
+                    )));
+                };
+                let Some(chunk) = next else { break };
                 let chunk = chunk.map_err(|e| Error::bad_request(format!("the body could not be read: {e}")))?;
                 size += chunk.len() as u64;
                 if size > max {
@@ -226,15 +250,11 @@ impl EmbeddedObjects {
             Ok::<_, Error>(true)
         }
         .await;
-        let linked = match written {
-            Ok(true) => Some(tokio::fs::hard_link(&scratch, self.file(key, "data")).await),
-            Ok(false) => None,
-            Err(e) => {
-                let _ = tokio::fs::remove_file(&scratch).await;
-                return Err(e);
-            }
+        let linked = match written? {
+            true => Some(tokio::fs::hard_link(&scratch.0, self.file(key, "data")).await),
+            false => None,
         };
-        let _ = tokio::fs::remove_file(&scratch).await;
+        drop(scratch);
         match linked {
             None => return Ok(Uploaded::TooLarge),
             Some(Ok(())) => {}
@@ -247,12 +267,11 @@ impl EmbeddedObjects {
         Ok(Uploaded::Created)
     }
 
-    /// An object's bytes as a stream of chunks, read from its file as they are sent; `None`
-    /// when there is no such object. `permit` is held until the stream ends or is dropped.
+    /// An object's bytes as a stream of chunks, read from its file as they are sent (a reader
+    /// that stops reading holds one chunk, not the file); `None` when there is no such object.
     pub async fn read_stream(
         &self,
         key: &ObjectKey,
-        permit: RequestPermit,
     ) -> Result<Option<impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static>> {
         use tokio::io::AsyncReadExt as _;
         let file = match tokio::fs::File::open(self.file(key, "data")).await {
@@ -260,21 +279,39 @@ impl EmbeddedObjects {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(unavailable("cannot read an object", e)),
         };
-        Ok(Some(futures::stream::unfold(
-            Some((file, permit)),
-            |state| async move {
-                let (mut file, permit) = state?;
-                let mut chunk = vec![0; CHUNK_BYTES];
-                match file.read(&mut chunk).await {
-                    Ok(0) => None,
-                    Ok(n) => {
-                        chunk.truncate(n);
-                        Some((Ok(bytes::Bytes::from(chunk)), Some((file, permit))))
-                    }
-                    Err(e) => Some((Err(e), None)),
+        Ok(Some(futures::stream::unfold(Some(file), |file| async move {
+            let mut file = file?;
+            let mut chunk = vec![0; CHUNK_BYTES];
+            match file.read(&mut chunk).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    chunk.truncate(n);
+                    Some((Ok(bytes::Bytes::from(chunk)), Some(file)))
                 }
-            },
-        )))
+                Err(e) => Some((Err(e), None)),
+            }
+        })))
+    }
+}
+
+/// Removes the files of uploads a stopped process left half-written (an upload that ends in
+/// this process removes its own): those older than an hour, so another process's upload under
+/// way on the same directory is left alone.
+fn forget_stale_uploads(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let stale = std::time::Duration::from_secs(3600);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > stale));
+        if name.starts_with('.') && name.ends_with(".part") && old {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -86,6 +86,10 @@ async fn pending_invitations_are_capped_and_read_a_wave_at_a_time(backend: Backe
     );
     // Inviting again into a room already waiting replaces that invitation: not one more.
     invite(&rooms[0].0).await.unwrap();
+    // One that no longer waits (bob joined that room by its id) makes room for another: a
+    // full list is looked through, so it cannot be kept full with invitations bob never sees.
+    chat.join_room(&user("bob"), &rooms[1].0).await.unwrap();
+    invite(last).await.unwrap();
 
     let (pending, most) = most_in_flight(&tables, chat.my_invitations(&user("bob"))).await;
     assert_eq!(pending.unwrap().len(), MAX_PENDING_PER_USER);
