@@ -85,7 +85,7 @@ pub fn body(error: &Error) -> ErrorBody {
             tracing::error!(%detail, "internal error");
             format!("internal error (request {request})")
         }
-        Error::Unavailable(detail) if tabletalk::store::error::is_unconfirmed(error) => {
+        Error::Unavailable(detail) if error.is_unconfirmed() => {
             format!("{detail} (request {request})")
         }
         Error::Unavailable(detail) => {
@@ -174,5 +174,22 @@ mod tests {
             let expected_retry = (status == 429).then(|| "7".to_owned());
             assert_eq!(retry_after, expected_retry, "{code}");
         }
+    }
+
+    /// The one unavailable outcome told as it is: a change the store did not confirm, whose
+    /// fixed message tells the client a retry with the same client id is safe. A request id
+    /// the client chose is named only if it looks like one.
+    #[tokio::test]
+    async fn an_unconfirmed_change_is_told_and_odd_request_ids_are_not_echoed() {
+        let (status, _, body) = in_request("r-2".into(), answer(Error::unconfirmed())).await;
+        assert_eq!(status, 503);
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("clientId is safe") && message.ends_with("(request r-2)"),
+            "{message}"
+        );
+        let odd = "<script>".to_owned() + &"x".repeat(80);
+        let (_, _, body) = in_request(odd, answer(Error::Internal("detail".into()))).await;
+        assert_eq!(body["message"], "internal error (request -)");
     }
 }

@@ -49,6 +49,10 @@ pub enum Error {
     Internal(String),
 }
 
+/// What the service answers for a change the store did not confirm.
+const UNCONFIRMED: &str =
+    "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)";
+
 impl Error {
     /// The stable code clients match on.
     pub fn code(&self) -> &'static str {
@@ -64,6 +68,17 @@ impl Error {
             Error::Unavailable(_) => "UNAVAILABLE",
             Error::Internal(_) => "INTERNAL",
         }
+    }
+
+    /// A change the store did not confirm: it may have been stored. Its message is fixed and
+    /// safe to show (a send retried with the same client id is the one message either way).
+    pub fn unconfirmed() -> Error {
+        Error::Unavailable(UNCONFIRMED.into())
+    }
+
+    /// Whether this answers a change the store did not confirm ([`Error::unconfirmed`]).
+    pub fn is_unconfirmed(&self) -> bool {
+        matches!(self, Error::Unavailable(message) if message == UNCONFIRMED)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Error {

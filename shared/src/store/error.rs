@@ -49,7 +49,7 @@ impl From<Error> for DomainError {
                 }
                 match e.kind {
                     ErrorKind::Unavailable => DomainError::Unavailable("storage is unavailable; try again".into()),
-                    ErrorKind::Indeterminate => DomainError::Unavailable(UNCONFIRMED.into()),
+                    ErrorKind::Indeterminate => DomainError::unconfirmed(),
                     _ => DomainError::Internal(e.to_string()),
                 }
             }
@@ -57,13 +57,9 @@ impl From<Error> for DomainError {
     }
 }
 
-/// What the service answers for a change the store did not confirm.
-const UNCONFIRMED: &str =
-    "storage did not confirm the change; it may have been stored (a send retried with the same clientId is safe)";
-
 /// Whether `e` answers a change the store did not confirm: it may have been stored.
-pub fn is_unconfirmed(e: &DomainError) -> bool {
-    matches!(e, DomainError::Unavailable(message) if message == UNCONFIRMED)
+pub(crate) fn is_unconfirmed(e: &DomainError) -> bool {
+    e.is_unconfirmed()
 }
 
 /// A storage failure as the service reports it.
