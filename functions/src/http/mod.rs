@@ -215,11 +215,7 @@ pub fn router(state: AppState, custom_handler: bool) -> Router {
 /// inbound webhook's token is a path segment), and logs are read by more people than the
 /// secret's holder. A request no route matches is logged without its path.
 fn request_span(request: &Request<Body>) -> tracing::Span {
-    let id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-");
+    let id = request_id(request);
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -255,13 +251,17 @@ pub async fn loopback_hosts_only(request: Request<Body>, next: Next) -> Response
 
 /// The request's id, for answers that hide their detail (`error::body`).
 async fn named_request(request: Request<Body>, next: Next) -> Response {
-    let id = request
+    let id = request_id(&request).to_owned();
+    error::in_request(id, next.run(request)).await
+}
+
+/// The request's `x-request-id` (set by `SetRequestIdLayer` when the client sent none).
+fn request_id(request: &Request<Body>) -> &str {
+    request
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
-        .to_owned();
-    error::in_request(id, next.run(request)).await
 }
 
 /// The store calls a request's handler makes in one step reach the store together

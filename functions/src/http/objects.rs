@@ -88,13 +88,7 @@ pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(q
     if let Err(e) = store.verify("GET", &key, &query, chrono::Utc::now()) {
         return refuse(e);
     }
-    let opening = match store.admit_request() {
-        Ok(permit) => permit,
-        Err(e) => return refuse(e),
-    };
-    let chunks = store.read_stream(&key).await;
-    drop(opening);
-    match chunks {
+    match store.read_stream(&key).await {
         Ok(Some(chunks)) => {
             let mime = query.rsct.unwrap_or_else(|| "application/octet-stream".into());
             let name = query.rscd.unwrap_or_else(|| "file".into());

@@ -43,9 +43,8 @@ impl Chat {
                 if self.store.member(room_id, &user).await?.is_some() {
                     return Err(Error::Conflict("they are a member already".into()));
                 }
-                if self.waiting_invitations(&user).await? >= MAX_PENDING_PER_USER
-                    && !self.store.pending_invitations(&user).await?.contains(room_id)
-                {
+                let waiting = self.waiting_invitations(&user).await?;
+                if waiting.len() >= MAX_PENDING_PER_USER && !waiting.contains(room_id) {
                     return Err(Error::Conflict(format!(
                         "they have {MAX_PENDING_PER_USER} invitations waiting already"
                     )));
@@ -99,23 +98,23 @@ impl Chat {
         Ok(self.store.remove_invitation(&invitation, Some(&entry)).await?)
     }
 
-    /// How many invitations wait for `user`, up to the cap. Only when their list is full are
-    /// its entries looked at: one that no longer waits (expired, revoked, or for a room they
-    /// joined another way) is taken off it, so nobody can keep a user's list full with
+    /// The rooms whose invitations wait for `user`, up to the cap. Only when their list is
+    /// full are its entries looked at: one that no longer waits (expired, revoked, or for a room
+    /// they joined another way) is taken off it, so nobody can keep a user's list full with
     /// invitations the user never sees.
-    async fn waiting_invitations(&self, user: &UserId) -> Result<usize> {
+    async fn waiting_invitations(&self, user: &UserId) -> Result<Vec<RoomId>> {
         let rooms = self.store.pending_invitations(user).await?;
         if rooms.len() < MAX_PENDING_PER_USER {
-            return Ok(rooms.len());
+            return Ok(rooms);
         }
         let id = user_invitation_id(user);
         let now = Utc::now();
-        let mut waiting = 0;
+        let mut waiting = Vec::with_capacity(rooms.len());
         for room in rooms {
             let (invitation, member) =
                 tokio::try_join!(self.store.invitation(&room, &id), self.store.member(&room, user))?;
             match (invitation, member) {
-                (Some(invitation), None) if invitation.is_open(now) => waiting += 1,
+                (Some(invitation), None) if invitation.is_open(now) => waiting.push(room),
                 _ => self.store.drop_pending_invitation(user, &room).await?,
             }
         }

@@ -38,7 +38,6 @@ use crate::limits::{
 };
 use crate::messages::send::{Draft, Sent};
 use crate::permissions::Permission;
-use crate::store::error::is_unconfirmed;
 use crate::store::limits::{Leased, TextClaim};
 
 /// How long a leased token may wait to be spent; also the most the combined rate of all
@@ -343,7 +342,7 @@ impl Chat {
         let keep = match end {
             SendEnd::Stored => true,
             SendEnd::Repeat => claim.taken_over,
-            SendEnd::Failed(e) if is_unconfirmed(e) => true,
+            SendEnd::Failed(e) if e.is_unconfirmed() => true,
             SendEnd::Failed(_) => match (claim.taken_over, client) {
                 (true, Some(client)) => !matches!(self.store.sent_with_client_id(room, user, client).await, Ok(None)),
                 _ => false,

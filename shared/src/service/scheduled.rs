@@ -25,7 +25,6 @@ use crate::scheduled::{
     ScheduledStatus, check_id, checked_body, checked_send_at, refuses,
 };
 use crate::signals::Signal;
-use crate::store::error::is_unconfirmed;
 use crate::store::scheduled::{Due, ItemVersion};
 use crate::store::stored_time;
 
@@ -326,7 +325,7 @@ impl Chat {
             // refused for one (that would give back files its message holds). It stays claimed;
             // once the claim lapses a later run asks again, and a send with the same client id
             // is the one message either way.
-            Err(e) if is_unconfirmed(&e) => Err(e),
+            Err(e) if e.is_unconfirmed() => Err(e),
             Err(e) if refuses(&e) || item.attempts >= MAX_ATTEMPTS => {
                 // A sender whose claim lapsed may have stored it meanwhile (its files are that
                 // message's now): then it was sent, and nothing is given back.

@@ -57,11 +57,6 @@ impl From<Error> for DomainError {
     }
 }
 
-/// Whether `e` answers a change the store did not confirm: it may have been stored.
-pub(crate) fn is_unconfirmed(e: &DomainError) -> bool {
-    e.is_unconfirmed()
-}
-
 /// A storage failure as the service reports it.
 pub fn reported(e: StoreError) -> DomainError {
     Error::Store(e).into()

@@ -28,7 +28,7 @@ pub const ROUTE_PREFIX: &str = "/objects/";
 
 /// Uploads to `/objects/{key}` received at once; past it, one is refused (429) before any of
 /// its body is read, so replaying a link many times at once cannot tie up the server. A
-/// download holds a place only while its file is opened: it is streamed a chunk at a time.
+/// download needs no place: it is streamed a chunk at a time.
 pub const MAX_REQUESTS_AT_ONCE: usize = 64;
 
 /// The longest an upload may go without sending any of its body: a stalled one gives up its
@@ -69,7 +69,7 @@ pub enum Uploaded {
     TooLarge,
 }
 
-/// A request's place among [`MAX_REQUESTS_AT_ONCE`]; dropping it frees the place.
+/// An upload's place among [`MAX_REQUESTS_AT_ONCE`]; dropping it frees the place.
 pub type RequestPermit = tokio::sync::OwnedSemaphorePermit;
 
 impl std::fmt::Debug for EmbeddedObjects {
@@ -195,7 +195,7 @@ impl EmbeddedObjects {
 }
 
 impl EmbeddedObjects {
-    /// A place among the requests served at once, or 429 when all are taken.
+    /// A place among the uploads received at once, or 429 when all are taken.
     pub fn admit_request(&self) -> Result<RequestPermit> {
         self.requests
             .clone()
