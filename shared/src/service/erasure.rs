@@ -55,14 +55,13 @@ use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::members::MemberRole;
 use crate::messages::Message;
+use crate::storage::conditional::{Attempt, retry_lost_races};
 use crate::store::erasure::{Held, PastRoom};
 use crate::store::rooms::Handover;
 
 /// Pause between removing a membership and scanning the room, as room deletion pauses between
 /// its sweeps: longer than a send takes from its checks to its write.
 const SETTLE: Duration = Duration::from_millis(200);
-/// Hand-over attempts when the chosen member leaves or the room changes meanwhile.
-const HANDOVER_ATTEMPTS: usize = 5;
 /// Members read to choose who inherits a room.
 const MAX_CANDIDATES: usize = 10_000;
 
@@ -97,6 +96,18 @@ fn lease_until(settings: &ErasureSettings, now: DateTime<Utc>) -> DateTime<Utc> 
     now + chrono::Duration::from_std(settings.lease).unwrap_or(chrono::Duration::seconds(60))
 }
 
+/// Where a user leaving a room for good stands once they own it no more.
+enum Leaving {
+    /// They were no member any more.
+    Gone,
+    /// They were a member but not the owner.
+    NoOwner,
+    /// The room went to an heir.
+    HandedOver,
+    /// No one was left to inherit it: the room was deleted.
+    Deleted,
+}
+
 impl Chat {
     /// The same service running erasures with `settings`.
     pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
@@ -119,27 +130,34 @@ impl Chat {
     /// run when this call started it.
     pub(super) async fn begin_erasure(&self, who: &Principal) -> Result<(Erasure, Option<Run>)> {
         let user = &who.user_id;
-        for _ in 0..3 {
+        let attempt = move || async move {
             let current = self.store.erasure(user).await?;
             let replacing = match &current {
-                Some((job, _)) if job.is_running() => return Ok((self.erasure_view(user, job).await?, None)),
+                Some((job, _)) if job.is_running() => {
+                    return Ok(Attempt::Done((self.erasure_view(user, job).await?, None)));
+                }
                 Some((_, held)) => Some(held),
                 None => None,
             };
             let now = crate::store::stored_time(Utc::now());
             let job = ErasureJob::start(uuid::Uuid::new_v4().to_string(), now, lease_until(&self.erasure, now));
             // Another start that got there first is answered on the next read.
-            if let Some(held) = self.store.start_erasure(user, &job, replacing).await? {
+            let Some(held) = self.store.start_erasure(user, &job, replacing).await? else {
+                return Ok(Attempt::LostRace);
+            };
+            {
                 let erasure = job.view(self.store.past_room_count(user).await?);
                 let run = Run {
                     user: user.clone(),
                     job,
                     held,
                 };
-                return Ok((erasure, Some(run)));
+                Ok(Attempt::Done((erasure, Some(run))))
             }
-        }
-        Err(Error::Conflict("erasure was being started meanwhile; try again".into()))
+        };
+        retry_lost_races::<_, Error, _, _>(attempt)
+            .await?
+            .ok_or_else(|| Error::Conflict("erasure was being started meanwhile; try again".into()))
     }
 
     /// The caller's erasure: running with its progress, or done; 404 if they never asked.
@@ -342,29 +360,41 @@ impl Chat {
             }
             return Ok(false);
         }
-        for _ in 0..HANDOVER_ATTEMPTS {
+        // Until the user owns the room no more: a hand-over whose heir left, or whose room
+        // changed meanwhile, chooses again.
+        let attempt = move || async move {
             let Some(member) = self.store.member(room, user).await? else {
-                return Ok(true);
+                return Ok(Attempt::Done(Leaving::Gone));
             };
             if member.role != MemberRole::Owner {
-                self.store.remove_member(room, user).await?;
-                self.revoke_live(room, user).await;
-                return Ok(true);
+                return Ok(Attempt::Done(Leaving::NoOwner));
             }
             let Some(heir) = self.heir(room, user).await? else {
                 self.delete_room(&as_principal(user), room).await?;
-                run.job.counts.rooms_deleted += 1;
-                return Ok(false);
+                return Ok(Attempt::Done(Leaving::Deleted));
             };
             match self.store.transfer_ownership(room, user, &heir, None).await? {
-                Handover::Done { .. } => run.job.counts.rooms_handed_over += 1,
-                // The heir left, or the room changed: choose again.
-                Handover::NoSuchMember | Handover::Changed => {}
+                Handover::Done { .. } => Ok(Attempt::Done(Leaving::HandedOver)),
+                Handover::NoSuchMember | Handover::Changed => Ok(Attempt::LostRace),
             }
+        };
+        let leaving = retry_lost_races::<_, Error, _, _>(attempt).await?.ok_or_else(|| {
+            Stop::Failed(Error::Conflict(format!(
+                "room {room} kept changing while it was handed over"
+            )))
+        })?;
+        match leaving {
+            Leaving::Gone => return Ok(true),
+            Leaving::Deleted => {
+                run.job.counts.rooms_deleted += 1;
+                return Ok(false);
+            }
+            Leaving::HandedOver => run.job.counts.rooms_handed_over += 1,
+            Leaving::NoOwner => {}
         }
-        Err(Stop::Failed(Error::Conflict(format!(
-            "room {room} kept changing while it was handed over"
-        ))))
+        self.store.remove_member(room, user).await?;
+        self.revoke_live(room, user).await;
+        Ok(true)
     }
 
     /// Who inherits `room` from `user`: the highest-ranked of the other members, if any.

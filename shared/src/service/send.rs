@@ -45,10 +45,6 @@ use crate::store::messages::{IndexRow, Inserted, NotInserted};
 use crate::store::stored_time;
 use crate::webhooks::{CheckedPayload, Webhook};
 use chrono::{DateTime, Duration, Utc};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Rounds of the conditional helper a sender's read position may lose before it is given up.
-const POSITION_ROUNDS: usize = 8;
 
 /// Ticks tried before a send gives up on finding a free one. Each collision means another send
 /// took that exact 100 ns tick, so even a handful in a row is extraordinary.
@@ -573,14 +569,8 @@ impl Chat {
         Ok(Sent { message, created: true })
     }
 
-    /// Moves `reader`'s read position forward to `key`, conditionally (a concurrent mark-read
-    /// or timeout is kept). A row already at or past `key` is not written, so a burst of one
-    /// member's sends converges: each lost race re-reads, and every send older than the one
-    /// that landed stops there, so the newest keeps trying until it lands. A side effect: a
-    /// failure is logged, never returned.
-    ///
-    /// While the member row is as the send read it (`known`), that is one conditional write of
-    /// the position alone, and no read.
+    /// Moves `reader`'s read position forward to `key` (`Store::move_read_position`). A side
+    /// effect of the send: a failure is logged, never returned.
     async fn move_read_position(
         &self,
         room: &RoomId,
@@ -588,42 +578,9 @@ impl Chat {
         known: Option<&crate::members::Member>,
         key: &crate::keys::MessageKey,
     ) {
-        if let Some(member) = known {
-            if member.last_read.as_ref().is_some_and(|current| current <= key) {
-                return;
-            }
-            match self.store.move_read_position_at(room, member, key).await {
-                Ok(true) => return,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
-                    return;
-                }
-            }
+        if let Err(e) = self.store.move_read_position(room, reader, known, key).await {
+            tracing::warn!(%room, error = %e, "could not move a sender's read position");
         }
-        for _ in 0..POSITION_ROUNDS {
-            let passed = AtomicBool::new(false);
-            let moved = self
-                .store
-                .update_member(room, reader, |member| match member.read_up_to(key) {
-                    true => Ok(()),
-                    false => {
-                        passed.store(true, Ordering::Relaxed);
-                        Err(Error::Conflict("already read past it".into()))
-                    }
-                })
-                .await;
-            match moved.map_err(Error::from) {
-                Ok(_) => return,
-                Err(_) if passed.load(Ordering::Relaxed) => return,
-                Err(Error::Conflict(_)) => continue,
-                Err(e) => {
-                    tracing::warn!(%room, error = %e, "could not move a sender's read position");
-                    return;
-                }
-            }
-        }
-        tracing::warn!(%room, "a sender's read position kept losing races; it was not moved");
     }
 
     /// The sender's access; a banned user is told so, anyone else outside the room gets 404.

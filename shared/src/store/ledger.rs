@@ -37,10 +37,6 @@ const MAX_GROUP_BYTES: usize = 3 * 1024 * 1024;
 
 /// Rooms whose queues are kept in memory before idle ones are forgotten.
 const MAX_IDLE_ROOMS: usize = 1024;
-/// Rounds of the conditional helper a group may lose to other processes before its senders
-/// are told the room is busy.
-const MAX_CONTENDED_ROUNDS: u32 = 8;
-
 /// A room's counter: the last version handed out, and the retention floor (every version at
 /// or below it may have been purged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -270,7 +266,6 @@ impl Store {
     /// come from the operations as built for the versions assigned, not from the estimate
     /// the group was formed with.
     async fn commit_group(&self, room: &RoomId, counter: &mut Option<Entity>, mut group: Vec<Pending>) {
-        let mut contended_rounds = 0;
         while !group.is_empty() {
             let known = match counter.take() {
                 Some(entity) => entity,
@@ -357,14 +352,7 @@ impl Store {
                         StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
                     );
                 }
-                // Other processes kept winning the counter for a whole round of the helper. Nothing
-                // of the group was written, so it simply tries again after a longer pause: a
-                // sender hears "busy" only when the room stays contended for many rounds.
-                Err(ConditionalError::Conflict) if contended_rounds < MAX_CONTENDED_ROUNDS => {
-                    contended_rounds += 1;
-                    let pause = rand::random_range(5..=20u64 << contended_rounds.min(4));
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                }
+                // Other processes kept winning the counter for every attempt the helper makes.
                 Err(ConditionalError::Conflict) => return answer_all(group, contended()),
                 Err(ConditionalError::Rejected(never)) => match never {},
             }

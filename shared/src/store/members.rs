@@ -187,37 +187,57 @@ impl Store {
         Ok(parse_member(&entity)?)
     }
 
-    /// Moves `member`'s read position to `key` with ONE conditional write, on the row version
-    /// `member` was read at. False when the row changed since (or has no version): the caller
-    /// falls back to [`Store::update_member`]. A member gone since counts as done: there is
-    /// nothing to move.
+    /// Moves `reader`'s read position forward to `key`, never back, conditionally (a
+    /// concurrent mark-read or timeout is kept). A row already at or past `key` is not
+    /// written, so a burst of one member's sends converges: each lost race re-reads, every send
+    /// older than the one that landed stops there, and the newest keeps trying until it lands.
+    /// A member gone meanwhile has nothing to move.
     ///
-    /// The write replaces the whole row as `member` has it, which is the row as stored while
-    /// the condition holds: a merge of the one property would make the embedded store read,
-    /// decode, merge and encode the row again inside the group commit that every write waits for.
-    pub(crate) async fn move_read_position_at(&self, room: &RoomId, member: &Member, key: &MessageKey) -> Result<bool> {
-        let Some(version) = &member.row_version else {
-            return Ok(false);
+    /// From `known`, the row as the caller read it, that is ONE conditional write and no read
+    /// while the row is unchanged. The write replaces the whole row as read, which is the row
+    /// as stored while the condition holds: a merge of the one property would make the
+    /// embedded store read, decode, merge and encode the row again inside the group commit
+    /// that every write waits for.
+    pub(crate) async fn move_read_position(
+        &self,
+        room: &RoomId,
+        reader: &UserId,
+        known: Option<&Member>,
+        key: &MessageKey,
+    ) -> Result<()> {
+        let known = known.and_then(|member| {
+            let mut row = member_row(room, member);
+            row.etag = Some(crate::storage::ETag(member.row_version.clone()?));
+            Some(row)
+        });
+        let rooms = &self.schema.rooms;
+        let write = |next: Entity, seen: crate::storage::ETag| async move {
+            self.tables
+                .update(rooms, &next, UpdateMode::Replace, &IfMatch::Etag(seen))
+                .await
         };
-        let moved = Member {
-            last_read: Some(key.clone()),
-            ..member.clone()
-        };
-        let condition = IfMatch::Etag(crate::storage::ETag(version.clone()));
-        match self
-            .tables
-            .update(
-                &self.schema.rooms,
-                &member_row(room, &moved),
-                UpdateMode::Replace,
-                &condition,
-            )
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(true),
-            Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(false),
-            Err(e) => Err(e.into()),
+        // `None`: the row is already at or past `key`.
+        let moved = update_conditionally_with(
+            &self.tables,
+            rooms,
+            room.as_str(),
+            &member_key(reader),
+            known,
+            |entity| {
+                let mut member = parse_member(&entity).map_err(Some)?;
+                match member.read_up_to(key) {
+                    true => Ok(member_row(room, &member)),
+                    false => Err(None::<Error>),
+                }
+            },
+            write,
+        )
+        .await;
+        match moved {
+            Ok(_) | Err(ConditionalError::NotFound | ConditionalError::Rejected(None)) => Ok(()),
+            Err(ConditionalError::Rejected(Some(e))) => Err(e.into()),
+            Err(ConditionalError::Conflict) => Err(settle(ConditionalError::Conflict, "member not found").into()),
+            Err(ConditionalError::Store(e)) => Err(e.into()),
         }
     }
 

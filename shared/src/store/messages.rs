@@ -22,13 +22,8 @@ use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
 use crate::messages::polls::{Poll, PollDefinition};
 use crate::messages::threads::ThreadSummary;
 use crate::messages::{Message, MessageType};
-use crate::storage::conditional::update_conditionally_with;
+use crate::storage::conditional::{Attempt, retry_lost_races, update_conditionally_with};
 use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
-
-/// Times a reply's transaction is tried while its root keeps changing under it. Replies to
-/// one root commit one per round (each changes the root), so a burst of n replies takes n
-/// rounds: this bounds the burst a thread absorbs before a reply is answered 409.
-const THREAD_ROUNDS: usize = 32;
 
 /// Rows without an index row an oldest-first page reads beyond its index rows' messages.
 const UNINDEXED_ROWS: usize = 100;
@@ -498,7 +493,8 @@ impl Store {
             Ok(false) => None,
             Err(e) => return Err(not_inserted(e.into())),
         };
-        for _ in 0..THREAD_ROUNDS {
+        let extra = &extra;
+        let attempt = move || async move {
             let mut extra = extra.clone();
             // The root's summary goes last, so its index names it.
             let root_at = match &message.thread_id {
@@ -528,37 +524,39 @@ impl Store {
                 ops
             };
             let activity = super::activity::activity_change(room, message, true);
-            return match self.commit_change(room, Box::new(build), Some(activity)).await {
+            match self.commit_change(room, Box::new(build), Some(activity)).await {
                 Ok(committed) => {
                     if hook_event.is_some() {
                         self.nudge(room);
                     }
-                    Ok(Inserted::Committed(committed.version))
+                    Ok(Attempt::Done(Inserted::Committed(committed.version)))
                 }
                 Err(e) if e.is(ErrorKind::AlreadyExists) && record_at.is_some() && e.batch_index == record_at => {
-                    Ok(Inserted::ClientIdTaken)
+                    Ok(Attempt::Done(Inserted::ClientIdTaken))
                 }
                 // The message row (operation 0) exists: another send took this tick.
-                Err(e) if e.is(ErrorKind::AlreadyExists) && e.batch_index == Some(0) => Ok(Inserted::TickTaken),
-                // The root changed since it was read: read it again, after a short random pause
-                // so that racing replies spread out.
+                Err(e) if e.is(ErrorKind::AlreadyExists) && e.batch_index == Some(0) => {
+                    Ok(Attempt::Done(Inserted::TickTaken))
+                }
+                // The root changed since it was read: read it again.
                 Err(e)
                     if root_at.is_some()
                         && e.batch_index == root_at
                         && (e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound)) =>
                 {
-                    tokio::time::sleep(std::time::Duration::from_millis(rand::random_range(0..=5u64))).await;
-                    continue;
+                    Ok(Attempt::LostRace)
                 }
                 Err(e) => Err(NotInserted {
                     may_be_stored: e.is(ErrorKind::Indeterminate),
                     error: reported(e),
                 }),
-            };
-        }
-        Err(not_inserted(Error::Conflict(
-            "the thread is busy; send the reply again".into(),
-        )))
+            }
+        };
+        // Replies to one root commit one per attempt (each changes the root), so the helper's
+        // bound is the burst a thread absorbs before a reply is answered 409.
+        retry_lost_races(attempt)
+            .await?
+            .ok_or_else(|| not_inserted(Error::Conflict("the thread is busy; send the reply again".into())))
     }
 
     /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;

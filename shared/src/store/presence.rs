@@ -25,6 +25,7 @@ use super::schema::{
 use crate::error::Error;
 use crate::ids::UserId;
 use crate::presence::{CustomStatus, OnlineWindow, Presence, PresenceState};
+use crate::storage::conditional::{Attempt, retry_lost_races};
 use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Connection rows of one user read at most (a user with more open connections than this
@@ -33,8 +34,6 @@ const MAX_CONNECTIONS: usize = 1000;
 /// How long a closed connection's row is kept, so that a late or repeated `connected` event
 /// for it cannot count it open again; older ones are removed when the user's presence settles.
 const CLOSED_KEPT: Duration = Duration::minutes(10);
-/// Settles tried before giving up on a user whose connections keep changing.
-const SETTLE_ATTEMPTS: usize = 8;
 
 fn parse_presence(entity: &Entity) -> Presence {
     Presence {
@@ -131,10 +130,10 @@ impl Store {
     /// Makes `user`'s presence row agree with their connection rows. Answers the presence when
     /// this call changed the state (online to away or back), none when it already agreed.
     pub(crate) async fn settle_presence(&self, user: &UserId, now: DateTime<Utc>) -> Result<Option<Presence>> {
-        let partition = user_key(user);
-        for _ in 0..SETTLE_ATTEMPTS {
-            let stored = self.tables.get(&self.schema.presence, &partition, PRESENCE_ROW).await?;
-            let query = RangeQuery::prefix(partition.clone(), CONNECTION_PREFIX, 1000);
+        let partition = &user_key(user);
+        let attempt = move || async move {
+            let stored = self.tables.get(&self.schema.presence, partition, PRESENCE_ROW).await?;
+            let query = RangeQuery::prefix(partition, CONNECTION_PREFIX, 1000);
             let (rows, _) = self
                 .tables
                 .query_up_to(&self.schema.presence, &query, MAX_CONNECTIONS)
@@ -147,9 +146,9 @@ impl Store {
             };
             let current = stored.as_ref().map_or_else(Presence::unknown, parse_presence);
             if current.state == state {
-                return Ok(None);
+                return Ok(Attempt::Done(None));
             }
-            let mut row = Entity::new(partition.clone(), PRESENCE_ROW)
+            let mut row = Entity::new(partition.as_str(), PRESENCE_ROW)
                 .with("state", Value::String(state.as_str().to_owned()))
                 .with("lastSeen", Value::datetime(now));
             if state == PresenceState::Online {
@@ -169,19 +168,23 @@ impl Store {
                 }
             };
             match written {
-                Ok(_) => {
-                    return Ok(Some(Presence {
-                        state,
-                        last_seen: Some(crate::store::stored_time(now)),
-                        status: current.status,
-                    }));
+                Ok(_) => Ok(Attempt::Done(Some(Presence {
+                    state,
+                    last_seen: Some(crate::store::stored_time(now)),
+                    status: current.status,
+                }))),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::AlreadyExists) => {
+                    Ok(Attempt::LostRace)
                 }
-                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::AlreadyExists) => continue,
-                Err(e) if e.is(ErrorKind::NotFound) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) if e.is(ErrorKind::NotFound) => Ok(Attempt::LostRace),
+                Err(e) => Err(e.into()),
             }
-        }
-        Err(Error::Unavailable("presence kept changing; it settles with the next connection event".into()).into())
+        };
+        retry_lost_races::<_, super::error::Error, _, _>(attempt)
+            .await?
+            .ok_or_else(|| {
+                Error::Unavailable("presence kept changing; it settles with the next connection event".into()).into()
+            })
     }
 
     /// Removes connection rows closed longer than [`CLOSED_KEPT`] ago; best effort.

@@ -20,7 +20,7 @@ use crate::ids::{RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::moderation::ModerationEntry;
 use crate::reports::{Report, Resolution};
-use crate::storage::conditional::MAX_ATTEMPTS;
+use crate::storage::conditional::{Attempt, retry_lost_races};
 use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Rows of one message's reports read to find its current round's (older rounds' rows are
@@ -108,7 +108,7 @@ impl Store {
         report: &Report,
     ) -> Result<Reported> {
         let (table, partition) = (&self.schema.rooms, room.as_str());
-        for _ in 0..MAX_ATTEMPTS {
+        let attempt = move || async move {
             let (mine_key, open_key) = (report_key(message, reporter), open_reports_key(message));
             let (mine, open) = tokio::try_join!(
                 self.tables.get(table, partition, &mine_key),
@@ -117,7 +117,7 @@ impl Store {
             if let Some(mine) = mine {
                 let stored = parse_report(&mine)
                     .ok_or_else(|| Error::Internal(format!("report row {partition}/{} is broken", mine.row_key)))?;
-                return Ok(Reported::Repeat(stored));
+                return Ok(Attempt::Done(Reported::Repeat(stored)));
             }
             let mut ops = Vec::new();
             let round = match open.as_ref().and_then(|row| Some((row, parse_group(row)?))) {
@@ -154,14 +154,16 @@ impl Store {
             };
             ops.push(BatchOp::Insert(report_row(room, message, reporter, report, round)));
             match self.tables.transact(table, partition, &ops).await {
-                Ok(_) => return Ok(Reported::New(report.clone())),
+                Ok(_) => Ok(Attempt::Done(Reported::New(report.clone()))),
                 // Another report (perhaps this member's own, sent twice) or a resolution got
                 // there first: look again.
-                Err(e) if lost_race(&e) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) if lost_race(&e) => Ok(Attempt::LostRace),
+                Err(e) => Err(e.into()),
             }
-        }
-        Err(conflict())
+        };
+        retry_lost_races::<_, super::error::Error, _, _>(attempt)
+            .await?
+            .ok_or_else(conflict)
     }
 
     /// Withdraws every report `user` made in `room` (an erasure): each report row goes, with
@@ -177,15 +179,14 @@ impl Store {
                 continue;
             };
             let open_key = open_reports_key(&message);
-            let mut done = false;
-            for _ in 0..MAX_ATTEMPTS {
+            let open_key = &open_key;
+            let attempt = move || async move {
                 let (mine, open) = tokio::try_join!(
                     self.tables.get(table, partition, &row.row_key),
                     self.tables.get(table, partition, &open_key),
                 )?;
                 let Some(mine) = mine else {
-                    done = true;
-                    break;
+                    return Ok(Attempt::Done(false));
                 };
                 let mut ops = vec![BatchOp::Delete {
                     partition_key: partition.to_owned(),
@@ -212,17 +213,16 @@ impl Store {
                     });
                 }
                 match self.tables.transact(table, partition, &ops).await {
-                    Ok(_) => {
-                        withdrawn += 1;
-                        done = true;
-                        break;
-                    }
-                    Err(e) if lost_race(&e) => continue,
-                    Err(e) => return Err(e.into()),
+                    Ok(_) => Ok(Attempt::Done(true)),
+                    Err(e) if lost_race(&e) => Ok(Attempt::LostRace),
+                    Err(e) => Err(e.into()),
                 }
-            }
-            if !done {
-                return Err(conflict());
+            };
+            if retry_lost_races::<_, super::error::Error, _, _>(attempt)
+                .await?
+                .ok_or_else(conflict)?
+            {
+                withdrawn += 1;
             }
         }
         Ok(withdrawn)
@@ -274,11 +274,12 @@ impl Store {
         resolved: impl Fn(&OpenGroup) -> ModerationEntry,
     ) -> Result<Option<OpenGroup>> {
         let (table, partition) = (&self.schema.rooms, room.as_str());
-        for _ in 0..MAX_ATTEMPTS {
+        let resolved = &resolved;
+        let attempt = move || async move {
             let row = self.tables.get(table, partition, &open_reports_key(message)).await?;
             let Some((row, group)) = row.as_ref().and_then(|row| Some((row, parse_group(row)?))) else {
                 self.append_log(room, entries).await?;
-                return Ok(None);
+                return Ok(Attempt::Done(None));
             };
             let mut closed = Entity::new(partition, closed_reports_key(message))
                 .with("round", Value::Int64(i64::from(group.round)))
@@ -302,11 +303,13 @@ impl Store {
             ops.extend(entries.iter().map(|e| log_op(room, e)));
             ops.push(log_op(room, &resolved(&group)));
             match self.tables.transact(table, partition, &ops).await {
-                Ok(_) => return Ok(Some(group)),
-                Err(e) if lost_race(&e) => continue,
-                Err(e) => return Err(e.into()),
+                Ok(_) => Ok(Attempt::Done(Some(group))),
+                Err(e) if lost_race(&e) => Ok(Attempt::LostRace),
+                Err(e) => Err(e.into()),
             }
-        }
-        Err(conflict())
+        };
+        retry_lost_races::<_, super::error::Error, _, _>(attempt)
+            .await?
+            .ok_or_else(conflict)
     }
 }

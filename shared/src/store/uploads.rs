@@ -18,6 +18,7 @@ use super::schema::{UPLOADS_PARTITION, upload_index_key, upload_key};
 use crate::attachments::Upload;
 use crate::error::Error;
 use crate::ids::{RoomId, UserId};
+use crate::storage::conditional::{Attempt, retry_lost_races};
 use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 fn upload_row(upload: &Upload) -> Entity {
@@ -148,20 +149,20 @@ impl Store {
         claim: Option<&str>,
         from: Option<&str>,
     ) -> Result<std::result::Result<Claimed, ClaimRefused>> {
-        for _ in 0..5 {
+        let attempt = move || async move {
             let Some(row) = self
                 .tables
                 .get(&self.schema.metadata, room.as_str(), &upload_key(id))
                 .await?
             else {
-                return Ok(Err(ClaimRefused::Missing));
+                return Ok(Attempt::Done(Err(ClaimRefused::Missing)));
             };
             let current = row.str("claimedBy");
             if current == claim {
-                return Ok(Ok(Claimed::Already));
+                return Ok(Attempt::Done(Ok(Claimed::Already)));
             }
             if current != from {
-                return Ok(Err(ClaimRefused::Taken));
+                return Ok(Attempt::Done(Err(ClaimRefused::Taken)));
             }
             let mut upload = parse_upload(room, id, &row)?;
             upload.claimed_by = claim.map(str::to_owned);
@@ -176,13 +177,15 @@ impl Store {
                 )
                 .await
             {
-                Ok(_) => return Ok(Ok(Claimed::Now)),
-                Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
-                Err(e) if e.is(ErrorKind::NotFound) => return Ok(Err(ClaimRefused::Missing)),
-                Err(e) => return Err(e.into()),
+                Ok(_) => Ok(Attempt::Done(Ok(Claimed::Now))),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(Attempt::LostRace),
+                Err(e) if e.is(ErrorKind::NotFound) => Ok(Attempt::Done(Err(ClaimRefused::Missing))),
+                Err(e) => Err(e.into()),
             }
-        }
-        Err(Error::Unavailable(format!("upload {id} is changing too fast to claim")).into())
+        };
+        retry_lost_races::<_, super::error::Error, _, _>(attempt)
+            .await?
+            .ok_or_else(|| Error::Unavailable(format!("upload {id} is changing too fast to claim")).into())
     }
 
     /// Records a copy the server made (a forward), already claimed.
@@ -199,16 +202,16 @@ impl Store {
     /// Deletes an upload's row if no send holds it, conditional on the row as read: a claim
     /// landing meanwhile keeps it (the send that claimed it checked its object, which stays).
     pub(crate) async fn delete_unattached_upload(&self, room: &RoomId, id: &str) -> Result<Unattached> {
-        for _ in 0..5 {
+        let attempt = move || async move {
             let Some(row) = self
                 .tables
                 .get(&self.schema.metadata, room.as_str(), &upload_key(id))
                 .await?
             else {
-                return Ok(Unattached::Missing);
+                return Ok(Attempt::Done(Unattached::Missing));
             };
             if row.str("claimedBy").is_some() {
-                return Ok(Unattached::Claimed);
+                return Ok(Attempt::Done(Unattached::Claimed));
             }
             let if_match = row.etag().cloned().map_or(IfMatch::Any, IfMatch::Etag);
             match self
@@ -216,13 +219,15 @@ impl Store {
                 .delete(&self.schema.metadata, room.as_str(), &upload_key(id), &if_match)
                 .await
             {
-                Ok(()) => return Ok(Unattached::Deleted),
-                Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
-                Err(e) if e.is(ErrorKind::NotFound) => return Ok(Unattached::Missing),
-                Err(e) => return Err(e.into()),
+                Ok(()) => Ok(Attempt::Done(Unattached::Deleted)),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(Attempt::LostRace),
+                Err(e) if e.is(ErrorKind::NotFound) => Ok(Attempt::Done(Unattached::Missing)),
+                Err(e) => Err(e.into()),
             }
-        }
-        Err(Error::Unavailable(format!("upload {id} is changing too fast to expire")).into())
+        };
+        retry_lost_races::<_, super::error::Error, _, _>(attempt)
+            .await?
+            .ok_or_else(|| Error::Unavailable(format!("upload {id} is changing too fast to expire")).into())
     }
 
     /// Uploads handed out before `cutoff`, oldest first, at most `limit`.

@@ -16,12 +16,20 @@
 //!
 //! Between attempts it waits a short random time, so writers in different processes spread
 //! out instead of colliding again.
+//!
+//! A write conditional on more than the one row it changes (a transaction over several rows,
+//! a row that may not exist yet) says what each attempt came to, and [`retry_lost_races`]
+//! runs it with the same bound and pauses.
 
 use super::{ETag, Entity, ErrorKind, IfMatch, StoreError, TableName, Tables, UpdateMode};
 
-/// Write attempts per conditional update, shared by every caller: there is no per-operation
-/// budget to raise.
-pub const MAX_ATTEMPTS: usize = 3;
+/// Write attempts per conditional write, shared by every caller: there is no per-operation
+/// budget to raise. Sized for the hottest rows: a room's counter that several processes move,
+/// and a thread root whose summary a burst of replies changes one at a time (a burst of
+/// replies to one root is absorbed up to this many before one is answered "busy"). Attempts
+/// after the first happen only on lost races, and the pause between them grows, so a large
+/// bound costs nothing while rows are quiet.
+pub const MAX_ATTEMPTS: usize = 32;
 
 /// Why a conditional update did not land.
 #[derive(Debug)]
@@ -167,10 +175,40 @@ where
     Err(ConditionalError::Conflict)
 }
 
+/// What one attempt of a [`retry_lost_races`] write came to.
+#[derive(Debug)]
+pub enum Attempt<T> {
+    /// The write landed, or the state read made it unnecessary: the answer.
+    Done(T),
+    /// A row the attempt read changed before its write: read again and try again.
+    LostRace,
+}
+
+/// Runs `attempt` — a read of the rows a write depends on, then that write conditional on
+/// them — again after each lost race, with the same bound and pauses as the single-row
+/// functions above. For the writes those cannot express: a transaction conditional on
+/// several rows (a report and its group), on a row it does not change (a reply and its root),
+/// or a row that may not exist yet (a first presence row). `attempt` reads afresh each time.
+/// `Ok(None)` when every attempt lost; its own errors propagate as themselves, unretried.
+pub async fn retry_lost_races<T, E, F, A>(mut attempt: A) -> Result<Option<T>, E>
+where
+    A: FnMut() -> F,
+    F: Future<Output = Result<Attempt<T>, E>>,
+{
+    for n in 1..=MAX_ATTEMPTS {
+        match attempt().await? {
+            Attempt::Done(answer) => return Ok(Some(answer)),
+            Attempt::LostRace if n < MAX_ATTEMPTS => backoff(n).await,
+            Attempt::LostRace => {}
+        }
+    }
+    Ok(None)
+}
+
 /// A short random pause after a lost race, growing with the attempt, so writers in different
 /// processes that collided do not collide again in lockstep.
 async fn backoff(attempt: usize) {
-    let ceiling_ms = 2u64 << attempt.min(6);
+    let ceiling_ms = 2u64 << attempt.min(5);
     let pause = rand::random_range(0..=ceiling_ms);
     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
 }
@@ -359,7 +397,8 @@ mod tests {
         assert!(matches!(result, Err(ConditionalError::Conflict)), "{result:?}");
         assert_eq!(calls.load(Ordering::SeqCst), MAX_ATTEMPTS);
         let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
-        assert_eq!(stored.i64("votes"), Some(102), "only the concurrent writes landed");
+        let last = 100 + MAX_ATTEMPTS as i64 - 1;
+        assert_eq!(stored.i64("votes"), Some(last), "only the concurrent writes landed");
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -400,6 +439,38 @@ mod tests {
         assert_eq!(s.faults.calls() - before, 2, "the read and the write, no re-read");
         let stored = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
         assert_eq!(stored.i64("votes"), Some(1), "applied once");
+    }
+
+    /// A write the single-row functions cannot express retries lost races with their bound,
+    /// reads afresh each time, and reports its own errors unretried.
+    #[tokio::test(start_paused = true)]
+    async fn lost_races_of_a_composite_write_are_retried_up_to_the_one_bound() {
+        let tries = AtomicUsize::new(0);
+        let tries = &tries;
+        let landed = retry_lost_races::<_, (), _, _>(move || async move {
+            match tries.fetch_add(1, Ordering::SeqCst) {
+                0..=4 => Ok(Attempt::LostRace),
+                n => Ok(Attempt::Done(n)),
+            }
+        })
+        .await;
+        assert_eq!(landed, Ok(Some(5)), "the sixth try lands");
+        tries.store(0, Ordering::SeqCst);
+        let lost = retry_lost_races::<(), (), _, _>(move || async move {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Ok(Attempt::LostRace)
+        })
+        .await;
+        assert_eq!(lost, Ok(None));
+        assert_eq!(tries.load(Ordering::SeqCst), MAX_ATTEMPTS);
+        tries.store(0, Ordering::SeqCst);
+        let failed = retry_lost_races::<(), _, _, _>(move || async move {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err("outage")
+        })
+        .await;
+        assert_eq!(failed, Err("outage"));
+        assert_eq!(tries.load(Ordering::SeqCst), 1, "an error of its own is not retried");
     }
 
     #[tokio::test(flavor = "multi_thread")]
