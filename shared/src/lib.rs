@@ -11,7 +11,6 @@ pub mod auth;
 pub mod config;
 pub mod notify;
 pub mod service;
-pub mod store;
 
 pub use tabletalk_domain::erasure;
 pub use tabletalk_domain::messages::previews;
@@ -24,6 +23,7 @@ pub use tabletalk_domain::{
     principal, roles, rooms, signals, subscriptions, text, word_filter,
 };
 pub use tabletalk_domain::{moderation, reports};
+pub use tabletalk_store as store;
 pub use tabletalk_tables as storage;
 
 pub use service::Chat;

@@ -55,9 +55,9 @@ use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::members::MemberRole;
 use crate::messages::Message;
-use crate::storage::conditional::{Attempt, retry_lost_races};
 use crate::store::erasure::{Held, PastRoom};
 use crate::store::rooms::Handover;
+use crate::store::{Attempt, retry_lost_races};
 
 /// Pause between removing a membership and scanning the room, as room deletion pauses between
 /// its sweeps: longer than a send takes from its checks to its write.

@@ -26,10 +26,10 @@ use tokio::sync::oneshot;
 
 use super::Store;
 use super::schema::{COUNTER_ROW, feed_key};
-use crate::ids::RoomId;
-use crate::storage::conditional::{ConditionalError, update_conditionally_reading_along};
-use crate::storage::rules::MAX_BATCH_OPS;
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_tables::conditional::{ConditionalError, update_conditionally_reading_along};
+use tabletalk_tables::rules::MAX_BATCH_OPS;
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
 
 /// Bytes of entities one group may carry, well under Azure's 4 MiB per transaction (which
 /// also counts the multipart framing).
@@ -40,7 +40,7 @@ const MAX_IDLE_ROOMS: usize = 1024;
 /// A room's counter: the last version handed out, and the retention floor (every version at
 /// or below it may have been purged).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counter {
+pub struct Counter {
     pub version: u64,
     pub floor: u64,
     /// The ticks of the message the room's activity row shows (`store::activity`): kept on
@@ -50,7 +50,7 @@ pub(crate) struct Counter {
 }
 
 impl Counter {
-    pub(crate) fn from_entity(entity: &Entity) -> Counter {
+    pub fn from_entity(entity: &Entity) -> Counter {
         let number = |name| entity.i64(name).and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
         Counter {
             version: number("version"),
@@ -75,7 +75,7 @@ const ACTIVITY_PROPERTY: &str = "activityTicks";
 /// What a change does to the room's activity row: the row showing its message, written in the
 /// change's transaction when that message is (or stays) the one shown.
 #[derive(Debug, Clone)]
-pub(crate) struct ActivityChange {
+pub struct ActivityChange {
     /// The ticks of the change's message.
     pub ticks: u64,
     /// The activity row showing it.
@@ -88,7 +88,7 @@ pub(crate) struct ActivityChange {
 /// A change waiting for its version: the operations it commits, given that version. It may
 /// need fewer operations at some versions than at others (an edit deletes its old feed row
 /// only when it had one), but never more than at [`SIZING_VERSION`].
-pub(crate) type Build = Box<dyn Fn(u64) -> Vec<BatchOp> + Send + Sync>;
+pub type Build = Box<dyn Fn(u64) -> Vec<BatchOp> + Send + Sync>;
 
 /// The version a change is sized at before it has one: above any real version, so every
 /// operation a change can need is in it (an edit's `Delete v:<old>` among them).
@@ -103,14 +103,14 @@ const RECENT_COMMITS_PROPERTY: &str = "commits";
 /// A committed change: its version and the ETags of its operations, in order (`None` where
 /// the commit was confirmed by looking after an ambiguous answer, which tells no ETags).
 #[derive(Debug, Clone)]
-pub(crate) struct Committed {
+pub struct Committed {
     pub version: u64,
     pub etags: Vec<Option<ETag>>,
 }
 
 /// A counter step that committed: the counter row as now known (a stale copy only costs the
 /// next writer a lost race), the counter the step wrote, and the ETags of its operations.
-pub(crate) struct Stepped {
+pub struct Stepped {
     pub row: Entity,
     pub counter: Counter,
     pub etags: Vec<Option<ETag>>,
@@ -208,7 +208,7 @@ impl Store {
     /// the store with the writes the caller makes alongside (`storage::together`: a send's
     /// message, index row and read position in one group commit); nothing can drop the
     /// change between that step and the spawn.
-    pub(crate) async fn commit_change(
+    pub async fn commit_change(
         &self,
         room: &RoomId,
         build: Build,
@@ -372,7 +372,7 @@ impl Store {
     /// answered as the failure it was — `Unavailable`, safe for the sender to retry — and not
     /// retried here, as the conditional helper never re-applies a write that may have been
     /// applied; one that cannot be told is [`ErrorKind::Indeterminate`].
-    pub(crate) async fn step_counter(
+    pub async fn step_counter(
         &self,
         room: &RoomId,
         known: Entity,
@@ -546,7 +546,7 @@ impl Store {
     }
 
     /// The room's counter as stored now (zero for a room without changes).
-    pub(crate) async fn counter(&self, room: &RoomId) -> Result<Counter, StoreError> {
+    pub async fn counter(&self, room: &RoomId) -> Result<Counter, StoreError> {
         let row = self
             .tables
             .get(&self.schema.messages, room.as_str(), COUNTER_ROW)
@@ -556,11 +556,7 @@ impl Store {
 
     /// Runs `commit` holding the room's turn, with the counter row, so that a change to the
     /// counter outside the feed (the retention floor) never races this process's groups.
-    pub(crate) async fn with_counter<T, F>(
-        &self,
-        room: &RoomId,
-        commit: impl FnOnce(Entity) -> F,
-    ) -> Result<T, StoreError>
+    pub async fn with_counter<T, F>(&self, room: &RoomId, commit: impl FnOnce(Entity) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = Result<(T, Entity), StoreError>>,
     {
@@ -626,9 +622,50 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::service::testing::{chat_on, store};
-    use crate::storage::Tables;
-    use crate::storage::faults::FaultyTables;
+    use tabletalk_domain::members::{Member, MemberRole};
+    use tabletalk_domain::permissions::Permissions;
+    use tabletalk_domain::principal::Principal;
+    use tabletalk_domain::rooms::{Room, Visibility};
+    use tabletalk_tables::Tables;
+    use tabletalk_tables::faults::FaultyTables;
+    use tabletalk_tables::sqlite::{Durability, SqliteTables};
+
+    /// A scratch embedded store.
+    fn store() -> SqliteTables {
+        let dir = std::env::temp_dir().join(format!("tt-ledger-{}", rand::random::<u64>()));
+        SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap()
+    }
+
+    /// The store over `tables`, with a room (and its counter) alice owns.
+    async fn store_with_room(tables: Tables) -> (Store, RoomId) {
+        let store = Store::open(tables, crate::Schema::with_prefix("").unwrap())
+            .await
+            .unwrap();
+        let room = RoomId::generate();
+        let alice = Principal {
+            user_id: tabletalk_domain::ids::UserId::parse("alice").unwrap(),
+            name: "alice".into(),
+        };
+        let now = crate::stored_time(chrono::Utc::now());
+        let settings = Room {
+            id: room.to_string(),
+            name: "r".into(),
+            description: String::new(),
+            owner_id: "alice".into(),
+            created_at: now,
+            read_only: false,
+            slowmode_seconds: 0,
+            word_filter: Default::default(),
+            everyone_permissions: Permissions::DEFAULT_EVERYONE,
+            retention_seconds: None,
+            visibility: Visibility::Public,
+            direct: false,
+            max_sends_per_second: 0,
+        };
+        let owner = Member::new(&alice, MemberRole::Owner, now);
+        store.create_room(&settings, &owner).await.unwrap();
+        (store, room)
+    }
 
     /// A change inserting one row, `key`, stamped with its version.
     fn insert(room: &RoomId, key: &'static str) -> Build {
@@ -643,8 +680,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_change_failing_inside_a_group_is_answered_alone_and_the_rest_commit() {
         let faults = FaultyTables::new(store());
-        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-        let chat = chat.store;
+        let (chat, room) = store_with_room(Tables::new(faults.clone())).await;
         let taken = Entity::new(room.as_str(), "taken");
         chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
         let start = chat.counter(&room).await.unwrap().version;
@@ -692,8 +728,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failure_is_blamed_on_its_own_change_behind_a_change_that_grew() {
         let faults = FaultyTables::new(store());
-        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-        let chat = chat.store;
+        let (chat, room) = store_with_room(Tables::new(faults.clone())).await;
         let taken = Entity::new(room.as_str(), "taken");
         chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
         let grows: Build = {
@@ -736,8 +771,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_change_whose_request_is_dropped_still_commits() {
         let faults = FaultyTables::new(store());
-        let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-        let chat = chat.store;
+        let (chat, room) = store_with_room(Tables::new(faults.clone())).await;
         faults.set_latency(Some(Duration::from_millis(50)));
         let lead = {
             let (chat, room) = (chat.clone(), room.clone());

@@ -10,12 +10,12 @@ use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{INVITATION_PREFIX, invitation_key, pending_invitation_key, user_key};
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::moderation::ModerationEntry;
-use crate::rooms::invitations::{Invitation, MAX_LISTED, MAX_PENDING_PER_USER};
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::rooms::invitations::{Invitation, MAX_LISTED, MAX_PENDING_PER_USER};
+use tabletalk_tables::conditional::update_conditionally;
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 fn invitation_row(invitation: &Invitation) -> Entity {
     let mut row = Entity::new(&invitation.room_id, invitation_key(&invitation.id))
@@ -51,7 +51,7 @@ fn parse_invitation(row: &Entity) -> Option<Invitation> {
 impl Store {
     /// Writes an invitation (a user's replaces their earlier one into the same room), a
     /// user's pointer row first.
-    pub(crate) async fn put_invitation(&self, invitation: &Invitation) -> Result<()> {
+    pub async fn put_invitation(&self, invitation: &Invitation) -> Result<()> {
         if let Some(user) = &invitation.user_id {
             let room = RoomId::parse(&invitation.room_id)?;
             let user = UserId::parse(user)?;
@@ -68,7 +68,7 @@ impl Store {
     }
 
     /// The invitation, open or not.
-    pub(crate) async fn invitation(&self, room: &RoomId, id: &str) -> Result<Option<Invitation>> {
+    pub async fn invitation(&self, room: &RoomId, id: &str) -> Result<Option<Invitation>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &invitation_key(id))
@@ -77,7 +77,7 @@ impl Store {
     }
 
     /// A room's invitations, open or not, up to [`MAX_LISTED`].
-    pub(crate) async fn invitations(&self, room: &RoomId) -> Result<Vec<Invitation>> {
+    pub async fn invitations(&self, room: &RoomId) -> Result<Vec<Invitation>> {
         let query = RangeQuery::prefix(room.as_str(), INVITATION_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, MAX_LISTED).await?;
         Ok(rows.iter().filter_map(parse_invitation).collect())
@@ -85,7 +85,7 @@ impl Store {
 
     /// Counts one use of a code, conditionally on the row as read, if it is still open at
     /// `now`; a closed or missing invitation answers 404, as a missing one does.
-    pub(crate) async fn use_invitation(&self, room: &RoomId, id: &str, now: DateTime<Utc>) -> Result<Invitation> {
+    pub async fn use_invitation(&self, room: &RoomId, id: &str, now: DateTime<Utc>) -> Result<Invitation> {
         let row = update_conditionally(
             &self.tables,
             &self.schema.rooms,
@@ -107,11 +107,7 @@ impl Store {
 
     /// Removes an invitation (with its revocation's log line, in one transaction), then a
     /// user's pointer row to it. One gone already is left so, and logs nothing.
-    pub(crate) async fn remove_invitation(
-        &self,
-        invitation: &Invitation,
-        revoked: Option<&ModerationEntry>,
-    ) -> Result<()> {
+    pub async fn remove_invitation(&self, invitation: &Invitation, revoked: Option<&ModerationEntry>) -> Result<()> {
         let room = RoomId::parse(&invitation.room_id)?;
         let mut ops = vec![BatchOp::Delete {
             partition_key: room.to_string(),
@@ -131,13 +127,13 @@ impl Store {
     }
 
     /// Removes `user`'s pointer to an invitation into `room`.
-    pub(crate) async fn drop_pending_invitation(&self, user: &UserId, room: &RoomId) -> Result<()> {
+    pub async fn drop_pending_invitation(&self, user: &UserId, room: &RoomId) -> Result<()> {
         self.delete_if_present(&self.schema.user_rooms, &user_key(user), &pending_invitation_key(room))
             .await
     }
 
     /// The rooms `user` has an invitation pointer for, up to [`MAX_LISTED`].
-    pub(crate) async fn pending_invitations(&self, user: &UserId) -> Result<Vec<RoomId>> {
+    pub async fn pending_invitations(&self, user: &UserId) -> Result<Vec<RoomId>> {
         let query = RangeQuery::prefix(user_key(user), INVITATION_PREFIX, 1000);
         let (rows, _) = self
             .tables
@@ -151,7 +147,7 @@ impl Store {
 
     /// Removes the pointer rows of a room's user invitations (the room is being deleted; its
     /// own partition goes with it).
-    pub(crate) async fn unlist_invitations(&self, room: &RoomId) -> Result<()> {
+    pub async fn unlist_invitations(&self, room: &RoomId) -> Result<()> {
         for invitation in self.invitations(room).await? {
             if let Some(user) = invitation.user_id.as_deref().and_then(|u| UserId::parse(u).ok()) {
                 self.drop_pending_invitation(&user, room).await?;

@@ -9,13 +9,13 @@ use std::ops::Bound;
 use super::Store;
 use super::error::Result;
 use super::schema::{FOLLOWED_PREFIX, THREAD_PREFIX, follow_key, followed_key, followers_of, thread_key, user_key};
-use crate::ids::{RoomId, UserId};
-use crate::keys::{AscendingKey, Ticks};
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::keys::{AscendingKey, Ticks};
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// A thread a user follows, as their row keeps it.
 #[derive(Debug, Clone)]
-pub(crate) struct Followed {
+pub struct Followed {
     pub room: RoomId,
     pub root: String,
     /// Replies after this time are unread.
@@ -24,7 +24,7 @@ pub(crate) struct Followed {
 
 /// The follower row of `user` in the thread `root`: an upsert, so a reply by someone who
 /// follows already changes nothing.
-pub(crate) fn follow_op(room: &RoomId, root: &str, user: &UserId) -> BatchOp {
+pub fn follow_op(room: &RoomId, root: &str, user: &UserId) -> BatchOp {
     let entity = Entity::new(room.as_str(), follow_key(root, user)).with("userId", Value::String(user.to_string()));
     BatchOp::Upsert {
         entity,
@@ -34,7 +34,7 @@ pub(crate) fn follow_op(room: &RoomId, root: &str, user: &UserId) -> BatchOp {
 
 impl Store {
     /// Makes `user` follow the thread `root` of `room`, their read position at `read_at`.
-    pub(crate) async fn follow(&self, room: &RoomId, root: &str, user: &UserId, read_at: DateTime<Utc>) -> Result<()> {
+    pub async fn follow(&self, room: &RoomId, root: &str, user: &UserId, read_at: DateTime<Utc>) -> Result<()> {
         self.index_followed(room, root, user, read_at).await?;
         let op = follow_op(room, root, user);
         self.tables
@@ -45,13 +45,7 @@ impl Store {
 
     /// The user's row of a thread they follow (written before their follower row, or after
     /// their reply committed it), with their read position.
-    pub(crate) async fn index_followed(
-        &self,
-        room: &RoomId,
-        root: &str,
-        user: &UserId,
-        read_at: DateTime<Utc>,
-    ) -> Result<()> {
+    pub async fn index_followed(&self, room: &RoomId, root: &str, user: &UserId, read_at: DateTime<Utc>) -> Result<()> {
         let row = Entity::new(user_key(user), followed_key(room, root))
             .with("roomId", Value::String(room.to_string()))
             .with("rootId", Value::String(root.to_owned()))
@@ -63,7 +57,7 @@ impl Store {
     }
 
     /// Stops `user` following the thread: their own row first, then the follower row.
-    pub(crate) async fn unfollow(&self, room: &RoomId, root: &str, user: &UserId) -> Result<()> {
+    pub async fn unfollow(&self, room: &RoomId, root: &str, user: &UserId) -> Result<()> {
         self.delete_if_present(&self.schema.user_rooms, &user_key(user), &followed_key(room, root))
             .await?;
         self.delete_if_present(&self.schema.messages, room.as_str(), &follow_key(root, user))
@@ -71,13 +65,7 @@ impl Store {
     }
 
     /// Moves `user`'s read position in a thread they follow; false when they do not follow it.
-    pub(crate) async fn mark_thread_read(
-        &self,
-        room: &RoomId,
-        root: &str,
-        user: &UserId,
-        at: DateTime<Utc>,
-    ) -> Result<bool> {
+    pub async fn mark_thread_read(&self, room: &RoomId, root: &str, user: &UserId, at: DateTime<Utc>) -> Result<bool> {
         let row = Entity::new(user_key(user), followed_key(room, root)).with("readAt", Value::datetime(at));
         match self
             .tables
@@ -92,7 +80,7 @@ impl Store {
 
     /// Stops `user` following every thread they follow (an erasure: their id goes from every
     /// follower list their own list names); how many.
-    pub(crate) async fn unfollow_all(&self, user: &UserId) -> Result<usize> {
+    pub async fn unfollow_all(&self, user: &UserId) -> Result<usize> {
         let followed = self.followed(user, usize::MAX / 2).await?;
         for thread in &followed {
             self.unfollow(&thread.room, &thread.root, user).await?;
@@ -101,7 +89,7 @@ impl Store {
     }
 
     /// The followers of the thread `root`, up to `max`.
-    pub(crate) async fn followers(&self, room: &RoomId, root: &str, max: usize) -> Result<Vec<UserId>> {
+    pub async fn followers(&self, room: &RoomId, root: &str, max: usize) -> Result<Vec<UserId>> {
         let query = RangeQuery::prefix(room.as_str(), &followers_of(root), 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, max).await?;
         Ok(rows
@@ -111,7 +99,7 @@ impl Store {
     }
 
     /// The threads `user` follows, up to `max`.
-    pub(crate) async fn followed(&self, user: &UserId, max: usize) -> Result<Vec<Followed>> {
+    pub async fn followed(&self, user: &UserId, max: usize) -> Result<Vec<Followed>> {
         let query = RangeQuery::prefix(user_key(user), FOLLOWED_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.user_rooms, &query, max).await?;
         Ok(rows
@@ -128,7 +116,7 @@ impl Store {
 
     /// Replies of the thread `root` sent after `after`, counted up to `max`, and whether more
     /// follow: one range read of its index rows.
-    pub(crate) async fn replies_after(
+    pub async fn replies_after(
         &self,
         room: &RoomId,
         root: &str,

@@ -8,27 +8,27 @@ use std::ops::Bound;
 use super::Store;
 use super::error::Result;
 use super::schema::{reaction_key, vote_key};
-use crate::ids::{RoomId, UserId};
-use crate::keys::MessageKey;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_tables::{Entity, RangeQuery, UpdateMode, Value};
 
 /// A member's mark on a message.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Companion<'a> {
+pub enum Companion<'a> {
     Reaction { emoji: &'a str },
     Vote { option_id: &'a str },
 }
 
 /// A companion row as read back.
 #[derive(Debug, Clone)]
-pub(crate) struct CompanionRow {
+pub struct CompanionRow {
     pub message_id: String,
     pub user_id: Option<String>,
     pub kind: CompanionKind,
 }
 
 #[derive(Debug, Clone)]
-pub(crate) enum CompanionKind {
+pub enum CompanionKind {
     Reaction {
         emoji: String,
     },
@@ -36,11 +36,11 @@ pub(crate) enum CompanionKind {
         option_id: String,
     },
     /// The message's link preview (`None`: its author removed it); see `store::previews`.
-    Preview(Option<crate::previews::LinkPreview>),
+    Preview(Option<tabletalk_domain::messages::previews::LinkPreview>),
 }
 
 /// Every companion row of one message.
-pub(crate) fn companion_rows(room: &RoomId, message: &MessageKey) -> RangeQuery {
+pub fn companion_rows(room: &RoomId, message: &MessageKey) -> RangeQuery {
     RangeQuery::prefix(room.as_str(), &format!("{}:", message.as_str()), 1000)
 }
 
@@ -53,7 +53,7 @@ fn key_of(message: &MessageKey, user: &UserId, companion: Companion<'_>) -> Stri
 
 impl Store {
     /// Writes `user`'s companion of a message (again is a no-op; a vote replaces their vote).
-    pub(crate) async fn put_companion(
+    pub async fn put_companion(
         &self,
         room: &RoomId,
         message: &MessageKey,
@@ -74,7 +74,7 @@ impl Store {
 
     /// Removes `user`'s companion of a message (absent is a no-op); for a vote, `companion`
     /// names no option.
-    pub(crate) async fn delete_companion(
+    pub async fn delete_companion(
         &self,
         room: &RoomId,
         message: &MessageKey,
@@ -86,7 +86,7 @@ impl Store {
     }
 
     /// Deletes every companion row of a message.
-    pub(crate) async fn delete_companions(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+    pub async fn delete_companions(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
         self.tables
             .delete_range(&self.schema.metadata, &companion_rows(room, message))
             .await?;
@@ -94,13 +94,7 @@ impl Store {
     }
 
     /// The companion rows of every message whose id lies in `low..=high`, up to `max`.
-    pub(crate) async fn companions(
-        &self,
-        room: &RoomId,
-        low: &str,
-        high: &str,
-        max: usize,
-    ) -> Result<Vec<CompanionRow>> {
+    pub async fn companions(&self, room: &RoomId, low: &str, high: &str, max: usize) -> Result<Vec<CompanionRow>> {
         // Every companion row of a message is `<key>:…`, and ';' follows ':'.
         let query = RangeQuery::partition(room.as_str(), 1000)
             .from(Bound::Included(format!("{low}:")))

@@ -16,10 +16,10 @@ use super::error::Result;
 use super::schema::{
     LINK_CACHE_PARTITION, PREVIEW_JOBS_PARTITION, SWEEP_CURSORS_PARTITION, link_cache_key, preview_job_key, preview_key,
 };
-use crate::ids::RoomId;
-use crate::keys::MessageKey;
-use crate::previews::LinkPreview;
-use crate::storage::{Entity, ErrorKind, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_domain::messages::previews::LinkPreview;
+use tabletalk_tables::{Entity, ErrorKind, RangeQuery, UpdateMode, Value};
 
 /// A preview still to be fetched: the message and its first link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct CachedLink {
 }
 
 /// A preview companion row as read back: the preview, or `None` where its author removed it.
-pub(crate) fn preview_of(row: &Entity) -> Option<LinkPreview> {
+pub fn preview_of(row: &Entity) -> Option<LinkPreview> {
     if row.bool("removed") == Some(true) {
         return None;
     }
@@ -48,7 +48,7 @@ pub(crate) fn preview_of(row: &Entity) -> Option<LinkPreview> {
 
 impl Store {
     /// Records that `message`'s link is to be fetched.
-    pub(crate) async fn put_preview_job(&self, job: &PreviewJob) -> Result<()> {
+    pub async fn put_preview_job(&self, job: &PreviewJob) -> Result<()> {
         let mut row = Entity::new(PREVIEW_JOBS_PARTITION, preview_job_key(&job.room, &job.message))
             .with("url", Value::String(job.url.clone()));
         if let Some(at) = job.created_at {
@@ -61,7 +61,7 @@ impl Store {
     }
 
     /// Up to `max` previews still to be fetched, oldest room and message first by key.
-    pub(crate) async fn preview_jobs(&self, max: usize) -> Result<Vec<PreviewJob>> {
+    pub async fn preview_jobs(&self, max: usize) -> Result<Vec<PreviewJob>> {
         let query = RangeQuery::partition(PREVIEW_JOBS_PARTITION, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
         Ok(rows
@@ -79,7 +79,7 @@ impl Store {
     }
 
     /// Drops a job (done, or given up on); gone already is fine.
-    pub(crate) async fn clear_preview_job(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+    pub async fn clear_preview_job(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
         self.delete_if_present(
             &self.schema.housekeeping,
             PREVIEW_JOBS_PARTITION,
@@ -89,7 +89,7 @@ impl Store {
     }
 
     /// The cache's row for `url`, fresh or not (the caller judges its age).
-    pub(crate) async fn cached_link(&self, url: &str) -> Result<Option<CachedLink>> {
+    pub async fn cached_link(&self, url: &str) -> Result<Option<CachedLink>> {
         let Some(row) = self
             .tables
             .get(&self.schema.housekeeping, LINK_CACHE_PARTITION, &link_cache_key(url))
@@ -109,7 +109,7 @@ impl Store {
     }
 
     /// Keeps what a fetch of `url` gave.
-    pub(crate) async fn cache_link(&self, url: &str, cached: &CachedLink) -> Result<()> {
+    pub async fn cache_link(&self, url: &str, cached: &CachedLink) -> Result<()> {
         let mut row = Entity::new(LINK_CACHE_PARTITION, link_cache_key(url))
             .with("url", Value::String(url.to_owned()))
             .with("fetchedAt", Value::datetime(cached.fetched_at));
@@ -134,7 +134,7 @@ impl Store {
     /// [`SWEEP_CURSORS_PARTITION`]) and starts over once it reached the end: keys are URL
     /// digests, in no order of age, so a run that always read the first `max` rows would
     /// never reach an expired row behind `max` fresh ones, and the cache would grow for good.
-    pub(crate) async fn expire_link_cache(&self, before: DateTime<Utc>, max: usize) -> Result<usize> {
+    pub async fn expire_link_cache(&self, before: DateTime<Utc>, max: usize) -> Result<usize> {
         let cursor = self
             .tables
             .get(&self.schema.housekeeping, SWEEP_CURSORS_PARTITION, LINK_CACHE_PARTITION)
@@ -178,12 +178,7 @@ impl Store {
 
     /// Attaches `preview` to a message unless it has a preview row already (one attached, or
     /// the author's removal). Returns whether it was attached.
-    pub(crate) async fn attach_preview(
-        &self,
-        room: &RoomId,
-        message: &MessageKey,
-        preview: &LinkPreview,
-    ) -> Result<bool> {
+    pub async fn attach_preview(&self, room: &RoomId, message: &MessageKey, preview: &LinkPreview) -> Result<bool> {
         let row = Entity::new(room.as_str(), preview_key(message)).with(
             "preview",
             Value::String(serde_json::to_string(preview).unwrap_or_default()),
@@ -197,7 +192,7 @@ impl Store {
 
     /// Removes a message's preview for good: its row becomes a removal, so no later fetch
     /// attaches one.
-    pub(crate) async fn remove_preview(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
+    pub async fn remove_preview(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
         let row = Entity::new(room.as_str(), preview_key(message)).with("removed", Value::Bool(true));
         self.tables
             .upsert(&self.schema.metadata, &row, UpdateMode::Replace)

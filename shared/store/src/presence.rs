@@ -22,11 +22,11 @@ use super::error::Result;
 use super::schema::{
     CONNECTION_PREFIX, HUB_CONNECTIONS_PREFIX, HUBS_PARTITION, PRESENCE_ROW, connection_key, encode_key_part, user_key,
 };
-use crate::error::Error;
-use crate::ids::UserId;
-use crate::presence::{CustomStatus, OnlineWindow, Presence, PresenceState};
-use crate::storage::conditional::{Attempt, retry_lost_races};
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::UserId;
+use tabletalk_domain::presence::{CustomStatus, OnlineWindow, Presence, PresenceState};
+use tabletalk_tables::conditional::{Attempt, retry_lost_races};
+use tabletalk_tables::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Connection rows of one user read at most (a user with more open connections than this
 /// still reads as online).
@@ -56,7 +56,7 @@ fn status_value(status: Option<&CustomStatus>) -> Value {
 impl Store {
     /// Records a live connection of `user` as open; a repeat, or an open that comes after the
     /// same connection's close, changes nothing.
-    pub(crate) async fn open_connection(&self, user: &UserId, connection: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn open_connection(&self, user: &UserId, connection: &str, now: DateTime<Utc>) -> Result<()> {
         let row = Entity::new(user_key(user), connection_key(connection)).with("openedAt", Value::datetime(now));
         match self.tables.insert(&self.schema.presence, &row).await {
             Ok(_) => Ok(()),
@@ -66,7 +66,7 @@ impl Store {
     }
 
     /// Records a live connection of `user` as closed (kept a while, see [`CLOSED_KEPT`]).
-    pub(crate) async fn close_connection(&self, user: &UserId, connection: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn close_connection(&self, user: &UserId, connection: &str, now: DateTime<Utc>) -> Result<()> {
         let row = Entity::new(user_key(user), connection_key(connection)).with("closedAt", Value::datetime(now));
         self.tables
             .upsert(&self.schema.presence, &row, UpdateMode::Merge)
@@ -77,7 +77,7 @@ impl Store {
     /// Whether `user`'s live connection `connection` is open: `None` when no event of it has
     /// been recorded in their partition (a connection of another user's is never found here),
     /// else whether it has not closed. One point read.
-    pub(crate) async fn connection_open(&self, user: &UserId, connection: &str) -> Result<Option<bool>> {
+    pub async fn connection_open(&self, user: &UserId, connection: &str) -> Result<Option<bool>> {
         let row = self
             .tables
             .get(&self.schema.presence, &user_key(user), &connection_key(connection))
@@ -88,7 +88,7 @@ impl Store {
     /// When `user` was online, from their presence row (one point read): the session they are
     /// in, or their last one. A row from before sessions were recorded, online, started its
     /// session when it was last seen.
-    pub(crate) async fn online_window(&self, user: &UserId) -> Result<OnlineWindow> {
+    pub async fn online_window(&self, user: &UserId) -> Result<OnlineWindow> {
         let row = self
             .tables
             .get(&self.schema.presence, &user_key(user), PRESENCE_ROW)
@@ -110,7 +110,7 @@ impl Store {
     }
 
     /// `user`'s presence as stored (a user never seen: away, no status), expired status and all.
-    pub(crate) async fn presence(&self, user: &UserId) -> Result<Presence> {
+    pub async fn presence(&self, user: &UserId) -> Result<Presence> {
         let row = self
             .tables
             .get(&self.schema.presence, &user_key(user), PRESENCE_ROW)
@@ -119,7 +119,7 @@ impl Store {
     }
 
     /// Sets (or with `None` clears) `user`'s custom status, leaving their state alone.
-    pub(crate) async fn set_status(&self, user: &UserId, status: Option<&CustomStatus>) -> Result<Presence> {
+    pub async fn set_status(&self, user: &UserId, status: Option<&CustomStatus>) -> Result<Presence> {
         let row = Entity::new(user_key(user), PRESENCE_ROW).with("status", status_value(status));
         self.tables
             .upsert(&self.schema.presence, &row, UpdateMode::Merge)
@@ -129,7 +129,7 @@ impl Store {
 
     /// Makes `user`'s presence row agree with their connection rows. Answers the presence when
     /// this call changed the state (online to away or back), none when it already agreed.
-    pub(crate) async fn settle_presence(&self, user: &UserId, now: DateTime<Utc>) -> Result<Option<Presence>> {
+    pub async fn settle_presence(&self, user: &UserId, now: DateTime<Utc>) -> Result<Option<Presence>> {
         let partition = &user_key(user);
         let attempt = move || async move {
             let stored = self.tables.get(&self.schema.presence, partition, PRESENCE_ROW).await?;
@@ -170,7 +170,7 @@ impl Store {
             match written {
                 Ok(_) => Ok(Attempt::Done(Some(Presence {
                     state,
-                    last_seen: Some(crate::store::stored_time(now)),
+                    last_seen: Some(crate::stored_time(now)),
                     status: current.status,
                 }))),
                 Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::AlreadyExists) => {
@@ -201,7 +201,7 @@ impl Store {
     }
 
     /// Marks the local hub of process `tag` alive until `until`.
-    pub(crate) async fn beat_hub(&self, tag: &str, until: DateTime<Utc>) -> Result<()> {
+    pub async fn beat_hub(&self, tag: &str, until: DateTime<Utc>) -> Result<()> {
         let row = Entity::new(HUBS_PARTITION, encode_key_part(tag)).with("aliveUntil", Value::datetime(until));
         self.tables
             .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
@@ -210,7 +210,7 @@ impl Store {
     }
 
     /// Lists `connection` of `user` as open on the local hub of process `tag`.
-    pub(crate) async fn index_hub_connection(&self, tag: &str, connection: &str, user: &UserId) -> Result<()> {
+    pub async fn index_hub_connection(&self, tag: &str, connection: &str, user: &UserId) -> Result<()> {
         let row =
             Entity::new(hub_partition(tag), encode_key_part(connection)).with("user", Value::String(user.to_string()));
         self.tables
@@ -220,7 +220,7 @@ impl Store {
     }
 
     /// Takes `connection` off the list of the local hub of process `tag`.
-    pub(crate) async fn unindex_hub_connection(&self, tag: &str, connection: &str) -> Result<()> {
+    pub async fn unindex_hub_connection(&self, tag: &str, connection: &str) -> Result<()> {
         self.delete_if_present(
             &self.schema.housekeeping,
             &hub_partition(tag),
@@ -230,7 +230,7 @@ impl Store {
     }
 
     /// The tags of local hubs whose heartbeat lapsed before `now` (their process stopped).
-    pub(crate) async fn lapsed_hubs(&self, now: DateTime<Utc>) -> Result<Vec<String>> {
+    pub async fn lapsed_hubs(&self, now: DateTime<Utc>) -> Result<Vec<String>> {
         let query = RangeQuery::partition(HUBS_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -245,7 +245,7 @@ impl Store {
 
     /// Up to `max` connections still listed open on the hub of `tag` (as `lapsed_hubs` names
     /// it): the connection and its user.
-    pub(crate) async fn hub_connections(&self, tag_key: &str, max: usize) -> Result<Vec<(String, UserId)>> {
+    pub async fn hub_connections(&self, tag_key: &str, max: usize) -> Result<Vec<(String, UserId)>> {
         let query = RangeQuery::partition(format!("{HUB_CONNECTIONS_PREFIX}{tag_key}"), 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, max).await?;
         Ok(rows
@@ -255,13 +255,13 @@ impl Store {
     }
 
     /// Forgets the heartbeat of the hub of `tag_key` (as `lapsed_hubs` names it).
-    pub(crate) async fn forget_hub(&self, tag_key: &str) -> Result<()> {
+    pub async fn forget_hub(&self, tag_key: &str) -> Result<()> {
         self.delete_if_present(&self.schema.housekeeping, HUBS_PARTITION, tag_key)
             .await
     }
 
     /// Deletes every presence row of `user` (an erasure: their status is theirs).
-    pub(crate) async fn delete_presence(&self, user: &UserId) -> Result<()> {
+    pub async fn delete_presence(&self, user: &UserId) -> Result<()> {
         let query = RangeQuery::partition(user_key(user), 1000);
         self.tables.delete_range(&self.schema.presence, &query).await?;
         Ok(())

@@ -15,11 +15,11 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::error::Result;
 use super::schema::{UPLOADS_PARTITION, upload_index_key, upload_key};
-use crate::attachments::Upload;
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::storage::conditional::{Attempt, retry_lost_races};
-use crate::storage::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::attachments::Upload;
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_tables::conditional::{Attempt, retry_lost_races};
+use tabletalk_tables::{Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 fn upload_row(upload: &Upload) -> Entity {
     let mut entity = Entity::new(upload.room_id.as_str(), upload_key(&upload.id))
@@ -55,7 +55,7 @@ fn parse_upload(room: &RoomId, id: &str, entity: &Entity) -> Result<Upload> {
 
 /// An upload housekeeping may find unattached.
 #[derive(Debug, Clone)]
-pub(crate) struct UploadIndexRow {
+pub struct UploadIndexRow {
     pub room: RoomId,
     pub id: String,
     pub row_key: String,
@@ -65,7 +65,7 @@ pub(crate) struct UploadIndexRow {
 
 /// A claim that lost to another send's, or found no upload.
 #[derive(Debug)]
-pub(crate) enum ClaimRefused {
+pub enum ClaimRefused {
     Missing,
     Taken,
 }
@@ -73,14 +73,14 @@ pub(crate) enum ClaimRefused {
 /// How a claim succeeded: written now, or found already held by the same claim (another
 /// attempt of the same send took it, and only that attempt may give it back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Claimed {
+pub enum Claimed {
     Now,
     Already,
 }
 
 /// What deleting an upload as unattached found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unattached {
+pub enum Unattached {
     /// It was unclaimed, and its row is deleted.
     Deleted,
     /// A send holds it: it stays.
@@ -91,7 +91,7 @@ pub(crate) enum Unattached {
 
 impl Store {
     /// Records an upload link handed out: its row, then its housekeeping row.
-    pub(crate) async fn insert_upload(&self, upload: &Upload) -> Result<()> {
+    pub async fn insert_upload(&self, upload: &Upload) -> Result<()> {
         self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
         self.index_upload(upload, upload.created_at).await
     }
@@ -99,7 +99,7 @@ impl Store {
     /// The housekeeping row that finds `upload` a day after `since`: deleted then if it is
     /// unattached, and its object deleted by the key the row keeps if its upload row is gone
     /// (a file removed whose object's delete failed).
-    pub(crate) async fn index_upload(&self, upload: &Upload, since: DateTime<Utc>) -> Result<()> {
+    pub async fn index_upload(&self, upload: &Upload, since: DateTime<Utc>) -> Result<()> {
         let index = Entity::new(UPLOADS_PARTITION, upload_index_key(since, &upload.room_id, &upload.id))
             .with("key", Value::String(upload.key.clone()));
         self.tables
@@ -113,7 +113,7 @@ impl Store {
     /// scheduled item, a failed send) writes a new one first: the upload is deleted a day
     /// later unless a send claims it meanwhile. A failure between the two leaves a row that
     /// finds the upload still held and goes.
-    pub(crate) async fn release_upload(
+    pub async fn release_upload(
         &self,
         room: &RoomId,
         id: &str,
@@ -128,7 +128,7 @@ impl Store {
         self.claim_upload(room, id, None, Some(claim)).await
     }
 
-    pub(crate) async fn upload(&self, room: &RoomId, id: &str) -> Result<Option<Upload>> {
+    pub async fn upload(&self, room: &RoomId, id: &str) -> Result<Option<Upload>> {
         if !is_upload_id(id) {
             return Ok(None);
         }
@@ -142,7 +142,7 @@ impl Store {
     /// Marks an upload as claimed by `claim`, unless another claim holds it (a repeat of the
     /// same claim succeeds). Conditional on the row as read, so of two sends naming one upload
     /// exactly one wins.
-    pub(crate) async fn claim_upload(
+    pub async fn claim_upload(
         &self,
         room: &RoomId,
         id: &str,
@@ -189,19 +189,19 @@ impl Store {
     }
 
     /// Records a copy the server made (a forward), already claimed.
-    pub(crate) async fn insert_claimed_upload(&self, upload: &Upload) -> Result<()> {
+    pub async fn insert_claimed_upload(&self, upload: &Upload) -> Result<()> {
         self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
         Ok(())
     }
 
-    pub(crate) async fn delete_upload(&self, room: &RoomId, id: &str) -> Result<()> {
+    pub async fn delete_upload(&self, room: &RoomId, id: &str) -> Result<()> {
         self.delete_if_present(&self.schema.metadata, room.as_str(), &upload_key(id))
             .await
     }
 
     /// Deletes an upload's row if no send holds it, conditional on the row as read: a claim
     /// landing meanwhile keeps it (the send that claimed it checked its object, which stays).
-    pub(crate) async fn delete_unattached_upload(&self, room: &RoomId, id: &str) -> Result<Unattached> {
+    pub async fn delete_unattached_upload(&self, room: &RoomId, id: &str) -> Result<Unattached> {
         let attempt = move || async move {
             let Some(row) = self
                 .tables
@@ -231,11 +231,7 @@ impl Store {
     }
 
     /// Uploads handed out before `cutoff`, oldest first, at most `limit`.
-    pub(crate) async fn uploads_created_before(
-        &self,
-        cutoff: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<UploadIndexRow>> {
+    pub async fn uploads_created_before(&self, cutoff: DateTime<Utc>, limit: usize) -> Result<Vec<UploadIndexRow>> {
         let query = RangeQuery::partition(UPLOADS_PARTITION, limit.min(1000))
             .to(Bound::Excluded(format!("{:013}", cutoff.timestamp_millis().max(0))));
         let (rows, _) = self
@@ -257,13 +253,13 @@ impl Store {
             .collect())
     }
 
-    pub(crate) async fn delete_upload_index(&self, row_key: &str) -> Result<()> {
+    pub async fn delete_upload_index(&self, row_key: &str) -> Result<()> {
         self.delete_if_present(&self.schema.housekeeping, UPLOADS_PARTITION, row_key)
             .await
     }
 }
 
 /// An upload id is 32 lowercase hex digits (a UUID without hyphens).
-pub(crate) fn is_upload_id(id: &str) -> bool {
+pub fn is_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

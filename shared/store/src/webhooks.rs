@@ -6,12 +6,12 @@ use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{WEBHOOK_PREFIX, webhook_key};
-use crate::error::Error;
-use crate::ids::RoomId;
-use crate::moderation::ModerationEntry;
-use crate::storage::conditional::update_conditionally_with;
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
-use crate::webhooks::{MAX_WEBHOOKS_PER_ROOM, Webhook, missing};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::webhooks::{MAX_WEBHOOKS_PER_ROOM, Webhook, missing};
+use tabletalk_tables::conditional::update_conditionally_with;
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 fn webhook_row(hook: &Webhook) -> Entity {
     Entity::new(&hook.room_id, webhook_key(&hook.id))
@@ -37,7 +37,7 @@ fn parse_webhook(row: &Entity) -> Option<Webhook> {
 impl Store {
     /// Stores a new webhook with its log line, in one transaction (its id is fresh: an
     /// existing one is a conflict).
-    pub(crate) async fn insert_webhook(&self, hook: &Webhook, logged: &ModerationEntry) -> Result<()> {
+    pub async fn insert_webhook(&self, hook: &Webhook, logged: &ModerationEntry) -> Result<()> {
         let room = RoomId::parse(&hook.room_id)?;
         let ops = [BatchOp::Insert(webhook_row(hook)), log_op(&room, logged)];
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
@@ -49,7 +49,7 @@ impl Store {
         }
     }
 
-    pub(crate) async fn webhook(&self, room: &RoomId, id: &str) -> Result<Option<Webhook>> {
+    pub async fn webhook(&self, room: &RoomId, id: &str) -> Result<Option<Webhook>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &webhook_key(id))
@@ -59,7 +59,7 @@ impl Store {
 
     /// A room's webhooks, up to [`MAX_WEBHOOKS_PER_ROOM`] and one more (so a caller can tell
     /// the room is full).
-    pub(crate) async fn webhooks(&self, room: &RoomId) -> Result<Vec<Webhook>> {
+    pub async fn webhooks(&self, room: &RoomId) -> Result<Vec<Webhook>> {
         let query = RangeQuery::prefix(room.as_str(), WEBHOOK_PREFIX, 100);
         let (rows, _) = self
             .tables
@@ -70,7 +70,7 @@ impl Store {
 
     /// Changes a webhook conditionally on the row as read, with its log line in the same
     /// transaction; a missing one answers 404.
-    pub(crate) async fn update_webhook(
+    pub async fn update_webhook(
         &self,
         room: &RoomId,
         id: &str,
@@ -113,7 +113,7 @@ impl Store {
 
     /// Deletes a webhook with its log line, in one transaction; a missing one answers 404
     /// and logs nothing.
-    pub(crate) async fn delete_webhook(&self, room: &RoomId, id: &str, logged: &ModerationEntry) -> Result<()> {
+    pub async fn delete_webhook(&self, room: &RoomId, id: &str, logged: &ModerationEntry) -> Result<()> {
         let ops = [
             BatchOp::Delete {
                 partition_key: room.to_string(),

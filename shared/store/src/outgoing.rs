@@ -19,14 +19,14 @@ use super::schema::{
     DELIVERY_DONE_PREFIX, DELIVERY_PENDING_PREFIX, HOOK_EVENT_PREFIX, OUTGOING_PARTITION, OUTGOING_PREFIX,
     delivery_done_key, delivery_pending_key, hook_event_key, outgoing_key,
 };
-use crate::error::Error;
-use crate::ids::RoomId;
-use crate::messages::Message;
-use crate::outgoing::{
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::messages::Message;
+use tabletalk_domain::outgoing::{
     Delivery, DeliveryStatus, EndpointStatus, HookEvent, LastDelivery, MAX_OUTGOING_PER_ROOM, OutgoingWebhook, missing,
 };
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_tables::conditional::update_conditionally;
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Pending deliveries a listing reads: its newest are among the last of them.
 const MAX_PENDING_LISTED: usize = 100_000;
@@ -38,7 +38,7 @@ pub struct Nudges(Mutex<HashSet<String>>);
 
 /// An event waiting to be fanned out to the room's endpoints.
 #[derive(Debug, Clone)]
-pub(crate) struct HookEventRow {
+pub struct HookEventRow {
     pub row_key: String,
     pub event: HookEvent,
     pub version: u64,
@@ -100,7 +100,7 @@ fn parse_webhook(row: &Entity) -> Option<OutgoingWebhook> {
 
 /// The event row of a change, committed in its transaction. It holds the message as the
 /// endpoint will be sent it, so a forwarded copy's source room is never stored for delivery.
-pub(crate) fn hook_event_row(message: &Message, event: HookEvent) -> Entity {
+pub fn hook_event_row(message: &Message, event: HookEvent) -> Entity {
     let shown = message.without_foreign_source();
     Entity::new(&message.room_id, hook_event_key(message.version, &message.id))
         .with("event", Value::String(event.as_str().into()))
@@ -173,7 +173,7 @@ fn parse_delivery(row: &Entity) -> Option<Delivery> {
 
 impl Store {
     /// Stores a new endpoint and lists its room for the delivery runs.
-    pub(crate) async fn insert_outgoing(&self, hook: &OutgoingWebhook) -> Result<()> {
+    pub async fn insert_outgoing(&self, hook: &OutgoingWebhook) -> Result<()> {
         match self.tables.insert(&self.schema.rooms, &webhook_row(hook)).await {
             Ok(_) => {}
             Err(e) if e.is(ErrorKind::AlreadyExists) => {
@@ -191,7 +191,7 @@ impl Store {
     }
 
     /// A room's endpoints, up to [`MAX_OUTGOING_PER_ROOM`] and one more.
-    pub(crate) async fn outgoing_webhooks(&self, room: &RoomId) -> Result<Vec<OutgoingWebhook>> {
+    pub async fn outgoing_webhooks(&self, room: &RoomId) -> Result<Vec<OutgoingWebhook>> {
         let query = RangeQuery::prefix(room.as_str(), OUTGOING_PREFIX, 100);
         let (rows, _) = self
             .tables
@@ -200,7 +200,7 @@ impl Store {
         Ok(rows.iter().filter_map(parse_webhook).collect())
     }
 
-    pub(crate) async fn outgoing_webhook(&self, room: &RoomId, id: &str) -> Result<Option<OutgoingWebhook>> {
+    pub async fn outgoing_webhook(&self, room: &RoomId, id: &str) -> Result<Option<OutgoingWebhook>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &outgoing_key(id))
@@ -209,7 +209,7 @@ impl Store {
     }
 
     /// Changes an endpoint conditionally on the row as read; a missing one answers 404.
-    pub(crate) async fn update_outgoing(
+    pub async fn update_outgoing(
         &self,
         room: &RoomId,
         id: &str,
@@ -236,7 +236,7 @@ impl Store {
     /// ever remove them, and a pending one holds its message's text. A missing one answers
     /// 404. A fan-out racing the delete leaves a pending row the next run drops
     /// ([`Store::drop_deliveries`]).
-    pub(crate) async fn delete_outgoing(&self, room: &RoomId, id: &str) -> Result<()> {
+    pub async fn delete_outgoing(&self, room: &RoomId, id: &str) -> Result<()> {
         match self
             .tables
             .delete(&self.schema.rooms, room.as_str(), &outgoing_key(id), &IfMatch::Any)
@@ -250,7 +250,7 @@ impl Store {
     }
 
     /// Deletes every delivery of endpoint `webhook`, pending and finished.
-    pub(crate) async fn drop_deliveries(&self, room: &RoomId, webhook: &str) -> Result<()> {
+    pub async fn drop_deliveries(&self, room: &RoomId, webhook: &str) -> Result<()> {
         for prefix in [DELIVERY_PENDING_PREFIX, DELIVERY_DONE_PREFIX] {
             let query = RangeQuery::prefix(room.as_str(), &format!("{prefix}{webhook}."), 100);
             self.tables.delete_range(&self.schema.rooms, &query).await?;
@@ -259,7 +259,7 @@ impl Store {
     }
 
     /// Every room listed as having endpoints, with its listing's ETag.
-    pub(crate) async fn outgoing_rooms(&self) -> Result<Vec<(RoomId, Option<ETag>)>> {
+    pub async fn outgoing_rooms(&self) -> Result<Vec<(RoomId, Option<ETag>)>> {
         let query = RangeQuery::partition(OUTGOING_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -272,7 +272,7 @@ impl Store {
     }
 
     /// Removes a room's listing, unless it was written again since it was read.
-    pub(crate) async fn unlist_outgoing_room(&self, room: &RoomId, etag: Option<ETag>) -> Result<()> {
+    pub async fn unlist_outgoing_room(&self, room: &RoomId, etag: Option<ETag>) -> Result<()> {
         let Some(etag) = etag else { return Ok(()) };
         match self
             .tables
@@ -292,7 +292,7 @@ impl Store {
 
     /// Whether a change in `room` is to commit an event row: the room is listed as having
     /// endpoints (one point read; a stale listing only makes rows the next run drops).
-    pub(crate) async fn wants_hook_events(&self, room: &RoomId) -> Result<bool> {
+    pub async fn wants_hook_events(&self, room: &RoomId) -> Result<bool> {
         Ok(self
             .tables
             .get(&self.schema.housekeeping, OUTGOING_PARTITION, room.as_str())
@@ -301,19 +301,19 @@ impl Store {
     }
 
     /// Notes that `room` has events to deliver (after a commit that wrote one).
-    pub(crate) fn nudge(&self, room: &RoomId) {
+    pub fn nudge(&self, room: &RoomId) {
         let mut nudges = self.outgoing_nudges.0.lock().expect("nudges lock");
         nudges.insert(room.to_string());
     }
 
     /// Whether `room` was nudged since this was last asked (and forgets it).
-    pub(crate) fn take_nudge(&self, room: &RoomId) -> bool {
+    pub fn take_nudge(&self, room: &RoomId) -> bool {
         let mut nudges = self.outgoing_nudges.0.lock().expect("nudges lock");
         nudges.remove(room.as_str())
     }
 
     /// A room's events waiting to be fanned out, oldest first.
-    pub(crate) async fn hook_events(&self, room: &RoomId) -> Result<Vec<HookEventRow>> {
+    pub async fn hook_events(&self, room: &RoomId) -> Result<Vec<HookEventRow>> {
         let query = RangeQuery::prefix(room.as_str(), HOOK_EVENT_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, 10_000).await?;
         let mut events = Vec::new();
@@ -338,7 +338,7 @@ impl Store {
         Ok(events)
     }
 
-    pub(crate) async fn clear_hook_event(&self, room: &RoomId, row_key: &str) -> Result<()> {
+    pub async fn clear_hook_event(&self, room: &RoomId, row_key: &str) -> Result<()> {
         self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
             .await
     }
@@ -350,7 +350,7 @@ impl Store {
     /// another run fanned it out, posted the delivery and cleared the event, fans it out late
     /// and finds the history row — without it, the late insert brought back a pending delivery
     /// of one already posted, and the endpoint got it twice.
-    pub(crate) async fn insert_delivery(&self, room: &RoomId, delivery: &Delivery) -> Result<()> {
+    pub async fn insert_delivery(&self, room: &RoomId, delivery: &Delivery) -> Result<()> {
         let pending = delivery_row(room, delivery_pending_key(&delivery.id), delivery);
         let history = history_row(room, delivery);
         match self
@@ -370,12 +370,7 @@ impl Store {
 
     /// An endpoint's oldest `max` pending deliveries, oldest change first, each with its
     /// row's ETag.
-    pub(crate) async fn pending_deliveries(
-        &self,
-        room: &RoomId,
-        webhook: &str,
-        max: usize,
-    ) -> Result<Vec<(Delivery, ETag)>> {
+    pub async fn pending_deliveries(&self, room: &RoomId, webhook: &str, max: usize) -> Result<Vec<(Delivery, ETag)>> {
         let query = RangeQuery::prefix(
             room.as_str(),
             &format!("{DELIVERY_PENDING_PREFIX}{webhook}."),
@@ -390,7 +385,7 @@ impl Store {
 
     /// Writes a pending delivery as `delivery` now is, if its row is still as read (`etag`):
     /// the new ETag, or none when another run changed it first.
-    pub(crate) async fn replace_pending(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<Option<ETag>> {
+    pub async fn replace_pending(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<Option<ETag>> {
         let row = delivery_row(room, delivery_pending_key(&delivery.id), delivery);
         match self
             .tables
@@ -406,7 +401,7 @@ impl Store {
     /// Moves a finished delivery from pending to done, in one transaction. The done row keeps
     /// no body: the history holds no message text, so an erasure or a retention purge leaves
     /// none behind in it.
-    pub(crate) async fn finish_delivery(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<()> {
+    pub async fn finish_delivery(&self, room: &RoomId, delivery: &Delivery, etag: ETag) -> Result<()> {
         let done = history_row(room, delivery);
         let ops = [
             BatchOp::Upsert {
@@ -430,13 +425,7 @@ impl Store {
     /// Deletes an endpoint's finished deliveries of changes more than `kept` versions before
     /// `version` (at most a page per call): the history stays bounded, and finding what to
     /// delete reads only that.
-    pub(crate) async fn prune_deliveries(
-        &self,
-        room: &RoomId,
-        webhook: &str,
-        version: u64,
-        kept: u64,
-    ) -> Result<usize> {
+    pub async fn prune_deliveries(&self, room: &RoomId, webhook: &str, version: u64, kept: u64) -> Result<usize> {
         let Some(oldest_kept) = version.checked_sub(kept) else {
             return Ok(0);
         };
@@ -456,7 +445,7 @@ impl Store {
 
     /// An endpoint's deliveries, newest change first, at most `limit`: its pending ones (an
     /// outage's backlog) and the newest `limit` finished ones.
-    pub(crate) async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
+    pub async fn deliveries(&self, room: &RoomId, webhook: &str, limit: usize) -> Result<Vec<Delivery>> {
         let mut all: Vec<Delivery> = self
             .pending_deliveries(room, webhook, MAX_PENDING_LISTED)
             .await?
@@ -496,9 +485,9 @@ fn history_row(room: &RoomId, delivery: &Delivery) -> Entity {
 }
 
 /// A fresh delivery of `event` to `webhook`.
-pub(crate) fn new_delivery(webhook: &str, event: &HookEventRow, body: String, now: DateTime<Utc>) -> Delivery {
+pub fn new_delivery(webhook: &str, event: &HookEventRow, body: String, now: DateTime<Utc>) -> Delivery {
     Delivery {
-        id: crate::outgoing::delivery_id(webhook, event.version, &event.message_id),
+        id: tabletalk_domain::outgoing::delivery_id(webhook, event.version, &event.message_id),
         webhook_id: webhook.to_owned(),
         event: event.event,
         message_id: event.message_id.clone(),

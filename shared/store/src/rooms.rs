@@ -9,14 +9,14 @@ use super::error::{Result, settle};
 use super::members::{member_row, parse_member, user_room_row};
 use super::moderation_log::log_op;
 use super::schema::{MEMBER_PREFIX, ROOM_ROW, member_key};
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::members::{Member, MemberRole};
-use crate::moderation::ModerationEntry;
-use crate::permissions::Permissions;
-use crate::rooms::{Room, Visibility};
-use crate::storage::conditional::update_conditionally;
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::members::{Member, MemberRole};
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::permissions::Permissions;
+use tabletalk_domain::rooms::{Room, Visibility};
+use tabletalk_tables::conditional::update_conditionally;
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// More members than any room has; a sweep reads them all, page by page.
 const ALL_MEMBERS: usize = 10_000_000;
@@ -55,7 +55,7 @@ fn room_row(room: &Room) -> Entity {
         .with("maxSendsPerSecond", Value::Int64(i64::from(room.max_sends_per_second)))
 }
 
-fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
+fn parse_room(entity: &Entity) -> tabletalk_domain::error::Result<Room> {
     let broken = || Error::Internal(format!("room row {} is incomplete", entity.partition_key));
     Ok(Room {
         id: entity.partition_key.clone(),
@@ -95,13 +95,13 @@ fn parse_room(entity: &Entity) -> crate::error::Result<Room> {
 }
 
 /// True for a room row that a delete has marked.
-pub(crate) fn is_being_deleted(row: &Entity) -> bool {
+pub fn is_being_deleted(row: &Entity) -> bool {
     row.bool("deleting").unwrap_or(false)
 }
 
 /// How a hand-over of a room ended.
 #[derive(Debug)]
-pub(crate) enum Handover {
+pub enum Handover {
     /// The room as it is now, and its new owner.
     Done { room: Room, owner: Member },
     /// The one who was to become the owner is no member.
@@ -112,7 +112,7 @@ pub(crate) enum Handover {
 
 /// A room row as a delete sees it: marked or not.
 #[derive(Debug, Clone)]
-pub(crate) struct RoomRow {
+pub struct RoomRow {
     pub owner_id: Option<String>,
     pub being_deleted: bool,
 }
@@ -120,7 +120,7 @@ pub(crate) struct RoomRow {
 impl Store {
     /// Creates a room with its owner's membership, in one transaction. The room is listed for
     /// housekeeping and in the owner's rooms first, so neither can miss it.
-    pub(crate) async fn create_room(&self, room: &Room, owner: &Member) -> Result<()> {
+    pub async fn create_room(&self, room: &Room, owner: &Member) -> Result<()> {
         let id = RoomId::parse(&room.id)?;
         self.register_room(&id).await?;
         self.index_user_room(&owner.user_id, &id).await?;
@@ -133,7 +133,7 @@ impl Store {
     /// Creates a direct conversation with both its members in one transaction, each listed in
     /// "my rooms" first. `Ok(false)` when the room exists already (opened before, or by the
     /// other side at the same moment).
-    pub(crate) async fn create_direct_room(&self, room: &Room, members: [&Member; 2]) -> Result<bool> {
+    pub async fn create_direct_room(&self, room: &Room, members: [&Member; 2]) -> Result<bool> {
         let id = RoomId::parse(&room.id)?;
         self.register_room(&id).await?;
         for member in members {
@@ -152,7 +152,7 @@ impl Store {
     }
 
     /// The room, unless it is missing or being deleted (both answer as missing).
-    pub(crate) async fn room(&self, room: &RoomId) -> Result<Option<Room>> {
+    pub async fn room(&self, room: &RoomId) -> Result<Option<Room>> {
         Ok(self
             .tables
             .get(&self.schema.rooms, room.as_str(), ROOM_ROW)
@@ -163,7 +163,7 @@ impl Store {
     }
 
     /// The room row as a delete needs it, marked or not.
-    pub(crate) async fn room_row(&self, room: &RoomId) -> Result<Option<RoomRow>> {
+    pub async fn room_row(&self, room: &RoomId) -> Result<Option<RoomRow>> {
         let row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
         Ok(row.map(|row| RoomRow {
             owner_id: row.str("ownerId").map(str::to_owned),
@@ -174,7 +174,7 @@ impl Store {
     /// Lists a room from before visibility (its row has none: it reads as public) in the
     /// directory, then writes its visibility, so this happens once per room; the directory
     /// row first, so a failure in between leaves it for the next run. False for any other room.
-    pub(crate) async fn list_room_from_before_visibility(&self, room: &RoomId) -> Result<bool> {
+    pub async fn list_room_from_before_visibility(&self, room: &RoomId) -> Result<bool> {
         let Some(row) = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await? else {
             return Ok(false);
         };
@@ -201,10 +201,10 @@ impl Store {
     /// Rewrites the room row through the conditional-write helper: `change` sees the room as
     /// it is now (again after every lost race); a room being deleted is 404. The moderation
     /// log entries `log` makes of the room before and after the change commit with it.
-    pub(crate) async fn update_room(
+    pub async fn update_room(
         &self,
         room: &RoomId,
-        change: impl FnMut(&mut Room) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Room) -> tabletalk_domain::error::Result<()>,
         log: impl Fn(&Room, &Room) -> Vec<ModerationEntry>,
     ) -> Result<Room> {
         let parse = |entity: &Entity| {
@@ -220,7 +220,7 @@ impl Store {
     /// Makes `to` the owner of the room `from` owns, and `from` an ordinary member: the room
     /// row and both member rows in one transaction, each conditional on the row as read here.
     /// `entry`, when given, is logged in the same transaction.
-    pub(crate) async fn transfer_ownership(
+    pub async fn transfer_ownership(
         &self,
         room: &RoomId,
         from: &UserId,
@@ -273,7 +273,7 @@ impl Store {
     }
 
     /// Marks the room row as being deleted: from then on the room answers as missing.
-    pub(crate) async fn mark_room_deleted(&self, room: &RoomId) -> Result<()> {
+    pub async fn mark_room_deleted(&self, room: &RoomId) -> Result<()> {
         update_conditionally(
             &self.tables,
             &self.schema.rooms,
@@ -291,7 +291,7 @@ impl Store {
     /// `MessagesMetadata`, each member's "my rooms" row, its `Limits` partition, and last its `Rooms` partition, whose
     /// final batch holds the room row itself — so a delete's mark lasts until everything else
     /// is gone. Deletes go in entity group transactions of at most 100 rows.
-    pub(crate) async fn sweep_room(&self, room: &RoomId) -> Result<()> {
+    pub async fn sweep_room(&self, room: &RoomId) -> Result<()> {
         let everything = RangeQuery::partition(room.as_str(), 100);
         for table in [&self.schema.messages, &self.schema.ascending, &self.schema.metadata] {
             self.tables.delete_range(table, &everything).await?;
@@ -317,7 +317,7 @@ impl Store {
 
     /// Lists `user` in the room's "my rooms" index (before their membership is written), and
     /// in their history, which an erasure reads (both at once: a join waits for neither alone).
-    pub(crate) async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
+    pub async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
         let row = user_room_row(user, room, Utc::now());
         let listed = async {
             self.tables

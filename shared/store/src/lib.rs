@@ -42,24 +42,27 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use self::error::Result;
-use crate::storage::{ErrorKind, IfMatch, TableName, Tables};
+use tabletalk_tables::{ErrorKind, IfMatch, TableName, Tables};
 
 pub use schema::Schema;
+/// The one bound and pause for a retried race, for a use case whose race spans several store
+/// calls (`tabletalk_tables::conditional`).
+pub use tabletalk_tables::conditional::{Attempt, retry_lost_races};
 
 use self::ledger::Ledger;
 
 /// Table storage as tabletalk uses it. Cloning is cheap (handles and `Arc`s).
 #[derive(Debug, Clone)]
 pub struct Store {
-    pub(crate) tables: Tables,
-    pub(crate) schema: Arc<Schema>,
+    pub tables: Tables,
+    pub schema: Arc<Schema>,
     /// Each room's queue of changes waiting for a version, in this process.
-    pub(crate) ledger: Arc<Ledger>,
+    pub ledger: Arc<Ledger>,
     /// Rooms whose outbox marker this process wrote lately.
-    pub(crate) outbox_marks: Arc<outbox::Marks>,
+    pub outbox_marks: Arc<outbox::Marks>,
     /// Rooms whose outgoing webhooks have events this process committed and has not yet
     /// handed to a delivery run.
-    pub(crate) outgoing_nudges: Arc<outgoing::Nudges>,
+    pub outgoing_nudges: Arc<outgoing::Nudges>,
 }
 
 impl Store {
@@ -85,7 +88,7 @@ impl Store {
     }
 
     /// Deletes a row, answering success when it is already gone.
-    pub(crate) async fn delete_if_present(&self, table: &TableName, partition: &str, row: &str) -> Result<()> {
+    pub async fn delete_if_present(&self, table: &TableName, partition: &str, row: &str) -> Result<()> {
         match self.tables.delete(table, partition, row, &IfMatch::Any).await {
             Ok(()) => Ok(()),
             Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
@@ -97,5 +100,5 @@ impl Store {
 /// A time as the tables keep it (to the microsecond), so that what a write answers is what a
 /// later read returns.
 pub fn stored_time(at: DateTime<Utc>) -> DateTime<Utc> {
-    crate::storage::entity::truncate_to_micros(at)
+    tabletalk_tables::entity::truncate_to_micros(at)
 }

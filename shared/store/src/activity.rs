@@ -13,14 +13,14 @@
 
 use super::ledger::ActivityChange;
 use super::schema::ACTIVITY_ROW;
-use crate::ids::RoomId;
-use crate::messages::Message;
-use crate::rooms::activity::MessagePreview;
-use crate::storage::{Entity, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::messages::Message;
+use tabletalk_domain::rooms::activity::MessagePreview;
+use tabletalk_tables::{Entity, Value};
 
 /// What a room's list entry is made of: the newest message's preview, and the messages after
 /// a read position.
-pub(crate) struct Unread {
+pub struct Unread {
     pub last: Option<MessagePreview>,
     pub messages: Vec<Message>,
     /// More messages follow than were asked for.
@@ -28,7 +28,7 @@ pub(crate) struct Unread {
 }
 
 /// The preview an activity row holds, if it is one.
-pub(crate) fn parse_activity(row: &Entity) -> Option<MessagePreview> {
+pub fn parse_activity(row: &Entity) -> Option<MessagePreview> {
     (row.row_key == ACTIVITY_ROW)
         .then(|| row.str("preview"))
         .flatten()
@@ -36,7 +36,7 @@ pub(crate) fn parse_activity(row: &Entity) -> Option<MessagePreview> {
 }
 
 /// The activity change a write of `message` (new, or edited or deleted) makes.
-pub(crate) fn activity_change(room: &RoomId, message: &Message, new: bool) -> ActivityChange {
+pub fn activity_change(room: &RoomId, message: &Message, new: bool) -> ActivityChange {
     let preview = MessagePreview::of(message);
     let row = Entity::new(room.as_str(), ACTIVITY_ROW).with(
         "preview",

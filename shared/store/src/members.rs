@@ -9,18 +9,18 @@ use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{BAN_PREFIX, INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, timeout_key, user_key};
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::keys::MessageKey;
-use crate::members::{Member, MemberRole, NotificationLevel};
-use crate::moderation::ModerationEntry;
-use crate::storage::conditional::{ConditionalError, update_conditionally, update_conditionally_with};
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 use std::ops::Bound;
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_domain::members::{Member, MemberRole, NotificationLevel};
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_tables::conditional::{ConditionalError, update_conditionally, update_conditionally_with};
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// A ban as its row keeps it.
 #[derive(Debug, Clone)]
-pub(crate) struct BanRecord {
+pub struct BanRecord {
     pub banned_by: String,
     /// The rank of the member who made it, which a moderator lifting it must reach.
     pub banner_rank: u32,
@@ -41,13 +41,13 @@ fn parse_ban(row: &Entity) -> BanRecord {
 
 /// How a new membership's write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Joined {
+pub enum Joined {
     Joined,
     /// The user was a member already.
     AlreadyMember,
 }
 
-pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {
+pub fn member_row(room: &RoomId, member: &Member) -> Entity {
     let role = match member.role {
         MemberRole::Owner => "Owner",
         MemberRole::Member => "Member",
@@ -80,7 +80,7 @@ pub(crate) fn member_row(room: &RoomId, member: &Member) -> Entity {
     entity
 }
 
-pub(crate) fn parse_member(entity: &Entity) -> crate::error::Result<Member> {
+pub fn parse_member(entity: &Entity) -> tabletalk_domain::error::Result<Member> {
     let broken = || {
         Error::Internal(format!(
             "member row {}/{} is incomplete",
@@ -110,12 +110,12 @@ pub(crate) fn parse_member(entity: &Entity) -> crate::error::Result<Member> {
 }
 
 /// The "my rooms" row of `user` for `room`.
-pub(crate) fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> Entity {
+pub fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> Entity {
     Entity::new(user_key(user), room.as_str()).with("joinedAt", Value::datetime(joined_at))
 }
 
 impl Store {
-    pub(crate) async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
+    pub async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
         Ok(self
             .tables
             .get(&self.schema.rooms, room.as_str(), &member_key(user))
@@ -126,11 +126,11 @@ impl Store {
 
     /// Rewrites a member row through the conditional-write helper. `change` sees the current
     /// row and may refuse it with an error, which is returned as is.
-    pub(crate) async fn update_member(
+    pub async fn update_member(
         &self,
         room: &RoomId,
         user: &UserId,
-        mut change: impl FnMut(&mut Member) -> crate::error::Result<()>,
+        mut change: impl FnMut(&mut Member) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Member> {
         let entity = update_conditionally(
             &self.tables,
@@ -152,19 +152,19 @@ impl Store {
     /// [`Store::update_member`] starting from `member` as the caller read it: ONE conditional
     /// write while the row is unchanged since (no read first); a lost race re-reads and
     /// applies `change` again, as the helper always does.
-    pub(crate) async fn update_member_from(
+    pub async fn update_member_from(
         &self,
         room: &RoomId,
         member: &Member,
-        mut change: impl FnMut(&mut Member) -> crate::error::Result<()>,
+        mut change: impl FnMut(&mut Member) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Member> {
         let Some(version) = &member.row_version else {
             return self.update_member(room, &member.user_id, change).await;
         };
         let mut known = member_row(room, member);
-        known.etag = Some(crate::storage::ETag(version.clone()));
+        known.etag = Some(tabletalk_tables::ETag(version.clone()));
         let rooms = &self.schema.rooms;
-        let write = |next: Entity, seen: crate::storage::ETag| async move {
+        let write = |next: Entity, seen: tabletalk_tables::ETag| async move {
             self.tables
                 .update(rooms, &next, UpdateMode::Replace, &IfMatch::Etag(seen))
                 .await
@@ -198,7 +198,7 @@ impl Store {
     /// as stored while the condition holds: a merge of the one property would make the
     /// embedded store read, decode, merge and encode the row again inside the group commit
     /// that every write waits for.
-    pub(crate) async fn move_read_position(
+    pub async fn move_read_position(
         &self,
         room: &RoomId,
         reader: &UserId,
@@ -207,11 +207,11 @@ impl Store {
     ) -> Result<()> {
         let known = known.and_then(|member| {
             let mut row = member_row(room, member);
-            row.etag = Some(crate::storage::ETag(member.row_version.clone()?));
+            row.etag = Some(tabletalk_tables::ETag(member.row_version.clone()?));
             Some(row)
         });
         let rooms = &self.schema.rooms;
-        let write = |next: Entity, seen: crate::storage::ETag| async move {
+        let write = |next: Entity, seen: tabletalk_tables::ETag| async move {
             self.tables
                 .update(rooms, &next, UpdateMode::Replace, &IfMatch::Etag(seen))
                 .await
@@ -243,11 +243,11 @@ impl Store {
 
     /// [`Store::update_member`] with the moderation log entries `log` makes of the row before
     /// and after the change, in the same transaction.
-    pub(crate) async fn update_member_logged(
+    pub async fn update_member_logged(
         &self,
         room: &RoomId,
         user: &UserId,
-        change: impl FnMut(&mut Member) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Member) -> tabletalk_domain::error::Result<()>,
         log: impl Fn(&Member, &Member) -> Vec<ModerationEntry>,
     ) -> Result<Member> {
         let row = |member: &Member| member_row(room, member);
@@ -266,7 +266,7 @@ impl Store {
     /// Removes a member as a moderator does, with the log entry in the removal's transaction
     /// ([`Store::end_membership`]). False when they were no member any more: nothing happened,
     /// so nothing is logged.
-    pub(crate) async fn kick(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
+    pub async fn kick(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
         self.end_membership(room, user, Some(entry)).await
     }
 
@@ -275,15 +275,10 @@ impl Store {
     /// one transaction with the row that keeps the member's timeout for a later rejoin
     /// ([`Store::kept_timeout`]), so a timeout set meanwhile is never lost. False when they
     /// were no member.
-    pub(crate) async fn end_membership(
-        &self,
-        room: &RoomId,
-        user: &UserId,
-        entry: Option<&ModerationEntry>,
-    ) -> Result<bool> {
+    pub async fn end_membership(&self, room: &RoomId, user: &UserId, entry: Option<&ModerationEntry>) -> Result<bool> {
         self.unindex_user_room(user, room).await?;
         let rooms = &self.schema.rooms;
-        let write = |member: Entity, seen: crate::storage::ETag| async move {
+        let write = |member: Entity, seen: tabletalk_tables::ETag| async move {
             let removal = BatchOp::Delete {
                 partition_key: room.as_str().to_owned(),
                 row_key: member_key(user),
@@ -320,7 +315,7 @@ impl Store {
 
     /// The timeout `user` had when their last membership of `room` ended, if it still runs
     /// at `now`: a rejoining member starts with it.
-    pub(crate) async fn kept_timeout(
+    pub async fn kept_timeout(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -335,18 +330,21 @@ impl Store {
 
     /// Every member of a room, up to `max` (those that cannot be read are an error when
     /// `strict`, else left out).
-    pub(crate) async fn members(&self, room: &RoomId, max: usize, strict: bool) -> Result<Vec<Member>> {
+    pub async fn members(&self, room: &RoomId, max: usize, strict: bool) -> Result<Vec<Member>> {
         let query = RangeQuery::prefix(room.as_str(), MEMBER_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         match strict {
-            true => Ok(rows.iter().map(parse_member).collect::<crate::error::Result<_>>()?),
+            true => Ok(rows
+                .iter()
+                .map(parse_member)
+                .collect::<tabletalk_domain::error::Result<_>>()?),
             false => Ok(rows.iter().filter_map(|row| parse_member(row).ok()).collect()),
         }
     }
 
     /// Adds a membership: the "my rooms" row first, then the member row (taken back if the
     /// member row cannot be written).
-    pub(crate) async fn add_member(&self, room: &RoomId, member: &Member) -> Result<Joined> {
+    pub async fn add_member(&self, room: &RoomId, member: &Member) -> Result<Joined> {
         self.index_user_room(&member.user_id, room).await?;
         match self.tables.insert(&self.schema.rooms, &member_row(room, member)).await {
             Ok(_) => Ok(Joined::Joined),
@@ -361,20 +359,20 @@ impl Store {
     /// Removes a membership and its "my rooms" index row, the index row first: a failure in
     /// between leaves a member who does not see the room listed (and can leave again), never an
     /// index row nothing points back to.
-    pub(crate) async fn remove_member(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    pub async fn remove_member(&self, room: &RoomId, user: &UserId) -> Result<()> {
         self.unindex_user_room(user, room).await?;
         self.delete_if_present(&self.schema.rooms, room.as_str(), &member_key(user))
             .await
     }
 
     /// Takes `room` out of `user`'s "my rooms".
-    pub(crate) async fn unindex_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
+    pub async fn unindex_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
         self.delete_if_present(&self.schema.user_rooms, &user_key(user), room.as_str())
             .await
     }
 
     /// The rooms `user` is listed in, up to `max`.
-    pub(crate) async fn user_rooms(&self, user: &UserId, max: usize) -> Result<Vec<RoomId>> {
+    pub async fn user_rooms(&self, user: &UserId, max: usize) -> Result<Vec<RoomId>> {
         // Room ids only: the user's invitations sort after them.
         let query = RangeQuery::partition(user_key(user), 1000).to(Bound::Excluded(INVITATION_PREFIX.to_owned()));
         let (rows, _) = self.tables.query_up_to(&self.schema.user_rooms, &query, max).await?;
@@ -383,7 +381,7 @@ impl Store {
 
     /// Writes a ban and its log entry, and removes `user`'s membership in the same transaction
     /// when `member` says there is one (if it is gone meanwhile, the ban and the entry alone).
-    pub(crate) async fn ban(
+    pub async fn ban(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -430,7 +428,7 @@ impl Store {
     }
 
     /// The ban on `user`, expired or not.
-    pub(crate) async fn ban_record(&self, room: &RoomId, user: &UserId) -> Result<Option<BanRecord>> {
+    pub async fn ban_record(&self, room: &RoomId, user: &UserId) -> Result<Option<BanRecord>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &ban_key(user))
@@ -439,7 +437,7 @@ impl Store {
     }
 
     /// Every ban of a room (expired ones included), up to `max`, with whom each is on.
-    pub(crate) async fn bans(&self, room: &RoomId, max: usize) -> Result<Vec<(String, BanRecord)>> {
+    pub async fn bans(&self, room: &RoomId, max: usize) -> Result<Vec<(String, BanRecord)>> {
         let query = RangeQuery::prefix(room.as_str(), BAN_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         Ok(rows
@@ -450,7 +448,7 @@ impl Store {
 
     /// Lifts the ban on `user` with its log entry, in one transaction. False when there was
     /// no ban (nothing is logged).
-    pub(crate) async fn lift_ban_logged(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
+    pub async fn lift_ban_logged(&self, room: &RoomId, user: &UserId, entry: &ModerationEntry) -> Result<bool> {
         let lift = BatchOp::Delete {
             partition_key: room.as_str().to_owned(),
             row_key: ban_key(user),

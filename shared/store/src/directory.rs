@@ -18,18 +18,18 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use super::Store;
 use super::error::Result;
 use super::schema::{DIRECTORY_PARTITION, directory_key};
-use crate::error::Error;
-use crate::ids::RoomId;
-use crate::rooms::Room;
-use crate::rooms::directory::Search;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::rooms::Room;
+use tabletalk_domain::rooms::directory::Search;
+use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Directory rows one read looks at, matching or not: a search's cost is bounded.
 const MAX_SCANNED: usize = 1000;
 
 /// A directory row that matched a search, to be checked against its room.
 #[derive(Debug, Clone)]
-pub(crate) struct Listed {
+pub struct Listed {
     pub room_id: RoomId,
     key: String,
     etag: Option<ETag>,
@@ -38,14 +38,14 @@ pub(crate) struct Listed {
 /// A directory row as it was before a change, to remove after the change if it is stale then
 /// and nobody has written it since.
 #[derive(Debug, Clone)]
-pub(crate) struct HeldRow {
+pub struct HeldRow {
     key: String,
     etag: ETag,
 }
 
 impl Listed {
     /// True when the row is `room`'s current one: the room is listed, under this name.
-    pub(crate) fn lists(&self, room: &Room) -> bool {
+    pub fn lists(&self, room: &Room) -> bool {
         room.is_listed() && directory_key(&room.name, &room.id) == self.key
     }
 }
@@ -55,19 +55,19 @@ fn encode_cursor(key: &str) -> String {
     URL_SAFE_NO_PAD.encode(key)
 }
 
-fn decode_cursor(cursor: &str) -> crate::error::Result<String> {
+fn decode_cursor(cursor: &str) -> tabletalk_domain::error::Result<String> {
     URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .filter(|key| key.rsplit_once(':').is_some_and(|(_, id)| RoomId::parse(id).is_ok()))
-        .filter(|key| crate::storage::rules::check_key("RowKey", key).is_ok())
+        .filter(|key| tabletalk_tables::rules::check_key("RowKey", key).is_ok())
         .ok_or_else(|| Error::validation("cursor is not one the directory gave out"))
 }
 
 impl Store {
     /// Lists `room` under its current name, when it belongs in the directory.
-    pub(crate) async fn list_in_directory(&self, room: &Room) -> Result<()> {
+    pub async fn list_in_directory(&self, room: &Room) -> Result<()> {
         if !room.is_listed() {
             return Ok(());
         }
@@ -81,7 +81,7 @@ impl Store {
 
     /// Reads the rows `rooms` (a room as it was, and as a change will make it) have now,
     /// before the change: what [`Store::relist`] may remove after it.
-    pub(crate) async fn hold_directory_rows(&self, rooms: [&Room; 2]) -> Result<Vec<HeldRow>> {
+    pub async fn hold_directory_rows(&self, rooms: [&Room; 2]) -> Result<Vec<HeldRow>> {
         let mut keys: Vec<String> = rooms
             .into_iter()
             .filter(|r| r.is_listed())
@@ -103,7 +103,7 @@ impl Store {
 
     /// Lists `room` as it is now, then removes the `held` rows it no longer has (another
     /// name, or no longer listed) that nobody has written since they were held.
-    pub(crate) async fn relist(&self, room: &Room, held: Vec<HeldRow>) -> Result<()> {
+    pub async fn relist(&self, room: &Room, held: Vec<HeldRow>) -> Result<()> {
         self.list_in_directory(room).await?;
         let current = room.is_listed().then(|| directory_key(&room.name, &room.id));
         for row in held {
@@ -129,7 +129,7 @@ impl Store {
     }
 
     /// Removes the directory row `room` has under `name`.
-    pub(crate) async fn unlist_from_directory(&self, room: &RoomId, name: Option<&str>) -> Result<()> {
+    pub async fn unlist_from_directory(&self, room: &RoomId, name: Option<&str>) -> Result<()> {
         let name = match name {
             Some(name) => name.to_owned(),
             None => match self.room_name(room).await? {
@@ -146,17 +146,13 @@ impl Store {
     }
 
     /// Removes a directory row found stale, unless it was written again since it was read.
-    pub(crate) async fn drop_directory_row(&self, listed: &Listed) -> Result<()> {
+    pub async fn drop_directory_row(&self, listed: &Listed) -> Result<()> {
         self.delete_if_unchanged(&listed.key, listed.etag.as_ref()).await
     }
 
     /// Up to `search.limit` rows after `cursor` whose names match, reading at most
     /// [`MAX_SCANNED`] rows; with the cursor to go on from when more may follow.
-    pub(crate) async fn directory(
-        &self,
-        search: &Search,
-        cursor: Option<&str>,
-    ) -> Result<(Vec<Listed>, Option<String>)> {
+    pub async fn directory(&self, search: &Search, cursor: Option<&str>) -> Result<(Vec<Listed>, Option<String>)> {
         let mut query = RangeQuery::partition(DIRECTORY_PARTITION, 1000);
         if let Some(cursor) = cursor {
             query = query.from(Bound::Excluded(decode_cursor(cursor)?));

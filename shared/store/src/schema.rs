@@ -82,11 +82,11 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::ids::{ClientId, RoomId, UserId};
-use crate::keys::{AscendingKey, MessageKey};
-use crate::limits::BucketId;
-use crate::storage::rules::is_forbidden_key_char;
-use crate::storage::{Result, TableName, Tables};
+use tabletalk_domain::ids::{ClientId, RoomId, UserId};
+use tabletalk_domain::keys::{AscendingKey, MessageKey};
+use tabletalk_domain::limits::BucketId;
+use tabletalk_tables::rules::is_forbidden_key_char;
+use tabletalk_tables::{Result, TableName, Tables};
 
 /// The `Housekeeping` partition listing every room.
 pub const HOUSEKEEPING_PARTITION: &str = "rooms";
@@ -260,54 +260,54 @@ impl Schema {
     }
 }
 
-pub(crate) fn upload_key(id: &str) -> String {
+pub fn upload_key(id: &str) -> String {
     format!("{UPLOAD_PREFIX}{id}")
 }
 
 /// `<created, Unix ms, 13 digits>:<room>:<id>`: oldest first.
-pub(crate) fn upload_index_key(created: chrono::DateTime<chrono::Utc>, room: &RoomId, id: &str) -> String {
+pub fn upload_index_key(created: chrono::DateTime<chrono::Utc>, room: &RoomId, id: &str) -> String {
     format!("{:013}:{room}:{id}", created.timestamp_millis().max(0))
 }
 
-pub(crate) fn claim_key(message: &MessageKey) -> String {
+pub fn claim_key(message: &MessageKey) -> String {
     format!("{}:n", message.as_str())
 }
 
 /// A message's link preview row (or its removal) in `MessagesMetadata`.
-pub(crate) fn preview_key(message: &MessageKey) -> String {
+pub fn preview_key(message: &MessageKey) -> String {
     format!("{}:p", message.as_str())
 }
 
 /// A preview still to be fetched, in [`PREVIEW_JOBS_PARTITION`].
-pub(crate) fn preview_job_key(room: &RoomId, message: &MessageKey) -> String {
+pub fn preview_job_key(room: &RoomId, message: &MessageKey) -> String {
     format!("{}:{}", room.as_str(), message.as_str())
 }
 
 /// A URL's row in [`LINK_CACHE_PARTITION`]: the SHA-256 of the URL, so any URL makes a key.
-pub(crate) fn link_cache_key(url: &str) -> String {
+pub fn link_cache_key(url: &str) -> String {
     Sha256::digest(url.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-pub(crate) fn vote_key(message: &MessageKey, user: &UserId) -> String {
+pub fn vote_key(message: &MessageKey, user: &UserId) -> String {
     format!("{}:v:{}", message.as_str(), user_key(user))
 }
 
-pub(crate) fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
+pub fn reaction_key(message: &MessageKey, emoji: &str, user: &UserId) -> String {
     // The emoji part must not contain the separator, so `:` is encoded too.
     let emoji = encode_key_part(emoji).replace(':', "%3A");
     format!("{}:r:{emoji}:{}", message.as_str(), user_key(user))
 }
 
 /// The feed row key of a version: fixed width, so key order is version order.
-pub(crate) fn feed_key(version: u64) -> String {
+pub fn feed_key(version: u64) -> String {
     format!("{FEED_PREFIX}{version:020}")
 }
 
 /// The first key after every feed row.
-pub(crate) fn feed_end() -> String {
+pub fn feed_end() -> String {
     let mut end = FEED_PREFIX.to_owned();
     end.pop();
     end.push(';');
@@ -315,37 +315,37 @@ pub(crate) fn feed_end() -> String {
 }
 
 /// The version a feed row key names.
-pub(crate) fn feed_version(key: &str) -> Option<u64> {
+pub fn feed_version(key: &str) -> Option<u64> {
     key.strip_prefix(FEED_PREFIX)?.parse().ok()
 }
 
 /// A connection id is checked to hold only key-safe characters before it is used.
-pub(crate) fn viewer_key(connection: &str) -> String {
+pub fn viewer_key(connection: &str) -> String {
     format!("{VIEWER_PREFIX}{connection}")
 }
 
-pub(crate) fn armed_key(user: &UserId) -> String {
+pub fn armed_key(user: &UserId) -> String {
     format!("{ARMED_PREFIX}{}", user_key(user))
 }
 
-pub(crate) fn view_key(connection: &str) -> String {
+pub fn view_key(connection: &str) -> String {
     format!("{VIEW_PREFIX}{connection}")
 }
 
 /// The row of one live connection in its user's `Presence` partition.
-pub(crate) fn connection_key(connection: &str) -> String {
+pub fn connection_key(connection: &str) -> String {
     format!("{CONNECTION_PREFIX}{}", encode_key_part(connection))
 }
 
-pub(crate) fn member_key(user: &UserId) -> String {
+pub fn member_key(user: &UserId) -> String {
     format!("{MEMBER_PREFIX}{}", user_key(user))
 }
 
-pub(crate) fn ban_key(user: &UserId) -> String {
+pub fn ban_key(user: &UserId) -> String {
     format!("{BAN_PREFIX}{}", user_key(user))
 }
 
-pub(crate) fn timeout_key(user: &UserId) -> String {
+pub fn timeout_key(user: &UserId) -> String {
     format!("{TIMEOUT_PREFIX}{}", user_key(user))
 }
 
@@ -353,87 +353,87 @@ pub(crate) fn timeout_key(user: &UserId) -> String {
 /// users never meet. The user part has its `:` encoded too (its `%` already is), so the first
 /// `:` after it ends it: user `a:b` with client id `c` and user `a` with `b:c` get different
 /// keys.
-pub(crate) fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
+pub fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
 }
 
 /// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
 /// one range read, oldest reply first.
-pub(crate) fn thread_key(root: &str, reply: &AscendingKey) -> String {
+pub fn thread_key(root: &str, reply: &AscendingKey) -> String {
     format!("{THREAD_PREFIX}{root}:{}", reply.as_str())
 }
 
 /// Row key of a pinned message's pin index row: its message key, so the room's pins are one
 /// range read, newest message first, and the row commits with the message's pin flag.
-pub(crate) fn pin_key(message: &MessageKey) -> String {
+pub fn pin_key(message: &MessageKey) -> String {
     format!("{PIN_PREFIX}{}", message.as_str())
 }
 
 /// The prefix of every follower row of the thread rooted at `root`.
-pub(crate) fn followers_of(root: &str) -> String {
+pub fn followers_of(root: &str) -> String {
     format!("{FOLLOW_PREFIX}{root}:")
 }
 
-pub(crate) fn follow_key(root: &str, user: &UserId) -> String {
+pub fn follow_key(root: &str, user: &UserId) -> String {
     format!("{}{}", followers_of(root), user_key(user))
 }
 
 /// The row key, in the follower's `UserRooms` partition, of the thread `root` of `room`.
-pub(crate) fn followed_key(room: &RoomId, root: &str) -> String {
+pub fn followed_key(room: &RoomId, root: &str) -> String {
     format!("{FOLLOWED_PREFIX}{room}:{root}")
 }
 
-pub(crate) fn outbox_key(message_id: &str) -> String {
+pub fn outbox_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}")
 }
 
 /// The row of an event whose delivery was answered before its fan-out ended: apart from the
 /// send's own row, which the send deletes once the event is published, whatever becomes of
 /// the fan-out.
-pub(crate) fn fan_out_key(message_id: &str) -> String {
+pub fn fan_out_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}:fanout")
 }
 
 /// A public room's directory row key: its name's sort key, then its id.
-pub(crate) fn directory_key(name: &str, room: &str) -> String {
-    let sort_key = crate::rooms::directory::sort_key(name);
+pub fn directory_key(name: &str, room: &str) -> String {
+    let sort_key = tabletalk_domain::rooms::directory::sort_key(name);
     format!("{}:{room}", encode_key_part(&sort_key))
 }
 
 /// An invitation's row key in its room's `Rooms` partition.
-pub(crate) fn invitation_key(id: &str) -> String {
+pub fn invitation_key(id: &str) -> String {
     format!("{INVITATION_PREFIX}{id}")
 }
 
 /// The row key, in the invited user's `UserRooms` partition, of their invitation into `room`.
-pub(crate) fn pending_invitation_key(room: &RoomId) -> String {
+pub fn pending_invitation_key(room: &RoomId) -> String {
     format!("{INVITATION_PREFIX}{room}")
 }
 
-pub(crate) fn log_key(entry_id: &str) -> String {
+pub fn log_key(entry_id: &str) -> String {
     format!("{LOG_PREFIX}{entry_id}")
 }
 
 /// The prefix of every report of one message.
-pub(crate) fn reports_of(message: &MessageKey) -> String {
+pub fn reports_of(message: &MessageKey) -> String {
     format!("{REPORT_PREFIX}{}:", message.as_str())
 }
 
-pub(crate) fn report_key(message: &MessageKey, user: &UserId) -> String {
+pub fn report_key(message: &MessageKey, user: &UserId) -> String {
     format!("{}{}", reports_of(message), user_key(user))
 }
 
-pub(crate) fn open_reports_key(message: &MessageKey) -> String {
+pub fn open_reports_key(message: &MessageKey) -> String {
     format!("{OPEN_REPORTS_PREFIX}{}", message.as_str())
 }
 
-pub(crate) fn closed_reports_key(message: &MessageKey) -> String {
+pub fn closed_reports_key(message: &MessageKey) -> String {
     format!("{CLOSED_REPORTS_PREFIX}{}", message.as_str())
 }
 
 /// The `Limits` partition and row of a bucket.
-pub(crate) fn bucket_key(bucket: &BucketId) -> (String, String) {
+pub fn bucket_key(bucket: &BucketId) -> (String, String) {
     match bucket {
         BucketId::User(user) => (format!("user:{}", user_key(user)), USER_BUCKET_ROW.to_owned()),
         BucketId::Room(room) => (limits_room_partition(room), ROOM_BUCKET_ROW.to_owned()),
@@ -445,52 +445,52 @@ pub(crate) fn bucket_key(bucket: &BucketId) -> (String, String) {
 }
 
 /// A room's partition in `Limits`.
-pub(crate) fn limits_room_partition(room: &RoomId) -> String {
+pub fn limits_room_partition(room: &RoomId) -> String {
     format!("room:{}", room.as_str())
 }
 
 /// Row key of a repeat-text record: the sender (its `:` encoded, as in idempotency keys), then
 /// a digest of the normalised text, so any text makes a short, valid key.
-pub(crate) fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
+pub fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
     let digest = Sha256::digest(fingerprint.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("{}{hex}", recent_texts_of(user))
 }
 
 /// The prefix of every repeat-text record of `user` in a room's `Limits` partition.
-pub(crate) fn recent_texts_of(user: &UserId) -> String {
+pub fn recent_texts_of(user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{RECENT_TEXT_PREFIX}{user}:")
 }
 
-pub(crate) fn webhook_key(id: &str) -> String {
+pub fn webhook_key(id: &str) -> String {
     format!("{WEBHOOK_PREFIX}{id}")
 }
 
 /// The prefix of `user`'s scheduled messages in `room` (the user's `:` encoded, as in
 /// idempotency keys, so the next `:` ends it).
-pub(crate) fn scheduled_items_of(room: &RoomId, user: &UserId) -> String {
+pub fn scheduled_items_of(room: &RoomId, user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{SCHEDULED_ITEM_PREFIX}{room}:{user}:")
 }
 
-pub(crate) fn scheduled_item_key(room: &RoomId, user: &UserId, id: &str) -> String {
+pub fn scheduled_item_key(room: &RoomId, user: &UserId, id: &str) -> String {
     format!("{}{id}", scheduled_items_of(room, user))
 }
 
 /// A due-time index row: fixed width, so key order is time order and everything due by a
 /// time is one range read from the start of the prefix.
-pub(crate) fn scheduled_due_key(send_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+pub fn scheduled_due_key(send_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
     format!("{SCHEDULED_DUE_PREFIX}{:020}:{id}", send_at.timestamp_millis().max(0))
 }
 
 /// The first due-row key after every item due at or before `now`.
-pub(crate) fn scheduled_due_end(now: chrono::DateTime<chrono::Utc>) -> String {
+pub fn scheduled_due_end(now: chrono::DateTime<chrono::Utc>) -> String {
     format!("{SCHEDULED_DUE_PREFIX}{:020};", now.timestamp_millis().max(0))
 }
 
 /// An expiry row of a finished scheduled message, in time order like the due rows.
-pub(crate) fn scheduled_done_key(finished_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+pub fn scheduled_done_key(finished_at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
     format!(
         "{SCHEDULED_DONE_PREFIX}{:020}:{id}",
         finished_at.timestamp_millis().max(0)
@@ -498,15 +498,15 @@ pub(crate) fn scheduled_done_key(finished_at: chrono::DateTime<chrono::Utc>, id:
 }
 
 /// The first expiry-row key after every item finished before `before`.
-pub(crate) fn scheduled_done_end(before: chrono::DateTime<chrono::Utc>) -> String {
+pub fn scheduled_done_end(before: chrono::DateTime<chrono::Utc>) -> String {
     format!("{SCHEDULED_DONE_PREFIX}{:020}:", before.timestamp_millis().max(0))
 }
 
-pub(crate) fn role_key(id: &str) -> String {
+pub fn role_key(id: &str) -> String {
     format!("{ROLE_PREFIX}{id}")
 }
 
-pub(crate) fn subscription_key(endpoint: &str) -> String {
+pub fn subscription_key(endpoint: &str) -> String {
     let digest = Sha256::digest(endpoint.as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -547,7 +547,7 @@ mod tests {
         for id in ["alice", "a/b\\c#d?e", "100%", "tab\there", "日本"] {
             let key = encode_key_part(id);
             assert!(
-                crate::storage::rules::check_key("RowKey", &key).is_ok(),
+                tabletalk_tables::rules::check_key("RowKey", &key).is_ok(),
                 "{id} -> {key}"
             );
         }
@@ -560,21 +560,21 @@ mod tests {
     }
 }
 
-pub(crate) fn outgoing_key(id: &str) -> String {
+pub fn outgoing_key(id: &str) -> String {
     format!("{OUTGOING_PREFIX}{id}")
 }
 
-pub(crate) fn delivery_pending_key(delivery_id: &str) -> String {
+pub fn delivery_pending_key(delivery_id: &str) -> String {
     format!("{DELIVERY_PENDING_PREFIX}{delivery_id}")
 }
 
-pub(crate) fn delivery_done_key(webhook: &str, version: u64, message_id: &str) -> String {
+pub fn delivery_done_key(webhook: &str, version: u64, message_id: &str) -> String {
     format!(
         "{DELIVERY_DONE_PREFIX}{webhook}.{:020}.{message_id}",
         u64::MAX - version
     )
 }
 
-pub(crate) fn hook_event_key(version: u64, message_id: &str) -> String {
+pub fn hook_event_key(version: u64, message_id: &str) -> String {
     format!("{HOOK_EVENT_PREFIX}{version:020}:{message_id}")
 }

@@ -4,9 +4,9 @@
 use super::Store;
 use super::error::Result;
 use super::schema::{DO_NOT_DISTURB_ROW, subscription_key, user_key};
-use crate::ids::UserId;
-use crate::storage::{Entity, RangeQuery, UpdateMode, Value};
-use crate::subscriptions::{DoNotDisturb, PushKeys, PushSubscription};
+use tabletalk_domain::ids::UserId;
+use tabletalk_domain::subscriptions::{DoNotDisturb, PushKeys, PushSubscription};
+use tabletalk_tables::{Entity, RangeQuery, UpdateMode, Value};
 
 fn subscription_row(user: &UserId, subscription: &PushSubscription) -> Entity {
     Entity::new(user_key(user), subscription_key(&subscription.endpoint))
@@ -29,7 +29,7 @@ fn parse_subscription(entity: &Entity) -> Option<PushSubscription> {
 
 impl Store {
     /// Registers (or, for a known endpoint, replaces) a subscription of `user`.
-    pub(crate) async fn put_subscription(&self, user: &UserId, subscription: &PushSubscription) -> Result<()> {
+    pub async fn put_subscription(&self, user: &UserId, subscription: &PushSubscription) -> Result<()> {
         self.tables
             .upsert(
                 &self.schema.push_subscriptions,
@@ -41,16 +41,12 @@ impl Store {
     }
 
     /// `user`'s subscriptions, up to `max` (a row that cannot be read is left out).
-    pub(crate) async fn subscriptions(&self, user: &UserId, max: usize) -> Result<Vec<PushSubscription>> {
+    pub async fn subscriptions(&self, user: &UserId, max: usize) -> Result<Vec<PushSubscription>> {
         Ok(self.push_targets(user, max).await?.0)
     }
 
     /// `user`'s subscriptions (up to `max`) and do-not-disturb, in one partition read.
-    pub(crate) async fn push_targets(
-        &self,
-        user: &UserId,
-        max: usize,
-    ) -> Result<(Vec<PushSubscription>, DoNotDisturb)> {
+    pub async fn push_targets(&self, user: &UserId, max: usize) -> Result<(Vec<PushSubscription>, DoNotDisturb)> {
         let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self
             .tables
@@ -69,7 +65,7 @@ impl Store {
     }
 
     /// Sets (or, with no end, clears) `user`'s do-not-disturb.
-    pub(crate) async fn set_do_not_disturb(&self, user: &UserId, dnd: &DoNotDisturb) -> Result<()> {
+    pub async fn set_do_not_disturb(&self, user: &UserId, dnd: &DoNotDisturb) -> Result<()> {
         match dnd.until {
             Some(until) => {
                 let row = Entity::new(user_key(user), DO_NOT_DISTURB_ROW).with("until", Value::datetime(until));
@@ -85,7 +81,7 @@ impl Store {
         }
     }
 
-    pub(crate) async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
+    pub async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
         self.delete_if_present(
             &self.schema.push_subscriptions,
             &user_key(user),

@@ -15,13 +15,13 @@ use super::schema::{
     SCHEDULED_DONE_PREFIX, SCHEDULED_DUE_PREFIX, SCHEDULED_PARTITION, scheduled_done_end, scheduled_done_key,
     scheduled_due_end, scheduled_due_key, scheduled_item_key, scheduled_items_of,
 };
-use crate::ids::{RoomId, UserId};
-use crate::scheduled::{Refusal, Scheduled, ScheduledStatus};
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::scheduled::{Refusal, Scheduled, ScheduledStatus};
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Most items a member's listing reads: all they may keep, and room for a few schedules that
 /// raced past that limit.
-const MAX_LISTED: usize = crate::scheduled::MAX_KEPT_PER_MEMBER + 50;
+const MAX_LISTED: usize = tabletalk_domain::scheduled::MAX_KEPT_PER_MEMBER + 50;
 
 /// An item's version as read: a change written with it lands only if nothing else changed
 /// the item since (its ETag, kept opaque to the service).
@@ -108,7 +108,7 @@ fn delete_op(row_key: String) -> BatchOp {
 
 impl Store {
     /// Stores a new pending item with its index row.
-    pub(crate) async fn insert_scheduled(&self, item: &Scheduled) -> Result<()> {
+    pub async fn insert_scheduled(&self, item: &Scheduled) -> Result<()> {
         let key = item_key(item)?;
         let ops = [BatchOp::Insert(item_row(item)?), BatchOp::Insert(due_row(item, &key))];
         self.tables
@@ -118,17 +118,12 @@ impl Store {
     }
 
     /// One of `user`'s items in `room`, with its ETag.
-    pub(crate) async fn scheduled(
-        &self,
-        room: &RoomId,
-        user: &UserId,
-        id: &str,
-    ) -> Result<Option<(Scheduled, ItemVersion)>> {
+    pub async fn scheduled(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<(Scheduled, ItemVersion)>> {
         self.scheduled_at(&scheduled_item_key(room, user, id)).await
     }
 
     /// The item at `item_key`, with its ETag.
-    pub(crate) async fn scheduled_at(&self, item_key: &str) -> Result<Option<(Scheduled, ItemVersion)>> {
+    pub async fn scheduled_at(&self, item_key: &str) -> Result<Option<(Scheduled, ItemVersion)>> {
         let row = self
             .tables
             .get(&self.schema.housekeeping, SCHEDULED_PARTITION, item_key)
@@ -137,7 +132,7 @@ impl Store {
     }
 
     /// `user`'s items in `room`, up to [`MAX_LISTED`], in id order.
-    pub(crate) async fn scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<Vec<Scheduled>> {
+    pub async fn scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<Vec<Scheduled>> {
         let query = RangeQuery::prefix(SCHEDULED_PARTITION, &scheduled_items_of(room, user), 1000);
         let (rows, _) = self
             .tables
@@ -149,7 +144,7 @@ impl Store {
     /// Replaces `old` (as read, with `etag`) by `new`, moving, adding or removing its index row
     /// in the same transaction so it exists exactly while the item is pending. `None` when the
     /// item changed since it was read (another sender or an edit came first).
-    pub(crate) async fn replace_scheduled(
+    pub async fn replace_scheduled(
         &self,
         old: &Scheduled,
         version: &ItemVersion,
@@ -190,7 +185,7 @@ impl Store {
 
     /// Index rows due at or before `now`, oldest first, at most `limit`: what a timer run
     /// reads, never the items that are not due.
-    pub(crate) async fn due_scheduled(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Due>> {
+    pub async fn due_scheduled(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Due>> {
         let query = RangeQuery::prefix(SCHEDULED_PARTITION, SCHEDULED_DUE_PREFIX, limit.min(1000))
             .to(Bound::Excluded(scheduled_due_end(now)));
         let (rows, _) = self
@@ -210,7 +205,7 @@ impl Store {
 
     /// Removes finished items whose expiry row is older than `before`, with that row, in one
     /// transaction each; at most 500 a run (the next run goes on). Returns how many.
-    pub(crate) async fn expire_scheduled(&self, before: DateTime<Utc>) -> Result<usize> {
+    pub async fn expire_scheduled(&self, before: DateTime<Utc>) -> Result<usize> {
         let query = RangeQuery::prefix(SCHEDULED_PARTITION, SCHEDULED_DONE_PREFIX, 500)
             .to(Bound::Excluded(scheduled_done_end(before)));
         let (rows, _) = self.tables.query_up_to(&self.schema.housekeeping, &query, 500).await?;
@@ -238,7 +233,7 @@ impl Store {
     /// Deletes `items`, scheduled messages of `user` in `room` as listed (an erasure, which
     /// lists and deletes until none is left), each one's index and expiry rows first, so no
     /// row is left naming a missing item; idempotent.
-    pub(crate) async fn delete_scheduled(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
+    pub async fn delete_scheduled(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
         let table = &self.schema.housekeeping;
         for item in items {
             self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_due_key(item.send_at, &item.id))
@@ -255,7 +250,7 @@ impl Store {
 
     /// Removes an index row whose item is gone or no longer pending at that time (none is
     /// written so, but a row from an older layout or a hand edit must not be read forever).
-    pub(crate) async fn drop_due(&self, due: &Due) -> Result<()> {
+    pub async fn drop_due(&self, due: &Due) -> Result<()> {
         self.delete_if_present(&self.schema.housekeeping, SCHEDULED_PARTITION, &due.due_key)
             .await
     }

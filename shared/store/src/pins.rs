@@ -11,11 +11,11 @@ use super::Store;
 use super::error::{Result, settle};
 use super::messages::{live_change, parse_message};
 use super::schema::{PIN_PREFIX, pin_key};
-use crate::ids::RoomId;
-use crate::keys::MessageKey;
-use crate::messages::Message;
-use crate::storage::conditional::update_conditionally_with;
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_domain::messages::Message;
+use tabletalk_tables::conditional::update_conditionally_with;
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 impl Store {
     /// Sets a live message's pin flag to `pinned`, with its pin row, through the
@@ -23,7 +23,7 @@ impl Store {
     /// meanwhile is 404). Answers the message and whether its flag changed. Pinning writes
     /// the row even when the flag was set already, so a message pinned before pin rows
     /// existed joins the list when pinned again.
-    pub(crate) async fn set_pinned(&self, room: &RoomId, key: &MessageKey, pinned: bool) -> Result<(Message, bool)> {
+    pub async fn set_pinned(&self, room: &RoomId, key: &MessageKey, pinned: bool) -> Result<(Message, bool)> {
         let mut changed = false;
         let write = |next: Entity, seen: ETag| async move {
             let message = BatchOp::Update {
@@ -83,7 +83,7 @@ impl Store {
 
     /// Up to `limit` message keys of the room's pin rows after `after`, newest message first,
     /// and whether more follow: ONE range read.
-    pub(crate) async fn pins_page(
+    pub async fn pins_page(
         &self,
         room: &RoomId,
         after: Option<&MessageKey>,
@@ -102,7 +102,7 @@ impl Store {
     }
 
     /// Removes a message's pin row (absent is a no-op): after its tombstone or its purge.
-    pub(crate) async fn delete_pin_row(&self, room: &RoomId, key: &MessageKey) -> Result<()> {
+    pub async fn delete_pin_row(&self, room: &RoomId, key: &MessageKey) -> Result<()> {
         self.delete_if_present(&self.schema.messages, room.as_str(), &pin_key(key))
             .await
     }

@@ -10,18 +10,18 @@ use super::error::Result;
 use super::schema::{
     NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
 };
-use crate::error::Error;
-use crate::ids::{ClientId, RoomId, UserId};
-use crate::limits::{Bucket, BucketId, Rate, repeat_wait};
-use crate::storage::conditional::{ConditionalError, update_conditionally};
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{ClientId, RoomId, UserId};
+use tabletalk_domain::limits::{Bucket, BucketId, Rate, repeat_wait};
+use tabletalk_tables::conditional::{ConditionalError, update_conditionally};
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// A bucket's tokens are kept in millionths, as an integer: exact in both backends.
 const MICROS: f64 = 1e6;
 
 /// What a lease from a bucket row got.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Leased {
+pub enum Leased {
     /// This many tokens (at least one), now this process's to spend.
     Granted(u32),
     /// The bucket is empty; a token will be there after this long.
@@ -30,13 +30,13 @@ pub(crate) enum Leased {
 
 /// A repeat-text record this send claimed, to take back if the send does not happen.
 #[derive(Debug, Clone)]
-pub(crate) struct TextClaim {
+pub struct TextClaim {
     partition: String,
     row: String,
     etag: ETag,
     /// Taken over from an earlier attempt of the same send (the record named the same client
     /// id): the record may stand for that attempt's stored message, whose text it keeps claimed.
-    pub(crate) taken_over: bool,
+    pub taken_over: bool,
 }
 
 fn bucket_row(partition: &str, row: &str, bucket: &Bucket) -> Entity {
@@ -94,13 +94,7 @@ impl Store {
     /// Takes up to `want` tokens from a bucket's row at `now`: the row is created full on
     /// first use, and rewritten conditionally on the version read (a lost race re-reads and
     /// takes again from what the other process left). An empty bucket is not written.
-    pub(crate) async fn lease_tokens(
-        &self,
-        id: &BucketId,
-        rate: Rate,
-        want: u32,
-        now: DateTime<Utc>,
-    ) -> Result<Leased> {
+    pub async fn lease_tokens(&self, id: &BucketId, rate: Rate, want: u32, now: DateTime<Utc>) -> Result<Leased> {
         let (partition, row) = bucket_key(id);
         let table = &self.schema.limits;
         if self.tables.get(table, &partition, &row).await?.is_none() {
@@ -140,7 +134,7 @@ impl Store {
     /// no repeat, and takes the record over (its window kept), so the earlier attempt's
     /// release, on its own version, leaves it. A write that may have landed although it
     /// failed is looked at: a record it wrote is claimed, never left behind unclaimed.
-    pub(crate) async fn claim_text(
+    pub async fn claim_text(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -222,7 +216,7 @@ impl Store {
 
     /// Takes back a claim whose send did not happen, unless someone claimed the text since.
     /// A failure is logged: the text stays blocked until the window ends, never longer.
-    pub(crate) async fn release_text(&self, claim: TextClaim) {
+    pub async fn release_text(&self, claim: TextClaim) {
         let released = self
             .tables
             .delete(
@@ -242,7 +236,7 @@ impl Store {
     /// Deletes a room's repeat-text records sent before `texts_before` and its newcomer
     /// buckets last drawn from before `newcomers_before`, each only as it was read (a record
     /// claimed again meanwhile stays). Answers how many went.
-    pub(crate) async fn expire_limit_rows(
+    pub async fn expire_limit_rows(
         &self,
         room: &RoomId,
         texts_before: DateTime<Utc>,
@@ -264,7 +258,7 @@ impl Store {
             );
         }
         let mut deleted = 0;
-        for batch in expired.chunks(crate::storage::rules::MAX_BATCH_OPS) {
+        for batch in expired.chunks(tabletalk_tables::rules::MAX_BATCH_OPS) {
             match self.tables.transact(&self.schema.limits, &partition, batch).await {
                 Ok(_) => deleted += batch.len(),
                 // One row of the batch changed or went meanwhile: the next run tries again.
@@ -277,7 +271,7 @@ impl Store {
 
     /// Deletes `user`'s rows in a room's partition: their newcomer bucket and their
     /// repeat-text records (an erasure).
-    pub(crate) async fn delete_user_limits(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    pub async fn delete_user_limits(&self, room: &RoomId, user: &UserId) -> Result<()> {
         let partition = limits_room_partition(room);
         let (_, newcomer) = bucket_key(&BucketId::Newcomer(room.clone(), user.clone()));
         self.delete_if_present(&self.schema.limits, &partition, &newcomer)
@@ -288,13 +282,13 @@ impl Store {
     }
 
     /// Deletes `user`'s write bucket (an erasure).
-    pub(crate) async fn delete_user_bucket(&self, user: &UserId) -> Result<()> {
+    pub async fn delete_user_bucket(&self, user: &UserId) -> Result<()> {
         let (partition, row) = bucket_key(&BucketId::User(user.clone()));
         self.delete_if_present(&self.schema.limits, &partition, &row).await
     }
 
     /// Deletes a room's partition of `Limits` (the room is being deleted).
-    pub(crate) async fn delete_room_limits(&self, room: &RoomId) -> Result<()> {
+    pub async fn delete_room_limits(&self, room: &RoomId) -> Result<()> {
         let everything = RangeQuery::partition(limits_room_partition(room), 100);
         self.tables.delete_range(&self.schema.limits, &everything).await?;
         Ok(())

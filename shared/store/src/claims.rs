@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::error::Result;
 use super::schema::claim_key;
-use crate::ids::RoomId;
-use crate::keys::MessageKey;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
 
 /// Proof of holding a claim (the claim row's ETag): what renews, releases and completes it.
 #[derive(Debug, Clone)]
@@ -17,7 +17,7 @@ pub struct ClaimToken(ETag);
 
 /// An event's claim row as read.
 #[derive(Debug, Clone)]
-pub(crate) enum ClaimRow {
+pub enum ClaimRow {
     /// No run began.
     Missing,
     /// Processed (rows from before claims existed have no state, and count as processed).
@@ -42,7 +42,7 @@ fn lost(e: &StoreError) -> bool {
 }
 
 impl Store {
-    pub(crate) async fn claim_row(&self, room: &RoomId, message: &MessageKey) -> Result<ClaimRow> {
+    pub async fn claim_row(&self, room: &RoomId, message: &MessageKey) -> Result<ClaimRow> {
         let row = self
             .tables
             .get(&self.schema.metadata, room.as_str(), &claim_key(message))
@@ -58,7 +58,7 @@ impl Store {
     }
 
     /// Claims an event no run has begun, or `None` when another run just did.
-    pub(crate) async fn insert_claim(
+    pub async fn insert_claim(
         &self,
         room: &RoomId,
         message: &MessageKey,
@@ -74,7 +74,7 @@ impl Store {
 
     /// Claims (or renews) the event whose claim `token` was read: the new token, or `None`
     /// when another run changed the claim first.
-    pub(crate) async fn reclaim(
+    pub async fn reclaim(
         &self,
         room: &RoomId,
         message: &MessageKey,
@@ -94,7 +94,7 @@ impl Store {
     }
 
     /// Gives a claim up, so that a retry starts clean; `Ok` also when it was no longer ours.
-    pub(crate) async fn release_claim(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<()> {
+    pub async fn release_claim(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<()> {
         let deleted = self
             .tables
             .delete(
@@ -112,7 +112,7 @@ impl Store {
 
     /// Records the event processed, if the claim `token` proves is still ours (`false` when
     /// another run took it over, which then records it itself).
-    pub(crate) async fn record_done(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<bool> {
+    pub async fn record_done(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<bool> {
         let row = claim_row(room, message, "done", "notifiedAt", Utc::now());
         let written = self
             .tables

@@ -4,12 +4,12 @@ use super::Store;
 use super::error::Result;
 use super::moderation_log::log_op;
 use super::schema::{ROLE_PREFIX, role_key};
-use crate::error::Error;
-use crate::ids::RoomId;
-use crate::moderation::ModerationEntry;
-use crate::permissions::Permissions;
-use crate::roles::{MAX_ROLES_PER_ROOM, Role};
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::permissions::Permissions;
+use tabletalk_domain::roles::{MAX_ROLES_PER_ROOM, Role};
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, Value};
 
 fn role_row(room: &RoomId, role: &Role) -> Entity {
     Entity::new(room.as_str(), role_key(&role.id))
@@ -33,7 +33,7 @@ fn broken(id: &str) -> Error {
 
 impl Store {
     /// Every role of a room, lowest position first (a row that cannot be read grants nothing).
-    pub(crate) async fn roles(&self, room: &RoomId) -> Result<Vec<Role>> {
+    pub async fn roles(&self, room: &RoomId) -> Result<Vec<Role>> {
         let query = RangeQuery::prefix(room.as_str(), ROLE_PREFIX, MAX_ROLES_PER_ROOM);
         let (rows, _) = self
             .tables
@@ -44,7 +44,7 @@ impl Store {
         Ok(roles)
     }
 
-    pub(crate) async fn role(&self, room: &RoomId, id: &str) -> Result<Option<Role>> {
+    pub async fn role(&self, room: &RoomId, id: &str) -> Result<Option<Role>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &role_key(id))
@@ -53,7 +53,7 @@ impl Store {
     }
 
     /// Writes a new role and its log entry in one transaction.
-    pub(crate) async fn insert_role(&self, room: &RoomId, role: &Role, entry: &ModerationEntry) -> Result<()> {
+    pub async fn insert_role(&self, room: &RoomId, role: &Role, entry: &ModerationEntry) -> Result<()> {
         let ops = [BatchOp::Insert(role_row(room, role)), log_op(room, entry)];
         self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await?;
         Ok(())
@@ -62,11 +62,11 @@ impl Store {
     /// Rewrites a role through the conditional-write helper: `change` sees the role as it is
     /// now (again after every lost race) and may refuse it; the log entries `log` makes of the
     /// role before and after commit in the same transaction.
-    pub(crate) async fn update_role(
+    pub async fn update_role(
         &self,
         room: &RoomId,
         id: &str,
-        change: impl FnMut(&mut Role) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Role) -> tabletalk_domain::error::Result<()>,
         log: impl Fn(&Role, &Role) -> Vec<ModerationEntry>,
     ) -> Result<Role> {
         let parse = |entity: &Entity| parse_role(entity).ok_or_else(|| broken(id));
@@ -77,7 +77,7 @@ impl Store {
 
     /// Deletes a role with its log entry in one transaction; a role already gone is no
     /// change, and logs nothing.
-    pub(crate) async fn delete_role(&self, room: &RoomId, id: &str, entry: &ModerationEntry) -> Result<()> {
+    pub async fn delete_role(&self, room: &RoomId, id: &str, entry: &ModerationEntry) -> Result<()> {
         let delete = BatchOp::Delete {
             partition_key: room.as_str().to_owned(),
             row_key: role_key(id),

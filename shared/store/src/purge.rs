@@ -20,20 +20,20 @@ use super::messages::parse_message;
 use super::schema::{
     FEED_PREFIX, HOUSEKEEPING_PARTITION, IDEMPOTENCY_PREFIX, ROOM_ROW, feed_key, feed_version, thread_key,
 };
-use crate::ids::RoomId;
-use crate::keys::{MESSAGE_KEY_RANGE, Ticks};
-use crate::messages::Message;
-use crate::storage::conditional::ConditionalError;
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::keys::{MESSAGE_KEY_RANGE, Ticks};
+use tabletalk_domain::messages::Message;
+use tabletalk_tables::conditional::ConditionalError;
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// Messages purged per transaction: each takes up to three operations, plus the counter.
 const PURGE_BATCH: usize = 30;
 /// Batches one room gets per run, so that one big room never holds up the others.
-pub(crate) const MAX_BATCHES_PER_ROOM: usize = 20;
+pub const MAX_BATCHES_PER_ROOM: usize = 20;
 
 /// What housekeeping finds of a listed room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RoomStanding {
+pub enum RoomStanding {
     /// No room row (yet, or any more).
     Missing,
     /// Marked by a delete that is still sweeping it.
@@ -46,7 +46,7 @@ impl Store {
     /// Lists a room for housekeeping. Written before the room exists, so no room is missed; a
     /// row whose room has not appeared within [`REGISTRATION_GRACE`] is dropped (sooner, it may
     /// belong to a room being created right now).
-    pub(crate) async fn register_room(&self, room: &RoomId) -> Result<()> {
+    pub async fn register_room(&self, room: &RoomId) -> Result<()> {
         let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str()).with("registeredAt", Value::datetime(Utc::now()));
         self.tables
             .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
@@ -55,7 +55,7 @@ impl Store {
     }
 
     /// Every listed room, with when it was listed.
-    pub(crate) async fn registered_rooms(&self) -> Result<Vec<(RoomId, Option<DateTime<Utc>>)>> {
+    pub async fn registered_rooms(&self) -> Result<Vec<(RoomId, Option<DateTime<Utc>>)>> {
         let query = RangeQuery::partition(HOUSEKEEPING_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -68,13 +68,13 @@ impl Store {
     }
 
     /// Takes a room off the housekeeping list.
-    pub(crate) async fn unregister_room(&self, room: &RoomId) -> Result<()> {
+    pub async fn unregister_room(&self, room: &RoomId) -> Result<()> {
         self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
             .await
     }
 
     /// What a listed room's row says, for housekeeping.
-    pub(crate) async fn room_standing(&self, room: &RoomId) -> Result<RoomStanding> {
+    pub async fn room_standing(&self, room: &RoomId) -> Result<RoomStanding> {
         let row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
         Ok(match row {
             None => RoomStanding::Missing,
@@ -90,7 +90,7 @@ impl Store {
 
     /// The next batch of a room's messages sent before `cutoff`, oldest first: what one
     /// [`Store::purge_messages`] takes. The caller removes their files first.
-    pub(crate) async fn expired_messages(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<Vec<Message>> {
+    pub async fn expired_messages(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<Vec<Message>> {
         // Older messages have larger keys: everything after the cutoff's key is expired.
         let expired = RangeQuery::partition(room.as_str(), PURGE_BATCH)
             .from(Bound::Excluded(
@@ -104,12 +104,12 @@ impl Store {
         Ok(rows
             .iter()
             .map(|row| parse_message(room, row))
-            .collect::<crate::error::Result<Vec<_>>>()?)
+            .collect::<tabletalk_domain::error::Result<Vec<_>>>()?)
     }
 
     /// Purges one batch of [`Store::expired_messages`]: how many it purged (none if another
     /// run purged some of them meanwhile, or one was edited: the next batch reads again).
-    pub(crate) async fn purge_messages(&self, room: &RoomId, messages: &[Message]) -> Result<usize> {
+    pub async fn purge_messages(&self, room: &RoomId, messages: &[Message]) -> Result<usize> {
         for message in messages {
             let index = message.key().ticks().ascending_key();
             self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
@@ -187,7 +187,7 @@ impl Store {
     }
 
     /// Deletes a room's idempotency records older than `cutoff`.
-    pub(crate) async fn expire_idempotency(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
+    pub async fn expire_idempotency(&self, room: &RoomId, cutoff: DateTime<Utc>) -> Result<usize> {
         let query = RangeQuery::prefix(room.as_str(), IDEMPOTENCY_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, 100_000).await?;
         let expired: Vec<BatchOp> = rows
@@ -199,7 +199,7 @@ impl Store {
                 if_match: IfMatch::Any,
             })
             .collect();
-        for batch in expired.chunks(crate::storage::rules::MAX_BATCH_OPS) {
+        for batch in expired.chunks(tabletalk_tables::rules::MAX_BATCH_OPS) {
             match self.tables.transact(&self.schema.messages, room.as_str(), batch).await {
                 Ok(_) => {}
                 Err(e) if e.is(ErrorKind::NotFound) => {}

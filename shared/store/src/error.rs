@@ -3,9 +3,9 @@
 //! failure is never the client's doing, so it becomes `Unavailable` (safe to retry) or
 //! `Internal` (logged, never shown).
 
-use crate::error::Error as DomainError;
-use crate::storage::conditional::ConditionalError;
-use crate::storage::{ErrorKind, StoreError};
+use tabletalk_domain::error::Error as DomainError;
+use tabletalk_tables::conditional::ConditionalError;
+use tabletalk_tables::{ErrorKind, StoreError};
 
 #[derive(Debug)]
 pub enum Error {
@@ -63,7 +63,7 @@ pub fn reported(e: StoreError) -> DomainError {
 }
 
 /// A conditional update's failure as the service reports it; `missing` names what was gone.
-pub(crate) fn settle(e: ConditionalError<DomainError>, missing: &str) -> DomainError {
+pub fn settle(e: ConditionalError<DomainError>, missing: &str) -> DomainError {
     match e {
         ConditionalError::NotFound => DomainError::not_found(missing),
         ConditionalError::Conflict => DomainError::Conflict("the change raced with others; try again".into()),

@@ -16,8 +16,8 @@ use super::error::Result;
 use super::schema::{
     ARMED_PREFIX, LOOKER_PREFIX, VIEW_PREFIX, VIEWER_PREFIX, armed_key, user_key, view_key, viewer_key,
 };
-use crate::ids::{RoomId, UserId};
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// A connection that showed a room longer ago than this without saying so again is taken
 /// for gone (a closed tab that never switched): the client URL's lifetime.
@@ -27,7 +27,7 @@ pub const MAX_LOOKERS: usize = 2000;
 
 /// A room's lookers as one send reads them.
 #[derive(Debug, Default)]
-pub(crate) struct Lookers {
+pub struct Lookers {
     /// Users with a connection showing the room (each once).
     pub viewers: Vec<UserId>,
     /// Members due a notice.
@@ -38,14 +38,14 @@ pub(crate) struct Lookers {
 
 /// A member due a notice, with the version of their row.
 #[derive(Debug, Clone)]
-pub(crate) struct Armed {
+pub struct Armed {
     pub user: UserId,
     etag: Option<ETag>,
 }
 
 impl Store {
     /// The room's lookers: one range read of its `live:` rows.
-    pub(crate) async fn lookers(&self, room: &RoomId, now: DateTime<Utc>) -> Result<Lookers> {
+    pub async fn lookers(&self, room: &RoomId, now: DateTime<Utc>) -> Result<Lookers> {
         let query = RangeQuery::prefix(room.as_str(), LOOKER_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, MAX_LOOKERS).await?;
         let mut lookers = Lookers::default();
@@ -73,7 +73,7 @@ impl Store {
     }
 
     /// Makes `user` due a notice for the room's next message (they looked at it).
-    pub(crate) async fn arm_notice(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    pub async fn arm_notice(&self, room: &RoomId, user: &UserId) -> Result<()> {
         let row = Entity::new(room.as_str(), armed_key(user)).with("userId", Value::String(user.to_string()));
         self.tables
             .upsert(&self.schema.rooms, &row, UpdateMode::Replace)
@@ -83,7 +83,7 @@ impl Store {
 
     /// Takes a member's armed row away after their notice, unless it was written again since
     /// it was read (they looked again meanwhile).
-    pub(crate) async fn disarm_notice(&self, room: &RoomId, armed: &Armed) -> Result<()> {
+    pub async fn disarm_notice(&self, room: &RoomId, armed: &Armed) -> Result<()> {
         let if_match = armed.etag.clone().map_or(IfMatch::Any, IfMatch::Etag);
         match self
             .tables
@@ -98,7 +98,7 @@ impl Store {
 
     /// The room `user`'s connection shows: `None` for a connection they never told of (a
     /// connection of another user's is never theirs), `Some(None)` when it shows none.
-    pub(crate) async fn shown_room(&self, user: &UserId, connection: &str) -> Result<Option<Option<RoomId>>> {
+    pub async fn shown_room(&self, user: &UserId, connection: &str) -> Result<Option<Option<RoomId>>> {
         let row = self
             .tables
             .get(&self.schema.user_rooms, &user_key(user), &view_key(connection))
@@ -109,7 +109,7 @@ impl Store {
     /// Records that `user`'s connection shows `room` (or none). A connection new to the user
     /// first clears their rows of connections older than [`VIEW_TTL`], so the rows stay as
     /// few as their recent connections.
-    pub(crate) async fn show_room(
+    pub async fn show_room(
         &self,
         user: &UserId,
         connection: &str,
@@ -139,13 +139,7 @@ impl Store {
     }
 
     /// Records that the connection of `user` shows the room, as of `now`.
-    pub(crate) async fn add_viewer(
-        &self,
-        room: &RoomId,
-        connection: &str,
-        user: &UserId,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
+    pub async fn add_viewer(&self, room: &RoomId, connection: &str, user: &UserId, now: DateTime<Utc>) -> Result<()> {
         let row = Entity::new(room.as_str(), viewer_key(connection))
             .with("userId", Value::String(user.to_string()))
             .with("at", Value::datetime(now));
@@ -156,14 +150,14 @@ impl Store {
     }
 
     /// The connection no longer shows the room.
-    pub(crate) async fn remove_viewer(&self, room: &RoomId, connection: &str) -> Result<()> {
+    pub async fn remove_viewer(&self, room: &RoomId, connection: &str) -> Result<()> {
         self.delete_if_present(&self.schema.rooms, room.as_str(), &viewer_key(connection))
             .await
     }
 
     /// Removes `user`'s rows of the room (they left or were removed): their armed row, and
     /// the rows of their connections showing it, found in one range read.
-    pub(crate) async fn forget_looker(&self, room: &RoomId, user: &UserId) -> Result<()> {
+    pub async fn forget_looker(&self, room: &RoomId, user: &UserId) -> Result<()> {
         self.delete_if_present(&self.schema.rooms, room.as_str(), &armed_key(user))
             .await?;
         let query = RangeQuery::prefix(room.as_str(), VIEWER_PREFIX, 1000);
@@ -176,13 +170,13 @@ impl Store {
     }
 
     /// Removes the row of which room `user`'s connection showed (it closed).
-    pub(crate) async fn forget_view(&self, user: &UserId, connection: &str) -> Result<()> {
+    pub async fn forget_view(&self, user: &UserId, connection: &str) -> Result<()> {
         self.delete_if_present(&self.schema.user_rooms, &user_key(user), &view_key(connection))
             .await
     }
 
     /// Removes every row of which room `user`'s connections show (an erasure); how many.
-    pub(crate) async fn forget_views(&self, user: &UserId) -> Result<usize> {
+    pub async fn forget_views(&self, user: &UserId) -> Result<usize> {
         let query = RangeQuery::prefix(user_key(user), VIEW_PREFIX, 1000);
         let (rows, _) = self
             .tables

@@ -15,13 +15,13 @@ use super::Store;
 use super::error::Result;
 use super::moderation_log::log_op;
 use super::schema::{OPEN_REPORTS_PREFIX, REPORT_PREFIX, closed_reports_key, open_reports_key, report_key, reports_of};
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::keys::MessageKey;
-use crate::moderation::ModerationEntry;
-use crate::reports::{Report, Resolution};
-use crate::storage::conditional::{Attempt, retry_lost_races};
-use crate::storage::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::reports::{Report, Resolution};
+use tabletalk_tables::conditional::{Attempt, retry_lost_races};
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// Rows of one message's reports read to find its current round's (older rounds' rows are
 /// skipped).
@@ -29,7 +29,7 @@ const MAX_REPORT_ROWS: usize = 5_000;
 
 /// A message's open reports, as its group row keeps them.
 #[derive(Debug, Clone)]
-pub(crate) struct OpenGroup {
+pub struct OpenGroup {
     pub message: MessageKey,
     pub count: u32,
     pub round: u32,
@@ -39,7 +39,7 @@ pub(crate) struct OpenGroup {
 
 /// How a report's write ended.
 #[derive(Debug, Clone)]
-pub(crate) enum Reported {
+pub enum Reported {
     New(Report),
     /// The member had reported the message before: this report, as it was.
     Repeat(Report),
@@ -88,7 +88,7 @@ fn parse_report(row: &Entity) -> Option<Report> {
 }
 
 /// True for a failed transaction that lost a race on one of the rows it read.
-fn lost_race(e: &crate::storage::StoreError) -> bool {
+fn lost_race(e: &tabletalk_tables::StoreError) -> bool {
     e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::AlreadyExists) || e.is(ErrorKind::NotFound)
 }
 
@@ -100,7 +100,7 @@ impl Store {
     /// Records `report` by `reporter`, unless they reported the message before: the report
     /// row and its group's new count (opening the group, in a new round, if it was closed)
     /// in one transaction, each conditional on the rows as read.
-    pub(crate) async fn add_report(
+    pub async fn add_report(
         &self,
         room: &RoomId,
         message: &MessageKey,
@@ -169,7 +169,7 @@ impl Store {
     /// Withdraws every report `user` made in `room` (an erasure): each report row goes, with
     /// its open group's count lowered (the group closed, unlogged, when it was the last), in
     /// one transaction conditional on both rows as read. Answers how many went.
-    pub(crate) async fn withdraw_reports_by(&self, room: &RoomId, user: &UserId) -> Result<u64> {
+    pub async fn withdraw_reports_by(&self, room: &RoomId, user: &UserId) -> Result<u64> {
         let (table, partition) = (&self.schema.rooms, room.as_str());
         let query = RangeQuery::prefix(partition, REPORT_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(table, &query, MAX_REPORT_ROWS * 20).await?;
@@ -229,7 +229,7 @@ impl Store {
     }
 
     /// The open group of a message, if its reports are open.
-    pub(crate) async fn open_reports(&self, room: &RoomId, message: &MessageKey) -> Result<Option<OpenGroup>> {
+    pub async fn open_reports(&self, room: &RoomId, message: &MessageKey) -> Result<Option<OpenGroup>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &open_reports_key(message))
@@ -238,14 +238,14 @@ impl Store {
     }
 
     /// Every open group of a room, up to `max`.
-    pub(crate) async fn open_report_groups(&self, room: &RoomId, max: usize) -> Result<Vec<OpenGroup>> {
+    pub async fn open_report_groups(&self, room: &RoomId, max: usize) -> Result<Vec<OpenGroup>> {
         let query = RangeQuery::prefix(room.as_str(), OPEN_REPORTS_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, max).await?;
         Ok(rows.iter().filter_map(parse_group).collect())
     }
 
     /// The reports of `group`'s current round, oldest first, up to `max`.
-    pub(crate) async fn group_reports(&self, room: &RoomId, group: &OpenGroup, max: usize) -> Result<Vec<Report>> {
+    pub async fn group_reports(&self, room: &RoomId, group: &OpenGroup, max: usize) -> Result<Vec<Report>> {
         let query = RangeQuery::prefix(room.as_str(), &reports_of(&group.message), 1000);
         let (rows, _) = self
             .tables
@@ -264,7 +264,7 @@ impl Store {
     /// Closes a message's open reports as `resolution` by `by`, with `entries` and the entry
     /// `resolved` makes of the group as closed, in one transaction (again after a report that
     /// raced in). With no reports open, writes `entries` alone and answers `None`.
-    pub(crate) async fn close_reports(
+    pub async fn close_reports(
         &self,
         room: &RoomId,
         message: &MessageKey,

@@ -15,22 +15,22 @@ use super::Store;
 use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
 use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
-use crate::error::Error;
-use crate::events::MessageEvent;
-use crate::ids::{ClientId, RoomId, UserId};
-use crate::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
-use crate::messages::polls::{Poll, PollDefinition};
-use crate::messages::threads::ThreadSummary;
-use crate::messages::{Message, MessageType};
-use crate::storage::conditional::{Attempt, retry_lost_races, update_conditionally_with};
-use crate::storage::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::events::MessageEvent;
+use tabletalk_domain::ids::{ClientId, RoomId, UserId};
+use tabletalk_domain::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks};
+use tabletalk_domain::messages::polls::{Poll, PollDefinition};
+use tabletalk_domain::messages::threads::ThreadSummary;
+use tabletalk_domain::messages::{Message, MessageType};
+use tabletalk_tables::conditional::{Attempt, retry_lost_races, update_conditionally_with};
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// Rows without an index row an oldest-first page reads beyond its index rows' messages.
 const UNINDEXED_ROWS: usize = 100;
 
 /// A new message's write that failed.
 #[derive(Debug)]
-pub(crate) struct NotInserted {
+pub struct NotInserted {
     /// True when the store could not tell whether it committed: then it may be readable.
     pub may_be_stored: bool,
     pub error: Error,
@@ -38,7 +38,7 @@ pub(crate) struct NotInserted {
 
 /// The ascending index row as a send's insert of it left it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum IndexRow {
+pub enum IndexRow {
     /// This send wrote it, at this version (the one its release deletes).
     Created(ETag),
     /// It was there already.
@@ -47,7 +47,7 @@ pub(crate) enum IndexRow {
 
 /// How a new message's write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Inserted {
+pub enum Inserted {
     /// Stored, with this version.
     Committed(u64),
     /// Not stored: a concurrent send with the same client id stored its message first.
@@ -107,19 +107,19 @@ fn feed_row(message: &Message) -> Entity {
 }
 
 /// Reads a `Messages` row. A row that does not parse is a server fault, never the caller's.
-pub(crate) fn parse_message(room: &RoomId, entity: &Entity) -> crate::error::Result<Message> {
+pub fn parse_message(room: &RoomId, entity: &Entity) -> tabletalk_domain::error::Result<Message> {
     parse_row(room, &entity.row_key, entity)
 }
 
 /// Reads a change-feed row.
-fn parse_feed_row(room: &RoomId, entity: &Entity) -> crate::error::Result<Message> {
+fn parse_feed_row(room: &RoomId, entity: &Entity) -> tabletalk_domain::error::Result<Message> {
     let id = entity
         .str("messageId")
         .ok_or_else(|| Error::Internal(format!("feed row {room}/{} has no message id", entity.row_key)))?;
     parse_row(room, id, entity)
 }
 
-fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<Message> {
+fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> tabletalk_domain::error::Result<Message> {
     let broken = |what: &str| Error::Internal(format!("message {room}/{id}: {what}"));
     MessageKey::parse(id).ok_or_else(|| broken("not a message key"))?;
     let string = |name: &str| entity.str(name).map(str::to_owned);
@@ -135,8 +135,8 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
         author_name: entity.str("userName").unwrap_or_default().to_owned(),
         origin: entity
             .str("origin")
-            .and_then(crate::messages::Origin::parse)
-            .unwrap_or_else(|| crate::messages::Origin::of_kind(kind)),
+            .and_then(tabletalk_domain::messages::Origin::parse)
+            .unwrap_or_else(|| tabletalk_domain::messages::Origin::of_kind(kind)),
         avatar_url: string("avatarUrl"),
         text: entity.str("message").unwrap_or_default().to_owned(),
         created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
@@ -161,20 +161,20 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> crate::error::Result<M
 }
 
 /// A JSON-valued property, if present and well-formed.
-pub(crate) fn from_json<T: serde::de::DeserializeOwned>(entity: &Entity, name: &str) -> Option<T> {
+pub fn from_json<T: serde::de::DeserializeOwned>(entity: &Entity, name: &str) -> Option<T> {
     entity.str(name).and_then(|text| serde_json::from_str(text).ok())
 }
 
 /// A JSON-valued property (lists and objects are stored as JSON strings).
-pub(crate) fn json_value<T: Serialize>(value: &T) -> Value {
+pub fn json_value<T: Serialize>(value: &T) -> Value {
     Value::String(serde_json::to_string(value).unwrap_or_default())
 }
 
 /// The conditional helper's `apply` for a change to a live message: a deleted one is 404.
 pub(super) fn live_change(
     room: &RoomId,
-    mut change: impl FnMut(&mut Message) -> crate::error::Result<()>,
-) -> impl FnMut(Entity) -> crate::error::Result<Entity> {
+    mut change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
+) -> impl FnMut(Entity) -> tabletalk_domain::error::Result<Entity> {
     move |entity| {
         let mut message = parse_message(room, &entity)?;
         if !message.is_live() {
@@ -187,7 +187,7 @@ pub(super) fn live_change(
 
 impl Store {
     /// The message `key` names, tombstone or not.
-    pub(crate) async fn message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
+    pub async fn message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
         Ok(self
             .tables
             .get(&self.schema.messages, room.as_str(), key.as_str())
@@ -198,7 +198,7 @@ impl Store {
 
     /// Up to `limit` messages newest first, after `after` (tombstones included), and whether
     /// more follow.
-    pub(crate) async fn messages_newest_first(
+    pub async fn messages_newest_first(
         &self,
         room: &RoomId,
         after: Option<&MessageKey>,
@@ -216,13 +216,13 @@ impl Store {
         let messages = rows
             .iter()
             .map(|row| parse_message(room, row))
-            .collect::<crate::error::Result<_>>()?;
+            .collect::<tabletalk_domain::error::Result<_>>()?;
         Ok((messages, more))
     }
 
     /// The room's newest message's preview and up to `max` messages newer than `position`
     /// (rows that cannot be read are left out: a count shows what it can), in ONE range read.
-    pub(crate) async fn unread_since(&self, room: &RoomId, position: &MessageKey, max: usize) -> Result<Unread> {
+    pub async fn unread_since(&self, room: &RoomId, position: &MessageKey, max: usize) -> Result<Unread> {
         let query = RangeQuery::partition(room.as_str(), max + 2)
             .from(Bound::Included(ACTIVITY_ROW.to_owned()))
             .to(Bound::Excluded(position.as_str().to_owned()));
@@ -240,7 +240,7 @@ impl Store {
 
     /// Up to `limit` keys of the ascending index after `after`, oldest first, and whether more
     /// follow.
-    pub(crate) async fn index_page(
+    pub async fn index_page(
         &self,
         room: &RoomId,
         after: Option<&AscendingKey>,
@@ -265,7 +265,7 @@ impl Store {
     /// too, so no stored message is hidden from oldest-first reads, and it gets its index row
     /// back. A read cut short of the whole span is missing the span's oldest rows, so then only
     /// the indexed messages are taken, as the index orders them.
-    pub(crate) async fn messages_of_page(
+    pub async fn messages_of_page(
         &self,
         room: &RoomId,
         after: Option<&AscendingKey>,
@@ -316,7 +316,7 @@ impl Store {
 
     /// Up to `limit` replies of the thread rooted at `root`, after `after`, as ascending keys
     /// oldest first, and whether more follow.
-    pub(crate) async fn thread_page(
+    pub async fn thread_page(
         &self,
         room: &RoomId,
         root: &str,
@@ -338,12 +338,7 @@ impl Store {
 
     /// Up to `limit` change-feed entries after version `from`, oldest first, each a message at
     /// its newest version, and whether more follow.
-    pub(crate) async fn feed_after(
-        &self,
-        room: &RoomId,
-        from: u64,
-        limit: usize,
-    ) -> Result<(Vec<(u64, Message)>, bool)> {
+    pub async fn feed_after(&self, room: &RoomId, from: u64, limit: usize) -> Result<(Vec<(u64, Message)>, bool)> {
         let query = RangeQuery::partition(room.as_str(), limit + 1)
             .from(Bound::Excluded(feed_key(from)))
             .to(Bound::Excluded(feed_end()));
@@ -357,7 +352,7 @@ impl Store {
     }
 
     /// The message an earlier send of `user` with `client_id` stored, if any.
-    pub(crate) async fn sent_with_client_id(
+    pub async fn sent_with_client_id(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -371,7 +366,7 @@ impl Store {
 
     /// The message key an earlier send of `user` with `client_id` recorded, if any: one point
     /// read, which a send issues together with its membership reads.
-    pub(crate) async fn client_id_record(
+    pub async fn client_id_record(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -393,7 +388,7 @@ impl Store {
     /// the row was there already (another send's at the same tick, or an orphan). The row is key-only, so
     /// whoever wrote it, it serves the message at its tick; the message row's own insert is
     /// what tells a taken tick ([`Inserted::TickTaken`]).
-    pub(crate) async fn insert_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<IndexRow> {
+    pub async fn insert_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<IndexRow> {
         let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
         match self.tables.insert(&self.schema.ascending, &row).await {
             Ok(etag) => Ok(IndexRow::Created(etag)),
@@ -406,7 +401,7 @@ impl Store {
     /// never overwrites anything that matters): for a message whose own insert of the row
     /// failed, or found it already there — where a failed send at the same tick may be
     /// releasing it, whose conditional delete this write then makes miss.
-    pub(crate) async fn ensure_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<()> {
+    pub async fn ensure_index_row(&self, room: &RoomId, ticks: Ticks) -> Result<()> {
         let row = Entity::new(room.as_str(), ticks.ascending_key().as_str());
         self.tables
             .upsert(&self.schema.ascending, &row, UpdateMode::Replace)
@@ -418,7 +413,7 @@ impl Store {
     /// the version it created, so a row another send at the same tick re-wrote for its stored
     /// message stays (a row this send found is left alone). A failure here is logged: the
     /// orphan index row is harmless, since ascending reads skip rows without a message.
-    pub(crate) async fn release_index_row(&self, room: &RoomId, ticks: Ticks, row: IndexRow) {
+    pub async fn release_index_row(&self, room: &RoomId, ticks: Ticks, row: IndexRow) {
         let IndexRow::Created(etag) = row else {
             return;
         };
@@ -447,7 +442,7 @@ impl Store {
     /// the send read it alongside its membership; read here when not given). A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
     /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
     /// commits again, which is safe because nothing of the failed transaction landed.
-    pub(crate) async fn insert_message(
+    pub async fn insert_message(
         &self,
         room: &RoomId,
         message: &Message,
@@ -489,7 +484,7 @@ impl Store {
             None => self.wants_hook_events(room).await,
         };
         let hook_event = match hooked {
-            Ok(true) => crate::outgoing::HookEvent::of_change(message, true),
+            Ok(true) => tabletalk_domain::outgoing::HookEvent::of_change(message, true),
             Ok(false) => None,
             Err(e) => return Err(not_inserted(e.into())),
         };
@@ -584,11 +579,11 @@ impl Store {
     /// every lost race), a message deleted meanwhile is 404, and the row
     /// is written with the room's next version, its old feed row replaced by one at the new
     /// version, all in the counter's transaction.
-    pub(crate) async fn rewrite_message_versioned(
+    pub async fn rewrite_message_versioned(
         &self,
         room: &RoomId,
         key: &MessageKey,
-        change: impl FnMut(&mut Message) -> crate::error::Result<()>,
+        change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
         let hooked = self.wants_hook_events(room).await?;
@@ -620,7 +615,7 @@ impl Store {
                     ops.push(BatchOp::Insert(feed_row(&message)));
                     // The room's outgoing webhooks get the edit or delete through a row
                     // committed with it.
-                    if hooked && let Some(event) = crate::outgoing::HookEvent::of_change(&message, false) {
+                    if hooked && let Some(event) = tabletalk_domain::outgoing::HookEvent::of_change(&message, false) {
                         ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
                     }
                     ops

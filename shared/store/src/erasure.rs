@@ -20,30 +20,30 @@ use super::Store;
 use super::error::Result;
 use super::messages::parse_message;
 use super::schema::{ERASURE_PARTITION, user_key};
-use crate::erasure::{Checkpoint, ErasureCounts, ErasureJob, ErasureStatus, RoomStep};
-use crate::error::Error;
-use crate::ids::{RoomId, UserId};
-use crate::messages::Message;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::erasure::{Checkpoint, ErasureCounts, ErasureJob, ErasureStatus, RoomStep};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::messages::Message;
+use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// More history rows than any user has; a count reads them all, page by page.
 const ALL_ROOMS: usize = 1_000_000;
 
 /// The version of a job row its holder last wrote: the next write is conditional on it.
 #[derive(Debug, Clone)]
-pub(crate) struct Held(ETag);
+pub struct Held(ETag);
 
 /// One of a user's rooms in their history: the room, and their first join when it is known
 /// (`None` for a membership older than the history index).
 #[derive(Debug, Clone)]
-pub(crate) struct PastRoom {
+pub struct PastRoom {
     pub room: RoomId,
     pub first_joined: Option<DateTime<Utc>>,
 }
 
 /// A reaction or vote row of a user, found by a scan of a room's companion rows.
 #[derive(Debug, Clone)]
-pub(crate) struct Mark {
+pub struct Mark {
     pub row_key: String,
     pub is_vote: bool,
 }
@@ -78,7 +78,7 @@ fn job_row(user: &UserId, job: &ErasureJob) -> Entity {
     row
 }
 
-fn parse_job(row: &Entity) -> crate::error::Result<ErasureJob> {
+fn parse_job(row: &Entity) -> tabletalk_domain::error::Result<ErasureJob> {
     let broken = || Error::Internal(format!("erasure row {} is incomplete", row.row_key));
     let count = |name: &str| row.i64(name).and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
     let checkpoint = match (row.str("room"), row.str("step").and_then(RoomStep::parse)) {
@@ -115,7 +115,7 @@ fn parse_job(row: &Entity) -> crate::error::Result<ErasureJob> {
 impl Store {
     /// Records that `user` has been a member of `room`, keeping an earlier record (so its time
     /// is their first join).
-    pub(crate) async fn record_membership(&self, user: &UserId, room: &RoomId) -> Result<()> {
+    pub async fn record_membership(&self, user: &UserId, room: &RoomId) -> Result<()> {
         let row = Entity::new(user_key(user), room.as_str()).with("firstJoinedAt", Value::datetime(Utc::now()));
         match self.tables.insert(&self.schema.user_history, &row).await {
             Ok(_) => Ok(()),
@@ -127,7 +127,7 @@ impl Store {
     /// Adds the rooms of `user`'s current memberships to their history, for memberships older
     /// than the history index (their first join unknown: the whole room is scanned). Answers
     /// how many were added.
-    pub(crate) async fn record_current_rooms(&self, user: &UserId) -> Result<usize> {
+    pub async fn record_current_rooms(&self, user: &UserId) -> Result<usize> {
         let mut added = 0;
         for room in self.user_rooms(user, ALL_ROOMS).await? {
             let row = Entity::new(user_key(user), room.as_str());
@@ -141,7 +141,7 @@ impl Store {
     }
 
     /// The first room of `user`'s history, in key order: the next one an erasure takes.
-    pub(crate) async fn next_past_room(&self, user: &UserId) -> Result<Option<PastRoom>> {
+    pub async fn next_past_room(&self, user: &UserId) -> Result<Option<PastRoom>> {
         let query = RangeQuery::partition(user_key(user), 1);
         let (rows, _) = self.tables.query_up_to(&self.schema.user_history, &query, 1).await?;
         Ok(rows.first().and_then(|row| {
@@ -153,7 +153,7 @@ impl Store {
     }
 
     /// How many rooms `user`'s history still holds.
-    pub(crate) async fn past_room_count(&self, user: &UserId) -> Result<u64> {
+    pub async fn past_room_count(&self, user: &UserId) -> Result<u64> {
         let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self
             .tables
@@ -163,14 +163,14 @@ impl Store {
     }
 
     /// Takes `room` out of `user`'s history (once an erasure is done with it).
-    pub(crate) async fn forget_past_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
+    pub async fn forget_past_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
         self.delete_if_present(&self.schema.user_history, &user_key(user), room.as_str())
             .await
     }
 
     /// Message rows of `room` after `after`, up to (excluding) `until`, newest first: up to
     /// `limit`, the last key read, and whether more follow.
-    pub(crate) async fn message_batch(
+    pub async fn message_batch(
         &self,
         room: &RoomId,
         (low, until): (&str, &str),
@@ -200,7 +200,7 @@ impl Store {
 
     /// `user`'s reaction and vote rows among a batch of `room`'s companion rows after `after`:
     /// theirs, the last key read, and whether more follow.
-    pub(crate) async fn mark_batch(
+    pub async fn mark_batch(
         &self,
         room: &RoomId,
         user: &UserId,
@@ -230,13 +230,13 @@ impl Store {
         Ok((marks, last, more))
     }
 
-    pub(crate) async fn delete_mark(&self, room: &RoomId, mark: &Mark) -> Result<()> {
+    pub async fn delete_mark(&self, room: &RoomId, mark: &Mark) -> Result<()> {
         self.delete_if_present(&self.schema.metadata, room.as_str(), &mark.row_key)
             .await
     }
 
     /// Deletes every push subscription of `user`; answers how many there were.
-    pub(crate) async fn delete_subscriptions(&self, user: &UserId) -> Result<u64> {
+    pub async fn delete_subscriptions(&self, user: &UserId) -> Result<u64> {
         let query = RangeQuery::partition(user_key(user), 1000);
         let (rows, _) = self
             .tables
@@ -250,7 +250,7 @@ impl Store {
     }
 
     /// `user`'s erasure job, if they ever asked for one, and the version read.
-    pub(crate) async fn erasure(&self, user: &UserId) -> Result<Option<(ErasureJob, Held)>> {
+    pub async fn erasure(&self, user: &UserId) -> Result<Option<(ErasureJob, Held)>> {
         let row = self
             .tables
             .get(&self.schema.housekeeping, ERASURE_PARTITION, &user_key(user))
@@ -268,7 +268,7 @@ impl Store {
     }
 
     /// Every erasure job still running, with the user it erases.
-    pub(crate) async fn running_erasures(&self) -> Result<Vec<(UserId, ErasureJob, Held)>> {
+    pub async fn running_erasures(&self) -> Result<Vec<(UserId, ErasureJob, Held)>> {
         let query = RangeQuery::partition(ERASURE_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -293,7 +293,7 @@ impl Store {
 
     /// Writes a new job for `user`: in place of `replacing` (a finished job, as read), or as
     /// the first. `None` when another start got there first.
-    pub(crate) async fn start_erasure(
+    pub async fn start_erasure(
         &self,
         user: &UserId,
         job: &ErasureJob,
@@ -318,7 +318,7 @@ impl Store {
 
     /// Records `job` over the version `held`; `None` when the job is no longer this holder's
     /// (another process took it over, or the row is gone).
-    pub(crate) async fn save_erasure(&self, user: &UserId, job: &ErasureJob, held: &Held) -> Result<Option<Held>> {
+    pub async fn save_erasure(&self, user: &UserId, job: &ErasureJob, held: &Held) -> Result<Option<Held>> {
         let if_match = IfMatch::Etag(held.0.clone());
         match self
             .tables

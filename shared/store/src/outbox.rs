@@ -14,10 +14,10 @@ use chrono::{DateTime, Utc};
 use super::Store;
 use super::error::Result;
 use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX, fan_out_key, outbox_key};
-use crate::error::Error;
-use crate::events::MessageEvent;
-use crate::ids::RoomId;
-use crate::storage::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::events::MessageEvent;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// How long a process trusts its own note that a room's marker exists.
 const MARK_REFRESH: std::time::Duration = std::time::Duration::from_secs(600);
@@ -31,7 +31,7 @@ pub struct Marks {
 
 /// A room that may hold pending events, as its marker says.
 #[derive(Debug, Clone)]
-pub(crate) struct Marker {
+pub struct Marker {
     pub room: RoomId,
     pub marked_at: Option<DateTime<Utc>>,
     etag: Option<ETag>,
@@ -39,7 +39,7 @@ pub(crate) struct Marker {
 
 /// An event waiting in the outbox.
 #[derive(Debug, Clone)]
-pub(crate) struct Pending {
+pub struct Pending {
     /// Its row, which the event's publication deletes.
     pub row_key: String,
     pub created_at: Option<DateTime<Utc>>,
@@ -48,12 +48,12 @@ pub(crate) struct Pending {
 }
 
 /// The send's outbox row of `event`, to commit with its message.
-pub(crate) fn event_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
+pub fn event_row(room: &RoomId, event: &MessageEvent) -> Result<Entity> {
     pending_row(room, outbox_key(&event.message_id), event)
 }
 
 /// The row key a send's event waits under, which its first publication deletes.
-pub(crate) fn event_row_key(event: &MessageEvent) -> String {
+pub fn event_row_key(event: &MessageEvent) -> String {
     outbox_key(&event.message_id)
 }
 
@@ -66,7 +66,7 @@ fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<E
 
 impl Store {
     /// Makes sure the timer will look at `room` (before a send's transaction).
-    pub(crate) async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
+    pub async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
         let fresh = {
             let written = self.outbox_marks.written.lock().expect("marks lock");
             written.get(room.as_str()).is_some_and(|at| at.elapsed() < MARK_REFRESH)
@@ -88,7 +88,7 @@ impl Store {
 
     /// Records `event` pending while its fan-out runs in the background: the row's key and
     /// ETag, which clear it.
-    pub(crate) async fn record_fan_out(&self, room: &RoomId, event: &MessageEvent) -> Result<(String, ETag)> {
+    pub async fn record_fan_out(&self, room: &RoomId, event: &MessageEvent) -> Result<(String, ETag)> {
         self.mark_outbox(room).await?;
         let row = pending_row(room, fan_out_key(&event.message_id), event)?;
         let etag = self
@@ -99,7 +99,7 @@ impl Store {
     }
 
     /// Clears a row [`Store::record_fan_out`] wrote, unless another run has written it since.
-    pub(crate) async fn clear_fan_out(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
+    pub async fn clear_fan_out(&self, room: &RoomId, (row_key, etag): (String, ETag)) {
         match self
             .tables
             .delete(&self.schema.messages, room.as_str(), &row_key, &IfMatch::Etag(etag))
@@ -112,13 +112,13 @@ impl Store {
     }
 
     /// Deletes a pending event's row (it was published, is done, or cannot be read).
-    pub(crate) async fn clear_pending(&self, room: &RoomId, row_key: &str) -> Result<()> {
+    pub async fn clear_pending(&self, room: &RoomId, row_key: &str) -> Result<()> {
         self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
             .await
     }
 
     /// Every room whose marker says it may hold pending events.
-    pub(crate) async fn outbox_markers(&self) -> Result<Vec<Marker>> {
+    pub async fn outbox_markers(&self) -> Result<Vec<Marker>> {
         let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);
         let (rows, _) = self
             .tables
@@ -137,7 +137,7 @@ impl Store {
     }
 
     /// A room's pending events.
-    pub(crate) async fn pending_events(&self, room: &RoomId) -> Result<Vec<Pending>> {
+    pub async fn pending_events(&self, room: &RoomId) -> Result<Vec<Pending>> {
         let pending = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 1000);
         let (rows, _) = self
             .tables
@@ -156,7 +156,7 @@ impl Store {
     }
 
     /// Removes a room's marker, unless it was written again since it was read.
-    pub(crate) async fn remove_marker(&self, marker: &Marker) -> Result<()> {
+    pub async fn remove_marker(&self, marker: &Marker) -> Result<()> {
         let Some(etag) = marker.etag.clone() else {
             return Ok(());
         };

@@ -13,15 +13,15 @@ use std::sync::Mutex;
 use super::Store;
 use super::error::{Result, settle};
 use super::schema::{LOG_PREFIX, log_key};
-use crate::error::Error;
-use crate::ids::RoomId;
-use crate::moderation::ModerationEntry;
-use crate::storage::conditional::update_conditionally_with;
-use crate::storage::{BatchOp, ETag, Entity, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
+use tabletalk_domain::error::Error;
+use tabletalk_domain::ids::RoomId;
+use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_tables::conditional::update_conditionally_with;
+use tabletalk_tables::{BatchOp, ETag, Entity, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// The row of a log entry. The entry is kept whole as JSON; its action, actor and time are
 /// columns of their own, for whoever reads the table directly.
-pub(crate) fn entry_row(room: &RoomId, entry: &ModerationEntry) -> Entity {
+pub fn entry_row(room: &RoomId, entry: &ModerationEntry) -> Entity {
     let json = serde_json::to_string(entry).unwrap_or_default();
     let action = serde_json::to_value(entry.action)
         .ok()
@@ -36,14 +36,14 @@ pub(crate) fn entry_row(room: &RoomId, entry: &ModerationEntry) -> Entity {
 
 /// The operation that writes `entry` in a transaction of the room's `Rooms` partition. An
 /// upsert: an entry's id is fixed when it is made, so writing it again writes the same row.
-pub(crate) fn log_op(room: &RoomId, entry: &ModerationEntry) -> BatchOp {
+pub fn log_op(room: &RoomId, entry: &ModerationEntry) -> BatchOp {
     BatchOp::Upsert {
         entity: entry_row(room, entry),
         mode: UpdateMode::Replace,
     }
 }
 
-fn parse_entry(entity: &Entity) -> crate::error::Result<ModerationEntry> {
+fn parse_entry(entity: &Entity) -> tabletalk_domain::error::Result<ModerationEntry> {
     let broken = || Error::Internal(format!("log row {}/{} is broken", entity.partition_key, entity.row_key));
     serde_json::from_str(entity.str("entry").ok_or_else(broken)?).map_err(|_| broken())
 }
@@ -51,7 +51,7 @@ fn parse_entry(entity: &Entity) -> crate::error::Result<ModerationEntry> {
 impl Store {
     /// Writes log entries on their own, for an action whose rows live elsewhere (a moderated
     /// delete commits in `Messages`).
-    pub(crate) async fn append_log(&self, room: &RoomId, entries: &[ModerationEntry]) -> Result<()> {
+    pub async fn append_log(&self, room: &RoomId, entries: &[ModerationEntry]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -61,7 +61,7 @@ impl Store {
     }
 
     /// Up to `limit` entries newest first, after the entry `after`, and whether more follow.
-    pub(crate) async fn moderation_log(
+    pub async fn moderation_log(
         &self,
         room: &RoomId,
         after: Option<&str>,
@@ -72,7 +72,10 @@ impl Store {
             query = query.from(Bound::Excluded(log_key(after)));
         }
         let (rows, more) = self.tables.query_up_to(&self.schema.rooms, &query, limit).await?;
-        let entries = rows.iter().map(parse_entry).collect::<crate::error::Result<_>>()?;
+        let entries = rows
+            .iter()
+            .map(parse_entry)
+            .collect::<tabletalk_domain::error::Result<_>>()?;
         Ok((entries, more))
     }
 
@@ -81,14 +84,14 @@ impl Store {
     /// transaction. `change` and `log` run again on every lost race, on the row as it is then;
     /// `log` answering nothing writes the row alone.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn update_logged<T: Clone>(
+    pub async fn update_logged<T: Clone>(
         &self,
         room: &RoomId,
         row_key: &str,
         missing: &str,
-        parse: impl Fn(&Entity) -> crate::error::Result<T>,
+        parse: impl Fn(&Entity) -> tabletalk_domain::error::Result<T>,
         row: impl Fn(&T) -> Entity,
-        mut change: impl FnMut(&mut T) -> crate::error::Result<()>,
+        mut change: impl FnMut(&mut T) -> tabletalk_domain::error::Result<()>,
         log: impl Fn(&T, &T) -> Vec<ModerationEntry>,
     ) -> Result<T> {
         let pending: Mutex<Vec<ModerationEntry>> = Mutex::default();
