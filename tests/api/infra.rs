@@ -81,7 +81,7 @@ impl Sources {
     fn read() -> Sources {
         let root = root();
         let mut code_settings = BTreeSet::new();
-        settings_in_code(&root.join("shared/src"), &mut code_settings);
+        settings_in_code(&root.join("shared"), &mut code_settings);
         settings_in_code(&root.join("functions/src"), &mut code_settings);
         let schema = tabletalk::store::schema::Schema::with_prefix("").unwrap();
         let code_tables = schema.all().iter().map(|t| t.as_str().to_owned()).collect();

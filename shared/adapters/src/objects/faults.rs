@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
 use super::{Link, ObjectBackend, ObjectInfo, ObjectKey, unavailable};
-use crate::error::Result;
+use tabletalk_domain::error::Result;
 
 /// A call held until the test releases it.
 #[derive(Debug, Default)]

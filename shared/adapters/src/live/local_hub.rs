@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 pub const JSON_PROTOCOL: &str = "json.webpubsub.azure.v1";
 pub const RELIABLE_PROTOCOL: &str = "json.reliable.webpubsub.azure.v1";

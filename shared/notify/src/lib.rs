@@ -34,18 +34,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::adapters::events::EventSink;
-use crate::adapters::live::LiveChannel;
-use crate::adapters::push::{Outcome, Push, PushSender};
-use crate::error::{Error, Result};
-use crate::events::MessageEvent;
-use crate::ids::{RoomId, UserId};
-use crate::keys::MessageKey;
-use crate::members::{Member, NotificationLevel};
-use crate::messages::mentions::Mentions;
-use crate::store::Store;
-use crate::store::claims::{ClaimRow, ClaimToken};
-use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
+use tabletalk_adapters::events::EventSink;
+use tabletalk_adapters::live::LiveChannel;
+use tabletalk_adapters::push::{Outcome, Push, PushSender};
+use tabletalk_domain::error::{Error, Result};
+use tabletalk_domain::events::MessageEvent;
+use tabletalk_domain::ids::{RoomId, UserId};
+use tabletalk_domain::keys::MessageKey;
+use tabletalk_domain::members::{Member, NotificationLevel};
+use tabletalk_domain::messages::mentions::Mentions;
+use tabletalk_domain::subscriptions::{MAX_SUBSCRIPTIONS_PER_USER, PushSubscription};
+use tabletalk_store::Store;
+use tabletalk_store::claims::{ClaimRow, ClaimToken};
 
 /// How long a push service keeps an undelivered notification.
 pub const PUSH_TTL_SECONDS: u32 = 4 * 3600;
@@ -170,7 +170,7 @@ fn topic(room: &str) -> String {
 
 /// How an event's notification stands, as the outbox timer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NotificationState {
+pub enum NotificationState {
     /// No run holds it (none began, or one died and its lease lapsed).
     Unclaimed,
     /// A run holds it and is alive (its lease is fresh).
@@ -262,7 +262,7 @@ impl Notifier {
     /// [`Notifier::notify`] for a delivery that must be answered before a slow fan-out ends —
     /// Event Grid waits 30 s for its webhook, then redelivers. It answers once the event is
     /// claimed, every recipient's subscriptions are read, and the event is recorded pending
-    /// in the outbox (`outbox:<message id>:fanout`, `crate::service::outbox`); the pushes go on in
+    /// in the outbox (`outbox:<message id>:fanout`, the service's `outbox`); the pushes go on in
     /// the background, renewing the claim, and clear that row when they are done.
     ///
     /// Why the outbox, and not just the claim: once this answers, Event Grid holds the event
@@ -408,7 +408,7 @@ impl Notifier {
 
     /// How the notification of the message `message_id` in `room` stands, for the outbox
     /// timer: it leaves an event alone while a run holds its claim.
-    pub(crate) async fn state(&self, room: &RoomId, message_id: &str) -> Result<NotificationState> {
+    pub async fn state(&self, room: &RoomId, message_id: &str) -> Result<NotificationState> {
         let Some(key) = MessageKey::parse(message_id) else {
             return Ok(NotificationState::Unclaimed);
         };
@@ -456,14 +456,15 @@ impl Notifier {
             match stored.as_ref().and_then(|m| m.thread_id.as_deref()) {
                 Some(root) => {
                     self.store
-                        .followers(room, root, crate::members::MAX_LISTED_MEMBERS)
+                        .followers(room, root, tabletalk_domain::members::MAX_LISTED_MEMBERS)
                         .await
                 }
                 None => Ok(Vec::new()),
             }
         };
         let (members, direct, followers) = tokio::try_join!(
-            self.store.members(room, crate::members::MAX_LISTED_MEMBERS, false),
+            self.store
+                .members(room, tabletalk_domain::members::MAX_LISTED_MEMBERS, false),
             self.store.room(room),
             followers,
         )?;
@@ -520,7 +521,7 @@ impl Notifier {
     }
 
     /// [`Notifier::deliver`] within the delivery deadline; past it, the push is given up.
-    async fn deliver_in_time(
+    pub async fn deliver_in_time(
         &self,
         sender: &PushSender,
         user: UserId,
@@ -567,117 +568,8 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::push::testing::{a_push, subscription_at};
-    use crate::events::PREVIEW_CHARS;
-    use crate::messages::send::NewMessage;
-    use crate::messages::{Message, MessageType};
-    use crate::notify::PushSettings;
-    use crate::service::testing::{alice, chat_on, store, user};
-    use crate::storage::Tables;
-
-    /// A VAPID key made for this test.
-    fn vapid_key() -> String {
-        crate::adapters::push::generate_vapid_key().unwrap().0
-    }
-
-    #[tokio::test]
-    async fn a_redelivered_event_pushes_nothing_again() {
-        let (mut chat, room) = chat_on(Tables::new(store())).await;
-        chat = chat.with_push(PushSettings {
-            sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
-            allow_private_endpoints: true,
-            ..PushSettings::default()
-        });
-        chat.join_room(&user("bob"), &room).await.unwrap();
-        let sent = chat
-            .send_message(&alice(), &room, NewMessage::text("hi"))
-            .await
-            .unwrap();
-        let event = MessageEvent::of(&sent.message).unwrap();
-        // The send's own in-process delivery may be first or still running (then this one is
-        // refused as busy, to be retried); either way, exactly one run counts.
-        let notify = || async {
-            loop {
-                match chat.notifier.notify(&event).await {
-                    Err(Error::Unavailable(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
-                    other => return other.unwrap(),
-                }
-            }
-        };
-        let reports = [notify().await, notify().await];
-        assert!(reports[1].repeat, "{reports:?}");
-        assert_eq!(reports[1].recipients, 0);
-    }
-
-    /// Every push made, and then the store fails once to record it: the record is tried again,
-    /// so the event is done and a redelivery after the lease pushes no one a second time.
-    #[tokio::test]
-    async fn a_done_record_that_fails_once_is_written_again() {
-        let faults = crate::storage::faults::FaultyTables::new(store());
-        let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
-        chat.join_room(&user("bob"), &room).await.unwrap();
-        // Sent before push is configured, so no delivery of its own runs alongside this one.
-        let sent = chat
-            .send_message(&alice(), &room, NewMessage::text("hi"))
-            .await
-            .unwrap();
-        chat = chat.with_push(PushSettings {
-            sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
-            ..PushSettings::default()
-        });
-        let metadata = chat.store.schema().metadata.clone();
-        faults.fail_operation(
-            "update",
-            Some(&metadata),
-            1,
-            crate::storage::StoreError::unavailable("injected"),
-        );
-        let event = MessageEvent::of(&sent.message).unwrap();
-        let report = chat
-            .notifier
-            .notify(&event)
-            .await
-            .expect("the record is written on a later try");
-        assert_eq!(report.recipients, 1);
-        let state = chat.notifier.state(&room, &sent.message.id).await.unwrap();
-        assert_eq!(state, NotificationState::Done);
-    }
-
-    /// A push service that takes the connection and never answers holds a delivery only until
-    /// the delivery deadline, however many attempts and waits remain.
-    #[tokio::test]
-    async fn a_silent_endpoint_is_given_up_at_the_delivery_deadline() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((connection, _)) = listener.accept().await {
-                held.push(connection);
-            }
-        });
-        let (mut chat, _) = chat_on(Tables::new(store())).await;
-        let client = crate::adapters::outbound::OutboundClient::new(
-            crate::adapters::outbound::Reach::Anywhere,
-            crate::adapters::push::REQUEST_TIMEOUT,
-        )
-        .unwrap();
-        let sender = PushSender::new(&vapid_key(), "mailto:test@example.com")
-            .unwrap()
-            .with_client(client);
-        chat = chat.with_push(PushSettings {
-            sender: Some(sender.clone()),
-            allow_private_endpoints: true,
-            delivery_deadline: Duration::from_millis(300),
-            ..PushSettings::default()
-        });
-        let subscription = subscription_at(format!("http://{addr}/push/silent"));
-        let push = a_push();
-        let outcome = chat
-            .notifier
-            .deliver_in_time(&sender, user("bob").user_id, subscription, push)
-            .await;
-        assert_eq!(outcome, Outcome::Failed("not delivered within 300ms".into()));
-    }
+    use tabletalk_domain::events::PREVIEW_CHARS;
+    use tabletalk_domain::messages::{Message, MessageType};
 
     #[test]
     fn server_lines_do_not_notify_and_previews_are_short_text() {

@@ -168,7 +168,7 @@ fn query(grant: &Grant<'_>, extra: &[(&str, &str)], signature: &str) -> String {
         .join("&")
 }
 
-pub(crate) fn sign(key: &[u8], text: &str) -> String {
+pub fn sign(key: &[u8], text: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts keys of any length");
     mac.update(text.as_bytes());
     BASE64.encode(mac.finalize().into_bytes())

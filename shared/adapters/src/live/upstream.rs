@@ -21,7 +21,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 pub const CONNECTED: &str = "azure.webpubsub.sys.connected";
 pub const DISCONNECTED: &str = "azure.webpubsub.sys.disconnected";

@@ -21,7 +21,7 @@ use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str,
 use sha2::Sha256;
 
 use super::{Link, ObjectBackend, ObjectInfo, ObjectKey, unavailable};
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 /// Where this binary serves objects.
 pub const ROUTE_PREFIX: &str = "/objects/";
@@ -456,13 +456,13 @@ mod tests {
     async fn the_longest_upload_key_is_stored_and_listed() {
         let dir = std::env::temp_dir().join(format!("tt-objlong-{}", uuid::Uuid::new_v4().simple()));
         let store = EmbeddedObjects::open(&dir, "http://127.0.0.1:1").unwrap();
-        let user = crate::ids::UserId::parse(&"é".repeat(200)).unwrap();
-        let room = crate::ids::RoomId::generate();
+        let user = tabletalk_domain::ids::UserId::parse(&"é".repeat(200)).unwrap();
+        let room = tabletalk_domain::ids::RoomId::generate();
         let key = format!(
             "{room}/{}/{}/{}",
-            crate::attachments::user_segment(&user),
+            tabletalk_domain::attachments::user_segment(&user),
             "0".repeat(32),
-            crate::attachments::safe_name(&"文".repeat(100))
+            tabletalk_domain::attachments::safe_name(&"文".repeat(100))
         );
         let key = ObjectKey::parse(&key).unwrap();
         store.put(&key, "text/plain", b"hello".to_vec()).await.unwrap();

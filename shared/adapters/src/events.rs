@@ -1,15 +1,15 @@
 //! The event sink: where a send's notification event goes once it is committed with its
 //! message (the outbox). An Event Grid custom topic ([`EventGrid`], `aeg-sas-key`,
 //! reference/azure-platform.md §3.1) in the cloud, which delivers to the notification function;
-//! without one, the notification consumer in this process (`crate::notify::Notifier`).
+//! without one, the notification consumer in this process (the service's `notify::Notifier`).
 //! Accepted means the outbox row can go; a failure leaves it for the timer.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::error::{Error, Result};
-use crate::events::{AutomationEvent, CloudEvent, MessageEvent};
+use tabletalk_domain::error::{Error, Result};
+use tabletalk_domain::events::{AutomationEvent, CloudEvent, MessageEvent};
 
 /// The publishing API's version (reference §3.1).
 const API_VERSION: &str = "2018-01-01";

@@ -18,8 +18,8 @@ use web_push::{
 };
 
 use super::outbound::{self, OutboundClient, Reach};
-use crate::error::{Error, Result};
-use crate::subscriptions::PushSubscription;
+use tabletalk_domain::error::{Error, Result};
+use tabletalk_domain::subscriptions::PushSubscription;
 
 /// How long a push service may take to answer one request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -233,8 +233,8 @@ pub fn generate_vapid_key() -> Result<(String, String)> {
 
 /// What the push tests share: a push, a browser's subscription, and the VAPID header a
 /// prepared push carries.
-#[cfg(test)]
-pub(crate) mod testing {
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
 
     pub fn a_push() -> Push {
@@ -251,7 +251,7 @@ pub(crate) mod testing {
         let (_, browser_key) = generate_vapid_key().unwrap();
         PushSubscription {
             endpoint: endpoint.into(),
-            keys: crate::subscriptions::PushKeys {
+            keys: tabletalk_domain::subscriptions::PushKeys {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },

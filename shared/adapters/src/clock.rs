@@ -2,7 +2,7 @@
 //! without sleeping: a service test advances a [`ManualClock`]; an end-to-end test, which
 //! drives the real binary, writes the time into a file that [`FileClock`] reads on every call,
 //! so two server processes given the same file share one clock (`TABLETALK_TEST_CLOCK_FILE`,
-//! honoured only with the published development secret: see `crate::config`).
+//! honoured only with the published development secret: see the service's `config`).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

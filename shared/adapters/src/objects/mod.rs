@@ -12,7 +12,7 @@
 
 pub mod azure_blob;
 pub mod embedded;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod faults;
 pub mod sas;
 
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 /// An object's key: `/`-separated segments of `[A-Za-z0-9._-]`, none empty, `.` or `..`.
 /// Once one exists it is valid: every backend can use it as a blob name and a file name.
@@ -166,7 +166,7 @@ impl std::ops::Deref for Objects {
 }
 
 /// A store error as the service answers it: never the client's doing.
-pub(crate) fn unavailable(what: &str, e: impl fmt::Display) -> Error {
+pub fn unavailable(what: &str, e: impl fmt::Display) -> Error {
     Error::Unavailable(format!("object store: {what}: {e}"))
 }
 

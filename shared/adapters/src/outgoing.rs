@@ -22,8 +22,8 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::outbound::{self, OutboundClient};
-use crate::error::{Error, Result};
-use crate::outgoing::{DELIVERY_HEADER, EVENT_HEADER, HookEvent, SECRET_PREFIX, SIGNATURE_HEADER};
+use tabletalk_domain::error::{Error, Result};
+use tabletalk_domain::outgoing::{DELIVERY_HEADER, EVENT_HEADER, HookEvent, SECRET_PREFIX, SIGNATURE_HEADER};
 
 /// How long an endpoint may take to answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

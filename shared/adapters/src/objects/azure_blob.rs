@@ -25,7 +25,7 @@ use tokio::sync::Mutex;
 
 use super::sas::{self, DelegationKey, Grant, VERSION};
 use super::{Link, ObjectBackend, ObjectInfo, ObjectKey, unavailable};
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 /// Azurite's account and its public, well-known key (it protects nothing).
 const EMULATOR_ACCOUNT: &str = "devstoreaccount1";

@@ -25,7 +25,7 @@ use std::time::Duration;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 /// Which hosts outbound requests may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::error::Result;
+use tabletalk_domain::error::Result;
 
 use self::local_hub::LocalHub;
 use self::web_pubsub::WebPubSub;

@@ -22,7 +22,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use url::Url;
 
 use super::outbound::{self, OutboundClient};
-use crate::previews::{LinkPreview, PageMeta};
+use tabletalk_domain::messages::previews::{LinkPreview, PageMeta};
 
 /// Redirects followed before a fetch gives up; each target is checked like the first URL.
 pub const MAX_REDIRECTS: usize = 3;

@@ -11,6 +11,7 @@ mod limits;
 mod messages;
 mod moderation;
 mod notices;
+mod notify;
 mod outgoing;
 mod pins;
 mod presence;

@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::room_group;
-use crate::error::{Error, Result};
+use tabletalk_domain::error::{Error, Result};
 
 /// How long a client URL is valid.
 pub const CLIENT_TOKEN_TTL: Duration = Duration::hours(1);
@@ -231,7 +231,7 @@ fn sign(key: &str, claims: &impl Serialize) -> Result<String> {
 
 /// The client URL of the hub at `endpoint` (`http(s)://host[:port]`) for `user`, with a token
 /// signed with `key` that lets the connection join the groups of `rooms` and no other.
-pub(crate) fn client_url(
+pub fn client_url(
     key: &str,
     endpoint: &str,
     hub: &str,
