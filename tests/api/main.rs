@@ -4,6 +4,7 @@
 //! and `<file>::azurite::<name>`; the rest run on the embedded store alone. Files are named after
 //! what the user does; the requests and stand-ins several of them need live in `helpers`.
 
+mod api_reference;
 mod attachments;
 mod automation_events;
 mod bad_input;

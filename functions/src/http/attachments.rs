@@ -23,10 +23,10 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn create_upload(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewUpload>,
 ) -> ApiResult<(StatusCode, Json<UploadAnswer>)> {
-    let answer = state.chat.create_upload(&who, &RoomId::parse(&room)?, input).await?;
+    let answer = state.chat.create_upload(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -41,9 +41,9 @@ pub async fn create_upload(
 pub async fn download(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Response> {
-    let url = state.chat.attachment_link(&who, &RoomId::parse(&room)?, &id).await?;
+    let url = state.chat.attachment_link(&who, &room, &id).await?;
     Ok((
         StatusCode::FOUND,
         [(header::LOCATION, url), (header::CACHE_CONTROL, "no-store".to_owned())],

@@ -4,12 +4,14 @@
 //! axum's plain text.
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use tabletalk::Error;
 use tabletalk::auth::Principal;
+use tabletalk::ids::{RoomId, UserId};
+use tabletalk::members::target_user;
 
 use super::AppState;
 use super::error::ApiError;
@@ -157,19 +159,90 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
-/// Path segments (percent-decoded). A segment that does not decode (e.g. `%FF`) is a 400.
+/// A route's path parameters as the domain types they name, in the route's order: a single
+/// type or a tuple of them, each parsed by its own rule (`PathSegment`). A handler takes
+/// `PathParams<RoomId>`, never a string it parses, and a malformed id answers as that type says
+/// (a room id that is no UUID names no room: 404).
 pub struct PathParams<T>(pub T);
 
-impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
+impl<T: FromSegments, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<PathParams<T>, ApiError> {
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(value)) => Ok(PathParams(value)),
-            Err(rejection) => Err(ApiError(Error::bad_request(rejection.body_text()))),
-        }
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError(Error::bad_request(rejection.body_text())))?;
+        let values: Vec<&str> = raw.iter().map(|(_, value)| value).collect();
+        Ok(PathParams(T::from_segments(&values)?))
     }
 }
+
+/// One path parameter's type, parsed from its percent-decoded text.
+pub trait PathSegment: Sized {
+    fn from_segment(text: &str) -> tabletalk::Result<Self>;
+}
+
+impl PathSegment for String {
+    fn from_segment(text: &str) -> tabletalk::Result<String> {
+        Ok(text.to_owned())
+    }
+}
+
+impl PathSegment for RoomId {
+    fn from_segment(text: &str) -> tabletalk::Result<RoomId> {
+        RoomId::parse(text)
+    }
+}
+
+/// A user in a path is the member a moderator acts on: one that cannot exist is no member.
+impl PathSegment for UserId {
+    fn from_segment(text: &str) -> tabletalk::Result<UserId> {
+        target_user(text)
+    }
+}
+
+/// All of a route's path parameters: one [`PathSegment`] or a tuple of them.
+pub trait FromSegments: Sized {
+    fn from_segments(values: &[&str]) -> tabletalk::Result<Self>;
+}
+
+/// The route and the extractor disagree on the number of parameters: a programming error.
+fn wrong_count(expected: usize, values: &[&str]) -> Error {
+    Error::Internal(format!(
+        "the route has {} path parameters, the handler takes {expected}",
+        values.len()
+    ))
+}
+
+macro_rules! from_segments {
+    ($($type:ident $value:ident),+) => {
+        impl<$($type: PathSegment),+> FromSegments for ($($type,)+) {
+            fn from_segments(values: &[&str]) -> tabletalk::Result<Self> {
+                const COUNT: usize = [$(stringify!($type)),+].len();
+                let [$($value),+] = values else {
+                    return Err(wrong_count(COUNT, values));
+                };
+                Ok(($($type::from_segment($value)?,)+))
+            }
+        }
+    };
+}
+from_segments!(A a, B b);
+from_segments!(A a, B b, C c);
+
+macro_rules! one_segment {
+    ($($type:ty),+) => {$(
+        impl FromSegments for $type {
+            fn from_segments(values: &[&str]) -> tabletalk::Result<$type> {
+                match values {
+                    [one] => PathSegment::from_segment(one),
+                    _ => Err(wrong_count(1, values)),
+                }
+            }
+        }
+    )+};
+}
+one_segment!(String, RoomId, UserId);
 
 /// A JSON request body a route has not always taken: no body (or only whitespace) is
 /// `T::default()`, so a request from before the body existed still works; any other body is

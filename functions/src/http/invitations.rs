@@ -21,13 +21,10 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewInvitation>,
 ) -> ApiResult<(StatusCode, Json<Invitation>)> {
-    let invitation = state
-        .chat
-        .create_invitation(&who, &RoomId::parse(&room)?, input)
-        .await?;
+    let invitation = state.chat.create_invitation(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(invitation)))
 }
 
@@ -38,9 +35,9 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Invitation>>> {
-    Ok(Json(state.chat.list_invitations(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_invitations(&who, &room).await?))
 }
 
 /// Its maker, or ManageMembers. A revoked code answers as a missing one.
@@ -50,9 +47,9 @@ pub async fn list(
 pub async fn revoke(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.revoke_invitation(&who, &RoomId::parse(&room)?, &id).await?;
+    state.chat.revoke_invitation(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -70,9 +67,9 @@ pub async fn mine(State(state): State<AppState>, Caller(who): Caller) -> ApiResu
 pub async fn accept(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.accept_invitation(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.accept_invitation(&who, &room).await?))
 }
 
 #[utoipa::path(post, path = "/api/invites/{roomId}/decline", tag = "invitations", operation_id = "declineInvitation",
@@ -81,9 +78,9 @@ pub async fn accept(
 pub async fn decline(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.decline_invitation(&who, &RoomId::parse(&room)?).await?;
+    state.chat.decline_invitation(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

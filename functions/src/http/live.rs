@@ -39,9 +39,9 @@ pub async fn negotiate(
 pub async fn typing(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.typing(&who, &RoomId::parse(&room)?).await?;
+    state.chat.typing(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -4,9 +4,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use tabletalk::ids::RoomId;
+use tabletalk::ids::{RoomId, UserId};
 use tabletalk::members::{
-    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout, target_user,
+    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout,
 };
 use tabletalk::moderation::{BanEntry, Kick};
 
@@ -20,9 +20,9 @@ use super::extract::{Caller, JsonBody, OptionalJsonBody, PathParams};
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<MemberSummary>>> {
-    Ok(Json(state.chat.list_members(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_members(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/members/me", tag = "members", operation_id = "updateMembership",
@@ -31,15 +31,10 @@ pub async fn list(
 pub async fn update_mine(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<MembershipChange>,
 ) -> ApiResult<Json<Member>> {
-    Ok(Json(
-        state
-            .chat
-            .update_membership(&who, &RoomId::parse(&room)?, change)
-            .await?,
-    ))
+    Ok(Json(state.chat.update_membership(&who, &room, change).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/read", tag = "members", operation_id = "markRead",
@@ -48,10 +43,10 @@ pub async fn update_mine(
 pub async fn mark_read(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<MarkRead>,
 ) -> ApiResult<StatusCode> {
-    state.chat.mark_read(&who, &RoomId::parse(&room)?, input).await?;
+    state.chat.mark_read(&who, &room, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -71,9 +66,9 @@ pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -
 pub async fn receipts(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Receipt>>> {
-    Ok(Json(state.chat.receipts(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.receipts(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member. The body is optional (no body is a
@@ -85,13 +80,10 @@ pub async fn receipts(
 pub async fn kick(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, user)): PathParams<(String, String)>,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
     OptionalJsonBody(input): OptionalJsonBody<Kick>,
 ) -> ApiResult<StatusCode> {
-    state
-        .chat
-        .kick(&who, &RoomId::parse(&room)?, &target_user(&user)?, input)
-        .await?;
+    state.chat.kick(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -102,9 +94,9 @@ pub async fn kick(
 pub async fn bans(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<BanEntry>>> {
-    Ok(Json(state.chat.list_bans(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_bans(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member.
@@ -114,13 +106,10 @@ pub async fn bans(
 pub async fn timeout(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, user)): PathParams<(String, String)>,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Timeout>,
 ) -> ApiResult<Json<MemberSummary>> {
-    let room = RoomId::parse(&room)?;
-    Ok(Json(
-        state.chat.timeout(&who, &room, &target_user(&user)?, input).await?,
-    ))
+    Ok(Json(state.chat.timeout(&who, &room, &user, input).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member (if they are one).
@@ -130,11 +119,10 @@ pub async fn timeout(
 pub async fn ban(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, user)): PathParams<(String, String)>,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Ban>,
 ) -> ApiResult<StatusCode> {
-    let room = RoomId::parse(&room)?;
-    state.chat.ban(&who, &room, &target_user(&user)?, input).await?;
+    state.chat.ban(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -144,12 +132,9 @@ pub async fn ban(
 pub async fn unban(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, user)): PathParams<(String, String)>,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
 ) -> ApiResult<StatusCode> {
-    state
-        .chat
-        .unban(&who, &RoomId::parse(&room)?, &target_user(&user)?)
-        .await?;
+    state.chat.unban(&who, &room, &user).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -160,14 +145,8 @@ pub async fn unban(
 pub async fn set_roles(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, user)): PathParams<(String, String)>,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<MemberRoles>,
 ) -> ApiResult<Json<MemberSummary>> {
-    let room = RoomId::parse(&room)?;
-    Ok(Json(
-        state
-            .chat
-            .set_member_roles(&who, &room, &target_user(&user)?, input)
-            .await?,
-    ))
+    Ok(Json(state.chat.set_member_roles(&who, &room, &user, input).await?))
 }

@@ -30,10 +30,10 @@ use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
-    let sent = state.chat.send_message(&who, &RoomId::parse(&room)?, input).await?;
+    let sent = state.chat.send_message(&who, &room, input).await?;
     let status = if sent.created {
         StatusCode::CREATED
     } else {
@@ -49,10 +49,9 @@ pub async fn create(
 pub async fn read(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadMessages>,
 ) -> ApiResult<Json<MessagesRead>> {
-    let room = RoomId::parse(&room)?;
     Ok(Json(match request.around {
         Some(_) => MessagesRead::Around(state.chat.read_around(&who, &room, request).await?),
         None => MessagesRead::Page(state.chat.read_messages(&who, &room, request).await?),
@@ -67,12 +66,10 @@ pub async fn read(
 pub async fn batch(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(request): JsonBody<GetMessages>,
 ) -> ApiResult<Json<MessageBatch>> {
-    Ok(Json(
-        state.chat.get_messages(&who, &RoomId::parse(&room)?, request).await?,
-    ))
+    Ok(Json(state.chat.get_messages(&who, &room, request).await?))
 }
 
 /// The room's pinned messages, newest message first, a page at a time.
@@ -82,10 +79,10 @@ pub async fn batch(
 pub async fn pins(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadPins>,
 ) -> ApiResult<Json<MessagePage>> {
-    Ok(Json(state.chat.read_pins(&who, &RoomId::parse(&room)?, request).await?))
+    Ok(Json(state.chat.read_pins(&who, &room, request).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "getMessage",
@@ -94,9 +91,9 @@ pub async fn pins(
 pub async fn get(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.get_message(&who, &RoomId::parse(&room)?, &id).await?))
+    Ok(Json(state.chat.get_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "editMessage",
@@ -105,12 +102,10 @@ pub async fn get(
 pub async fn edit(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(
-        state.chat.edit_message(&who, &RoomId::parse(&room)?, &id, edit).await?,
-    ))
+    Ok(Json(state.chat.edit_message(&who, &room, &id, edit).await?))
 }
 
 /// Leaves a tombstone: the message is gone from every read and operation.
@@ -120,9 +115,9 @@ pub async fn edit(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_message(&who, &RoomId::parse(&room)?, &id).await?;
+    state.chat.delete_message(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -132,9 +127,9 @@ pub async fn delete(
 pub async fn pin(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.pin_message(&who, &RoomId::parse(&room)?, &id).await?))
+    Ok(Json(state.chat.pin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/pin", tag = "messages", operation_id = "unpinMessage",
@@ -143,9 +138,9 @@ pub async fn pin(
 pub async fn unpin(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.unpin_message(&who, &RoomId::parse(&room)?, &id).await?))
+    Ok(Json(state.chat.unpin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/vote", tag = "messages", operation_id = "votePoll",
@@ -154,10 +149,10 @@ pub async fn unpin(
 pub async fn vote(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(vote): JsonBody<Vote>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.vote(&who, &RoomId::parse(&room)?, &id, vote).await?))
+    Ok(Json(state.chat.vote(&who, &room, &id, vote).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -167,9 +162,9 @@ pub async fn vote(
 pub async fn react(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id, emoji)): PathParams<(String, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(state.chat.react(&who, &RoomId::parse(&room)?, &id, &emoji).await?))
+    Ok(Json(state.chat.react(&who, &room, &id, &emoji).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -179,11 +174,9 @@ pub async fn react(
 pub async fn unreact(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id, emoji)): PathParams<(String, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(
-        state.chat.unreact(&who, &RoomId::parse(&room)?, &id, &emoji).await?,
-    ))
+    Ok(Json(state.chat.unreact(&who, &room, &id, &emoji).await?))
 }
 
 /// How the forward into one room went, as the API answers it.
@@ -223,13 +216,10 @@ impl From<ForwardOutcome> for ForwardResult {
 pub async fn forward(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(forward): JsonBody<Forward>,
 ) -> ApiResult<Json<Vec<ForwardResult>>> {
-    let outcomes = state
-        .chat
-        .forward_message(&who, &RoomId::parse(&room)?, &id, forward)
-        .await?;
+    let outcomes = state.chat.forward_message(&who, &room, &id, forward).await?;
     Ok(Json(outcomes.into_iter().map(ForwardResult::from).collect()))
 }
 
@@ -240,15 +230,10 @@ pub async fn forward(
 pub async fn thread(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     QueryParams(request): QueryParams<ReadThread>,
 ) -> ApiResult<Json<ThreadPage>> {
-    Ok(Json(
-        state
-            .chat
-            .read_thread(&who, &RoomId::parse(&room)?, &id, request)
-            .await?,
-    ))
+    Ok(Json(state.chat.read_thread(&who, &room, &id, request).await?))
 }
 
 /// The change feed (seed 004): what changed in these conversations since the stored cursors.
@@ -272,9 +257,9 @@ pub async fn changes(
 pub async fn follow(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(state.chat.follow_thread(&who, &RoomId::parse(&room)?, &id).await?))
+    Ok(Json(state.chat.follow_thread(&who, &room, &id).await?))
 }
 
 /// Stops following the thread of a message; not following it is no error.
@@ -285,11 +270,9 @@ pub async fn follow(
 pub async fn unfollow(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(
-        state.chat.unfollow_thread(&who, &RoomId::parse(&room)?, &id).await?,
-    ))
+    Ok(Json(state.chat.unfollow_thread(&who, &room, &id).await?))
 }
 
 /// Marks a followed thread read up to now (409 when the caller does not follow it).
@@ -300,9 +283,9 @@ pub async fn unfollow(
 pub async fn thread_read(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.mark_thread_read(&who, &RoomId::parse(&room)?, &id).await?;
+    state.chat.mark_thread_read(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

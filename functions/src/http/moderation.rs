@@ -20,12 +20,10 @@ use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 pub async fn log(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadModerationLog>,
 ) -> ApiResult<Json<ModerationLogPage>> {
-    Ok(Json(
-        state.chat.moderation_log(&who, &RoomId::parse(&room)?, request).await?,
-    ))
+    Ok(Json(state.chat.moderation_log(&who, &room, request).await?))
 }
 
 /// 201 with the report; 200 with the member's earlier report of the message when they
@@ -37,13 +35,10 @@ pub async fn log(
 pub async fn report(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<NewReport>,
 ) -> ApiResult<(StatusCode, Json<Report>)> {
-    let filed = state
-        .chat
-        .report_message(&who, &RoomId::parse(&room)?, &id, input)
-        .await?;
+    let filed = state.chat.report_message(&who, &room, &id, input).await?;
     let status = if filed.created {
         StatusCode::CREATED
     } else {
@@ -59,9 +54,9 @@ pub async fn report(
 pub async fn queue(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<ReportQueue>> {
-    Ok(Json(state.chat.report_queue(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.report_queue(&who, &room).await?))
 }
 
 /// Closes a message's open reports: `dismiss` keeps the message, `delete` deletes it (a
@@ -72,12 +67,9 @@ pub async fn queue(
 pub async fn resolve(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ResolveReports>,
 ) -> ApiResult<StatusCode> {
-    state
-        .chat
-        .resolve_reports(&who, &RoomId::parse(&room)?, &id, input)
-        .await?;
+    state.chat.resolve_reports(&who, &room, &id, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -21,13 +21,10 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewOutgoingWebhook>,
 ) -> ApiResult<(StatusCode, Json<OutgoingWebhookWithSecret>)> {
-    let hook = state
-        .chat
-        .create_outgoing_webhook(&who, &RoomId::parse(&room)?, input)
-        .await?;
+    let hook = state.chat.create_outgoing_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -38,11 +35,9 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<OutgoingWebhook>>> {
-    Ok(Json(
-        state.chat.list_outgoing_webhooks(&who, &RoomId::parse(&room)?).await?,
-    ))
+    Ok(Json(state.chat.list_outgoing_webhooks(&who, &room).await?))
 }
 
 /// Deletes an endpoint; nothing more is sent to it. An id naming nothing is 404.
@@ -52,12 +47,9 @@ pub async fn list(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state
-        .chat
-        .delete_outgoing_webhook(&who, &RoomId::parse(&room)?, &id)
-        .await?;
+    state.chat.delete_outgoing_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -69,9 +61,7 @@ pub async fn delete(
 pub async fn deliveries(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Vec<Delivery>>> {
-    Ok(Json(
-        state.chat.list_deliveries(&who, &RoomId::parse(&room)?, &id).await?,
-    ))
+    Ok(Json(state.chat.list_deliveries(&who, &room, &id).await?))
 }

@@ -20,8 +20,8 @@ use super::extract::{Caller, PathParams};
 pub async fn remove(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.remove_preview(&who, &RoomId::parse(&room)?, &id).await?;
+    state.chat.remove_preview(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -16,9 +16,9 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Role>>> {
-    Ok(Json(state.chat.list_roles(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_roles(&who, &room).await?))
 }
 
 /// Needs ManageRoles; the position must be below the caller's rank.
@@ -28,10 +28,10 @@ pub async fn list(
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewRole>,
 ) -> ApiResult<(StatusCode, Json<Role>)> {
-    let role = state.chat.create_role(&who, &RoomId::parse(&room)?, input).await?;
+    let role = state.chat.create_role(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(role)))
 }
 
@@ -41,15 +41,10 @@ pub async fn create(
 pub async fn update(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, role)): PathParams<(String, String)>,
+    PathParams((room, role)): PathParams<(RoomId, String)>,
     JsonBody(change): JsonBody<RoleChange>,
 ) -> ApiResult<Json<Role>> {
-    Ok(Json(
-        state
-            .chat
-            .update_role(&who, &RoomId::parse(&room)?, &role, change)
-            .await?,
-    ))
+    Ok(Json(state.chat.update_role(&who, &room, &role, change).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/roles/{roleId}", tag = "roles", operation_id = "deleteRole",
@@ -58,8 +53,8 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, role)): PathParams<(String, String)>,
+    PathParams((room, role)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_role(&who, &RoomId::parse(&room)?, &role).await?;
+    state.chat.delete_role(&who, &room, &role).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -60,9 +60,9 @@ pub async fn open_direct(
 pub async fn get(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.get_room(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.get_room(&who, &room).await?))
 }
 
 /// A public room only: a private one answers 404 (join it through an invitation).
@@ -72,9 +72,9 @@ pub async fn get(
 pub async fn join(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.join_room(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.join_room(&who, &room).await?))
 }
 
 /// Only the owner; the new owner must be a member. The caller becomes an ordinary member, who
@@ -85,15 +85,10 @@ pub async fn join(
 pub async fn transfer(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<OwnershipTransfer>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(
-        state
-            .chat
-            .transfer_ownership(&who, &RoomId::parse(&room)?, input)
-            .await?,
-    ))
+    Ok(Json(state.chat.transfer_ownership(&who, &room, input).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/leave", tag = "rooms", operation_id = "leaveRoom",
@@ -102,9 +97,9 @@ pub async fn transfer(
 pub async fn leave(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.leave_room(&who, &RoomId::parse(&room)?).await?;
+    state.chat.leave_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -115,12 +110,10 @@ pub async fn leave(
 pub async fn update(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<RoomChange>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(
-        state.chat.update_room(&who, &RoomId::parse(&room)?, change).await?,
-    ))
+    Ok(Json(state.chat.update_room(&who, &room, change).await?))
 }
 
 /// Owner only. Removes every row of the room in every table.
@@ -130,8 +123,8 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_room(&who, &RoomId::parse(&room)?).await?;
+    state.chat.delete_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -19,10 +19,10 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewScheduled>,
 ) -> ApiResult<(StatusCode, Json<Scheduled>)> {
-    let item = state.chat.schedule_message(&who, &RoomId::parse(&room)?, input).await?;
+    let item = state.chat.schedule_message(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(item)))
 }
 
@@ -33,9 +33,9 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Scheduled>>> {
-    Ok(Json(state.chat.list_scheduled(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_scheduled(&who, &room).await?))
 }
 
 /// Only while it is `scheduled` (409 once it is being sent or done).
@@ -45,15 +45,10 @@ pub async fn list(
 pub async fn edit(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ScheduledEdit>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(
-        state
-            .chat
-            .edit_scheduled(&who, &RoomId::parse(&room)?, &id, input)
-            .await?,
-    ))
+    Ok(Json(state.chat.edit_scheduled(&who, &room, &id, input).await?))
 }
 
 /// Cancels it: 200 with the item, `status: cancelled` (409 once it is being sent or done).
@@ -63,9 +58,7 @@ pub async fn edit(
 pub async fn cancel(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(
-        state.chat.cancel_scheduled(&who, &RoomId::parse(&room)?, &id).await?,
-    ))
+    Ok(Json(state.chat.cancel_scheduled(&who, &room, &id).await?))
 }

@@ -20,10 +20,10 @@ use super::extract::{Caller, JsonBody, PathParams};
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<(StatusCode, Json<WebhookWithUrl>)> {
-    let hook = state.chat.create_webhook(&who, &RoomId::parse(&room)?, input).await?;
+    let hook = state.chat.create_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -33,9 +33,9 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams(room): PathParams<String>,
+    PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Webhook>>> {
-    Ok(Json(state.chat.list_webhooks(&who, &RoomId::parse(&room)?).await?))
+    Ok(Json(state.chat.list_webhooks(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "renameWebhook",
@@ -44,15 +44,10 @@ pub async fn list(
 pub async fn rename(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<Json<Webhook>> {
-    Ok(Json(
-        state
-            .chat
-            .rename_webhook(&who, &RoomId::parse(&room)?, &id, input)
-            .await?,
-    ))
+    Ok(Json(state.chat.rename_webhook(&who, &room, &id, input).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "deleteWebhook",
@@ -61,9 +56,9 @@ pub async fn rename(
 pub async fn delete(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_webhook(&who, &RoomId::parse(&room)?, &id).await?;
+    state.chat.delete_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -74,11 +69,9 @@ pub async fn delete(
 pub async fn rotate(
     State(state): State<AppState>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(String, String)>,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<WebhookWithUrl>> {
-    Ok(Json(
-        state.chat.rotate_webhook(&who, &RoomId::parse(&room)?, &id).await?,
-    ))
+    Ok(Json(state.chat.rotate_webhook(&who, &room, &id).await?))
 }
 
 /// Posts a `Webhook` message; no bearer token. The body is Slack's incoming-webhook body

@@ -614,7 +614,7 @@ mod tests {
 
     #[test]
     fn the_development_secret_is_the_one_local_settings_publishes() {
-        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../local.settings.json");
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../local.settings.json");
         let values = read_local_settings(&file).unwrap();
         assert_eq!(values[JWT_SECRET], DEVELOPMENT_JWT_SECRET);
     }
