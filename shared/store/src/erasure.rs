@@ -27,7 +27,7 @@ use tabletalk_domain::messages::Message;
 use tabletalk_tables::{ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 /// More history rows than any user has; a count reads them all, page by page.
-const ALL_ROOMS: usize = 1_000_000;
+pub const ALL_ROOMS: usize = 1_000_000;
 
 /// The version of a job row its holder last wrote: the next write is conditional on it.
 #[derive(Debug, Clone)]
@@ -124,12 +124,12 @@ impl Store {
         }
     }
 
-    /// Adds the rooms of `user`'s current memberships to their history, for memberships older
-    /// than the history index (their first join unknown: the whole room is scanned). Answers
-    /// how many were added.
-    pub async fn record_current_rooms(&self, user: &UserId) -> Result<usize> {
+    /// Adds `current`, the rooms of `user`'s current memberships, to their history, for
+    /// memberships older than the history index (their first join unknown: the whole room is
+    /// scanned). Answers how many were added.
+    pub async fn record_current_rooms(&self, user: &UserId, current: &[RoomId]) -> Result<usize> {
         let mut added = 0;
-        for room in self.user_rooms(user, ALL_ROOMS).await? {
+        for room in current {
             let row = Entity::new(user_key(user), room.as_str());
             match self.tables.insert(&self.schema.user_history, &row).await {
                 Ok(_) => added += 1,

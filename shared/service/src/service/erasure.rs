@@ -231,14 +231,21 @@ impl Chat {
         }
     }
 
+    /// Adds the rooms `user` is a member of now to their history (`Store::record_current_rooms`);
+    /// answers how many were added.
+    async fn record_current_rooms(&self, user: &UserId) -> Result<usize> {
+        let current = self.store.user_rooms(user, crate::store::erasure::ALL_ROOMS).await?;
+        Ok(self.store.record_current_rooms(user, &current).await?)
+    }
+
     /// The whole job, from where it stands to done.
     pub(super) async fn erase_everything(&self, run: &mut Run) -> Result<(), Stop> {
-        self.store.record_current_rooms(&run.user).await?;
+        self.record_current_rooms(&run.user).await?;
         loop {
             let Some(past) = self.store.next_past_room(&run.user).await? else {
                 // A membership that appeared meanwhile (a join that passed its check just
                 // before the job began) is taken too.
-                if self.store.record_current_rooms(&run.user).await? > 0 {
+                if self.record_current_rooms(&run.user).await? > 0 {
                     continue;
                 }
                 break;
