@@ -288,7 +288,7 @@ impl Notifier {
             }
             Start::Run(run) => run,
         };
-        let pending = match self.store.record_fan_out(&run.room, event).await {
+        let pending = match self.store.outbox.record_fan_out(&run.room, event).await {
             Ok(pending) => pending,
             Err(e) => {
                 self.release(&run).await;
@@ -305,7 +305,7 @@ impl Notifier {
             match notifier.fan_out(&sender, run).await {
                 Ok(report) => {
                     tracing::info!(event = %id, ?report, "an event's pushes are done");
-                    notifier.store.clear_fan_out(&room, pending).await;
+                    notifier.store.outbox.clear_fan_out(&room, pending).await;
                 }
                 // The pending row stays: the outbox timer republishes the event once no run
                 // holds its claim.
@@ -343,7 +343,7 @@ impl Notifier {
 
     /// Gives a run's claim up, so that a retry starts clean.
     async fn release(&self, run: &Run) {
-        if let Err(release) = self.store.release_claim(&run.room, &run.key, &run.etag).await {
+        if let Err(release) = self.store.claims.release_claim(&run.room, &run.key, &run.etag).await {
             tracing::warn!(error = %release, "an event's claim was not released; its lease will expire");
         }
     }
@@ -372,7 +372,7 @@ impl Notifier {
         let outcomes = loop {
             tokio::select! {
                 outcomes = &mut deliveries => break outcomes,
-                () = tokio::time::sleep(renew_every) => match self.store.reclaim(&room, &key, &etag, chrono::Utc::now()).await {
+                () = tokio::time::sleep(renew_every) => match self.store.claims.reclaim(&room, &key, &etag, chrono::Utc::now()).await {
                     Ok(Some(renewed)) => etag = renewed,
                     Ok(None) => {
                         return Err(Error::Unavailable("the event's claim was taken over; its pushes stopped".into()));
@@ -394,7 +394,7 @@ impl Notifier {
         // claim means another run took over, and it records the event itself — or an earlier
         // try of ours landed after all.)
         for attempt in 1..=DONE_ATTEMPTS {
-            match self.store.record_done(&room, &key, &etag).await {
+            match self.store.claims.record_done(&room, &key, &etag).await {
                 Ok(_) => break,
                 Err(e) if attempt < DONE_ATTEMPTS => {
                     tracing::warn!(error = %e, attempt, "an event's pushes are done but not yet recorded; trying again");
@@ -413,7 +413,7 @@ impl Notifier {
             return Ok(NotificationState::Unclaimed);
         };
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
-        Ok(match self.store.claim_row(room, &key).await? {
+        Ok(match self.store.claims.claim_row(room, &key).await? {
             ClaimRow::Missing => NotificationState::Unclaimed,
             ClaimRow::Done => NotificationState::Done,
             ClaimRow::Claimed { at, .. } if at.is_some_and(|at| chrono::Utc::now() - at < lease) => {
@@ -427,14 +427,14 @@ impl Notifier {
     async fn claim(&self, room: &RoomId, key: &MessageKey) -> Result<Claim> {
         let now = chrono::Utc::now();
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
-        Ok(match self.store.claim_row(room, key).await? {
-            ClaimRow::Missing => match self.store.insert_claim(room, key, now).await? {
+        Ok(match self.store.claims.claim_row(room, key).await? {
+            ClaimRow::Missing => match self.store.claims.insert_claim(room, key, now).await? {
                 Some(etag) => Claim::Ours(etag),
                 None => Claim::Busy,
             },
             ClaimRow::Done => Claim::Done,
             ClaimRow::Claimed { at, token: Some(token) } if !at.is_some_and(|at| now - at < lease) => {
-                match self.store.reclaim(room, key, &token, now).await? {
+                match self.store.claims.reclaim(room, key, &token, now).await? {
                     Some(etag) => Claim::Ours(etag),
                     None => Claim::Busy,
                 }
@@ -447,7 +447,7 @@ impl Notifier {
     /// sender, by their levels, not online) and each one's subscriptions.
     async fn plan(&self, room: &RoomId, key: &MessageKey) -> Result<Plan> {
         let mut plan = Plan::default();
-        let stored = self.store.message(room, key).await?.filter(|m| m.is_live());
+        let stored = self.store.messages.message(room, key).await?.filter(|m| m.is_live());
         let Some(event) = stored.as_ref().and_then(MessageEvent::of) else {
             return Ok(plan);
         };
@@ -456,6 +456,7 @@ impl Notifier {
             match stored.as_ref().and_then(|m| m.thread_id.as_deref()) {
                 Some(root) => {
                     self.store
+                        .follows
                         .followers(room, root, tabletalk_domain::members::MAX_LISTED_MEMBERS)
                         .await
                 }
@@ -464,8 +465,9 @@ impl Notifier {
         };
         let (members, direct, followers) = tokio::try_join!(
             self.store
+                .members
                 .members(room, tabletalk_domain::members::MAX_LISTED_MEMBERS, false),
-            self.store.room(room),
+            self.store.rooms.room(room),
             followers,
         )?;
         // In a direct conversation every message is addressed to the other person.
@@ -484,7 +486,11 @@ impl Notifier {
                 if self.online(user.as_str()).await {
                     return Ok(None);
                 }
-                let (subscriptions, dnd) = self.store.push_targets(&user, MAX_SUBSCRIPTIONS_PER_USER).await?;
+                let (subscriptions, dnd) = self
+                    .store
+                    .subscriptions
+                    .push_targets(&user, MAX_SUBSCRIPTIONS_PER_USER)
+                    .await?;
                 // Under do-not-disturb, nothing is pushed, mentions included.
                 let subscriptions = match dnd.holds_at(chrono::Utc::now()) {
                     true => Vec::new(),
@@ -550,7 +556,12 @@ impl Notifier {
                     tokio::time::sleep((*wait).max(backoff)).await;
                 }
                 Outcome::Gone => {
-                    if let Err(e) = self.store.delete_subscription(&user, &subscription.endpoint).await {
+                    if let Err(e) = self
+                        .store
+                        .subscriptions
+                        .delete_subscription(&user, &subscription.endpoint)
+                        .await
+                    {
                         tracing::warn!(error = %e, "could not delete a gone push subscription");
                     }
                     break;

@@ -4,7 +4,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::claim_key;
 use tabletalk_domain::ids::RoomId;
@@ -41,7 +40,15 @@ fn lost(e: &StoreError) -> bool {
     e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound)
 }
 
-impl Store {
+/// Notification claims: who was pushed for a message, claimed once per run. Holds the tables it
+/// uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct ClaimStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl ClaimStore {
     pub async fn claim_row(&self, room: &RoomId, message: &MessageKey) -> Result<ClaimRow> {
         let row = self
             .tables

@@ -5,7 +5,6 @@
 
 use std::ops::Bound;
 
-use super::Store;
 use super::error::Result;
 use super::schema::{reaction_key, vote_key};
 use tabletalk_domain::ids::{RoomId, UserId};
@@ -51,7 +50,15 @@ fn key_of(message: &MessageKey, user: &UserId, companion: Companion<'_>) -> Stri
     }
 }
 
-impl Store {
+/// Reactions and poll votes, the companion rows of messages. Holds the tables it uses and, as
+/// fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct CompanionStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl CompanionStore {
     /// Writes `user`'s companion of a message (again is a no-op; a vote replaces their vote).
     pub async fn put_companion(
         &self,
@@ -81,8 +88,13 @@ impl Store {
         user: &UserId,
         companion: Companion<'_>,
     ) -> Result<()> {
-        self.delete_if_present(&self.schema.metadata, room.as_str(), &key_of(message, user, companion))
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.metadata,
+            room.as_str(),
+            &key_of(message, user, companion),
+        )
+        .await
     }
 
     /// Deletes every companion row of a message.

@@ -15,7 +15,6 @@ use std::ops::Bound;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use super::Store;
 use super::error::Result;
 use super::schema::{DIRECTORY_PARTITION, directory_key};
 use tabletalk_domain::error::Error;
@@ -65,7 +64,14 @@ fn decode_cursor(cursor: &str) -> tabletalk_domain::error::Result<String> {
         .ok_or_else(|| Error::validation("cursor is not one the directory gave out"))
 }
 
-impl Store {
+/// The directory of public rooms. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct DirectoryStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl DirectoryStore {
     /// Lists `room` under its current name, when it belongs in the directory.
     pub async fn list_in_directory(&self, room: &Room) -> Result<()> {
         if !room.is_listed() {
@@ -137,7 +143,8 @@ impl Store {
                 None => return Ok(()),
             },
         };
-        self.delete_if_present(
+        crate::delete_if_present(
+            &self.tables,
             &self.schema.housekeeping,
             DIRECTORY_PARTITION,
             &directory_key(&name, room.as_str()),

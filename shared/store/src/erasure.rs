@@ -16,7 +16,6 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::messages::parse_message;
 use super::schema::{ERASURE_PARTITION, user_key};
@@ -112,7 +111,15 @@ fn parse_job(row: &Entity) -> tabletalk_domain::error::Result<ErasureJob> {
     })
 }
 
-impl Store {
+/// Erasure jobs and the history of rooms a user was ever in. Holds the tables it uses and, as
+/// fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct ErasureStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl ErasureStore {
     /// Records that `user` has been a member of `room`, keeping an earlier record (so its time
     /// is their first join).
     pub async fn record_membership(&self, user: &UserId, room: &RoomId) -> Result<()> {
@@ -164,8 +171,7 @@ impl Store {
 
     /// Takes `room` out of `user`'s history (once an erasure is done with it).
     pub async fn forget_past_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_history, &user_key(user), room.as_str())
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.user_history, &user_key(user), room.as_str()).await
     }
 
     /// Message rows of `room` after `after`, up to (excluding) `until`, newest first: up to
@@ -231,8 +237,7 @@ impl Store {
     }
 
     pub async fn delete_mark(&self, room: &RoomId, mark: &Mark) -> Result<()> {
-        self.delete_if_present(&self.schema.metadata, room.as_str(), &mark.row_key)
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.metadata, room.as_str(), &mark.row_key).await
     }
 
     /// Deletes every push subscription of `user`; answers how many there were.
@@ -243,8 +248,13 @@ impl Store {
             .query_up_to(&self.schema.push_subscriptions, &query, ALL_ROOMS)
             .await?;
         for row in &rows {
-            self.delete_if_present(&self.schema.push_subscriptions, &row.partition_key, &row.row_key)
-                .await?;
+            crate::delete_if_present(
+                &self.tables,
+                &self.schema.push_subscriptions,
+                &row.partition_key,
+                &row.row_key,
+            )
+            .await?;
         }
         Ok(rows.len() as u64)
     }

@@ -6,7 +6,6 @@
 use chrono::{DateTime, Utc};
 use std::ops::Bound;
 
-use super::Store;
 use super::error::Result;
 use super::schema::{FOLLOWED_PREFIX, THREAD_PREFIX, follow_key, followed_key, followers_of, thread_key, user_key};
 use tabletalk_domain::ids::{RoomId, UserId};
@@ -32,7 +31,14 @@ pub fn follow_op(room: &RoomId, root: &str, user: &UserId) -> BatchOp {
     }
 }
 
-impl Store {
+/// Who follows which thread. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct FollowStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl FollowStore {
     /// Makes `user` follow the thread `root` of `room`, their read position at `read_at`.
     pub async fn follow(&self, room: &RoomId, root: &str, user: &UserId, read_at: DateTime<Utc>) -> Result<()> {
         self.index_followed(room, root, user, read_at).await?;
@@ -58,10 +64,20 @@ impl Store {
 
     /// Stops `user` following the thread: their own row first, then the follower row.
     pub async fn unfollow(&self, room: &RoomId, root: &str, user: &UserId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user_key(user), &followed_key(room, root))
-            .await?;
-        self.delete_if_present(&self.schema.messages, room.as_str(), &follow_key(root, user))
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.user_rooms,
+            &user_key(user),
+            &followed_key(room, root),
+        )
+        .await?;
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.messages,
+            room.as_str(),
+            &follow_key(root, user),
+        )
+        .await
     }
 
     /// Moves `user`'s read position in a thread they follow; false when they do not follow it.

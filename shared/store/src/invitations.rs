@@ -6,7 +6,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{INVITATION_PREFIX, invitation_key, pending_invitation_key, user_key};
@@ -48,7 +47,15 @@ fn parse_invitation(row: &Entity) -> Option<Invitation> {
     })
 }
 
-impl Store {
+/// Invitations and invitation codes. Holds the tables it uses and, as fields, the surfaces it
+/// calls.
+#[derive(Debug, Clone)]
+pub struct InvitationStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl InvitationStore {
     /// Writes an invitation (a user's replaces their earlier one into the same room), a
     /// user's pointer row first.
     pub async fn put_invitation(&self, invitation: &Invitation) -> Result<()> {
@@ -128,8 +135,13 @@ impl Store {
 
     /// Removes `user`'s pointer to an invitation into `room`.
     pub async fn drop_pending_invitation(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user_key(user), &pending_invitation_key(room))
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.user_rooms,
+            &user_key(user),
+            &pending_invitation_key(room),
+        )
+        .await
     }
 
     /// The rooms `user` has an invitation pointer for, up to [`MAX_LISTED`].

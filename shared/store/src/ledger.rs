@@ -24,7 +24,6 @@ use std::task::Poll;
 
 use tokio::sync::oneshot;
 
-use super::Store;
 use super::schema::{COUNTER_ROW, feed_key};
 use tabletalk_domain::ids::RoomId;
 use tabletalk_tables::conditional::{ConditionalError, update_conditionally_reading_along};
@@ -197,7 +196,17 @@ fn contended() -> StoreError {
     StoreError::new(ErrorKind::Unavailable, "the room is busy; try again")
 }
 
-impl Store {
+/// A room's counter: every change to a message takes the room's next version here. Holds the tables
+/// it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct LedgerStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// Each room's queue of changes waiting for a version, in this process.
+    pub(crate) ledger: std::sync::Arc<Ledger>,
+}
+
+impl LedgerStore {
     /// Commits one change with the next version of its room, possibly together with other
     /// changes queued at the same time. Errors carry the failing operation's index within
     /// this change.
@@ -636,9 +645,9 @@ mod tests {
         SqliteTables::open(dir.join("db.sqlite"), Durability::Normal).unwrap()
     }
 
-    /// The store over `tables`, with a room (and its counter) alice owns.
-    async fn store_with_room(tables: Tables) -> (Store, RoomId) {
-        let store = Store::open(tables, crate::Schema::with_prefix("").unwrap())
+    /// The ledger over `tables`, with a room (and its counter) alice owns.
+    async fn store_with_room(tables: Tables) -> (LedgerStore, RoomId) {
+        let store = crate::Store::open(tables, crate::Schema::with_prefix("").unwrap())
             .await
             .unwrap();
         let room = RoomId::generate();
@@ -663,8 +672,8 @@ mod tests {
             max_sends_per_second: 0,
         };
         let owner = Member::new(&alice, MemberRole::Owner, now);
-        store.create_room(&settings, &owner).await.unwrap();
-        (store, room)
+        store.rooms.create_room(&settings, &owner).await.unwrap();
+        (store.ledger, room)
     }
 
     /// A change inserting one row, `key`, stamped with its version.

@@ -49,32 +49,192 @@ pub use schema::Schema;
 /// calls (`tabletalk_tables::conditional`).
 pub use tabletalk_tables::conditional::{Attempt, retry_lost_races};
 
-use self::ledger::Ledger;
-
-/// Table storage as tabletalk uses it. Cloning is cheap (handles and `Arc`s).
+/// Table storage as tabletalk uses it: one surface per aggregate, each holding the tables it
+/// uses and, as fields, the surfaces it calls, built here bottom-up (so a circle between
+/// surfaces cannot be built). A use case takes the surfaces it needs. Cloning is cheap
+/// (handles and `Arc`s).
 #[derive(Debug, Clone)]
 pub struct Store {
     pub tables: Tables,
     pub schema: Arc<Schema>,
-    /// Each room's queue of changes waiting for a version, in this process.
-    pub ledger: Arc<Ledger>,
-    /// Rooms whose outbox marker this process wrote lately.
-    pub outbox_marks: Arc<outbox::Marks>,
-    /// Rooms whose outgoing webhooks have events this process committed and has not yet
-    /// handed to a delivery run.
-    pub outgoing_nudges: Arc<outgoing::Nudges>,
+    pub claims: claims::ClaimStore,
+    pub companions: companions::CompanionStore,
+    pub directory: directory::DirectoryStore,
+    pub erasure: erasure::ErasureStore,
+    pub follows: follows::FollowStore,
+    pub invitations: invitations::InvitationStore,
+    pub ledger: ledger::LedgerStore,
+    pub limits: limits::LimitStore,
+    pub live: live::LiveStore,
+    pub members: members::MemberStore,
+    pub messages: messages::MessageStore,
+    pub moderation_log: moderation_log::ModerationLogStore,
+    pub outbox: outbox::OutboxStore,
+    pub outgoing: outgoing::OutgoingStore,
+    pub pins: pins::PinStore,
+    pub presence: presence::PresenceStore,
+    pub previews: previews::PreviewStore,
+    pub purge: purge::PurgeStore,
+    pub reports: reports::ReportStore,
+    pub roles: roles::RoleStore,
+    pub rooms: rooms::RoomStore,
+    pub scheduled: scheduled::ScheduledStore,
+    pub subscriptions: subscriptions::SubscriptionStore,
+    pub uploads: uploads::UploadStore,
+    pub webhooks: webhooks::WebhookStore,
 }
 
 impl Store {
     /// The store over `tables`, creating any missing table first.
     pub async fn open(tables: Tables, schema: Schema) -> Result<Store> {
         schema.create_tables(&tables).await?;
+        let schema = Arc::new(schema);
+        let claims = claims::ClaimStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let companions = companions::CompanionStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let directory = directory::DirectoryStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let erasure = erasure::ErasureStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let follows = follows::FollowStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let invitations = invitations::InvitationStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let ledger = ledger::LedgerStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            ledger: Arc::default(),
+        };
+        let limits = limits::LimitStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let live = live::LiveStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let moderation_log = moderation_log::ModerationLogStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let pins = pins::PinStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let purge = purge::PurgeStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            companions: companions.clone(),
+            ledger: ledger.clone(),
+            pins: pins.clone(),
+        };
+        let rooms = rooms::RoomStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            directory: directory.clone(),
+            erasure: erasure.clone(),
+            invitations: invitations.clone(),
+            limits: limits.clone(),
+            moderation_log: moderation_log.clone(),
+            purge: purge.clone(),
+        };
+        let members = members::MemberStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            moderation_log: moderation_log.clone(),
+            rooms: rooms.clone(),
+        };
+        let outgoing = outgoing::OutgoingStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            outgoing_nudges: Arc::default(),
+        };
+        let messages = messages::MessageStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            ledger: ledger.clone(),
+            outgoing: outgoing.clone(),
+        };
+        let outbox = outbox::OutboxStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            outbox_marks: Arc::default(),
+        };
+        let presence = presence::PresenceStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let previews = previews::PreviewStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let reports = reports::ReportStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            moderation_log: moderation_log.clone(),
+        };
+        let roles = roles::RoleStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            moderation_log: moderation_log.clone(),
+        };
+        let scheduled = scheduled::ScheduledStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let subscriptions = subscriptions::SubscriptionStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let uploads = uploads::UploadStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
+        let webhooks = webhooks::WebhookStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
         Ok(Store {
             tables,
-            schema: Arc::new(schema),
-            ledger: Arc::default(),
-            outbox_marks: Arc::default(),
-            outgoing_nudges: Arc::default(),
+            schema,
+            claims,
+            companions,
+            directory,
+            erasure,
+            follows,
+            invitations,
+            ledger,
+            limits,
+            live,
+            members,
+            messages,
+            moderation_log,
+            outbox,
+            outgoing,
+            pins,
+            presence,
+            previews,
+            purge,
+            reports,
+            roles,
+            rooms,
+            scheduled,
+            subscriptions,
+            uploads,
+            webhooks,
         })
     }
 
@@ -86,14 +246,14 @@ impl Store {
     pub fn schema(&self) -> &Schema {
         &self.schema
     }
+}
 
-    /// Deletes a row, answering success when it is already gone.
-    pub async fn delete_if_present(&self, table: &TableName, partition: &str, row: &str) -> Result<()> {
-        match self.tables.delete(table, partition, row, &IfMatch::Any).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+/// Deletes a row, answering success when it is already gone.
+pub async fn delete_if_present(tables: &Tables, table: &TableName, partition: &str, row: &str) -> Result<()> {
+    match tables.delete(table, partition, row, &IfMatch::Any).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -5,7 +5,6 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{
     NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
@@ -90,7 +89,15 @@ fn busy() -> Error {
     Error::Unavailable("the limits are busy; try again".into())
 }
 
-impl Store {
+/// The buckets and records of the limits against abuse. Holds the tables it uses and, as fields,
+/// the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct LimitStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl LimitStore {
     /// Takes up to `want` tokens from a bucket's row at `now`: the row is created full on
     /// first use, and rewritten conditionally on the version read (a lost race re-reads and
     /// takes again from what the other process left). An empty bucket is not written.
@@ -274,8 +281,7 @@ impl Store {
     pub async fn delete_user_limits(&self, room: &RoomId, user: &UserId) -> Result<()> {
         let partition = limits_room_partition(room);
         let (_, newcomer) = bucket_key(&BucketId::Newcomer(room.clone(), user.clone()));
-        self.delete_if_present(&self.schema.limits, &partition, &newcomer)
-            .await?;
+        crate::delete_if_present(&self.tables, &self.schema.limits, &partition, &newcomer).await?;
         let texts = RangeQuery::prefix(partition, &recent_texts_of(user), 1000);
         self.tables.delete_range(&self.schema.limits, &texts).await?;
         Ok(())
@@ -284,7 +290,7 @@ impl Store {
     /// Deletes `user`'s write bucket (an erasure).
     pub async fn delete_user_bucket(&self, user: &UserId) -> Result<()> {
         let (partition, row) = bucket_key(&BucketId::User(user.clone()));
-        self.delete_if_present(&self.schema.limits, &partition, &row).await
+        crate::delete_if_present(&self.tables, &self.schema.limits, &partition, &row).await
     }
 
     /// Deletes a room's partition of `Limits` (the room is being deleted).

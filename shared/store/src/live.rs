@@ -11,7 +11,6 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{
     ARMED_PREFIX, LOOKER_PREFIX, VIEW_PREFIX, VIEWER_PREFIX, armed_key, user_key, view_key, viewer_key,
@@ -43,7 +42,15 @@ pub struct Armed {
     etag: Option<ETag>,
 }
 
-impl Store {
+/// Who looks at a room, for tiered live delivery. Holds the tables it uses and, as fields, the
+/// surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct LiveStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl LiveStore {
     /// The room's lookers: one range read of its `live:` rows.
     pub async fn lookers(&self, room: &RoomId, now: DateTime<Utc>) -> Result<Lookers> {
         let query = RangeQuery::prefix(room.as_str(), LOOKER_PREFIX, 1000);
@@ -124,7 +131,7 @@ impl Store {
                 .iter()
                 .filter(|row| row.datetime("at").is_none_or(|at| at <= now - VIEW_TTL))
             {
-                self.delete_if_present(&self.schema.user_rooms, &row.partition_key, &row.row_key)
+                crate::delete_if_present(&self.tables, &self.schema.user_rooms, &row.partition_key, &row.row_key)
                     .await?;
             }
         }
@@ -151,28 +158,30 @@ impl Store {
 
     /// The connection no longer shows the room.
     pub async fn remove_viewer(&self, room: &RoomId, connection: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &viewer_key(connection))
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.rooms, room.as_str(), &viewer_key(connection)).await
     }
 
     /// Removes `user`'s rows of the room (they left or were removed): their armed row, and
     /// the rows of their connections showing it, found in one range read.
     pub async fn forget_looker(&self, room: &RoomId, user: &UserId) -> Result<()> {
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &armed_key(user))
-            .await?;
+        crate::delete_if_present(&self.tables, &self.schema.rooms, room.as_str(), &armed_key(user)).await?;
         let query = RangeQuery::prefix(room.as_str(), VIEWER_PREFIX, 1000);
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &query, MAX_LOOKERS).await?;
         for row in rows.iter().filter(|row| row.str("userId") == Some(user.as_str())) {
-            self.delete_if_present(&self.schema.rooms, room.as_str(), &row.row_key)
-                .await?;
+            crate::delete_if_present(&self.tables, &self.schema.rooms, room.as_str(), &row.row_key).await?;
         }
         Ok(())
     }
 
     /// Removes the row of which room `user`'s connection showed (it closed).
     pub async fn forget_view(&self, user: &UserId, connection: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user_key(user), &view_key(connection))
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.user_rooms,
+            &user_key(user),
+            &view_key(connection),
+        )
+        .await
     }
 
     /// Removes every row of which room `user`'s connections show (an erasure); how many.
@@ -183,8 +192,7 @@ impl Store {
             .query_up_to(&self.schema.user_rooms, &query, usize::MAX / 2)
             .await?;
         for row in &rows {
-            self.delete_if_present(&self.schema.user_rooms, &row.partition_key, &row.row_key)
-                .await?;
+            crate::delete_if_present(&self.tables, &self.schema.user_rooms, &row.partition_key, &row.row_key).await?;
         }
         Ok(rows.len())
     }

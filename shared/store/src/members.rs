@@ -5,7 +5,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{BAN_PREFIX, INVITATION_PREFIX, MEMBER_PREFIX, ban_key, member_key, timeout_key, user_key};
@@ -114,7 +113,17 @@ pub fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> 
     Entity::new(user_key(user), room.as_str()).with("joinedAt", Value::datetime(joined_at))
 }
 
-impl Store {
+/// Members, bans, timeouts and the "my rooms" index. Holds the tables it uses and, as fields, the
+/// surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct MemberStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
+    pub(crate) rooms: crate::rooms::RoomStore,
+}
+
+impl MemberStore {
     pub async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
         Ok(self
             .tables
@@ -251,16 +260,17 @@ impl Store {
         log: impl Fn(&Member, &Member) -> Vec<ModerationEntry>,
     ) -> Result<Member> {
         let row = |member: &Member| member_row(room, member);
-        self.update_logged(
-            room,
-            &member_key(user),
-            "member not found",
-            parse_member,
-            row,
-            change,
-            log,
-        )
-        .await
+        self.moderation_log
+            .update_logged(
+                room,
+                &member_key(user),
+                "member not found",
+                parse_member,
+                row,
+                change,
+                log,
+            )
+            .await
     }
 
     /// Removes a member as a moderator does, with the log entry in the removal's transaction
@@ -305,7 +315,7 @@ impl Store {
             Err(ConditionalError::NotFound) => Ok(false),
             Err(e) => {
                 // Still a member: the room is listed again, as their membership still says.
-                if let Err(relisted) = self.index_user_room(user, room).await {
+                if let Err(relisted) = self.rooms.index_user_room(user, room).await {
                     tracing::warn!(%room, %user, error = %relisted, "a failed leave left the room unlisted");
                 }
                 Err(settle(e, "member not found").into())
@@ -345,7 +355,7 @@ impl Store {
     /// Adds a membership: the "my rooms" row first, then the member row (taken back if the
     /// member row cannot be written).
     pub async fn add_member(&self, room: &RoomId, member: &Member) -> Result<Joined> {
-        self.index_user_room(&member.user_id, room).await?;
+        self.rooms.index_user_room(&member.user_id, room).await?;
         match self.tables.insert(&self.schema.rooms, &member_row(room, member)).await {
             Ok(_) => Ok(Joined::Joined),
             Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Joined::AlreadyMember),
@@ -361,14 +371,12 @@ impl Store {
     /// index row nothing points back to.
     pub async fn remove_member(&self, room: &RoomId, user: &UserId) -> Result<()> {
         self.unindex_user_room(user, room).await?;
-        self.delete_if_present(&self.schema.rooms, room.as_str(), &member_key(user))
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.rooms, room.as_str(), &member_key(user)).await
     }
 
     /// Takes `room` out of `user`'s "my rooms".
     pub async fn unindex_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        self.delete_if_present(&self.schema.user_rooms, &user_key(user), room.as_str())
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.user_rooms, &user_key(user), room.as_str()).await
     }
 
     /// The rooms `user` is listed in, up to `max`.

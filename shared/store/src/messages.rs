@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::Utc;
 use serde::Serialize;
 
-use super::Store;
 use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
 use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
@@ -185,7 +184,17 @@ pub(super) fn live_change(
     }
 }
 
-impl Store {
+/// Messages with their feed, index, thread and idempotency rows. Holds the tables it uses and, as
+/// fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct MessageStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) ledger: crate::ledger::LedgerStore,
+    pub(crate) outgoing: crate::outgoing::OutgoingStore,
+}
+
+impl MessageStore {
     /// The message `key` names, tombstone or not.
     pub async fn message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
         Ok(self
@@ -481,7 +490,7 @@ impl Store {
         // The room's outgoing webhooks get the event through a row committed with the message.
         let hooked = match hooked {
             Some(known) => Ok(known),
-            None => self.wants_hook_events(room).await,
+            None => self.outgoing.wants_hook_events(room).await,
         };
         let hook_event = match hooked {
             Ok(true) => tabletalk_domain::outgoing::HookEvent::of_change(message, true),
@@ -519,10 +528,10 @@ impl Store {
                 ops
             };
             let activity = super::activity::activity_change(room, message, true);
-            match self.commit_change(room, Box::new(build), Some(activity)).await {
+            match self.ledger.commit_change(room, Box::new(build), Some(activity)).await {
                 Ok(committed) => {
                     if hook_event.is_some() {
-                        self.nudge(room);
+                        self.outgoing.nudge(room);
                     }
                     Ok(Attempt::Done(Inserted::Committed(committed.version)))
                 }
@@ -586,7 +595,7 @@ impl Store {
         change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
-        let hooked = self.wants_hook_events(room).await?;
+        let hooked = self.outgoing.wants_hook_events(room).await?;
         let write = |next: Entity, seen: ETag| {
             let given = given.clone();
             async move {
@@ -620,10 +629,10 @@ impl Store {
                     }
                     ops
                 };
-                let committed = self.commit_change(room, Box::new(build), Some(activity)).await?;
+                let committed = self.ledger.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
                 if hooked {
-                    self.nudge(room);
+                    self.outgoing.nudge(room);
                 }
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),

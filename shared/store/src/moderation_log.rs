@@ -10,7 +10,6 @@
 use std::ops::Bound;
 use std::sync::Mutex;
 
-use super::Store;
 use super::error::{Result, settle};
 use super::schema::{LOG_PREFIX, log_key};
 use tabletalk_domain::error::Error;
@@ -48,7 +47,15 @@ fn parse_entry(entity: &Entity) -> tabletalk_domain::error::Result<ModerationEnt
     serde_json::from_str(entity.str("entry").ok_or_else(broken)?).map_err(|_| broken())
 }
 
-impl Store {
+/// The moderation log, written with the change it records. Holds the tables it uses and, as fields,
+/// the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct ModerationLogStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl ModerationLogStore {
     /// Writes log entries on their own, for an action whose rows live elsewhere (a moderated
     /// delete commits in `Messages`).
     pub async fn append_log(&self, room: &RoomId, entries: &[ModerationEntry]) -> Result<()> {

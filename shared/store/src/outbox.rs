@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{OUTBOX_PARTITION, OUTBOX_PREFIX, fan_out_key, outbox_key};
 use tabletalk_domain::error::Error;
@@ -64,7 +63,17 @@ fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<E
         .with("createdAt", Value::datetime(Utc::now())))
 }
 
-impl Store {
+/// The outbox: a send's notification event until it is published. Holds the tables it uses and, as
+/// fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct OutboxStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// Rooms whose outbox marker this process wrote lately.
+    pub(crate) outbox_marks: std::sync::Arc<Marks>,
+}
+
+impl OutboxStore {
     /// Makes sure the timer will look at `room` (before a send's transaction).
     pub async fn mark_outbox(&self, room: &RoomId) -> Result<()> {
         let fresh = {
@@ -113,8 +122,7 @@ impl Store {
 
     /// Deletes a pending event's row (it was published, is done, or cannot be read).
     pub async fn clear_pending(&self, room: &RoomId, row_key: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), row_key).await
     }
 
     /// Every room whose marker says it may hold pending events.

@@ -13,7 +13,6 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::{Result, settle};
 use super::schema::{
     DELIVERY_DONE_PREFIX, DELIVERY_PENDING_PREFIX, HOOK_EVENT_PREFIX, OUTGOING_PARTITION, OUTGOING_PREFIX,
@@ -171,7 +170,17 @@ fn parse_delivery(row: &Entity) -> Option<Delivery> {
     })
 }
 
-impl Store {
+/// Outgoing webhook endpoints, their events and deliveries. Holds the tables it uses and, as
+/// fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct OutgoingStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// Rooms whose outgoing webhooks have events this process committed and has not yet handed to a delivery run.
+    pub(crate) outgoing_nudges: std::sync::Arc<Nudges>,
+}
+
+impl OutgoingStore {
     /// Stores a new endpoint and lists its room for the delivery runs.
     pub async fn insert_outgoing(&self, hook: &OutgoingWebhook) -> Result<()> {
         match self.tables.insert(&self.schema.rooms, &webhook_row(hook)).await {
@@ -339,8 +348,7 @@ impl Store {
     }
 
     pub async fn clear_hook_event(&self, room: &RoomId, row_key: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.messages, room.as_str(), row_key)
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), row_key).await
     }
 
     /// Records a delivery; one already recorded (an event fanned out again) is kept as it is.
@@ -437,8 +445,7 @@ impl Store {
         )));
         let (rows, _) = self.tables.query_up_to(&self.schema.rooms, &older, 100).await?;
         for row in &rows {
-            self.delete_if_present(&self.schema.rooms, room.as_str(), &row.row_key)
-                .await?;
+            crate::delete_if_present(&self.tables, &self.schema.rooms, room.as_str(), &row.row_key).await?;
         }
         Ok(rows.len())
     }

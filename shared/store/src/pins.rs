@@ -7,7 +7,6 @@
 
 use std::ops::Bound;
 
-use super::Store;
 use super::error::{Result, settle};
 use super::messages::{live_change, parse_message};
 use super::schema::{PIN_PREFIX, pin_key};
@@ -17,7 +16,14 @@ use tabletalk_domain::messages::Message;
 use tabletalk_tables::conditional::update_conditionally_with;
 use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
-impl Store {
+/// The pin index. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct PinStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl PinStore {
     /// Sets a live message's pin flag to `pinned`, with its pin row, through the
     /// conditional-write helper (a concurrent edit and pin both land; a message deleted
     /// meanwhile is 404). Answers the message and whether its flag changed. Pinning writes
@@ -103,7 +109,6 @@ impl Store {
 
     /// Removes a message's pin row (absent is a no-op): after its tombstone or its purge.
     pub async fn delete_pin_row(&self, room: &RoomId, key: &MessageKey) -> Result<()> {
-        self.delete_if_present(&self.schema.messages, room.as_str(), &pin_key(key))
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), &pin_key(key)).await
     }
 }

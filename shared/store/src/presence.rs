@@ -17,7 +17,6 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{
     CONNECTION_PREFIX, HUB_CONNECTIONS_PREFIX, HUBS_PARTITION, PRESENCE_ROW, connection_key, encode_key_part, user_key,
@@ -53,7 +52,15 @@ fn status_value(status: Option<&CustomStatus>) -> Value {
     Value::String(status.and_then(|s| serde_json::to_string(s).ok()).unwrap_or_default())
 }
 
-impl Store {
+/// Presence, from the connections a user has open. Holds the tables it uses and, as fields, the
+/// surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct PresenceStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl PresenceStore {
     /// Records a live connection of `user` as open; a repeat, or an open that comes after the
     /// same connection's close, changes nothing.
     pub async fn open_connection(&self, user: &UserId, connection: &str, now: DateTime<Utc>) -> Result<()> {
@@ -191,9 +198,9 @@ impl Store {
     async fn forget_closed(&self, rows: &[Entity], now: DateTime<Utc>) {
         for row in rows {
             if row.datetime("closedAt").is_some_and(|at| at < now - CLOSED_KEPT)
-                && let Err(e) = self
-                    .delete_if_present(&self.schema.presence, &row.partition_key, &row.row_key)
-                    .await
+                && let Err(e) =
+                    crate::delete_if_present(&self.tables, &self.schema.presence, &row.partition_key, &row.row_key)
+                        .await
             {
                 tracing::debug!(error = %e, "an old connection row stays until the next settle");
             }
@@ -221,7 +228,8 @@ impl Store {
 
     /// Takes `connection` off the list of the local hub of process `tag`.
     pub async fn unindex_hub_connection(&self, tag: &str, connection: &str) -> Result<()> {
-        self.delete_if_present(
+        crate::delete_if_present(
+            &self.tables,
             &self.schema.housekeeping,
             &hub_partition(tag),
             &encode_key_part(connection),
@@ -256,8 +264,7 @@ impl Store {
 
     /// Forgets the heartbeat of the hub of `tag_key` (as `lapsed_hubs` names it).
     pub async fn forget_hub(&self, tag_key: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.housekeeping, HUBS_PARTITION, tag_key)
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.housekeeping, HUBS_PARTITION, tag_key).await
     }
 
     /// Deletes every presence row of `user` (an erasure: their status is theirs).

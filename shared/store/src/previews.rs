@@ -11,7 +11,6 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{
     LINK_CACHE_PARTITION, PREVIEW_JOBS_PARTITION, SWEEP_CURSORS_PARTITION, link_cache_key, preview_job_key, preview_key,
@@ -46,7 +45,14 @@ pub fn preview_of(row: &Entity) -> Option<LinkPreview> {
     serde_json::from_str(row.str("preview")?).ok()
 }
 
-impl Store {
+/// Link previews of messages. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct PreviewStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl PreviewStore {
     /// Records that `message`'s link is to be fetched.
     pub async fn put_preview_job(&self, job: &PreviewJob) -> Result<()> {
         let mut row = Entity::new(PREVIEW_JOBS_PARTITION, preview_job_key(&job.room, &job.message))
@@ -80,7 +86,8 @@ impl Store {
 
     /// Drops a job (done, or given up on); gone already is fine.
     pub async fn clear_preview_job(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
-        self.delete_if_present(
+        crate::delete_if_present(
+            &self.tables,
             &self.schema.housekeeping,
             PREVIEW_JOBS_PARTITION,
             &preview_job_key(room, message),
@@ -150,8 +157,13 @@ impl Store {
             .iter()
             .filter(|row| row.datetime("fetchedAt").is_none_or(|at| at < before))
         {
-            self.delete_if_present(&self.schema.housekeeping, LINK_CACHE_PARTITION, &row.row_key)
-                .await?;
+            crate::delete_if_present(
+                &self.tables,
+                &self.schema.housekeeping,
+                LINK_CACHE_PARTITION,
+                &row.row_key,
+            )
+            .await?;
             expired += 1;
         }
         // A short page reached the end: the next run starts over.
@@ -168,8 +180,13 @@ impl Store {
                     .await?;
             }
             None if cursor.is_some() => {
-                self.delete_if_present(&self.schema.housekeeping, SWEEP_CURSORS_PARTITION, LINK_CACHE_PARTITION)
-                    .await?;
+                crate::delete_if_present(
+                    &self.tables,
+                    &self.schema.housekeeping,
+                    SWEEP_CURSORS_PARTITION,
+                    LINK_CACHE_PARTITION,
+                )
+                .await?;
             }
             _ => {}
         }

@@ -13,7 +13,6 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::ledger::Counter;
 use super::messages::parse_message;
@@ -42,7 +41,18 @@ pub enum RoomStanding {
     Kept { retention_seconds: Option<u32> },
 }
 
-impl Store {
+/// Housekeeping and the retention purge. Holds the tables it uses and, as fields, the surfaces it
+/// calls.
+#[derive(Debug, Clone)]
+pub struct PurgeStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) companions: crate::companions::CompanionStore,
+    pub(crate) ledger: crate::ledger::LedgerStore,
+    pub(crate) pins: crate::pins::PinStore,
+}
+
+impl PurgeStore {
     /// Lists a room for housekeeping. Written before the room exists, so no room is missed; a
     /// row whose room has not appeared within [`REGISTRATION_GRACE`] is dropped (sooner, it may
     /// belong to a room being created right now).
@@ -69,8 +79,13 @@ impl Store {
 
     /// Takes a room off the housekeeping list.
     pub async fn unregister_room(&self, room: &RoomId) -> Result<()> {
-        self.delete_if_present(&self.schema.housekeeping, HOUSEKEEPING_PARTITION, room.as_str())
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.housekeeping,
+            HOUSEKEEPING_PARTITION,
+            room.as_str(),
+        )
+        .await
     }
 
     /// What a listed room's row says, for housekeeping.
@@ -112,12 +127,11 @@ impl Store {
     pub async fn purge_messages(&self, room: &RoomId, messages: &[Message]) -> Result<usize> {
         for message in messages {
             let index = message.key().ticks().ascending_key();
-            self.delete_if_present(&self.schema.ascending, room.as_str(), index.as_str())
-                .await?;
-            self.delete_companions(room, &message.key()).await?;
+            crate::delete_if_present(&self.tables, &self.schema.ascending, room.as_str(), index.as_str()).await?;
+            self.companions.delete_companions(room, &message.key()).await?;
             // Before the message, so a pin row never outlives it but by a crash.
             if message.is_pinned {
-                self.delete_pin_row(room, &message.key()).await?;
+                self.pins.delete_pin_row(room, &message.key()).await?;
             }
         }
         match self.purge_batch(room, messages).await {
@@ -166,24 +180,28 @@ impl Store {
                 deletes.push(delete(thread_key(root, &index)));
             }
         }
-        self.with_counter(room, |known| async move {
-            let step = |counter: Counter| Counter {
-                floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
-                ..counter
-            };
-            let written = self
-                .step_counter(room, known, step, |_| deletes.clone())
-                .await
-                .map_err(|e| match e {
-                    ConditionalError::Store(e) => e,
-                    ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
-                    ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
-                    ConditionalError::Rejected(never) => match never {},
-                })?
-                .row;
-            Ok(((), written))
-        })
-        .await
+        self.ledger
+            .with_counter(room, |known| async move {
+                let step = |counter: Counter| Counter {
+                    floor: counter.floor.max(lowest_left.map_or(counter.version, |v| v - 1)),
+                    ..counter
+                };
+                let written = self
+                    .ledger
+                    .step_counter(room, known, step, |_| deletes.clone())
+                    .await
+                    .map_err(|e| match e {
+                        ConditionalError::Store(e) => e,
+                        ConditionalError::NotFound => {
+                            StoreError::new(ErrorKind::NotFound, "the room's counter is gone")
+                        }
+                        ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
+                        ConditionalError::Rejected(never) => match never {},
+                    })?
+                    .row;
+                Ok(((), written))
+            })
+            .await
     }
 
     /// Deletes a room's idempotency records older than `cutoff`.

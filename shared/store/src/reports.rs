@@ -11,7 +11,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::moderation_log::log_op;
 use super::schema::{OPEN_REPORTS_PREFIX, REPORT_PREFIX, closed_reports_key, open_reports_key, report_key, reports_of};
@@ -96,7 +95,16 @@ fn conflict() -> super::error::Error {
     Error::Conflict("the reports of this message changed meanwhile; try again".into()).into()
 }
 
-impl Store {
+/// Reports of messages and their groups. Holds the tables it uses and, as fields, the surfaces it
+/// calls.
+#[derive(Debug, Clone)]
+pub struct ReportStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
+}
+
+impl ReportStore {
     /// Records `report` by `reporter`, unless they reported the message before: the report
     /// row and its group's new count (opening the group, in a new round, if it was closed)
     /// in one transaction, each conditional on the rows as read.
@@ -278,7 +286,7 @@ impl Store {
         let attempt = move || async move {
             let row = self.tables.get(table, partition, &open_reports_key(message)).await?;
             let Some((row, group)) = row.as_ref().and_then(|row| Some((row, parse_group(row)?))) else {
-                self.append_log(room, entries).await?;
+                self.moderation_log.append_log(room, entries).await?;
                 return Ok(Attempt::Done(None));
             };
             let mut closed = Entity::new(partition, closed_reports_key(message))

@@ -1,6 +1,5 @@
 //! Role rows: `r:<role id>` in the room's `Rooms` partition.
 
-use super::Store;
 use super::error::Result;
 use super::moderation_log::log_op;
 use super::schema::{ROLE_PREFIX, role_key};
@@ -31,7 +30,15 @@ fn broken(id: &str) -> Error {
     Error::Internal(format!("role row {id} is broken"))
 }
 
-impl Store {
+/// A room's roles. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct RoleStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
+}
+
+impl RoleStore {
     /// Every role of a room, lowest position first (a row that cannot be read grants nothing).
     pub async fn roles(&self, room: &RoomId) -> Result<Vec<Role>> {
         let query = RangeQuery::prefix(room.as_str(), ROLE_PREFIX, MAX_ROLES_PER_ROOM);
@@ -71,7 +78,8 @@ impl Store {
     ) -> Result<Role> {
         let parse = |entity: &Entity| parse_role(entity).ok_or_else(|| broken(id));
         let row = |role: &Role| role_row(room, role);
-        self.update_logged(room, &role_key(id), "role not found", parse, row, change, log)
+        self.moderation_log
+            .update_logged(room, &role_key(id), "role not found", parse, row, change, log)
             .await
     }
 

@@ -4,7 +4,6 @@
 
 use chrono::Utc;
 
-use super::Store;
 use super::error::{Result, settle};
 use super::members::{member_row, parse_member, user_room_row};
 use super::moderation_log::log_op;
@@ -117,14 +116,28 @@ pub struct RoomRow {
     pub being_deleted: bool,
 }
 
-impl Store {
+/// Rooms: creating, changing and deleting them. Holds the tables it uses and, as fields, the
+/// surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct RoomStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+    pub(crate) directory: crate::directory::DirectoryStore,
+    pub(crate) erasure: crate::erasure::ErasureStore,
+    pub(crate) invitations: crate::invitations::InvitationStore,
+    pub(crate) limits: crate::limits::LimitStore,
+    pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
+    pub(crate) purge: crate::purge::PurgeStore,
+}
+
+impl RoomStore {
     /// Creates a room with its owner's membership, in one transaction. The room is listed for
     /// housekeeping and in the owner's rooms first, so neither can miss it.
     pub async fn create_room(&self, room: &Room, owner: &Member) -> Result<()> {
         let id = RoomId::parse(&room.id)?;
-        self.register_room(&id).await?;
+        self.purge.register_room(&id).await?;
         self.index_user_room(&owner.user_id, &id).await?;
-        self.list_in_directory(room).await?;
+        self.directory.list_in_directory(room).await?;
         let ops = [BatchOp::Insert(room_row(room)), BatchOp::Insert(member_row(&id, owner))];
         self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
         Ok(())
@@ -135,7 +148,7 @@ impl Store {
     /// other side at the same moment).
     pub async fn create_direct_room(&self, room: &Room, members: [&Member; 2]) -> Result<bool> {
         let id = RoomId::parse(&room.id)?;
-        self.register_room(&id).await?;
+        self.purge.register_room(&id).await?;
         for member in members {
             self.index_user_room(&member.user_id, &id).await?;
         }
@@ -183,7 +196,7 @@ impl Store {
         }
         // Read as public, it is written back so, visibility and all.
         let public = parse_room(&row)?;
-        self.list_in_directory(&public).await?;
+        self.directory.list_in_directory(&public).await?;
         let etag = row.etag.clone().map_or(IfMatch::Any, IfMatch::Etag);
         let row = room_row(&public);
         match self
@@ -213,7 +226,8 @@ impl Store {
             }
             parse_room(entity)
         };
-        self.update_logged(room, ROOM_ROW, "room not found", parse, room_row, change, log)
+        self.moderation_log
+            .update_logged(room, ROOM_ROW, "room not found", parse, room_row, change, log)
             .await
     }
 
@@ -304,13 +318,12 @@ impl Store {
         for row in rows {
             // The member row's key carries the user's key; no need to parse the row.
             if let Some(user_key) = row.row_key.strip_prefix(MEMBER_PREFIX) {
-                self.delete_if_present(&self.schema.user_rooms, user_key, room.as_str())
-                    .await?;
+                crate::delete_if_present(&self.tables, &self.schema.user_rooms, user_key, room.as_str()).await?;
             }
         }
-        self.unlist_invitations(room).await?;
-        self.unlist_from_directory(room, None).await?;
-        self.delete_room_limits(room).await?;
+        self.invitations.unlist_invitations(room).await?;
+        self.directory.unlist_from_directory(room, None).await?;
+        self.limits.delete_room_limits(room).await?;
         self.tables.delete_range(&self.schema.rooms, &everything).await?;
         Ok(())
     }
@@ -325,7 +338,7 @@ impl Store {
                 .await?;
             Ok(())
         };
-        tokio::try_join!(listed, self.record_membership(user, room))?;
+        tokio::try_join!(listed, self.erasure.record_membership(user, room))?;
         Ok(())
     }
 }

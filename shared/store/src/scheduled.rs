@@ -8,7 +8,6 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::messages::{from_json, json_value};
 use super::schema::{
@@ -106,7 +105,15 @@ fn delete_op(row_key: String) -> BatchOp {
     }
 }
 
-impl Store {
+/// Scheduled messages until they are sent. Holds the tables it uses and, as fields, the surfaces it
+/// calls.
+#[derive(Debug, Clone)]
+pub struct ScheduledStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl ScheduledStore {
     /// Stores a new pending item with its index row.
     pub async fn insert_scheduled(&self, item: &Scheduled) -> Result<()> {
         let key = item_key(item)?;
@@ -221,8 +228,13 @@ impl Store {
                 Ok(_) => expired += 1,
                 // The item went already: the row alone.
                 Err(e) if e.is(ErrorKind::NotFound) => {
-                    self.delete_if_present(&self.schema.housekeeping, SCHEDULED_PARTITION, &row.row_key)
-                        .await?
+                    crate::delete_if_present(
+                        &self.tables,
+                        &self.schema.housekeeping,
+                        SCHEDULED_PARTITION,
+                        &row.row_key,
+                    )
+                    .await?
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -236,14 +248,29 @@ impl Store {
     pub async fn delete_scheduled(&self, room: &RoomId, user: &UserId, items: &[Scheduled]) -> Result<()> {
         let table = &self.schema.housekeeping;
         for item in items {
-            self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_due_key(item.send_at, &item.id))
-                .await?;
+            crate::delete_if_present(
+                &self.tables,
+                table,
+                SCHEDULED_PARTITION,
+                &scheduled_due_key(item.send_at, &item.id),
+            )
+            .await?;
             if let Some(at) = item.finished_at {
-                self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_done_key(at, &item.id))
-                    .await?;
-            }
-            self.delete_if_present(table, SCHEDULED_PARTITION, &scheduled_item_key(room, user, &item.id))
+                crate::delete_if_present(
+                    &self.tables,
+                    table,
+                    SCHEDULED_PARTITION,
+                    &scheduled_done_key(at, &item.id),
+                )
                 .await?;
+            }
+            crate::delete_if_present(
+                &self.tables,
+                table,
+                SCHEDULED_PARTITION,
+                &scheduled_item_key(room, user, &item.id),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -251,8 +278,13 @@ impl Store {
     /// Removes an index row whose item is gone or no longer pending at that time (none is
     /// written so, but a row from an older layout or a hand edit must not be read forever).
     pub async fn drop_due(&self, due: &Due) -> Result<()> {
-        self.delete_if_present(&self.schema.housekeeping, SCHEDULED_PARTITION, &due.due_key)
-            .await
+        crate::delete_if_present(
+            &self.tables,
+            &self.schema.housekeeping,
+            SCHEDULED_PARTITION,
+            &due.due_key,
+        )
+        .await
     }
 }
 

@@ -1,7 +1,6 @@
 //! Push subscription rows: `PushSubscriptions`, partition = user, row = SHA-256 of the
 //! endpoint, so re-registering an endpoint replaces it and "mine" is one partition read.
 
-use super::Store;
 use super::error::Result;
 use super::schema::{DO_NOT_DISTURB_ROW, subscription_key, user_key};
 use tabletalk_domain::ids::UserId;
@@ -27,7 +26,14 @@ fn parse_subscription(entity: &Entity) -> Option<PushSubscription> {
     })
 }
 
-impl Store {
+/// Web Push subscriptions. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct SubscriptionStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl SubscriptionStore {
     /// Registers (or, for a known endpoint, replaces) a subscription of `user`.
     pub async fn put_subscription(&self, user: &UserId, subscription: &PushSubscription) -> Result<()> {
         self.tables
@@ -75,14 +81,20 @@ impl Store {
                 Ok(())
             }
             None => {
-                self.delete_if_present(&self.schema.push_subscriptions, &user_key(user), DO_NOT_DISTURB_ROW)
-                    .await
+                crate::delete_if_present(
+                    &self.tables,
+                    &self.schema.push_subscriptions,
+                    &user_key(user),
+                    DO_NOT_DISTURB_ROW,
+                )
+                .await
             }
         }
     }
 
     pub async fn delete_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
-        self.delete_if_present(
+        crate::delete_if_present(
+            &self.tables,
             &self.schema.push_subscriptions,
             &user_key(user),
             &subscription_key(endpoint),

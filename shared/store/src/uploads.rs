@@ -12,7 +12,6 @@ use std::ops::Bound;
 
 use chrono::{DateTime, Utc};
 
-use super::Store;
 use super::error::Result;
 use super::schema::{UPLOADS_PARTITION, upload_index_key, upload_key};
 use tabletalk_domain::attachments::Upload;
@@ -89,7 +88,15 @@ pub enum Unattached {
     Missing,
 }
 
-impl Store {
+/// Upload links and the claims sends make on them. Holds the tables it uses and, as fields, the
+/// surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct UploadStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl UploadStore {
     /// Records an upload link handed out: its row, then its housekeeping row.
     pub async fn insert_upload(&self, upload: &Upload) -> Result<()> {
         self.tables.insert(&self.schema.metadata, &upload_row(upload)).await?;
@@ -195,8 +202,7 @@ impl Store {
     }
 
     pub async fn delete_upload(&self, room: &RoomId, id: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.metadata, room.as_str(), &upload_key(id))
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.metadata, room.as_str(), &upload_key(id)).await
     }
 
     /// Deletes an upload's row if no send holds it, conditional on the row as read: a claim
@@ -254,8 +260,7 @@ impl Store {
     }
 
     pub async fn delete_upload_index(&self, row_key: &str) -> Result<()> {
-        self.delete_if_present(&self.schema.housekeeping, UPLOADS_PARTITION, row_key)
-            .await
+        crate::delete_if_present(&self.tables, &self.schema.housekeeping, UPLOADS_PARTITION, row_key).await
     }
 }
 

@@ -2,7 +2,6 @@
 //! name, who made it and when, and the SHA-256 of its current token (never the token). The
 //! moderation log shares the partition, so each change commits with its log line.
 
-use super::Store;
 use super::error::{Result, settle};
 use super::moderation_log::log_op;
 use super::schema::{WEBHOOK_PREFIX, webhook_key};
@@ -34,7 +33,14 @@ fn parse_webhook(row: &Entity) -> Option<Webhook> {
     })
 }
 
-impl Store {
+/// Inbound webhooks. Holds the tables it uses and, as fields, the surfaces it calls.
+#[derive(Debug, Clone)]
+pub struct WebhookStore {
+    pub(crate) tables: tabletalk_tables::Tables,
+    pub(crate) schema: std::sync::Arc<crate::Schema>,
+}
+
+impl WebhookStore {
     /// Stores a new webhook with its log line, in one transaction (its id is fresh: an
     /// existing one is a conflict).
     pub async fn insert_webhook(&self, hook: &Webhook, logged: &ModerationEntry) -> Result<()> {

@@ -54,11 +54,15 @@ impl Chat {
     pub async fn access(&self, room_id: &RoomId, user: &UserId) -> Result<Access> {
         let roles = async {
             match self.role_hints.holds_roles(room_id, user) {
-                true => Some(self.store.roles(room_id).await),
+                true => Some(self.store.roles.roles(room_id).await),
                 false => None,
             }
         };
-        let (room, member, roles) = tokio::join!(self.store.room(room_id), self.store.member(room_id, user), roles);
+        let (room, member, roles) = tokio::join!(
+            self.store.rooms.room(room_id),
+            self.store.members.member(room_id, user),
+            roles
+        );
         let (Some(room), Some(member)) = (room?, member?) else {
             return Err(Error::not_found("room not found"));
         };

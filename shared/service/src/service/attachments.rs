@@ -102,7 +102,7 @@ impl Chat {
             created_at: crate::store::stored_time(Utc::now()),
             claimed_by: None,
         };
-        self.store.insert_upload(&upload).await?;
+        self.store.uploads.insert_upload(&upload).await?;
         let expires = settings.clock.now() + Duration::seconds(UPLOAD_LINK_SECONDS);
         let link = settings.objects.upload_link(&object, &input.mime, expires).await?;
         Ok(UploadAnswer {
@@ -126,7 +126,7 @@ impl Chat {
         self.access(room, &who.user_id).await?;
         let settings = self.attachment_settings()?;
         let missing = || Error::not_found("attachment not found");
-        let upload = self.store.upload(room, id).await?.ok_or_else(missing)?;
+        let upload = self.store.uploads.upload(room, id).await?.ok_or_else(missing)?;
         // Until a message carries it, an upload is its uploader's alone.
         if upload.claimed_by.is_none() && upload.user_id != who.user_id {
             return Err(missing());
@@ -168,7 +168,7 @@ impl Chat {
         let settings = self.attachment_settings()?;
         let outcome = async {
             for id in ids {
-                let upload = self.store.upload(room, id).await?;
+                let upload = self.store.uploads.upload(room, id).await?;
                 let stored = match &upload {
                     Some(upload) => settings.objects.head(&ObjectKey::parse(&upload.key)?).await?,
                     None => None,
@@ -185,7 +185,7 @@ impl Chat {
                 }
                 checked?;
                 let upload = upload.expect("checked above");
-                match self.store.claim_upload(room, id, Some(claim), None).await? {
+                match self.store.uploads.claim_upload(room, id, Some(claim), None).await? {
                     Ok(how) => {
                         if how == Claimed::Now {
                             claimed.taken.push(upload.attachment());
@@ -246,7 +246,7 @@ impl Chat {
             return;
         }
         if let Some(client_id) = client_id {
-            match self.store.sent_with_client_id(room, sender, client_id).await {
+            match self.store.messages.sent_with_client_id(room, sender, client_id).await {
                 Ok(None) => {}
                 Ok(Some(_)) => return,
                 Err(e) => {
@@ -261,7 +261,12 @@ impl Chat {
     /// Releases `claim` on `files`, known to be on no message. Logged, never failing.
     pub(crate) async fn give_back(&self, room: &RoomId, files: &[Attachment], claim: &str) {
         for attachment in files {
-            if let Err(e) = self.store.release_upload(room, &attachment.id, claim, Utc::now()).await {
+            if let Err(e) = self
+                .store
+                .uploads
+                .release_upload(room, &attachment.id, claim, Utc::now())
+                .await
+            {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
             }
         }
@@ -273,7 +278,7 @@ impl Chat {
     /// never failing: the message is stored.
     pub(crate) async fn keep_claims(&self, room: &RoomId, files: &[Attachment], taken: &[Attachment], claim: &str) {
         for file in files.iter().filter(|f| !taken.iter().any(|t| t.id == f.id)) {
-            match self.store.claim_upload(room, &file.id, Some(claim), None).await {
+            match self.store.uploads.claim_upload(room, &file.id, Some(claim), None).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(refused)) => {
                     tracing::warn!(%room, attachment = %file.id, ?refused, "a stored message's attachment was claimed again by another send")
@@ -305,6 +310,7 @@ impl Chat {
             for file in files {
                 let source = self
                     .store
+                    .uploads
                     .upload(source_room, &file.id)
                     .await?
                     .ok_or_else(|| Error::Conflict(format!("attachment {} is gone", file.id)))?;
@@ -322,12 +328,12 @@ impl Chat {
                 let to = ObjectKey::parse(&copy.key)?;
                 // Before the object: should the copy be left with no row (a crash, or a failed
                 // write and then a failed delete), housekeeping finds it by its key a day later.
-                self.store.index_upload(&copy, Utc::now()).await?;
+                self.store.uploads.index_upload(&copy, Utc::now()).await?;
                 pending = Some(to.clone());
                 if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
                     return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
                 }
-                self.store.insert_claimed_upload(&copy).await?;
+                self.store.uploads.insert_claimed_upload(&copy).await?;
                 pending = None;
                 copies.push(copy.attachment());
             }
@@ -358,15 +364,15 @@ impl Chat {
         };
         for file in files {
             let removed = async {
-                let upload = self.store.upload(room, &file.id).await?;
+                let upload = self.store.uploads.upload(room, &file.id).await?;
                 if let Some(upload) = &upload
-                    && let Err(e) = self.store.index_upload(upload, Utc::now()).await
+                    && let Err(e) = self.store.uploads.index_upload(upload, Utc::now()).await
                 {
                     // The file goes all the same; only a failure of its object's delete as
                     // well would then leave that object for good.
                     tracing::warn!(%room, attachment = %file.id, error = %e, "could not write a removed file's housekeeping row");
                 }
-                self.store.delete_upload(room, &file.id).await?;
+                self.store.uploads.delete_upload(room, &file.id).await?;
                 if let Some(upload) = upload {
                     settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
                 }
@@ -388,9 +394,9 @@ impl Chat {
             return Ok(());
         };
         for file in files {
-            if let Some(upload) = self.store.upload(room, &file.id).await? {
+            if let Some(upload) = self.store.uploads.upload(room, &file.id).await? {
                 settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
-                self.store.delete_upload(room, &file.id).await?;
+                self.store.uploads.delete_upload(room, &file.id).await?;
             }
         }
         Ok(())
@@ -415,10 +421,11 @@ impl Chat {
         let mut expired = 0;
         for row in self
             .store
+            .uploads
             .uploads_created_before(now - Duration::hours(UNATTACHED_HOURS), EXPIRE_BATCH)
             .await?
         {
-            match self.store.upload(&row.room, &row.id).await? {
+            match self.store.uploads.upload(&row.room, &row.id).await? {
                 // Its message owns it now (and deletes it with itself); a claim given back
                 // later writes a new row (`Store::release_upload`).
                 Some(upload) if upload.claimed_by.is_some() => {}
@@ -426,7 +433,7 @@ impl Chat {
                     // The row first, on the condition that no send claimed it meanwhile (that
                     // send checked the object, which must then stay); the index row stays until
                     // the object is gone, so a failure in between is finished next run.
-                    if self.store.delete_unattached_upload(&row.room, &row.id).await? == Unattached::Deleted {
+                    if self.store.uploads.delete_unattached_upload(&row.room, &row.id).await? == Unattached::Deleted {
                         settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
                         expired += 1;
                     }
@@ -437,7 +444,7 @@ impl Chat {
                     }
                 }
             }
-            self.store.delete_upload_index(&row.row_key).await?;
+            self.store.uploads.delete_upload_index(&row.row_key).await?;
         }
         Ok(expired)
     }

@@ -39,6 +39,7 @@ impl Chat {
         checks::mentions_allowed(&access, &mentions)?;
         let mut edited = self
             .store
+            .messages
             .rewrite_message_versioned(room, &message.key(), |m| {
                 m.text = text.clone();
                 m.mentions = mentions.clone();
@@ -119,6 +120,7 @@ impl Chat {
     ) -> Result<()> {
         let deleted = self
             .store
+            .messages
             .rewrite_message_versioned(room, &message.key(), |m| {
                 wipe(m);
                 Ok(())
@@ -136,10 +138,10 @@ impl Chat {
         // A tombstone carries no attachments: their rows and objects go too, before anything
         // that may fail leaves them downloadable.
         self.remove_attachments(room, &message.attachments).await;
-        self.store.delete_companions(room, &message.key()).await?;
+        self.store.companions.delete_companions(room, &message.key()).await?;
         // A tombstone is never pinned; the pins read skips and removes a row left behind.
         if message.is_pinned {
-            self.store.delete_pin_row(room, &message.key()).await?;
+            self.store.pins.delete_pin_row(room, &message.key()).await?;
         }
         Ok(())
     }
@@ -152,7 +154,7 @@ impl Chat {
         authorize(&access, &message, Operation::Pin)?;
         // Each new pin writes a line in the room: a write like any other.
         self.check_write_limits(&access, Write::Pin).await?;
-        let (mut pinned, newly) = self.store.set_pinned(room, &message.key(), true).await?;
+        let (mut pinned, newly) = self.store.pins.set_pinned(room, &message.key(), true).await?;
         self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
             .await;
         self.signal(
@@ -177,7 +179,7 @@ impl Chat {
         let message = self.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         self.check_write_limits(&access, Write::Pin).await?;
-        let (mut unpinned, _) = self.store.set_pinned(room, &message.key(), false).await?;
+        let (mut unpinned, _) = self.store.pins.set_pinned(room, &message.key(), false).await?;
         self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
             .await;
         self.signal(

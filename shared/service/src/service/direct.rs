@@ -38,7 +38,7 @@ impl Chat {
             user_id: other,
         };
         let now = stored_time(Utc::now());
-        let room = match self.store.room(&id).await? {
+        let room = match self.store.rooms.room(&id).await? {
             Some(room) => room,
             None => {
                 let room = Room {
@@ -60,11 +60,12 @@ impl Chat {
                     &Member::new(who, MemberRole::Member, now),
                     &Member::new(&them, MemberRole::Member, now),
                 ];
-                if self.store.create_direct_room(&room, members).await? {
+                if self.store.rooms.create_direct_room(&room, members).await? {
                     return Ok(room);
                 }
                 // Opened by the other side meanwhile.
                 self.store
+                    .rooms
                     .room(&id)
                     .await?
                     .ok_or_else(|| Error::Conflict("the conversation changed meanwhile; try again".into()))?
@@ -72,8 +73,9 @@ impl Chat {
         };
         // Both belong to it, always: put back whoever is missing (a membership erased since).
         for person in [who, &them] {
-            if self.store.member(&id, &person.user_id).await?.is_none() {
+            if self.store.members.member(&id, &person.user_id).await?.is_none() {
                 self.store
+                    .members
                     .add_member(&id, &Member::new(person, MemberRole::Member, now))
                     .await?;
             }

@@ -11,12 +11,12 @@ use crate::rooms::directory::{DirectoryEntry, DirectoryPage, DirectoryQuery, Sea
 impl Chat {
     pub async fn directory(&self, query: DirectoryQuery) -> Result<DirectoryPage> {
         let search = Search::new(&query)?;
-        let (listed, cursor) = self.store.directory(&search, query.cursor.as_deref()).await?;
+        let (listed, cursor) = self.store.directory.directory(&search, query.cursor.as_deref()).await?;
         let checks = listed.into_iter().map(|listed| async move {
-            let room = self.store.room(&listed.room_id).await?;
+            let room = self.store.rooms.room(&listed.room_id).await?;
             let current = room.filter(|room| listed.lists(room));
             if current.is_none() {
-                self.store.drop_directory_row(&listed).await?;
+                self.store.directory.drop_directory_row(&listed).await?;
             }
             Ok::<_, Error>(current.map(|room| DirectoryEntry {
                 id: room.id,

@@ -131,7 +131,7 @@ impl Chat {
     pub(super) async fn begin_erasure(&self, who: &Principal) -> Result<(Erasure, Option<Run>)> {
         let user = &who.user_id;
         let attempt = move || async move {
-            let current = self.store.erasure(user).await?;
+            let current = self.store.erasure.erasure(user).await?;
             let replacing = match &current {
                 Some((job, _)) if job.is_running() => {
                     return Ok(Attempt::Done((self.erasure_view(user, job).await?, None)));
@@ -142,11 +142,11 @@ impl Chat {
             let now = crate::store::stored_time(Utc::now());
             let job = ErasureJob::start(uuid::Uuid::new_v4().to_string(), now, lease_until(&self.erasure, now));
             // Another start that got there first is answered on the next read.
-            let Some(held) = self.store.start_erasure(user, &job, replacing).await? else {
+            let Some(held) = self.store.erasure.start_erasure(user, &job, replacing).await? else {
                 return Ok(Attempt::LostRace);
             };
             {
-                let erasure = job.view(self.store.past_room_count(user).await?);
+                let erasure = job.view(self.store.erasure.past_room_count(user).await?);
                 let run = Run {
                     user: user.clone(),
                     job,
@@ -162,7 +162,7 @@ impl Chat {
 
     /// The caller's erasure: running with its progress, or done; 404 if they never asked.
     pub async fn my_erasure(&self, who: &Principal) -> Result<Erasure> {
-        match self.store.erasure(&who.user_id).await? {
+        match self.store.erasure.erasure(&who.user_id).await? {
             Some((job, _)) => self.erasure_view(&who.user_id, &job).await,
             None => Err(Error::not_found("no erasure was asked for")),
         }
@@ -170,7 +170,7 @@ impl Chat {
 
     async fn erasure_view(&self, user: &UserId, job: &ErasureJob) -> Result<Erasure> {
         let left = match job.is_running() {
-            true => self.store.past_room_count(user).await?,
+            true => self.store.erasure.past_room_count(user).await?,
             false => 0,
         };
         Ok(job.view(left))
@@ -179,7 +179,7 @@ impl Chat {
     /// A 409 while `user`'s erasure runs: for what would add to it (joining or creating a
     /// room, registering a push subscription).
     pub(crate) async fn refuse_while_erasing(&self, user: &UserId) -> Result<()> {
-        match self.store.erasure(user).await? {
+        match self.store.erasure.erasure(user).await? {
             Some((job, _)) if job.is_running() => Err(Error::Conflict(
                 "your erasure is running; this can be done again once it is done".into(),
             )),
@@ -202,14 +202,14 @@ impl Chat {
     /// `resume_erasures` without the background work: the jobs this call took over.
     pub(super) async fn take_over_erasures(&self, now: DateTime<Utc>) -> Result<Vec<Run>> {
         let mut taken = Vec::new();
-        for (user, mut job, held) in self.store.running_erasures().await? {
+        for (user, mut job, held) in self.store.erasure.running_erasures().await? {
             if job.lease_until > now {
                 continue;
             }
             job.lease_until = lease_until(&self.erasure, now);
             job.updated_at = crate::store::stored_time(now);
             // Another process may take it at the same moment: one write wins.
-            if let Some(held) = self.store.save_erasure(&user, &job, &held).await? {
+            if let Some(held) = self.store.erasure.save_erasure(&user, &job, &held).await? {
                 tracing::info!(%user, job = %job.id, "resuming an erasure");
                 taken.push(Run { user, job, held });
             }
@@ -234,15 +234,19 @@ impl Chat {
     /// Adds the rooms `user` is a member of now to their history (`Store::record_current_rooms`);
     /// answers how many were added.
     async fn record_current_rooms(&self, user: &UserId) -> Result<usize> {
-        let current = self.store.user_rooms(user, crate::store::erasure::ALL_ROOMS).await?;
-        Ok(self.store.record_current_rooms(user, &current).await?)
+        let current = self
+            .store
+            .members
+            .user_rooms(user, crate::store::erasure::ALL_ROOMS)
+            .await?;
+        Ok(self.store.erasure.record_current_rooms(user, &current).await?)
     }
 
     /// The whole job, from where it stands to done.
     pub(super) async fn erase_everything(&self, run: &mut Run) -> Result<(), Stop> {
         self.record_current_rooms(&run.user).await?;
         loop {
-            let Some(past) = self.store.next_past_room(&run.user).await? else {
+            let Some(past) = self.store.erasure.next_past_room(&run.user).await? else {
                 // A membership that appeared meanwhile (a join that passed its check just
                 // before the job began) is taken too.
                 if self.record_current_rooms(&run.user).await? > 0 {
@@ -251,15 +255,15 @@ impl Chat {
                 break;
             };
             self.erase_in_room(run, &past).await?;
-            self.store.forget_past_room(&run.user, &past.room).await?;
+            self.store.erasure.forget_past_room(&run.user, &past.room).await?;
         }
-        run.job.counts.subscriptions_removed += self.store.delete_subscriptions(&run.user).await?;
+        run.job.counts.subscriptions_removed += self.store.erasure.delete_subscriptions(&run.user).await?;
         self.drop_invitations_for(&run.user).await?;
-        self.store.unfollow_all(&run.user).await?;
+        self.store.follows.unfollow_all(&run.user).await?;
         // Which room their live connections showed.
-        self.store.forget_views(&run.user).await?;
-        self.store.delete_user_bucket(&run.user).await?;
-        self.store.delete_presence(&run.user).await?;
+        self.store.live.forget_views(&run.user).await?;
+        self.store.limits.delete_user_bucket(&run.user).await?;
+        self.store.presence.delete_presence(&run.user).await?;
         let now = crate::store::stored_time(Utc::now());
         run.job.status = ErasureStatus::Done;
         run.job.finished_at = Some(now);
@@ -272,14 +276,14 @@ impl Chat {
         let id = crate::rooms::invitations::user_invitation_id(user);
         // A read lists a page of them; each removed, the next read lists the rest.
         loop {
-            let rooms = self.store.pending_invitations(user).await?;
+            let rooms = self.store.invitations.pending_invitations(user).await?;
             if rooms.is_empty() {
                 return Ok(());
             }
             for room in rooms {
-                match self.store.invitation(&room, &id).await? {
-                    Some(invitation) => self.store.remove_invitation(&invitation, None).await?,
-                    None => self.store.drop_pending_invitation(user, &room).await?,
+                match self.store.invitations.invitation(&room, &id).await? {
+                    Some(invitation) => self.store.invitations.remove_invitation(&invitation, None).await?,
+                    None => self.store.invitations.drop_pending_invitation(user, &room).await?,
                 }
             }
         }
@@ -316,6 +320,7 @@ impl Chat {
                     let range = authored_range(past.first_joined);
                     let (messages, last, more) = self
                         .store
+                        .erasure
                         .message_batch(room, (&range.0, &range.1), at.after.as_deref(), self.erasure.batch)
                         .await?;
                     for message in messages.iter().filter(|m| m.author_id == run.user.as_str()) {
@@ -329,10 +334,11 @@ impl Chat {
                 RoomStep::Marks => {
                     let (marks, last, more) = self
                         .store
+                        .erasure
                         .mark_batch(room, &run.user, at.after.as_deref(), self.erasure.batch)
                         .await?;
                     for mark in &marks {
-                        self.store.delete_mark(room, mark).await?;
+                        self.store.erasure.delete_mark(room, mark).await?;
                         match mark.is_vote {
                             true => run.job.counts.votes_removed += 1,
                             false => run.job.counts.reactions_removed += 1,
@@ -341,8 +347,8 @@ impl Chat {
                     at = next(at, last, more, RoomStep::Finished);
                     if at.step == RoomStep::Finished {
                         // Both are idempotent: a crash before the checkpoint does them again.
-                        self.store.withdraw_reports_by(room, &run.user).await?;
-                        self.store.delete_user_limits(room, &run.user).await?;
+                        self.store.reports.withdraw_reports_by(room, &run.user).await?;
+                        self.store.limits.delete_user_limits(room, &run.user).await?;
                         self.erase_scheduled_of(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }
@@ -357,7 +363,7 @@ impl Chat {
     /// Answers whether the room is still there to scan.
     async fn leave_for_good(&self, run: &mut Run, room: &RoomId) -> Result<bool, Stop> {
         let user = &run.user;
-        let Some(row) = self.store.room_row(room).await? else {
+        let Some(row) = self.store.rooms.room_row(room).await? else {
             return Ok(false);
         };
         if row.being_deleted {
@@ -370,7 +376,7 @@ impl Chat {
         // Until the user owns the room no more: a hand-over whose heir left, or whose room
         // changed meanwhile, chooses again.
         let attempt = move || async move {
-            let Some(member) = self.store.member(room, user).await? else {
+            let Some(member) = self.store.members.member(room, user).await? else {
                 return Ok(Attempt::Done(Leaving::Gone));
             };
             if member.role != MemberRole::Owner {
@@ -380,7 +386,7 @@ impl Chat {
                 self.delete_room(&as_principal(user), room).await?;
                 return Ok(Attempt::Done(Leaving::Deleted));
             };
-            match self.store.transfer_ownership(room, user, &heir, None).await? {
+            match self.store.rooms.transfer_ownership(room, user, &heir, None).await? {
                 Handover::Done { .. } => Ok(Attempt::Done(Leaving::HandedOver)),
                 Handover::NoSuchMember | Handover::Changed => Ok(Attempt::LostRace),
             }
@@ -399,7 +405,7 @@ impl Chat {
             Leaving::HandedOver => run.job.counts.rooms_handed_over += 1,
             Leaving::NoOwner => {}
         }
-        self.store.remove_member(room, user).await?;
+        self.store.members.remove_member(room, user).await?;
         self.revoke_live(room, user).await;
         Ok(true)
     }
@@ -410,7 +416,7 @@ impl Chat {
             return Ok(None);
         };
         let mut candidates = Vec::new();
-        for member in self.store.members(room, MAX_CANDIDATES, false).await? {
+        for member in self.store.members.members(room, MAX_CANDIDATES, false).await? {
             if member.user_id == *user {
                 continue;
             }
@@ -434,7 +440,7 @@ impl Chat {
             if ours {
                 // A crash may have come between the tombstone and the deletion of its
                 // reactions and votes: delete them (again).
-                self.store.delete_companions(room, &message.key()).await?;
+                self.store.companions.delete_companions(room, &message.key()).await?;
             }
             return Ok(ours);
         }
@@ -462,7 +468,7 @@ impl Chat {
         let now = Utc::now();
         run.job.updated_at = crate::store::stored_time(now);
         run.job.lease_until = lease_until(&self.erasure, now);
-        match self.store.save_erasure(&run.user, &run.job, &run.held).await? {
+        match self.store.erasure.save_erasure(&run.user, &run.job, &run.held).await? {
             Some(held) => {
                 run.held = held;
                 Ok(())

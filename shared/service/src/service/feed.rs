@@ -94,15 +94,15 @@ impl Chat {
         // A purge that lands between the counter read and the range read would move the floor
         // past a cursor answered as OK: read the counter again, and start over if it moved.
         for _ in 0..FLOOR_RACE_ATTEMPTS {
-            let counter = self.store.counter(&room).await.map_err(reported)?;
+            let counter = self.store.ledger.counter(&room).await.map_err(reported)?;
             let (status, from) = match after {
                 // Version 0 has seen nothing, so nothing purged can be missing from it.
                 None | Some(0) => (ChangeStatus::Ok, counter.floor),
                 Some(after) if after > counter.version || after < counter.floor => (ChangeStatus::Reset, counter.floor),
                 Some(after) => (ChangeStatus::Ok, after),
             };
-            let (rows, has_more) = self.store.feed_after(&room, from, limit).await?;
-            if self.store.counter(&room).await.map_err(reported)?.floor != counter.floor {
+            let (rows, has_more) = self.store.messages.feed_after(&room, from, limit).await?;
+            if self.store.ledger.counter(&room).await.map_err(reported)?.floor != counter.floor {
                 continue;
             }
             // Nothing new still answers with a cursor issued for this room, at `from`: a null
@@ -235,12 +235,16 @@ mod tests {
         post(&chat, &room, "soon gone").await;
         let expired = chat
             .store
+            .purge
             .expired_messages(&room, Utc::now() + chrono::Duration::hours(1))
             .await
             .unwrap();
-        let purged = chat.store.purge_messages(&room, &expired).await.unwrap();
+        let purged = chat.store.purge.purge_messages(&room, &expired).await.unwrap();
         assert!(purged > 0);
-        assert!(chat.store.counter(&room).await.unwrap().floor > 0, "the floor moved up");
+        assert!(
+            chat.store.ledger.counter(&room).await.unwrap().floor > 0,
+            "the floor moved up"
+        );
 
         let initial = chat.message_changes(&alice(), ask(&[(&room, None)])).await.unwrap();
         let entry = &initial.message_changes[0];

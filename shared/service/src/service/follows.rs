@@ -24,6 +24,7 @@ impl Chat {
         self.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         self.store
+            .follows
             .follow(room, &root, &who.user_id, stored_time(Utc::now()))
             .await?;
         Ok(Following {
@@ -37,7 +38,7 @@ impl Chat {
     pub async fn unfollow_thread(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Following> {
         self.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
-        self.store.unfollow(room, &root, &who.user_id).await?;
+        self.store.follows.unfollow(room, &root, &who.user_id).await?;
         Ok(Following {
             thread_id: root,
             room_id: room.to_string(),
@@ -51,6 +52,7 @@ impl Chat {
         let root = self.thread_root(room, id).await?;
         match self
             .store
+            .follows
             .mark_thread_read(room, &root, &who.user_id, stored_time(Utc::now()))
             .await?
         {
@@ -61,12 +63,12 @@ impl Chat {
 
     /// The threads the caller follows, the most recent reply first, with unread replies.
     pub async fn my_threads(&self, who: &Principal) -> Result<Vec<FollowedThread>> {
-        let followed = self.store.followed(&who.user_id, MAX_FOLLOWED_THREADS).await?;
+        let followed = self.store.follows.followed(&who.user_id, MAX_FOLLOWED_THREADS).await?;
         // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
         let lookups: Vec<_> = followed
             .into_iter()
             .map(|thread| async move {
-                let member = async { Ok::<_, Error>(self.store.member(&thread.room, &who.user_id).await?) };
+                let member = async { Ok::<_, Error>(self.store.members.member(&thread.room, &who.user_id).await?) };
                 let root = async {
                     match self.live_message(&thread.room, &thread.root).await {
                         Ok(root) => Ok(Some(root)),
@@ -83,6 +85,7 @@ impl Chat {
                     .await;
                 let (unread, capped) = self
                     .store
+                    .follows
                     .replies_after(&thread.room, &thread.root, thread.read_at, MAX_UNREAD_REPLIES_COUNTED)
                     .await?;
                 Ok(Some(FollowedThread {

@@ -68,7 +68,12 @@ impl Chat {
             Ok(expired) => report.uploads_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring unattached uploads failed; trying again next run"),
         }
-        match self.store.expire_scheduled(now - crate::scheduled::FINISHED_KEPT).await {
+        match self
+            .store
+            .scheduled
+            .expire_scheduled(now - crate::scheduled::FINISHED_KEPT)
+            .await
+        {
             Ok(expired) => report.scheduled_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
         }
@@ -84,7 +89,7 @@ impl Chat {
             Ok(swept) => report.connections_swept = swept,
             Err(e) => tracing::warn!(error = %e, "sweeping stopped live hubs failed; trying again next run"),
         }
-        for (room, registered) in self.store.registered_rooms().await? {
+        for (room, registered) in self.store.purge.registered_rooms().await? {
             let registered = registered.unwrap_or(now);
             // One room's trouble (a busy counter, an unreadable row) never stops the others;
             // the next run tries it again.
@@ -103,19 +108,19 @@ impl Chat {
         now: DateTime<Utc>,
         report: &mut Report,
     ) -> Result<()> {
-        let retention = match self.store.room_standing(room).await? {
+        let retention = match self.store.purge.room_standing(room).await? {
             RoomStanding::Missing if now - registered < REGISTRATION_GRACE => return Ok(()),
-            RoomStanding::Missing => return Ok(self.store.unregister_room(room).await?),
+            RoomStanding::Missing => return Ok(self.store.purge.unregister_room(room).await?),
             RoomStanding::BeingDeleted => return Ok(()),
             RoomStanding::Kept { retention_seconds } => retention_seconds,
         };
         report.rooms += 1;
         // Rooms from before visibility are public, as they were joinable by id: listed once.
-        self.store.list_room_from_before_visibility(room).await?;
+        self.store.rooms.list_room_from_before_visibility(room).await?;
         if let Some(seconds) = retention {
             let cutoff = now - Duration::seconds(i64::from(seconds));
             for _ in 0..MAX_BATCHES_PER_ROOM {
-                let messages = self.store.expired_messages(room, cutoff).await?;
+                let messages = self.store.purge.expired_messages(room, cutoff).await?;
                 if messages.is_empty() {
                     break;
                 }
@@ -124,14 +129,19 @@ impl Chat {
                 // the batch again), never the files.
                 let files: Vec<_> = messages.iter().flat_map(|m| m.attachments.iter().cloned()).collect();
                 self.purge_attachments(room, &files).await?;
-                report.messages_purged += self.store.purge_messages(room, &messages).await?;
+                report.messages_purged += self.store.purge.purge_messages(room, &messages).await?;
             }
         }
-        report.idempotency_records_expired += self.store.expire_idempotency(room, now - IDEMPOTENCY_WINDOW).await?;
+        report.idempotency_records_expired += self
+            .store
+            .purge
+            .expire_idempotency(room, now - IDEMPOTENCY_WINDOW)
+            .await?;
         // A newcomer bucket last drawn from a period ago belongs to a member who is none now.
         let newcomers_before = now - self.limits.as_ref().map_or(Duration::zero(), |l| l.newcomer_period());
         report.limit_records_expired += self
             .store
+            .limits
             .expire_limit_rows(room, now - REPEAT_WINDOW, newcomers_before)
             .await?;
         Ok(())

@@ -40,7 +40,7 @@ impl Chat {
         let now = stored_time(Utc::now());
         let (id, code, user_id, max_uses) = match invitee {
             Invitee::User(user) => {
-                if self.store.member(room_id, &user).await?.is_some() {
+                if self.store.members.member(room_id, &user).await?.is_some() {
                     return Err(Error::Conflict("they are a member already".into()));
                 }
                 let waiting = self.waiting_invitations(&user).await?;
@@ -67,7 +67,7 @@ impl Chat {
             max_uses,
             uses: 0,
         };
-        self.store.put_invitation(&invitation).await?;
+        self.store.invitations.put_invitation(&invitation).await?;
         Ok(Invitation { code, ..invitation })
     }
 
@@ -76,7 +76,7 @@ impl Chat {
     pub async fn list_invitations(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Invitation>> {
         let access = self.access(room_id, &who.user_id).await?;
         let all = access.can(Permission::ManageMembers);
-        let mut invitations = self.store.invitations(room_id).await?;
+        let mut invitations = self.store.invitations.invitations(room_id).await?;
         invitations.retain(|i| all || i.created_by == who.user_id.as_str());
         Ok(invitations)
     }
@@ -85,7 +85,7 @@ impl Chat {
     pub async fn revoke_invitation(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
         let access = self.access(room_id, &who.user_id).await?;
         let invitation = match is_invitation_id(id) {
-            true => self.store.invitation(room_id, id).await?,
+            true => self.store.invitations.invitation(room_id, id).await?,
             false => None,
         };
         let invitation = invitation.ok_or_else(|| Error::not_found("invitation not found"))?;
@@ -95,7 +95,11 @@ impl Chat {
         let mut entry = ModerationEntry::by(ModerationAction::InvitationRevoked, &who.user_id)
             .detail("invitationId", &invitation.id);
         entry.target_user_id = invitation.user_id.clone();
-        Ok(self.store.remove_invitation(&invitation, Some(&entry)).await?)
+        Ok(self
+            .store
+            .invitations
+            .remove_invitation(&invitation, Some(&entry))
+            .await?)
     }
 
     /// The rooms whose invitations wait for `user`, up to the cap. Only when their list is
@@ -103,7 +107,7 @@ impl Chat {
     /// they joined another way) is taken off it, so nobody can keep a user's list full with
     /// invitations the user never sees.
     async fn waiting_invitations(&self, user: &UserId) -> Result<Vec<RoomId>> {
-        let rooms = self.store.pending_invitations(user).await?;
+        let rooms = self.store.invitations.pending_invitations(user).await?;
         if rooms.len() < MAX_PENDING_PER_USER {
             return Ok(rooms);
         }
@@ -111,11 +115,13 @@ impl Chat {
         let now = Utc::now();
         let mut waiting = Vec::with_capacity(rooms.len());
         for room in rooms {
-            let (invitation, member) =
-                tokio::try_join!(self.store.invitation(&room, &id), self.store.member(&room, user))?;
+            let (invitation, member) = tokio::try_join!(
+                self.store.invitations.invitation(&room, &id),
+                self.store.members.member(&room, user)
+            )?;
             match (invitation, member) {
                 (Some(invitation), None) if invitation.is_open(now) => waiting.push(room),
-                _ => self.store.drop_pending_invitation(user, &room).await?,
+                _ => self.store.invitations.drop_pending_invitation(user, &room).await?,
             }
         }
         Ok(waiting)
@@ -125,7 +131,7 @@ impl Chat {
     pub async fn my_invitations(&self, who: &Principal) -> Result<Vec<PendingInvitation>> {
         let id = user_invitation_id(&who.user_id);
         let now = Utc::now();
-        let rooms = self.store.pending_invitations(&who.user_id).await?;
+        let rooms = self.store.invitations.pending_invitations(&who.user_id).await?;
         // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
         let lookups: Vec<_> = rooms
             .into_iter()
@@ -133,9 +139,9 @@ impl Chat {
                 let id = &id;
                 async move {
                     let (room, invitation, member) = tokio::try_join!(
-                        self.store.room(&room_id),
-                        self.store.invitation(&room_id, id),
-                        self.store.member(&room_id, &who.user_id),
+                        self.store.rooms.room(&room_id),
+                        self.store.invitations.invitation(&room_id, id),
+                        self.store.members.member(&room_id, &who.user_id),
                     )?;
                     Ok::<_, Error>(match (room, invitation, member) {
                         (Some(room), Some(invitation), None) if invitation.is_open(now) => Some(PendingInvitation {
@@ -168,13 +174,17 @@ impl Chat {
     pub async fn decline_invitation(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
         let Some(invitation) = self
             .store
+            .invitations
             .invitation(room_id, &user_invitation_id(&who.user_id))
             .await?
         else {
-            self.store.drop_pending_invitation(&who.user_id, room_id).await?;
+            self.store
+                .invitations
+                .drop_pending_invitation(&who.user_id, room_id)
+                .await?;
             return Err(Error::not_found("invitation not found"));
         };
-        Ok(self.store.remove_invitation(&invitation, None).await?)
+        Ok(self.store.invitations.remove_invitation(&invitation, None).await?)
     }
 
     /// Joins the room a shared code invites into.
@@ -188,6 +198,7 @@ impl Chat {
     pub(crate) async fn open_invitation(&self, room_id: &RoomId, id: &str, user: &UserId) -> Result<Invitation> {
         let now = Utc::now();
         self.store
+            .invitations
             .invitation(room_id, id)
             .await?
             .filter(|i| i.is_open(now) && i.user_id.as_deref().is_none_or(|u| u == user.as_str()))

@@ -275,7 +275,10 @@ impl Chat {
         };
         let now = limits.settings.clock.now();
         Ok(Some(
-            self.store.claim_text(room, user, &fingerprint, now, client).await?,
+            self.store
+                .limits
+                .claim_text(room, user, &fingerprint, now, client)
+                .await?,
         ))
     }
 
@@ -344,12 +347,15 @@ impl Chat {
             SendEnd::Repeat => claim.taken_over,
             SendEnd::Failed(e) if e.is_unconfirmed() => true,
             SendEnd::Failed(_) => match (claim.taken_over, client) {
-                (true, Some(client)) => !matches!(self.store.sent_with_client_id(room, user, client).await, Ok(None)),
+                (true, Some(client)) => !matches!(
+                    self.store.messages.sent_with_client_id(room, user, client).await,
+                    Ok(None)
+                ),
                 _ => false,
             },
         };
         if !keep {
-            self.store.release_text(claim).await;
+            self.store.limits.release_text(claim).await;
         }
     }
 
@@ -378,6 +384,7 @@ impl Chat {
         }
         let leased = self
             .store
+            .limits
             .lease_tokens(&bucket, rate, lease_size(&bucket, rate), now)
             .await?;
         let mut local = limits.local.lock().unwrap_or_else(|e| e.into_inner());

@@ -79,7 +79,7 @@ impl Chat {
         }
         // In a direct conversation the other person is told wherever they are, as a message
         // there reaches them wherever they are: to their connections, not the room's group.
-        for member in self.store.members(room, 2, false).await? {
+        for member in self.store.members.members(room, 2, false).await? {
             if member.user_id != who.user_id {
                 self.notice(room, &member.user_id, signal.clone());
             }
@@ -99,7 +99,7 @@ impl Chat {
         // Arms a notice in every room of the caller's: each call draws from their bucket.
         self.check_user_limit(&who.user_id).await?;
         let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], Utc::now())?;
-        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         futures::stream::iter(rooms)
             .for_each_concurrent(8, |room| async move { self.arm_notice(&room, &who.user_id).await })
             .await;
@@ -130,7 +130,7 @@ impl Chat {
         if !live.checks_owner() {
             self.own_connection(me, connection).await?;
         }
-        let known = self.store.shown_room(me, connection).await?;
+        let known = self.store.live.shown_room(me, connection).await?;
         let seen = known.is_some();
         let previous = known.flatten().filter(|room| Some(room) != target.as_ref());
         let now = stored_time(Utc::now());
@@ -139,9 +139,12 @@ impl Chat {
             if !live.add_connection_to_group(connection, me.as_str(), &group).await? {
                 return Err(Error::not_found("no such live connection"));
             }
-            self.store.add_viewer(room, connection, me, now).await?;
+            self.store.live.add_viewer(room, connection, me, now).await?;
         }
-        self.store.show_room(me, connection, target.as_ref(), seen, now).await?;
+        self.store
+            .live
+            .show_room(me, connection, target.as_ref(), seen, now)
+            .await?;
         if let Some(old) = previous {
             if let Err(e) = live
                 .remove_connection_from_group(connection, &room_group(old.as_str()))
@@ -149,17 +152,17 @@ impl Chat {
             {
                 tracing::warn!(room = %old, error = %e, "could not take a connection out of a live group");
             }
-            self.store.remove_viewer(&old, connection).await?;
+            self.store.live.remove_viewer(&old, connection).await?;
             self.arm_notice(&old, me).await;
         }
         if let Some(room) = &target
-            && self.store.member(room, me).await?.is_none()
+            && self.store.members.member(room, me).await?.is_none()
         {
             let _ = live
                 .remove_connection_from_group(connection, &room_group(room.as_str()))
                 .await;
-            self.store.remove_viewer(room, connection).await?;
-            self.store.show_room(me, connection, None, true, now).await?;
+            self.store.live.remove_viewer(room, connection).await?;
+            self.store.live.show_room(me, connection, None, true, now).await?;
             return Err(Error::not_found("room not found"));
         }
         // Of this and the connection closing, the close wins the same way: it is recorded
@@ -170,9 +173,9 @@ impl Chat {
                 let _ = live
                     .remove_connection_from_group(connection, &room_group(room.as_str()))
                     .await;
-                self.store.remove_viewer(room, connection).await?;
+                self.store.live.remove_viewer(room, connection).await?;
             }
-            self.store.forget_view(me, connection).await?;
+            self.store.live.forget_view(me, connection).await?;
             return Err(Error::not_found("no such live connection"));
         }
         Ok(())
@@ -183,14 +186,14 @@ impl Chat {
     async fn still_open(&self, live: &dyn LiveChannel, user: &UserId, connection: &str) -> Result<bool> {
         match live.connection_open(connection, user.as_str()) {
             Some(open) => Ok(open),
-            None => Ok(self.store.connection_open(user, connection).await? == Some(true)),
+            None => Ok(self.store.presence.connection_open(user, connection).await? == Some(true)),
         }
     }
 
     /// Refuses a connection no `connected` event named as `user`'s (yet: `Conflict`), or one
     /// closed since (`NotFound`): one point read of their presence partition.
     async fn own_connection(&self, user: &UserId, connection: &str) -> Result<()> {
-        match self.store.connection_open(user, connection).await? {
+        match self.store.presence.connection_open(user, connection).await? {
             Some(true) => Ok(()),
             Some(false) => Err(Error::not_found("no such live connection")),
             None => Err(Error::Conflict(
@@ -208,11 +211,11 @@ impl Chat {
             return;
         };
         let closed = async {
-            if let Some(Some(room)) = self.store.shown_room(&user, connection).await? {
-                self.store.remove_viewer(&room, connection).await?;
+            if let Some(Some(room)) = self.store.live.shown_room(&user, connection).await? {
+                self.store.live.remove_viewer(&room, connection).await?;
                 self.arm_notice(&room, &user).await;
             }
-            self.store.forget_view(&user, connection).await
+            self.store.live.forget_view(&user, connection).await
         };
         if let Err(e) = closed.await {
             tracing::warn!(%user, error = %e, "could not forget a closed connection's view");
@@ -226,7 +229,7 @@ impl Chat {
     pub(crate) async fn revoke_live(&self, room: &RoomId, user: &UserId) {
         if let Some(live) = &self.live {
             live.remove_from_group(user.as_str(), &room_group(room.as_str()));
-            if let Err(e) = self.store.forget_looker(room, user).await {
+            if let Err(e) = self.store.live.forget_looker(room, user).await {
                 tracing::warn!(%room, %user, error = %e, "could not forget a removed member's live rows");
             }
         }

@@ -27,7 +27,7 @@ const MARK_ALL_AT_ONCE: usize = 16;
 impl Chat {
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
         self.access(room_id, &who.user_id).await?;
-        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, true).await?;
+        let members = self.store.members.members(room_id, MAX_LISTED_MEMBERS, true).await?;
         self.with_presence(members.iter().map(Member::summary).collect()).await
     }
 
@@ -42,6 +42,7 @@ impl Chat {
         self.access(room_id, &who.user_id).await?;
         Ok(self
             .store
+            .members
             .update_member(room_id, &who.user_id, |member| {
                 if let Some(nickname) = &nickname {
                     member.nickname = nickname.clone();
@@ -62,6 +63,7 @@ impl Chat {
             None => Ticks::now().message_key(),
         };
         self.store
+            .members
             .update_member(room_id, &who.user_id, |member| {
                 member.last_read = Some(position.clone());
                 Ok(())
@@ -84,13 +86,14 @@ impl Chat {
         use futures::stream::{StreamExt, TryStreamExt};
         // A write in every room of the caller's: each call draws from their bucket.
         self.check_user_limit(&who.user_id).await?;
-        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let position = Ticks::now().message_key();
         let marks = rooms.into_iter().map(|room_id| {
             let position = position.clone();
             async move {
                 let marked = self
                     .store
+                    .members
                     .update_member(&room_id, &who.user_id, |member| {
                         member.last_read = Some(position.clone());
                         Ok(())
@@ -122,7 +125,7 @@ impl Chat {
     /// client can draw who has seen which message.
     pub async fn receipts(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Receipt>> {
         self.access(room_id, &who.user_id).await?;
-        let members = self.store.members(room_id, MAX_LISTED_MEMBERS, false).await?;
+        let members = self.store.members.members(room_id, MAX_LISTED_MEMBERS, false).await?;
         Ok(members.iter().map(Member::receipt).collect())
     }
 }

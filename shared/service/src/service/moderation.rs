@@ -33,7 +33,7 @@ impl Chat {
     ) -> Result<(Access, Option<Member>, Rank)> {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(permission)?;
-        let member = self.store.member(room_id, target).await?;
+        let member = self.store.members.member(room_id, target).await?;
         let rank = match &member {
             Some(member) => self.standing(room_id, &access.room, member).await?.1,
             None => Rank(0),
@@ -55,7 +55,7 @@ impl Chat {
         let entry = ModerationEntry::by(ModerationAction::Kick, &who.user_id)
             .user(target)
             .reason(reason);
-        if !self.store.kick(room_id, target, &entry).await? {
+        if !self.store.members.kick(room_id, target, &entry).await? {
             // They left meanwhile: there was no one to kick.
             return Ok(());
         }
@@ -91,6 +91,7 @@ impl Chat {
         };
         let member = self
             .store
+            .members
             .update_member_logged(
                 room_id,
                 target,
@@ -130,15 +131,16 @@ impl Chat {
             .reason(reason)
             .detail("until", input.until);
         self.store
+            .members
             .ban(room_id, target, &record, member.is_some(), &entry)
             .await?;
         // A join that read no ban before this one committed may have added a membership the
         // transaction did not remove (a join checks again after its insert; this is the ban's
         // side of that, so whichever of the two writes second sees the other).
-        if self.store.member(room_id, target).await?.is_some() {
-            self.store.remove_member(room_id, target).await?;
+        if self.store.members.member(room_id, target).await?.is_some() {
+            self.store.members.remove_member(room_id, target).await?;
         } else {
-            self.store.unindex_user_room(target, room_id).await?;
+            self.store.members.unindex_user_room(target, room_id).await?;
         }
         self.revoke_live(room_id, target).await;
         if let Some(member) = member {
@@ -152,14 +154,14 @@ impl Chat {
     pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
-        let Some(ban) = self.store.ban_record(room_id, target).await? else {
+        let Some(ban) = self.store.members.ban_record(room_id, target).await? else {
             return Ok(());
         };
         if access.rank < Rank(ban.banner_rank) {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
         let entry = ModerationEntry::by(ModerationAction::Unban, &who.user_id).user(target);
-        self.store.lift_ban_logged(room_id, target, &entry).await?;
+        self.store.members.lift_ban_logged(room_id, target, &entry).await?;
         Ok(())
     }
 
@@ -168,7 +170,7 @@ impl Chat {
         let access = self.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
         let now = Utc::now();
-        let bans = self.store.bans(room_id, MAX_LISTED_MEMBERS).await?;
+        let bans = self.store.members.bans(room_id, MAX_LISTED_MEMBERS).await?;
         Ok(bans
             .into_iter()
             .filter(|(_, ban)| ban.until.is_none_or(|until| until > now))
@@ -184,7 +186,7 @@ impl Chat {
 
     /// True while a ban on `user` is in force.
     pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
-        let ban = self.store.ban_record(room_id, user).await?;
+        let ban = self.store.members.ban_record(room_id, user).await?;
         Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
     }
 
@@ -224,6 +226,7 @@ impl Chat {
         };
         let member = self
             .store
+            .members
             .update_member_logged(
                 room_id,
                 target,

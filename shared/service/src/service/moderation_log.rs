@@ -30,6 +30,7 @@ impl Chat {
         require_log_reader(&access)?;
         let (entries, has_more) = self
             .store
+            .moderation_log
             .moderation_log(room, after.as_ref().map(|c| c.0.as_str()), limit)
             .await?;
         let next_cursor = match (has_more, entries.last()) {

@@ -33,12 +33,12 @@ impl Chat {
         if self.live.is_none() {
             return;
         }
-        let lookers = match self.store.lookers(room, Utc::now()).await {
+        let lookers = match self.store.live.lookers(room, Utc::now()).await {
             Ok(lookers) => lookers,
             Err(e) => return tracing::warn!(%room, error = %e, "could not read who looks at a room"),
         };
         for connection in &lookers.stale {
-            if let Err(e) = self.store.remove_viewer(room, connection).await {
+            if let Err(e) = self.store.live.remove_viewer(room, connection).await {
                 tracing::warn!(%room, error = %e, "could not clear a stale viewer row");
             }
         }
@@ -59,7 +59,7 @@ impl Chat {
         if told.is_empty() {
             return;
         }
-        let room_row = match self.store.room(room).await {
+        let room_row = match self.store.rooms.room(room).await {
             Ok(Some(row)) => row,
             Ok(None) => return,
             Err(e) => return tracing::warn!(%room, error = %e, "could not read a room for its notices"),
@@ -86,7 +86,7 @@ impl Chat {
         armed: Option<&Armed>,
         message: &Message,
     ) -> crate::error::Result<()> {
-        if let Some(member) = self.store.member(room, user).await? {
+        if let Some(member) = self.store.members.member(room, user).await? {
             let online = tokio::sync::OnceCell::new();
             let entry = self.room_entry(room_row, &member, &online).await?;
             let here = message.mentions.here && self.online_window(&online, user).await?.covers(message.created_at);
@@ -100,7 +100,7 @@ impl Chat {
             self.notice(room, user, signal);
         }
         if let Some(armed) = armed {
-            self.store.disarm_notice(room, armed).await?;
+            self.store.live.disarm_notice(room, armed).await?;
         }
         Ok(())
     }
@@ -111,7 +111,7 @@ impl Chat {
         if self.live.is_none() {
             return;
         }
-        if let Err(e) = self.store.arm_notice(room, user).await {
+        if let Err(e) = self.store.live.arm_notice(room, user).await {
             tracing::warn!(%room, %user, error = %e, "could not arm a notice");
         }
     }

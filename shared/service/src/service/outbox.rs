@@ -68,14 +68,14 @@ impl Chat {
         if let Some(events) = &self.events {
             events.publish(event).await?;
         }
-        Ok(self.store.clear_pending(room, row_key).await?)
+        Ok(self.store.outbox.clear_pending(room, row_key).await?)
     }
 
     /// The timer's part: republishes every event pending longer than [`REPUBLISH_AFTER`] and
     /// drops markers of rooms with nothing pending. Returns the events republished.
     pub async fn republish(&self, now: DateTime<Utc>) -> Result<usize> {
         let mut republished = 0;
-        for marker in self.store.outbox_markers().await? {
+        for marker in self.store.outbox.outbox_markers().await? {
             match self.republish_room(&marker, now).await {
                 Ok(n) => republished += n,
                 Err(e) => tracing::warn!(room = %marker.room, error = %e, "republishing a room's events failed"),
@@ -86,7 +86,7 @@ impl Chat {
 
     async fn republish_room(&self, marker: &Marker, now: DateTime<Utc>) -> Result<usize> {
         let room = &marker.room;
-        let pending = self.store.pending_events(room).await?;
+        let pending = self.store.outbox.pending_events(room).await?;
         let mut republished = 0;
         // One event that keeps failing never holds up the room's others.
         for row in &pending {
@@ -95,7 +95,7 @@ impl Chat {
             }
             let Some(event) = &row.event else {
                 tracing::error!(%room, row = %row.row_key, "an unreadable outbox row was dropped");
-                self.store.clear_pending(room, &row.row_key).await?;
+                self.store.outbox.clear_pending(room, &row.row_key).await?;
                 continue;
             };
             // A run pushing it right now is left alone; one that is done needs no republishing.
@@ -103,7 +103,7 @@ impl Chat {
                 match self.notifier.state(room, &event.message_id).await? {
                     NotificationState::Claimed => continue,
                     NotificationState::Done => {
-                        self.store.clear_pending(room, &row.row_key).await?;
+                        self.store.outbox.clear_pending(room, &row.row_key).await?;
                         continue;
                     }
                     NotificationState::Unclaimed => {}
@@ -116,7 +116,7 @@ impl Chat {
         }
         let idle = pending.is_empty() && marker.marked_at.is_none_or(|at| now - at > MARK_EXPIRY);
         if idle {
-            self.store.remove_marker(marker).await?;
+            self.store.outbox.remove_marker(marker).await?;
         }
         Ok(republished)
     }
@@ -234,7 +234,7 @@ mod tests {
                     mentions: Default::default(),
                     automation: false,
                 };
-                chat.store.record_fan_out(&room, &event).await.unwrap();
+                chat.store.outbox.record_fan_out(&room, &event).await.unwrap();
                 if let Some((state, at)) = claimed {
                     let marker = Entity::new(room.as_str(), format!("{message_id}:n"))
                         .with("state", Value::String(state))

@@ -85,7 +85,7 @@ impl Chat {
         self.outgoing_manager(room, who).await?;
         let sender = self.hook_sender()?;
         sender.check_url(&url).map_err(Error::validation)?;
-        if self.store.outgoing_webhooks(room).await?.len() >= MAX_OUTGOING_PER_ROOM {
+        if self.store.outgoing.outgoing_webhooks(room).await?.len() >= MAX_OUTGOING_PER_ROOM {
             return Err(Error::Conflict(format!(
                 "a room has at most {MAX_OUTGOING_PER_ROOM} outgoing webhooks; delete one first"
             )));
@@ -105,30 +105,30 @@ impl Chat {
             disabled_at: None,
             last_delivery: None,
         };
-        self.store.insert_outgoing(&hook).await?;
+        self.store.outgoing.insert_outgoing(&hook).await?;
         Ok(OutgoingWebhookWithSecret { webhook: hook, secret })
     }
 
     /// A room's endpoints, each with its newest attempt's outcome.
     pub async fn list_outgoing_webhooks(&self, who: &Principal, room: &RoomId) -> Result<Vec<OutgoingWebhook>> {
         self.outgoing_manager(room, who).await?;
-        Ok(self.store.outgoing_webhooks(room).await?)
+        Ok(self.store.outgoing.outgoing_webhooks(room).await?)
     }
 
     pub async fn delete_outgoing_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
         self.outgoing_manager(room, who).await?;
         check_id(id)?;
-        Ok(self.store.delete_outgoing(room, id).await?)
+        Ok(self.store.outgoing.delete_outgoing(room, id).await?)
     }
 
     /// An endpoint's deliveries, newest change first, with each one's last status.
     pub async fn list_deliveries(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Vec<Delivery>> {
         self.outgoing_manager(room, who).await?;
         check_id(id)?;
-        if self.store.outgoing_webhook(room, id).await?.is_none() {
+        if self.store.outgoing.outgoing_webhook(room, id).await?.is_none() {
             return Err(missing());
         }
-        Ok(self.store.deliveries(room, id, DELIVERIES_LISTED).await?)
+        Ok(self.store.outgoing.deliveries(room, id, DELIVERIES_LISTED).await?)
     }
 
     /// One delivery run over every room with endpoints, at the service's clock.
@@ -139,7 +139,7 @@ impl Chat {
         }
         // Rooms at once (and each room's endpoints at once, `deliver_room`): an endpoint slow
         // to answer — up to a request's timeout, every run — holds up only its own deliveries.
-        let rooms = self.store.outgoing_rooms().await?;
+        let rooms = self.store.outgoing.outgoing_rooms().await?;
         let mut runs = futures::stream::iter(rooms)
             .map(|(room, listing)| async move {
                 let done = self.deliver_room(&room).await;
@@ -150,7 +150,7 @@ impl Chat {
             // One room's trouble never holds up the others; the next run tries it again.
             match done {
                 Ok(Some(done)) => report.add(done),
-                Ok(None) => self.store.unlist_outgoing_room(&room, listing).await?,
+                Ok(None) => self.store.outgoing.unlist_outgoing_room(&room, listing).await?,
                 Err(e) => tracing::warn!(%room, error = %e, "delivering a room's webhooks failed"),
             }
         }
@@ -160,7 +160,7 @@ impl Chat {
     /// After a committed change: a delivery run for its room in the background, when the
     /// change wrote an event. Never fails or waits for the caller.
     pub(crate) fn nudge_outgoing(&self, room: &RoomId) {
-        if self.outgoing.is_none() || !self.store.take_nudge(room) {
+        if self.outgoing.is_none() || !self.store.outgoing.take_nudge(room) {
             return;
         }
         let (chat, room) = (self.clone(), room.clone());
@@ -177,7 +177,7 @@ impl Chat {
         let sender = self.hook_sender()?;
         let now = self.time.now();
         let mut report = DeliveryReport::default();
-        let mut hooks = self.store.outgoing_webhooks(room).await?;
+        let mut hooks = self.store.outgoing.outgoing_webhooks(room).await?;
         // An endpoint whose maker lost the right to manage webhooks is run as a disabled one:
         // nothing is posted to it, and what waits for it is abandoned.
         for hook in hooks.iter_mut().filter(|hook| hook.status != EndpointStatus::Disabled) {
@@ -185,7 +185,7 @@ impl Chat {
                 hook.status = EndpointStatus::Disabled;
             }
         }
-        for event in self.store.hook_events(room).await? {
+        for event in self.store.outgoing.hook_events(room).await? {
             self.fan_out(room, &hooks, &event, now).await?;
             report.events += 1;
         }
@@ -222,10 +222,11 @@ impl Chat {
             };
             let body = serde_json::to_string(&body).map_err(|e| Error::Internal(format!("a delivery: {e}")))?;
             self.store
+                .outgoing
                 .insert_delivery(room, &new_delivery(&hook.id, event, body, now))
                 .await?;
         }
-        Ok(self.store.clear_hook_event(room, &event.row_key).await?)
+        Ok(self.store.outgoing.clear_hook_event(room, &event.row_key).await?)
     }
 
     /// Whether `delivery` still says what its message says: a delete (or an erasure) takes
@@ -238,7 +239,12 @@ impl Chat {
         let Some(key) = MessageKey::parse(&delivery.message_id) else {
             return Ok(false);
         };
-        Ok(self.store.message(room, &key).await?.is_some_and(|m| m.is_live()))
+        Ok(self
+            .store
+            .messages
+            .message(room, &key)
+            .await?
+            .is_some_and(|m| m.is_live()))
     }
 
     /// Posts an endpoint's due deliveries in the order of their changes, up to its first
@@ -260,25 +266,33 @@ impl Chat {
         if hook.status == EndpointStatus::Disabled {
             // A few pages a run (a row another run holds is left for the next one).
             for _ in 0..ABANDONED_PAGES_PER_RUN {
-                let pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+                let pending = self
+                    .store
+                    .outgoing
+                    .pending_deliveries(room, &hook.id, PENDING_PAGE)
+                    .await?;
                 if pending.is_empty() {
                     break;
                 }
                 for (mut delivery, etag) in pending {
                     delivery.status = DeliveryStatus::Abandoned;
                     delivery.next_attempt_at = None;
-                    self.store.finish_delivery(room, &delivery, etag).await?;
+                    self.store.outgoing.finish_delivery(room, &delivery, etag).await?;
                 }
             }
             return Ok(());
         }
-        let mut pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+        let mut pending = self
+            .store
+            .outgoing
+            .pending_deliveries(room, &hook.id, PENDING_PAGE)
+            .await?;
         if pending.is_empty() {
             return Ok(());
         }
         // Deleted since the run listed it: a fan-out that raced the delete left these.
-        if self.store.outgoing_webhook(room, &hook.id).await?.is_none() {
-            return Ok(self.store.drop_deliveries(room, &hook.id).await?);
+        if self.store.outgoing.outgoing_webhook(room, &hook.id).await?.is_none() {
+            return Ok(self.store.outgoing.drop_deliveries(room, &hook.id).await?);
         }
         let secret = sender
             .sealer()
@@ -299,7 +313,7 @@ impl Chat {
                     delivery.next_attempt_at = None;
                     delivery.error = Some("the message was deleted before this was posted".into());
                     delivery.body.clear();
-                    self.store.finish_delivery(room, &delivery, etag).await?;
+                    self.store.outgoing.finish_delivery(room, &delivery, etag).await?;
                     continue;
                 }
                 // The claim: of two runs at once, one attempts it, and the other stops here
@@ -307,7 +321,7 @@ impl Chat {
                 delivery.attempts += 1;
                 delivery.last_attempt_at = Some(now);
                 delivery.claimed_until = Some(now + CLAIM);
-                let Some(etag) = self.store.replace_pending(room, &delivery, etag).await? else {
+                let Some(etag) = self.store.outgoing.replace_pending(room, &delivery, etag).await? else {
                     return Ok(());
                 };
                 let attempt = sender
@@ -320,11 +334,12 @@ impl Chat {
                         delivery.status_code = Some(status);
                         delivery.error = None;
                         delivery.next_attempt_at = None;
-                        self.store.finish_delivery(room, &delivery, etag).await?;
+                        self.store.outgoing.finish_delivery(room, &delivery, etag).await?;
                         self.record_attempt(room, hook, &delivery, now, true).await?;
                         report.delivered += 1;
                         if delivery.version % PRUNE_EVERY == 0 {
                             self.store
+                                .outgoing
                                 .prune_deliveries(room, &hook.id, delivery.version, HISTORY_VERSIONS)
                                 .await?;
                         }
@@ -333,7 +348,7 @@ impl Chat {
                         delivery.status_code = status;
                         delivery.error = Some(error);
                         delivery.next_attempt_at = Some(now + retry_after(delivery.attempts));
-                        self.store.replace_pending(room, &delivery, etag).await?;
+                        self.store.outgoing.replace_pending(room, &delivery, etag).await?;
                         report.failed += 1;
                         if self.record_attempt(room, hook, &delivery, now, false).await? {
                             report.disabled += 1;
@@ -346,7 +361,11 @@ impl Chat {
             // recorded one meanwhile may have stopped behind one of these (it was not due to
             // it while this run held it), so this run is the one to post it — stopping at the
             // end of its page left it for the next run.
-            pending = self.store.pending_deliveries(room, &hook.id, PENDING_PAGE).await?;
+            pending = self
+                .store
+                .outgoing
+                .pending_deliveries(room, &hook.id, PENDING_PAGE)
+                .await?;
             if pending.is_empty() {
                 return Ok(());
             }
@@ -373,6 +392,7 @@ impl Chat {
         let mut disabled_now = false;
         let updated = self
             .store
+            .outgoing
             .update_outgoing(room, &hook.id, |row| {
                 row.last_delivery = Some(last.clone());
                 disabled_now = false;

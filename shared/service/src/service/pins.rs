@@ -35,7 +35,7 @@ impl Chat {
             Some(Cursor::OldestFirst(_)) | None => None,
         };
         self.access(room, &who.user_id).await?;
-        let (keys, more) = self.store.pins_page(room, after.as_ref(), limit).await?;
+        let (keys, more) = self.store.pins.pins_page(room, after.as_ref(), limit).await?;
         let found = try_join_all(keys.iter().map(|key| self.find_message(room, key))).await?;
         let mut messages: Vec<Message> = Vec::with_capacity(keys.len());
         for (key, message) in keys.iter().zip(found) {
@@ -46,7 +46,7 @@ impl Chat {
                     }
                 }
                 _ => {
-                    if let Err(e) = self.store.delete_pin_row(room, key).await {
+                    if let Err(e) = self.store.pins.delete_pin_row(room, key).await {
                         tracing::warn!(%room, message = key.as_str(), error = %e, "could not remove the pin row of a message gone");
                     }
                 }

@@ -42,6 +42,7 @@ impl Chat {
             None => {
                 let vote = Companion::Vote { option_id: "" };
                 self.store
+                    .companions
                     .delete_companion(room, &message.key(), &who.user_id, vote)
                     .await?
             }

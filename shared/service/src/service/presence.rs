@@ -163,7 +163,7 @@ impl Chat {
     /// Renews this hub's heartbeat and sweeps the hubs of stopped processes; best effort.
     async fn hub_heartbeat(&self, tag: &str) {
         let now = Utc::now();
-        if let Err(e) = self.store.beat_hub(tag, now + HUB_LEASE).await {
+        if let Err(e) = self.store.presence.beat_hub(tag, now + HUB_LEASE).await {
             tracing::warn!(error = %e, "the live hub's heartbeat was not renewed");
         }
         if let Err(e) = self.sweep_stopped_hubs(now).await {
@@ -184,11 +184,14 @@ impl Chat {
         };
         let row = format!("{tag}.{connection}");
         if open {
-            self.store.index_hub_connection(tag, &connection, &user).await?;
+            self.store
+                .presence
+                .index_hub_connection(tag, &connection, &user)
+                .await?;
             self.connection_changed(&user, &row, true).await
         } else {
             self.connection_changed(&user, &row, false).await?;
-            Ok(self.store.unindex_hub_connection(tag, &connection).await?)
+            Ok(self.store.presence.unindex_hub_connection(tag, &connection).await?)
         }
     }
 
@@ -196,10 +199,10 @@ impl Chat {
     /// `now` (its presence, and the room it showed), and forgets that hub once none is left. Answers how many were closed.
     pub async fn sweep_stopped_hubs(&self, now: chrono::DateTime<Utc>) -> Result<usize> {
         let mut closed = 0;
-        for tag in self.store.lapsed_hubs(now).await? {
-            let connections = self.store.hub_connections(&tag, SWEPT_AT_ONCE).await?;
+        for tag in self.store.presence.lapsed_hubs(now).await? {
+            let connections = self.store.presence.hub_connections(&tag, SWEPT_AT_ONCE).await?;
             if connections.is_empty() {
-                self.store.forget_hub(&tag).await?;
+                self.store.presence.forget_hub(&tag).await?;
                 continue;
             }
             for (connection, user) in connections {
@@ -241,7 +244,7 @@ impl Chat {
         // delivery): a view racing this close either finds the connection closed when it
         // checks again, or wrote the rows this reads (`Chat::view_room`).
         let now = Utc::now();
-        self.store.close_connection(&user, &connection, now).await?;
+        self.store.presence.close_connection(&user, &connection, now).await?;
         self.connection_closed(user.as_str(), &connection).await;
         self.settle(&user, now).await
     }
@@ -251,15 +254,15 @@ impl Chat {
     pub(crate) async fn connection_changed(&self, user: &UserId, connection: &str, open: bool) -> Result<()> {
         let now = Utc::now();
         match open {
-            true => self.store.open_connection(user, connection, now).await?,
-            false => self.store.close_connection(user, connection, now).await?,
+            true => self.store.presence.open_connection(user, connection, now).await?,
+            false => self.store.presence.close_connection(user, connection, now).await?,
         }
         self.settle(user, now).await
     }
 
     /// Makes `user`'s presence agree with their connection rows, and announces a flip.
     async fn settle(&self, user: &UserId, now: chrono::DateTime<Utc>) -> Result<()> {
-        if self.store.settle_presence(user, now).await?.is_some() {
+        if self.store.presence.settle_presence(user, now).await?.is_some() {
             self.announce_presence(user);
         }
         Ok(())
@@ -269,21 +272,21 @@ impl Chat {
     pub async fn set_status(&self, who: &Principal, input: NewStatus) -> Result<Presence> {
         let mut status = input.checked(Utc::now())?;
         status.expires_at = status.expires_at.map(crate::store::stored_time);
-        let presence = self.store.set_status(&who.user_id, Some(&status)).await?;
+        let presence = self.store.presence.set_status(&who.user_id, Some(&status)).await?;
         self.announce_presence(&who.user_id);
         Ok(presence.as_of(Utc::now()))
     }
 
     /// Clears the caller's custom status and tells their rooms.
     pub async fn clear_status(&self, who: &Principal) -> Result<Presence> {
-        let presence = self.store.set_status(&who.user_id, None).await?;
+        let presence = self.store.presence.set_status(&who.user_id, None).await?;
         self.announce_presence(&who.user_id);
         Ok(presence)
     }
 
     /// The caller's own presence and status.
     pub async fn my_presence(&self, who: &Principal) -> Result<Presence> {
-        Ok(self.store.presence(&who.user_id).await?.as_of(Utc::now()))
+        Ok(self.store.presence.presence(&who.user_id).await?.as_of(Utc::now()))
     }
 
     /// `members` with the presence of the first [`MAX_PRESENCE_LISTED`] filled in: one point
@@ -295,7 +298,7 @@ impl Chat {
                 if i < MAX_PRESENCE_LISTED
                     && let Ok(user) = UserId::parse(&member.user_id)
                 {
-                    member.presence = Some(self.store.presence(&user).await?.as_of(now));
+                    member.presence = Some(self.store.presence.presence(&user).await?.as_of(now));
                 }
                 Ok::<_, Error>(member)
             })
@@ -328,8 +331,8 @@ impl Chat {
 
     /// Sends `user`'s presence as stored now to each of their rooms' groups.
     async fn send_presence(&self, user: &UserId) -> Result<()> {
-        let presence = self.store.presence(user).await?.as_of(Utc::now());
-        for room in self.store.user_rooms(user, MAX_ROOMS_PER_USER).await? {
+        let presence = self.store.presence.presence(user).await?.as_of(Utc::now());
+        for room in self.store.members.user_rooms(user, MAX_ROOMS_PER_USER).await? {
             let signal = Signal::Presence {
                 user_id: user.to_string(),
                 presence: presence.clone(),

@@ -89,7 +89,7 @@ impl Chat {
             url,
             created_at: Some(self.time.now()),
         };
-        if let Err(e) = self.store.put_preview_job(&job).await {
+        if let Err(e) = self.store.previews.put_preview_job(&job).await {
             tracing::warn!(%room, error = %e, "could not record a link preview job; the message gets none");
             return;
         }
@@ -109,7 +109,7 @@ impl Chat {
         tokio::spawn(async move {
             while let Some(job) = jobs.recv().await {
                 chat.make_preview(&job).await;
-                if let Err(e) = chat.store.clear_preview_job(&job.room, &job.message).await {
+                if let Err(e) = chat.store.previews.clear_preview_job(&job.room, &job.message).await {
                     tracing::warn!(room = %job.room, error = %e, "could not clear a link preview job");
                 }
             }
@@ -146,7 +146,7 @@ impl Chat {
 
     /// The preview of `url`: the cache's when younger than [`CACHE_FOR`], else a fetch's.
     async fn preview_of(&self, fetcher: &PreviewFetcher, url: &str, now: DateTime<Utc>) -> Result<Option<LinkPreview>> {
-        if let Some(cached) = self.store.cached_link(url).await?
+        if let Some(cached) = self.store.previews.cached_link(url).await?
             && now - cached.fetched_at < CACHE_FOR
         {
             return Ok(cached.preview);
@@ -162,7 +162,7 @@ impl Chat {
             preview,
             fetched_at: now,
         };
-        self.store.cache_link(url, &cached).await?;
+        self.store.previews.cache_link(url, &cached).await?;
         Ok(cached.preview)
     }
 
@@ -172,7 +172,13 @@ impl Chat {
             .find_message(&job.room, &job.message)
             .await?
             .is_some_and(|m| m.is_live());
-        if live && self.store.attach_preview(&job.room, &job.message, preview).await? {
+        if live
+            && self
+                .store
+                .previews
+                .attach_preview(&job.room, &job.message, preview)
+                .await?
+        {
             self.signal(
                 &job.room,
                 Signal::Previewed {
@@ -189,7 +195,7 @@ impl Chat {
         self.access(room, &who.user_id).await?;
         let message = self.live_message(room, id).await?;
         previews::may_remove(&message, &who.user_id)?;
-        self.store.remove_preview(room, &message.key()).await?;
+        self.store.previews.remove_preview(room, &message.key()).await?;
         self.signal(room, Signal::Previewed { message_id: message.id });
         Ok(())
     }
@@ -199,6 +205,7 @@ impl Chat {
     pub(crate) async fn expire_link_cache(&self, now: DateTime<Utc>) -> Result<usize> {
         Ok(self
             .store
+            .previews
             .expire_link_cache(now - CACHE_FOR, CACHE_ROWS_PER_RUN)
             .await?)
     }
@@ -212,6 +219,7 @@ impl Chat {
         // Jobs a running worker holds are young and few; the stopped ones come after them.
         let due: Vec<PreviewJob> = self
             .store
+            .previews
             .preview_jobs(20 * JOBS_PER_RUN)
             .await?
             .into_iter()
@@ -223,7 +231,7 @@ impl Chat {
         // answering, this is how every preview is made, inside the housekeeping run).
         let tries = futures::stream::iter(due)
             .map(|job| async move {
-                self.store.clear_preview_job(&job.room, &job.message).await?;
+                self.store.previews.clear_preview_job(&job.room, &job.message).await?;
                 self.make_preview(&job).await;
                 Ok::<(), Error>(())
             })

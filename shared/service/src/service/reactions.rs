@@ -54,6 +54,7 @@ impl Chat {
         authorize(&access, &message, Operation::React)?;
         self.check_write_limits(&access, Write::Reaction).await?;
         self.store
+            .companions
             .delete_companion(room, &message.key(), &who.user_id, Companion::Reaction { emoji })
             .await?;
         self.signal(
@@ -76,9 +77,12 @@ impl Chat {
         companion: Companion<'_>,
     ) -> Result<()> {
         let key = message.key();
-        self.store.put_companion(room, &key, user, companion).await?;
+        self.store.companions.put_companion(room, &key, user, companion).await?;
         if let Err(gone) = self.live_message(room, &message.id).await {
-            self.store.delete_companion(room, &key, user, companion).await?;
+            self.store
+                .companions
+                .delete_companion(room, &key, user, companion)
+                .await?;
             return Err(gone);
         }
         Ok(())
@@ -117,7 +121,11 @@ impl Chat {
         ) else {
             return Ok(());
         };
-        let rows = self.store.companions(room, low, high, MAX_ROWS_PER_PAGE).await?;
+        let rows = self
+            .store
+            .companions
+            .companions(room, low, high, MAX_ROWS_PER_PAGE)
+            .await?;
         let mut by_message: HashMap<&str, Vec<&CompanionRow>> = HashMap::new();
         for row in &rows {
             by_message.entry(row.message_id.as_str()).or_default().push(row);

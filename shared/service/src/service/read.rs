@@ -179,7 +179,7 @@ impl Chat {
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
-        Ok(self.store.message(room, key).await?)
+        Ok(self.store.messages.message(room, key).await?)
     }
 
     async fn newest_first(
@@ -188,7 +188,11 @@ impl Chat {
         after: Option<MessageKey>,
         limit: usize,
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
-        let (rows, more) = self.store.messages_newest_first(room, after.as_ref(), limit).await?;
+        let (rows, more) = self
+            .store
+            .messages
+            .messages_newest_first(room, after.as_ref(), limit)
+            .await?;
         // A whole page resumes after its last row, tombstone or not.
         let last_row = rows.last().map(Message::key);
         let mut messages: Vec<Message> = rows.into_iter().filter(Message::is_live).collect();
@@ -208,10 +212,14 @@ impl Chat {
         after: Option<AscendingKey>,
         limit: usize,
     ) -> Result<(Vec<Message>, bool, Option<Cursor>)> {
-        let (keys, more) = self.store.index_page(room, after.as_ref(), limit).await?;
+        let (keys, more) = self.store.messages.index_page(room, after.as_ref(), limit).await?;
         // The last page reads on to the newest message: one stored without its index row
         // shows there too.
-        let found = self.store.messages_of_page(room, after.as_ref(), &keys, !more).await?;
+        let found = self
+            .store
+            .messages
+            .messages_of_page(room, after.as_ref(), &keys, !more)
+            .await?;
         // A whole page resumes after its last index row, matched or not, or its last message
         // when that is newer (one without an index row).
         let newest = found.last().map(|m| m.key().ticks().ascending_key());

@@ -58,6 +58,7 @@ impl Chat {
         Ok(
             match self
                 .store
+                .reports
                 .add_report(room, &message.key(), &who.user_id, &report)
                 .await?
             {
@@ -71,7 +72,11 @@ impl Chat {
     pub async fn report_queue(&self, who: &Principal, room: &RoomId) -> Result<ReportQueue> {
         let access = self.access(room, &who.user_id).await?;
         access.require(Permission::ManageMessages)?;
-        let mut open = self.store.open_report_groups(room, MAX_OPEN_GROUPS_READ).await?;
+        let mut open = self
+            .store
+            .reports
+            .open_report_groups(room, MAX_OPEN_GROUPS_READ)
+            .await?;
         open.sort_by(|a, b| queue_order((a.count, a.last_reported_at), (b.count, b.last_reported_at)));
         let mut groups = Vec::new();
         // Groups whose message is gone are closed and skipped, so read on past them.
@@ -90,7 +95,11 @@ impl Chat {
     /// deleted or gone.
     async fn queue_entry(&self, room: &RoomId, reader: &UserId, group: &OpenGroup) -> Result<Option<ReportGroup>> {
         let (message, reports) = tokio::try_join!(self.find_message(room, &group.message), async {
-            Ok(self.store.group_reports(room, group, MAX_LISTED_REPORTS).await?)
+            Ok(self
+                .store
+                .reports
+                .group_reports(room, group, MAX_LISTED_REPORTS)
+                .await?)
         },)?;
         let mut message = match message {
             Some(message) if message.is_live() => message,
@@ -119,7 +128,7 @@ impl Chat {
         access.require(Permission::ManageMessages)?;
         let none_open = || Error::not_found("no open reports for this message");
         let key = MessageKey::parse(id).ok_or_else(none_open)?;
-        if self.store.open_reports(room, &key).await?.is_none() {
+        if self.store.reports.open_reports(room, &key).await?.is_none() {
             return Err(none_open());
         }
         match input.action {
@@ -130,6 +139,7 @@ impl Chat {
                 };
                 let closed = self
                     .store
+                    .reports
                     .close_reports(room, &key, Resolution::Dismissed, Some(&who.user_id), &[], resolved)
                     .await?;
                 closed.map(|_| ()).ok_or_else(none_open)
@@ -150,6 +160,7 @@ impl Chat {
         let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted);
         if let Err(e) = self
             .store
+            .reports
             .close_reports(
                 room,
                 &deleted.key(),
@@ -172,6 +183,7 @@ impl Chat {
             .and_then(|by| UserId::parse(by).ok());
         let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted);
         self.store
+            .reports
             .close_reports(room, key, Resolution::MessageDeleted, by.as_ref(), &[], resolved)
             .await?;
         Ok(())

@@ -43,7 +43,7 @@ impl Chat {
             .detail("name", &role.name)
             .detail("permissions", role.permissions)
             .detail("position", role.position);
-        self.store.insert_role(room_id, &role, &entry).await?;
+        self.store.roles.insert_role(room_id, &role, &entry).await?;
         Ok(role)
     }
 
@@ -69,7 +69,7 @@ impl Chat {
             role.position = change.position.unwrap_or(role.position);
             check_grant(&access, role.position, role.permissions)
         };
-        Ok(self.store.update_role(room_id, id, change, entry).await?)
+        Ok(self.store.roles.update_role(room_id, id, change, entry).await?)
     }
 
     pub async fn delete_role(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
@@ -80,11 +80,11 @@ impl Chat {
         let entry = ModerationEntry::by(ModerationAction::RoleDeleted, &who.user_id)
             .role(id)
             .detail("name", &role.name);
-        Ok(self.store.delete_role(room_id, id, &entry).await?)
+        Ok(self.store.roles.delete_role(room_id, id, &entry).await?)
     }
 
     pub(crate) async fn roles(&self, room_id: &RoomId) -> Result<Vec<Role>> {
-        Ok(self.store.roles(room_id).await?)
+        Ok(self.store.roles.roles(room_id).await?)
     }
 
     async fn role(&self, room_id: &RoomId, id: &str) -> Result<Role> {
@@ -92,6 +92,6 @@ impl Chat {
         if uuid::Uuid::try_parse(id).is_err() {
             return Err(missing());
         }
-        self.store.role(room_id, id).await?.ok_or_else(missing)
+        self.store.roles.role(room_id, id).await?.ok_or_else(missing)
     }
 }

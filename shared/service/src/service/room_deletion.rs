@@ -29,24 +29,24 @@ impl Chat {
     /// finishes it.
     pub async fn delete_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
         let missing = || Error::not_found("room not found");
-        let row = self.store.room_row(room_id).await?.ok_or_else(missing)?;
+        let row = self.store.rooms.room_row(room_id).await?.ok_or_else(missing)?;
         if row.owner_id.as_deref() != Some(who.user_id.as_str()) {
             // A member learns that only the owner may; anyone else that there is no room.
-            return match !row.being_deleted && self.store.member(room_id, &who.user_id).await?.is_some() {
+            return match !row.being_deleted && self.store.members.member(room_id, &who.user_id).await?.is_some() {
                 true => Err(Error::Forbidden("only the owner can delete the room".into())),
                 false => Err(missing()),
             };
         }
-        self.store.mark_room_deleted(room_id).await?;
+        self.store.rooms.mark_room_deleted(room_id).await?;
         // Its objects while the room row stays, so a delete that fails here can be repeated.
         self.remove_room_objects(room_id).await?;
-        self.store.sweep_room(room_id).await?;
+        self.store.rooms.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
-        self.store.sweep_room(room_id).await?;
+        self.store.rooms.sweep_room(room_id).await?;
         // And once more: an upload link handed out before the marker may have been used since.
         if let Err(e) = self.remove_room_objects(room_id).await {
             tracing::warn!(%room_id, error = %e, "could not delete a deleted room's late objects");
         }
-        Ok(self.store.unregister_room(room_id).await?)
+        Ok(self.store.purge.unregister_room(room_id).await?)
     }
 }

@@ -90,8 +90,12 @@ impl Chat {
         // `store::directory`).
         let mut expected = access.room.clone();
         apply(&mut expected);
-        self.store.list_in_directory(&expected).await?;
-        let held = self.store.hold_directory_rows([&access.room, &expected]).await?;
+        self.store.directory.list_in_directory(&expected).await?;
+        let held = self
+            .store
+            .directory
+            .hold_directory_rows([&access.room, &expected])
+            .await?;
         let mut renamed = false;
         let entries = |before: &Room, after: &Room| {
             let mut entries = Vec::new();
@@ -137,6 +141,7 @@ impl Chat {
         };
         let room = self
             .store
+            .rooms
             .update_room(
                 room_id,
                 |room| {
@@ -147,7 +152,7 @@ impl Chat {
                 entries,
             )
             .await?;
-        self.store.relist(&room, held).await?;
+        self.store.directory.relist(&room, held).await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
             self.announce(room_id, MessageType::EditRoom, who, line).await;

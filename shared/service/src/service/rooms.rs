@@ -63,7 +63,7 @@ impl Chat {
             max_sends_per_second: 0,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
-        self.store.create_room(&room, &owner).await?;
+        self.store.rooms.create_room(&room, &owner).await?;
         Ok(room)
     }
 
@@ -85,7 +85,7 @@ impl Chat {
             None if invitation.is_some() => return Err(Error::not_found("invitation not found")),
             None => return Err(Error::not_found("room not found")),
         };
-        if self.store.member(room_id, &who.user_id).await?.is_some() {
+        if self.store.members.member(room_id, &who.user_id).await?.is_some() {
             return Ok(room);
         }
         let invitation = match invitation {
@@ -101,21 +101,28 @@ impl Chat {
         // A join writes a line in the joiner's name.
         self.check_user_limit(&who.user_id).await?;
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
-            self.store.use_invitation(room_id, &invitation.id, Utc::now()).await?;
+            self.store
+                .invitations
+                .use_invitation(room_id, &invitation.id, Utc::now())
+                .await?;
         }
         let mut member = Member::new(who, MemberRole::Member, Utc::now());
         // A timeout outlives leaving and rejoining, as a ban does.
-        member.timeout_until = self.store.kept_timeout(room_id, &who.user_id, Utc::now()).await?;
-        if self.store.add_member(room_id, &member).await? == Joined::AlreadyMember {
+        member.timeout_until = self
+            .store
+            .members
+            .kept_timeout(room_id, &who.user_id, Utc::now())
+            .await?;
+        if self.store.members.add_member(room_id, &member).await? == Joined::AlreadyMember {
             return Ok(room);
         }
         // A ban that committed between the check above and the insert wins.
         if self.is_banned(room_id, &who.user_id).await? {
-            self.store.remove_member(room_id, &who.user_id).await?;
+            self.store.members.remove_member(room_id, &who.user_id).await?;
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
         if let Some(invitation) = invitation.filter(|i| i.user_id.is_some()) {
-            self.store.remove_invitation(&invitation, None).await?;
+            self.store.invitations.remove_invitation(&invitation, None).await?;
         }
         let line = format!("{} joined the room.", who.name);
         self.announce(room_id, MessageType::System, who, line).await;
@@ -135,7 +142,7 @@ impl Chat {
         }
         // A leave writes a line in the leaver's name.
         self.check_user_limit(&who.user_id).await?;
-        self.store.end_membership(room_id, &who.user_id, None).await?;
+        self.store.members.end_membership(room_id, &who.user_id, None).await?;
         self.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
         self.announce(room_id, MessageType::System, who, line).await;
@@ -162,7 +169,7 @@ impl Chat {
     /// send (which moves the sender's position) and receipt, with no transaction across the two
     /// partitions to keep the copy exact. `docs/BENCHMARKS.md` has the counts.
     pub async fn my_rooms(&self, who: &Principal) -> Result<Vec<RoomEntry>> {
-        let rooms = self.store.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
+        let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let online = &tokio::sync::OnceCell::new();
         let mut entries = Vec::with_capacity(rooms.len());
         for wave in rooms.chunks(ROOMS_IN_FLIGHT) {
@@ -183,13 +190,17 @@ impl Chat {
         online: &tokio::sync::OnceCell<OnlineWindow>,
     ) -> Result<Vec<RoomEntry>> {
         let rows = try_join_all(wave.iter().map(|room_id| async move {
-            let (member, room) = tokio::try_join!(self.store.member(room_id, &who.user_id), self.store.room(room_id))?;
+            let (member, room) = tokio::try_join!(
+                self.store.members.member(room_id, &who.user_id),
+                self.store.rooms.room(room_id)
+            )?;
             Ok::<_, Error>(member.zip(room).map(|(member, room)| (room_id, member, room)))
         }))
         .await?;
         let entries = rows.into_iter().flatten().map(|(room_id, member, room)| async move {
             let found = self
                 .store
+                .messages
                 .unread_since(room_id, &member.read_position(), MAX_UNREAD_COUNTED)
                 .await?;
             self.entry_of(room, &member, found, online).await
@@ -203,7 +214,7 @@ impl Chat {
         cell: &'a tokio::sync::OnceCell<OnlineWindow>,
         user: &crate::ids::UserId,
     ) -> Result<&'a OnlineWindow> {
-        Ok(cell.get_or_try_init(|| self.store.online_window(user)).await?)
+        Ok(cell.get_or_try_init(|| self.store.presence.online_window(user)).await?)
     }
 
     /// Counts what `member` has not read: messages from others newer than their read position
@@ -219,7 +230,11 @@ impl Chat {
     ) -> Result<RoomEntry> {
         let room_id = RoomId::parse(&room.id)?;
         let position = member.read_position();
-        let found = self.store.unread_since(&room_id, &position, MAX_UNREAD_COUNTED).await?;
+        let found = self
+            .store
+            .messages
+            .unread_since(&room_id, &position, MAX_UNREAD_COUNTED)
+            .await?;
         self.entry_of(room, member, found, online).await
     }
 
@@ -277,7 +292,7 @@ impl Chat {
 
     /// The room, unless it is missing or being deleted (both answer as missing).
     pub(crate) async fn find_room(&self, room_id: &RoomId) -> Result<Option<Room>> {
-        Ok(self.store.room(room_id).await?)
+        Ok(self.store.rooms.room(room_id).await?)
     }
 
     /// Hands the room to another member: they become its owner, and the caller an ordinary
@@ -300,6 +315,7 @@ impl Chat {
         let entry = ModerationEntry::by(ModerationAction::OwnershipTransferred, &who.user_id).user(&target);
         let handover = self
             .store
+            .rooms
             .transfer_ownership(room_id, &who.user_id, &target, Some(&entry))
             .await?;
         let (room, owner) = match handover {

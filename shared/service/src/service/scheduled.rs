@@ -56,7 +56,7 @@ impl Chat {
         let send_at = stored_time(checked_send_at(input.send_at, now)?);
         let (text, poll) = checked_body(input.text.as_deref(), input.poll.as_ref())?;
         let access = self.access(room, &who.user_id).await?;
-        let pending = self.store.scheduled_of(room, &who.user_id).await?;
+        let pending = self.store.scheduled.scheduled_of(room, &who.user_id).await?;
         if pending.iter().filter(|item| item.status.is_pending()).count() >= MAX_PENDING_PER_MEMBER {
             return Err(Error::Conflict(format!(
                 "at most {MAX_PENDING_PER_MEMBER} scheduled messages may wait in one room; cancel one first"
@@ -90,7 +90,7 @@ impl Chat {
         // No message can hold this new item's claim yet: a failure releases what it took.
         let files = self.claim_attachments(&who.user_id, room, &ids, &claim, None).await?;
         item.attachments = files.files.iter().map(|file| file.id.clone()).collect();
-        if let Err(e) = self.store.insert_scheduled(&item).await {
+        if let Err(e) = self.store.scheduled.insert_scheduled(&item).await {
             self.release_attachments(room, &files.taken, &claim, &who.user_id, None)
                 .await;
             return Err(e.into());
@@ -110,7 +110,7 @@ impl Chat {
         };
         let claim = Chat::attachment_claim(&user, Some(&item.client_id()));
         for id in &item.attachments {
-            if let Err(e) = self.store.release_upload(&room, id, &claim, Utc::now()).await {
+            if let Err(e) = self.store.uploads.release_upload(&room, id, &claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
             }
         }
@@ -120,12 +120,12 @@ impl Chat {
     /// none is left (one listing holds at most a few hundred), each listing's files first.
     pub(crate) async fn erase_scheduled_of(&self, room: &RoomId, user: &UserId) -> Result<()> {
         loop {
-            let items = self.store.scheduled_of(room, user).await?;
+            let items = self.store.scheduled.scheduled_of(room, user).await?;
             if items.is_empty() {
                 return Ok(());
             }
             self.remove_scheduled_files(room, user, &items).await?;
-            self.store.delete_scheduled(room, user, &items).await?;
+            self.store.scheduled.delete_scheduled(room, user, &items).await?;
         }
     }
 
@@ -141,7 +141,7 @@ impl Chat {
             let claim = Chat::attachment_claim(user, Some(&item.client_id()));
             let mut held = Vec::new();
             for id in &item.attachments {
-                if let Some(upload) = self.store.upload(room, id).await?
+                if let Some(upload) = self.store.uploads.upload(room, id).await?
                     && upload.claimed_by.as_deref() == Some(claim.as_str())
                 {
                     held.push(upload.attachment());
@@ -156,7 +156,7 @@ impl Chat {
     /// a week), soonest first.
     pub async fn list_scheduled(&self, who: &Principal, room: &RoomId) -> Result<Vec<Scheduled>> {
         self.access(room, &who.user_id).await?;
-        let mut items = self.store.scheduled_of(room, &who.user_id).await?;
+        let mut items = self.store.scheduled.scheduled_of(room, &who.user_id).await?;
         items.sort_by(|a, b| (a.send_at, &a.id).cmp(&(b.send_at, &b.id)));
         Ok(items)
     }
@@ -216,13 +216,14 @@ impl Chat {
         let missing = || Error::not_found("scheduled message not found");
         let (item, etag) = self
             .store
+            .scheduled
             .scheduled(room, &who.user_id, id)
             .await?
             .ok_or_else(missing)?;
         item.require_changeable()?;
         let mut changed = item.clone();
         change(&mut changed);
-        match self.store.replace_scheduled(&item, &etag, &changed).await? {
+        match self.store.scheduled.replace_scheduled(&item, &etag, &changed).await? {
             Some(_) => Ok(changed),
             None => Err(Error::Conflict(
                 "the scheduled message changed meanwhile (it may be being sent); read it again".into(),
@@ -234,7 +235,7 @@ impl Chat {
     pub async fn send_due_messages(&self) -> Result<ScheduledReport> {
         let now = self.time.now();
         let mut report = ScheduledReport::default();
-        for due in self.store.due_scheduled(now, MAX_DUE_PER_RUN).await? {
+        for due in self.store.scheduled.due_scheduled(now, MAX_DUE_PER_RUN).await? {
             // One item's trouble never stops the others; its claim lapses and a later run
             // tries it again.
             match self.take_turn(&due, now).await {
@@ -252,12 +253,12 @@ impl Chat {
 
     /// Claims a due item, then delivers it.
     async fn take_turn(&self, due: &Due, now: DateTime<Utc>) -> Result<Turn> {
-        let Some((item, etag)) = self.store.scheduled_at(&due.item_key).await? else {
-            self.store.drop_due(due).await?;
+        let Some((item, etag)) = self.store.scheduled.scheduled_at(&due.item_key).await? else {
+            self.store.scheduled.drop_due(due).await?;
             return Ok(Turn::Skipped);
         };
         if !due.indexes(&item) {
-            self.store.drop_due(due).await?;
+            self.store.scheduled.drop_due(due).await?;
             return Ok(Turn::Skipped);
         }
         let Some((claimed, etag)) = self.claim_scheduled(&item, &etag, now).await? else {
@@ -270,7 +271,12 @@ impl Chat {
     /// list it through the API).
     pub async fn scheduled_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<Option<Scheduled>> {
         check_id(id)?;
-        Ok(self.store.scheduled(room, user, id).await?.map(|(item, _)| item))
+        Ok(self
+            .store
+            .scheduled
+            .scheduled(room, user, id)
+            .await?
+            .map(|(item, _)| item))
     }
 
     /// A timer run's first step for one item alone: claims it if it is due now, and stops.
@@ -278,7 +284,7 @@ impl Chat {
     /// claim lapses after `CLAIM_LEASE` and a later run sends the item.
     pub async fn claim_due_item(&self, room: &RoomId, user: &UserId, id: &str) -> Result<bool> {
         check_id(id)?;
-        let Some((item, etag)) = self.store.scheduled(room, user, id).await? else {
+        let Some((item, etag)) = self.store.scheduled.scheduled(room, user, id).await? else {
             return Ok(false);
         };
         Ok(self.claim_scheduled(&item, &etag, self.time.now()).await?.is_some())
@@ -300,6 +306,7 @@ impl Chat {
         claimed.attempts += 1;
         Ok(self
             .store
+            .scheduled
             .replace_scheduled(item, etag, &claimed)
             .await?
             .map(|etag| (claimed, etag)))
@@ -312,7 +319,12 @@ impl Chat {
         // A send that stored its message before its sender stopped: record it, send nothing.
         // (Asked before the send, whose own repeat check comes only after membership: a member
         // who left since must not turn a sent message into a refused one.)
-        if let Some(first) = self.store.sent_with_client_id(&room, &user, &item.client_id()).await? {
+        if let Some(first) = self
+            .store
+            .messages
+            .sent_with_client_id(&room, &user, &item.client_id())
+            .await?
+        {
             return self.finish_scheduled(item, etag, Ok(first.id)).await;
         }
         let who = Principal {
@@ -331,6 +343,7 @@ impl Chat {
                 // message's now): then it was sent, and nothing is given back.
                 match self
                     .store
+                    .messages
                     .sent_with_client_id(&room, &who.user_id, &item.client_id())
                     .await?
                 {
@@ -373,7 +386,13 @@ impl Chat {
         };
         // Lost only to a sender that took over after this one's claim lapsed: it finds the
         // message by its client id and records the same outcome.
-        if self.store.replace_scheduled(item, etag, &done).await?.is_none() {
+        if self
+            .store
+            .scheduled
+            .replace_scheduled(item, etag, &done)
+            .await?
+            .is_none()
+        {
             return Ok(Turn::Skipped);
         }
         // The member is told at once if they are connected; the item's status tells it anyway.

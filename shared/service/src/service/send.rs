@@ -86,14 +86,19 @@ impl Chat {
         // outgoing webhooks and (for a known sender) the repeat-text claim, together.
         let record = async {
             match &client_id {
-                Some(client_id) => self.store.client_id_record(room, &who.user_id, client_id).await,
+                Some(client_id) => {
+                    self.store
+                        .messages
+                        .client_id_record(room, &who.user_id, client_id)
+                        .await
+                }
                 None => Ok(None),
             }
         };
         let (access, record, hooked, ahead) = tokio::join!(
             self.sender_access(room, &who.user_id),
             record,
-            self.store.wants_hook_events(room),
+            self.store.outgoing.wants_hook_events(room),
             self.claim_text_ahead(room, &who.user_id, &draft, client_id.as_ref())
         );
         let read = async {
@@ -101,7 +106,7 @@ impl Chat {
             // repeat of their own.
             let access = access?;
             let repeat = match record? {
-                Some(key) => self.store.message(room, &key).await?,
+                Some(key) => self.store.messages.message(room, &key).await?,
                 None => None,
             };
             Ok::<_, Error>((access, repeat, hooked?))
@@ -286,7 +291,11 @@ impl Chat {
                 // A concurrent retry of the same client id moved the clock first: answer with
                 // its message once it is stored.
                 if let Some(client_id) = &client_id
-                    && let Some(first) = self.store.sent_with_client_id(room, &who.user_id, client_id).await?
+                    && let Some(first) = self
+                        .store
+                        .messages
+                        .sent_with_client_id(room, &who.user_id, client_id)
+                        .await?
                 {
                     return Ok(Sent::repeat(first));
                 }
@@ -440,13 +449,14 @@ impl Chat {
                 false => None,
             };
             if event.is_some() && !outbox_marked {
-                self.store.mark_outbox(room).await?;
+                self.store.outbox.mark_outbox(room).await?;
                 outbox_marked = true;
             }
-            let insert = self
-                .store
-                .insert_message(room, &message, client, event.as_ref(), follower, known.hooked);
-            let index = self.store.insert_index_row(room, ticks);
+            let insert =
+                self.store
+                    .messages
+                    .insert_message(room, &message, client, event.as_ref(), follower, known.hooked);
+            let index = self.store.messages.insert_index_row(room, ticks);
             // The index row and the sender's read position are written alongside the message's
             // transaction, not before or after it, so they add no round trip to the send.
             // Moved for a send that then fails, the position only marks read what its sender
@@ -474,10 +484,10 @@ impl Chat {
                 // with that one, as for any repeat.
                 Ok(Inserted::ClientIdTaken) => {
                     if let Ok(row) = index {
-                        self.store.release_index_row(room, ticks, row).await;
+                        self.store.messages.release_index_row(room, ticks, row).await;
                     }
                     if let Some((user, client_id)) = client
-                        && let Some(first) = self.store.sent_with_client_id(room, user, client_id).await?
+                        && let Some(first) = self.store.messages.sent_with_client_id(room, user, client_id).await?
                     {
                         return Ok(Sent::repeat(first));
                     }
@@ -487,13 +497,13 @@ impl Chat {
                 }
                 Err(NotInserted { may_be_stored, error }) => {
                     match (may_be_stored, index) {
-                        (false, Ok(row)) => self.store.release_index_row(room, ticks, row).await,
+                        (false, Ok(row)) => self.store.messages.release_index_row(room, ticks, row).await,
                         (false, Err(_)) => {}
                         // A message that may be stored keeps (or gets) its index row: without
                         // one it would be hidden from oldest-first reads for good.
                         (true, Ok(IndexRow::Created(_))) => {}
                         (true, _) => {
-                            if let Err(e) = self.store.ensure_index_row(room, ticks).await {
+                            if let Err(e) = self.store.messages.ensure_index_row(room, ticks).await {
                                 tracing::warn!(%room, error = %e, "a message that may be stored has no index row");
                             }
                         }
@@ -519,7 +529,7 @@ impl Chat {
         }
         let mut last = None;
         for _ in 0..INDEX_ROW_ATTEMPTS {
-            match self.store.ensure_index_row(room, ticks).await {
+            match self.store.messages.ensure_index_row(room, ticks).await {
                 Ok(()) => return,
                 Err(e) => last = Some(e),
             }
@@ -542,6 +552,7 @@ impl Chat {
         if let (Some(follower), Some(root)) = (follower, &message.thread_id)
             && let Err(e) = self
                 .store
+                .follows
                 .index_followed(room, root, follower, message.created_at)
                 .await
         {
@@ -578,7 +589,7 @@ impl Chat {
         known: Option<&crate::members::Member>,
         key: &crate::keys::MessageKey,
     ) {
-        if let Err(e) = self.store.move_read_position(room, reader, known, key).await {
+        if let Err(e) = self.store.members.move_read_position(room, reader, known, key).await {
             tracing::warn!(%room, error = %e, "could not move a sender's read position");
         }
     }
@@ -609,6 +620,7 @@ impl Chat {
         }
         let moved = self
             .store
+            .members
             .update_member_from(room, &access.member, |member| {
                 checks::slowmode(&access.room, member, now)?;
                 member.last_message_at = Some(now);
@@ -631,6 +643,7 @@ impl Chat {
             let until = now + timeout;
             let extended = self
                 .store
+                .members
                 .update_member(room, user, |member| {
                     member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
                     Ok(())

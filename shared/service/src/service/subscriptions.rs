@@ -50,7 +50,10 @@ impl Chat {
             keys: input.keys,
             created_at: stored_time(Utc::now()),
         };
-        self.store.put_subscription(&who.user_id, &subscription).await?;
+        self.store
+            .subscriptions
+            .put_subscription(&who.user_id, &subscription)
+            .await?;
         Ok(subscription)
     }
 
@@ -69,7 +72,7 @@ impl Chat {
         let dnd = DoNotDisturb {
             until: dnd.until.map(stored_time),
         };
-        self.store.set_do_not_disturb(&who.user_id, &dnd).await?;
+        self.store.subscriptions.set_do_not_disturb(&who.user_id, &dnd).await?;
         Ok(dnd)
     }
 
@@ -77,6 +80,7 @@ impl Chat {
     pub async fn do_not_disturb(&self, who: &Principal) -> Result<DoNotDisturb> {
         let (_, dnd) = self
             .store
+            .subscriptions
             .push_targets(&who.user_id, MAX_SUBSCRIPTIONS_PER_USER)
             .await?;
         Ok(match dnd.holds_at(Utc::now()) {
@@ -86,11 +90,15 @@ impl Chat {
     }
 
     pub(crate) async fn subscriptions(&self, user: &UserId) -> Result<Vec<PushSubscription>> {
-        Ok(self.store.subscriptions(user, MAX_SUBSCRIPTIONS_PER_USER).await?)
+        Ok(self
+            .store
+            .subscriptions
+            .subscriptions(user, MAX_SUBSCRIPTIONS_PER_USER)
+            .await?)
     }
 
     pub(crate) async fn forget_subscription(&self, user: &UserId, endpoint: &str) -> Result<()> {
-        Ok(self.store.delete_subscription(user, endpoint).await?)
+        Ok(self.store.subscriptions.delete_subscription(user, endpoint).await?)
     }
 }
 

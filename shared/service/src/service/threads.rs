@@ -39,7 +39,11 @@ impl Chat {
         self.access(room, &who.user_id).await?;
         let root = self.live_message(room, id).await?;
 
-        let (keys, has_more) = self.store.thread_page(room, &root.id, after.as_ref(), limit).await?;
+        let (keys, has_more) = self
+            .store
+            .messages
+            .thread_page(room, &root.id, after.as_ref(), limit)
+            .await?;
 
         let reads = keys
             .iter()

@@ -31,7 +31,7 @@ impl Chat {
     pub async fn create_webhook(&self, who: &Principal, room: &RoomId, input: WebhookName) -> Result<WebhookWithUrl> {
         let name = input.checked()?;
         self.webhook_manager(room, who).await?;
-        if self.store.webhooks(room).await?.len() >= MAX_WEBHOOKS_PER_ROOM {
+        if self.store.webhooks.webhooks(room).await?.len() >= MAX_WEBHOOKS_PER_ROOM {
             return Err(Error::Conflict(format!(
                 "a room has at most {MAX_WEBHOOKS_PER_ROOM} webhooks; delete one first"
             )));
@@ -47,7 +47,7 @@ impl Chat {
             token_hash,
         };
         let logged = webhook_entry(ModerationAction::WebhookCreated, who, &hook.id).detail("name", &hook.name);
-        self.store.insert_webhook(&hook, &logged).await?;
+        self.store.webhooks.insert_webhook(&hook, &logged).await?;
         Ok(WebhookWithUrl {
             url: webhooks::url(&hook.id, &token),
             webhook: hook,
@@ -56,7 +56,7 @@ impl Chat {
 
     pub async fn list_webhooks(&self, who: &Principal, room: &RoomId) -> Result<Vec<Webhook>> {
         self.webhook_manager(room, who).await?;
-        Ok(self.store.webhooks(room).await?)
+        Ok(self.store.webhooks.webhooks(room).await?)
     }
 
     pub async fn rename_webhook(
@@ -72,6 +72,7 @@ impl Chat {
         let logged = webhook_entry(ModerationAction::WebhookRenamed, who, id).detail("name", &name);
         Ok(self
             .store
+            .webhooks
             .update_webhook(room, id, |hook| hook.name = name.clone(), &logged)
             .await?)
     }
@@ -84,6 +85,7 @@ impl Chat {
         let logged = webhook_entry(ModerationAction::WebhookRotated, who, id);
         let hook = self
             .store
+            .webhooks
             .update_webhook(room, id, |hook| hook.token_hash = token_hash.clone(), &logged)
             .await?;
         Ok(WebhookWithUrl {
@@ -96,7 +98,7 @@ impl Chat {
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
         let logged = webhook_entry(ModerationAction::WebhookDeleted, who, id);
-        Ok(self.store.delete_webhook(room, id, &logged).await?)
+        Ok(self.store.webhooks.delete_webhook(room, id, &logged).await?)
     }
 
     /// A message posted to a webhook's secret URL. `key` (an `Idempotency-Key`) makes a retry
@@ -109,11 +111,11 @@ impl Chat {
         key: Option<&str>,
     ) -> Result<Sent> {
         let room = webhooks::parse_id(id)?;
-        let hook = match self.store.webhook(&room, id).await? {
+        let hook = match self.store.webhooks.webhook(&room, id).await? {
             Some(hook) if hook.accepts(token) => hook,
             _ => return Err(missing()),
         };
-        let room_row = self.store.room(&room).await?.ok_or_else(missing)?;
+        let room_row = self.store.rooms.room(&room).await?.ok_or_else(missing)?;
         if !self.maker_may_manage_webhooks(&room, &hook.created_by).await? {
             return Err(Error::Forbidden(
                 "this webhook's maker may no longer manage the room's webhooks; a manager can make a new one".into(),
@@ -123,7 +125,11 @@ impl Chat {
         let client_id = key.map(ClientId::parse).transpose()?;
         let author = UserId::parse(&hook.author_id())?;
         if let Some(client_id) = &client_id
-            && let Some(first) = self.store.sent_with_client_id(&room, &author, client_id).await?
+            && let Some(first) = self
+                .store
+                .messages
+                .sent_with_client_id(&room, &author, client_id)
+                .await?
         {
             return Ok(Sent::repeat(first));
         }

@@ -240,7 +240,7 @@ async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it
     let rerun = chat.housekeeping(later).await.unwrap();
     assert_eq!(rerun.rooms_failed, 0, "{rerun:?}");
     assert_eq!(failed.messages_purged + rerun.messages_purged, 31);
-    assert!(chat.store.upload(&room, &id).await.unwrap().is_none());
+    assert!(chat.store.uploads.upload(&room, &id).await.unwrap().is_none());
     assert_eq!(
         objects.list(&format!("{room}/")).await.unwrap(),
         Vec::<ObjectKey>::new()
@@ -335,7 +335,7 @@ async fn an_upload_sent_while_housekeeping_expires_it_is_never_left_on_a_message
             chat.attachment_link(&alice(), &room, &file).await.is_ok(),
             "the row is gone"
         );
-        let upload = chat.store.upload(&room, &file).await.unwrap().unwrap();
+        let upload = chat.store.uploads.upload(&room, &file).await.unwrap().unwrap();
         assert!(
             objects
                 .head(&ObjectKey::parse(&upload.key).unwrap())
@@ -497,7 +497,13 @@ fn later_with(files: &[&str]) -> NewScheduled {
 
 /// The key of upload `id`'s object, which must be stored.
 async fn object_of(chat: &Chat, room: &RoomId, objects: &Objects, id: &str) -> ObjectKey {
-    let upload = chat.store.upload(room, id).await.unwrap().expect("the upload row");
+    let upload = chat
+        .store
+        .uploads
+        .upload(room, id)
+        .await
+        .unwrap()
+        .expect("the upload row");
     let key = ObjectKey::parse(&upload.key).unwrap();
     assert!(objects.head(&key).await.unwrap().is_some(), "uploaded");
     key
@@ -525,7 +531,7 @@ async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release(
         objects.head(&key).await.unwrap().is_none(),
         "its object stays in storage"
     );
-    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+    assert!(chat.store.uploads.upload(&room, &file).await.unwrap().is_none());
 }
 /// An erasure of a user whose scheduled item waits with a file deletes that file, object and
 /// row: no message will ever carry it, and the item holding it is gone.
@@ -543,7 +549,7 @@ async fn an_erasure_deletes_the_files_its_users_waiting_scheduled_items_hold() {
         objects.head(&key).await.unwrap().is_none(),
         "bob's file outlives his erasure"
     );
-    assert!(chat.store.upload(&room, &file).await.unwrap().is_none());
+    assert!(chat.store.uploads.upload(&room, &file).await.unwrap().is_none());
 }
 
 /// A due scheduled send whose attempt fails for the server's reasons gives back none of the

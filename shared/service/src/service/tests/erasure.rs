@@ -101,7 +101,7 @@ async fn world(tables: Tables) -> World {
     chat.vote(&alice(), &joined, &poll.id, vote).await.unwrap();
     let mut versions = HashMap::new();
     for room in [&owned, &joined] {
-        versions.insert(room.clone(), chat.store.counter(room).await.unwrap().version);
+        versions.insert(room.clone(), chat.store.ledger.counter(room).await.unwrap().version);
     }
     World {
         chat,
@@ -123,15 +123,20 @@ impl World {
             // Each of alice's messages took exactly one new version: none was tombstoned
             // twice, and nothing else changed.
             let before = self.versions[room];
-            let after = chat.store.counter(room).await.unwrap().version;
+            let after = chat.store.ledger.counter(room).await.unwrap().version;
             assert_eq!(after, before + hers, "{room}: versions {before} -> {after}");
-            let (changes, _) = chat.store.feed_after(room, before, 100).await.unwrap();
+            let (changes, _) = chat.store.messages.feed_after(room, before, 100).await.unwrap();
             assert_eq!(changes.len() as u64, hers);
             for (_, message) in &changes {
                 assert_eq!(message.author_id, "alice");
                 assert!(!message.is_live() && message.author_name.is_empty(), "{message:?}");
             }
-            let (messages, _) = chat.store.messages_newest_first(room, None, 100).await.unwrap();
+            let (messages, _) = chat
+                .store
+                .messages
+                .messages_newest_first(room, None, 100)
+                .await
+                .unwrap();
             assert!(
                 messages.iter().all(|m| m.author_id != "alice" || !m.is_live()),
                 "{messages:?}"
@@ -153,10 +158,18 @@ impl World {
                 let message = mark.row_key.split(':').next().unwrap();
                 assert!(!alices.contains(message), "a mark on an erased message: {mark:?}");
             }
-            assert!(chat.store.member(room, &alice().user_id).await.unwrap().is_none());
+            assert!(
+                chat.store
+                    .members
+                    .member(room, &alice().user_id)
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
         }
         let bob = chat
             .store
+            .members
             .member(&self.owned, &user("bob").user_id)
             .await
             .unwrap()
@@ -316,7 +329,10 @@ async fn an_owned_room_with_no_other_member_is_deleted() {
     chat.erase_everything(&mut run.unwrap()).await.unwrap();
     let job = chat.my_erasure(&alice()).await.unwrap();
     assert_eq!((job.counts.rooms_deleted, job.counts.rooms_done), (1, 1), "{job:?}");
-    assert!(chat.store.room_row(&room).await.unwrap().is_none(), "the room is gone");
+    assert!(
+        chat.store.rooms.room_row(&room).await.unwrap().is_none(),
+        "the room is gone"
+    );
     let bob: Principal = user("bob");
     assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
 }
@@ -356,14 +372,21 @@ async fn an_erasure_leaves_the_user_in_no_follower_list() {
     let followers = |chat: &Chat| {
         let (room, root) = (world.joined.clone(), root.id.clone());
         let store = chat.store.clone();
-        async move { store.followers(&room, &root, 100).await.unwrap() }
+        async move { store.follows.followers(&room, &root, 100).await.unwrap() }
     };
     assert!(followers(chat).await.contains(&alice().user_id), "a replier follows");
 
     let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
     chat.erase_everything(&mut run.unwrap()).await.unwrap();
     assert!(!followers(chat).await.contains(&alice().user_id));
-    assert!(chat.store.followed(&alice().user_id, 100).await.unwrap().is_empty());
+    assert!(
+        chat.store
+            .follows
+            .followed(&alice().user_id, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// An invitation waiting for the erased user is theirs: it goes with the rest, so it no
@@ -544,7 +567,7 @@ async fn while_an_erasure_runs_no_direct_conversation_is_opened_with_them() {
         "CONFLICT",
         "carol opens one with alice"
     );
-    let alices = chat.store.user_rooms(&alice().user_id, 100).await.unwrap();
+    let alices = chat.store.members.user_rooms(&alice().user_id, 100).await.unwrap();
     assert_eq!(alices.len(), 1, "only the room she is being erased from: {alices:?}");
 
     chat.erase_everything(&mut run).await.unwrap();

@@ -295,15 +295,15 @@ async fn a_failed_send_releases_only_the_index_row_version_it_wrote() {
     use crate::store::messages::IndexRow;
     let (chat, room) = chat_on(Tables::new(store())).await;
     let ticks = Ticks::from_datetime(chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap());
-    let failing = chat.store.insert_index_row(&room, ticks).await.unwrap();
-    let stored = chat.store.insert_index_row(&room, ticks).await.unwrap();
+    let failing = chat.store.messages.insert_index_row(&room, ticks).await.unwrap();
+    let stored = chat.store.messages.insert_index_row(&room, ticks).await.unwrap();
     assert!(
         matches!(failing, IndexRow::Created(_)),
         "the first insert wrote the row"
     );
     assert_eq!(stored, IndexRow::Found, "the second found it there");
-    chat.store.ensure_index_row(&room, ticks).await.unwrap();
-    chat.store.release_index_row(&room, ticks, failing).await;
+    chat.store.messages.ensure_index_row(&room, ticks).await.unwrap();
+    chat.store.messages.release_index_row(&room, ticks, failing).await;
     let row = chat
         .store
         .tables
@@ -317,9 +317,9 @@ async fn a_failed_send_releases_only_the_index_row_version_it_wrote() {
     assert!(row.is_some(), "the stored message keeps its index row");
     // Released before the stored one writes it again, the row comes back.
     let fresh = ticks.next();
-    let failing = chat.store.insert_index_row(&room, fresh).await.unwrap();
-    chat.store.release_index_row(&room, fresh, failing).await;
-    chat.store.ensure_index_row(&room, fresh).await.unwrap();
+    let failing = chat.store.messages.insert_index_row(&room, fresh).await.unwrap();
+    chat.store.messages.release_index_row(&room, fresh, failing).await;
+    chat.store.messages.ensure_index_row(&room, fresh).await.unwrap();
     let row = chat
         .store
         .tables
@@ -363,7 +363,7 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
 async fn a_failing_change_leaves_its_group_committed() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.store.counter(&room).await.unwrap().version;
+    let before = chat.store.ledger.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut sends = tokio::task::JoinSet::new();
@@ -397,7 +397,7 @@ async fn a_failing_change_leaves_its_group_committed() {
         .collect();
     assert_eq!(versions.len(), 5, "each new message has its own version");
     assert_eq!(
-        chat.store.counter(&room).await.unwrap().version,
+        chat.store.ledger.counter(&room).await.unwrap().version,
         before + 5,
         "no version was skipped"
     );
@@ -441,7 +441,7 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
             .unwrap();
         ids.push(sent.message.id);
     }
-    let before = chat.store.counter(&room).await.unwrap().version;
+    let before = chat.store.ledger.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut deletes = tokio::task::JoinSet::new();
@@ -454,7 +454,7 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
 
     let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     assert!(failed.is_empty(), "every delete succeeds: {failed:?}");
-    assert_eq!(chat.store.counter(&room).await.unwrap().version, before + 40);
+    assert_eq!(chat.store.ledger.counter(&room).await.unwrap().version, before + 40);
     for id in &ids {
         let gone = chat.get_message(&alice(), &room, id).await.unwrap_err();
         assert_eq!(gone.code(), "NOT_FOUND", "{id} is a tombstone");
@@ -468,7 +468,7 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
 async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.store.counter(&room).await.unwrap().version;
+    let before = chat.store.ledger.counter(&room).await.unwrap().version;
     faults.fail_operation_after_applying(
         "transact",
         Some(&chat.store.schema.messages),
@@ -483,7 +483,7 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
     assert!(sent.created);
     assert_eq!(sent.message.version, before + 1);
     assert_eq!(
-        chat.store.counter(&room).await.unwrap().version,
+        chat.store.ledger.counter(&room).await.unwrap().version,
         before + 1,
         "committed once"
     );
@@ -523,7 +523,7 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
         ("second", sent.message.version + 1)
     );
     assert_eq!(
-        chat.store.counter(&room).await.unwrap().version,
+        chat.store.ledger.counter(&room).await.unwrap().version,
         sent.message.version + 1
     );
 }
@@ -686,7 +686,7 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
         .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     assert_eq!(
-        chat.store.counter(&room).await.unwrap().version,
+        chat.store.ledger.counter(&room).await.unwrap().version,
         sent.message.version + 1,
         "one version step: the edit was applied once"
     );

@@ -66,6 +66,7 @@ async fn an_action_and_its_log_line_land_together_or_not_at_all() {
 
     let member = chat
         .store
+        .members
         .member(&room, &bob.user_id)
         .await
         .unwrap()
@@ -83,7 +84,7 @@ async fn an_action_and_its_log_line_land_together_or_not_at_all() {
     assert!(chat.update_room(&alice(), &room, change).await.is_err());
     faults.fail_operation_after_applying("transact", Some(&rooms), 1, unavailable());
     assert!(chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await.is_err());
-    let member = chat.store.member(&room, &bob.user_id).await.unwrap();
+    let member = chat.store.members.member(&room, &bob.user_id).await.unwrap();
     assert!(member.is_none(), "the ban removed the membership");
     assert!(chat.is_banned(&room, &bob.user_id).await.unwrap());
     assert_eq!(chat.get_room(&alice(), &room).await.unwrap().slowmode_seconds, 9);
@@ -139,6 +140,7 @@ async fn the_queue_closes_the_reports_of_a_message_deleted_around_the_delete_pat
         .await
         .unwrap();
     chat.store
+        .messages
         .rewrite_message_versioned(&room, &sent.message.key(), |m| {
             m.tombstone("bob", chrono::Utc::now());
             Ok(())

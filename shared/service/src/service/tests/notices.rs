@@ -54,16 +54,24 @@ async fn a_look_while_its_notice_goes_out_arms_the_member_again() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let bob = user("bob");
     chat.join_room(&bob, &room).await.unwrap();
-    chat.store.arm_notice(&room, &bob.user_id).await.unwrap();
-    let read = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    chat.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
+    let read = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!(read.armed.len(), 1);
     // bob reads the room again while the notice from `read` goes out.
-    chat.store.arm_notice(&room, &bob.user_id).await.unwrap();
-    chat.store.disarm_notice(&room, &read.armed[0]).await.unwrap();
-    let now = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    chat.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
+    chat.store.live.disarm_notice(&room, &read.armed[0]).await.unwrap();
+    let now = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!(now.armed.len(), 1, "the later look stays");
-    chat.store.disarm_notice(&room, &now.armed[0]).await.unwrap();
-    assert!(chat.store.lookers(&room, Utc::now()).await.unwrap().armed.is_empty());
+    chat.store.live.disarm_notice(&room, &now.armed[0]).await.unwrap();
+    assert!(
+        chat.store
+            .live
+            .lookers(&room, Utc::now())
+            .await
+            .unwrap()
+            .armed
+            .is_empty()
+    );
 }
 
 /// Of a member showing a room and a kick racing, the kick wins: the view is held between its
@@ -145,11 +153,11 @@ async fn a_kicked_member_leaves_no_live_rows_in_the_room() {
         ..view
     };
     chat.view_room(&bob, shown).await.unwrap();
-    let before = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    let before = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!((before.viewers.len(), before.armed.len()), (1, 1));
 
     chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await.unwrap();
-    let after = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    let after = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert!(after.viewers.is_empty() && after.armed.is_empty(), "{after:?}");
 }
 
@@ -204,10 +212,11 @@ async fn of_a_view_and_its_connection_closing_racing_the_close_wins() {
         matches!(viewed, Ok(()) | Err(crate::error::Error::NotFound(_))),
         "{viewed:?}"
     );
-    let lookers = chat.store.lookers(&room, Utc::now()).await.unwrap();
+    let lookers = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert!(lookers.viewers.is_empty(), "the closed connection shows nothing");
     assert_eq!(
         chat.store
+            .live
             .shown_room(&bob.user_id, &connection)
             .await
             .unwrap()

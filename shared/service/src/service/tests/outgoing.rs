@@ -225,14 +225,14 @@ async fn a_late_fan_out_of_an_event_already_delivered_posts_nothing_again() {
         .await
         .unwrap();
     // The late run reads the event and the endpoints…
-    let events = chat.store.hook_events(&room).await.unwrap();
-    let hooks = chat.store.outgoing_webhooks(&room).await.unwrap();
+    let events = chat.store.outgoing.hook_events(&room).await.unwrap();
+    let hooks = chat.store.outgoing.outgoing_webhooks(&room).await.unwrap();
     assert_eq!((events.len(), hooks.len()), (1, 1));
     // …another run delivers it…
     assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 1);
     // …then the late run fans it out and delivers what it finds pending.
     let late = crate::store::outgoing::new_delivery(&hooks[0].id, &events[0], "{}".into(), Utc::now());
-    chat.store.insert_delivery(&room, &late).await.unwrap();
+    chat.store.outgoing.insert_delivery(&room, &late).await.unwrap();
     assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 0);
     let posts = receiver.posts();
     assert_eq!((posts.len(), posts.values().sum::<usize>()), (1, 1), "{posts:?}");
@@ -295,7 +295,12 @@ async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
     newest_first.sort_by(|a, b| b.cmp(a));
     assert_eq!(versions, newest_first);
     let newest = versions[0];
-    let pruned = chat.store.prune_deliveries(&room, &hook, newest, 2).await.unwrap();
+    let pruned = chat
+        .store
+        .outgoing
+        .prune_deliveries(&room, &hook, newest, 2)
+        .await
+        .unwrap();
     assert_eq!(pruned, 2, "versions below {} go", newest - 2);
     let kept: Vec<u64> = chat
         .list_deliveries(&alice(), &room, &hook)
@@ -546,7 +551,7 @@ async fn a_run_over_a_failing_endpoints_backlog_costs_the_same_whatever_its_size
                 message: serde_json::Value::Null,
             };
             let delivery = new_delivery(&failing, &event, "{}".into(), Utc::now());
-            chat.store.insert_delivery(&room, &delivery).await.unwrap();
+            chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
         }
         made = size;
         clock.advance(chrono::Duration::hours(2));
@@ -579,7 +584,7 @@ async fn a_backlog_longer_than_a_page_is_delivered_in_one_run() {
             message: serde_json::Value::Null,
         };
         let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
-        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+        chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
     }
     assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 150);
     let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
@@ -612,7 +617,7 @@ async fn a_run_that_loses_a_claim_posts_nothing_after_it() {
             message: serde_json::Value::Null,
         };
         let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
-        chat.store.insert_delivery(&room, &delivery).await.unwrap();
+        chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
     }
     // The first claim is lost, as to another run that changed the row first.
     let rooms = chat.store.schema().rooms.clone();

@@ -44,7 +44,12 @@ async fn pin_row(chat: &Chat, room: &RoomId, id: &str) -> Option<Entity> {
 }
 
 async fn pin_lines(chat: &Chat, room: &RoomId) -> usize {
-    let (messages, _) = chat.store.messages_newest_first(room, None, 100).await.unwrap();
+    let (messages, _) = chat
+        .store
+        .messages
+        .messages_newest_first(room, None, 100)
+        .await
+        .unwrap();
     messages.iter().filter(|m| m.kind == MessageType::PinMessage).count()
 }
 
@@ -79,8 +84,8 @@ async fn a_purged_pinned_message_leaves_the_pins_and_takes_its_row() {
     chat.pin_message(&alice(), &room, &message.id).await.unwrap();
     assert_eq!(pinned(&chat, &room).await, vec![message.id.clone()]);
     let cutoff = chrono::Utc::now() + chrono::Duration::minutes(1);
-    let expired = chat.store.expired_messages(&room, cutoff).await.unwrap();
-    let purged = chat.store.purge_messages(&room, &expired).await.unwrap();
+    let expired = chat.store.purge.expired_messages(&room, cutoff).await.unwrap();
+    let purged = chat.store.purge.purge_messages(&room, &expired).await.unwrap();
     assert!(purged >= 1);
     assert!(
         pin_row(&chat, &room, &message.id).await.is_none(),

@@ -30,10 +30,11 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
         let (chat, bob) = (if i % 2 == 0 { &first } else { &second }, &bob);
         async move {
             chat.store
+                .presence
                 .open_connection(bob, &format!("p{}.{i}", i % 2), now)
                 .await
                 .unwrap();
-            chat.store.settle_presence(bob, now).await.unwrap()
+            chat.store.presence.settle_presence(bob, now).await.unwrap()
         }
     });
     let flips = futures::future::join_all(opens).await;
@@ -42,26 +43,33 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
         1,
         "one caller announces online"
     );
-    assert_eq!(first.store.presence(&bob).await.unwrap().state, PresenceState::Online);
+    assert_eq!(
+        first.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Online
+    );
 
     // Nine close at once: still online.
     let closes = (0..9).map(|i| {
         let (chat, bob) = (if i % 2 == 0 { &second } else { &first }, &bob);
         async move {
             chat.store
+                .presence
                 .close_connection(bob, &format!("p{}.{i}", i % 2), now)
                 .await
                 .unwrap();
-            chat.store.settle_presence(bob, now).await.unwrap()
+            chat.store.presence.settle_presence(bob, now).await.unwrap()
         }
     });
     let flips = futures::future::join_all(closes).await;
     assert!(flips.iter().all(Option::is_none), "no flip while a tab is open");
-    assert_eq!(second.store.presence(&bob).await.unwrap().state, PresenceState::Online);
+    assert_eq!(
+        second.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Online
+    );
 
     // The last one closes (through the other process): away, last seen then.
     second.connection_changed(&bob, "p1.9", false).await.unwrap();
-    let presence = first.store.presence(&bob).await.unwrap();
+    let presence = first.store.presence.presence(&bob).await.unwrap();
     assert_eq!(presence.state, PresenceState::Away);
     assert!(presence.last_seen.is_some());
 }
@@ -73,15 +81,24 @@ async fn a_repeated_or_late_connected_event_never_brings_a_closed_connection_bac
     chat.connection_changed(&bob, "c1", true).await.unwrap();
     chat.connection_changed(&bob, "c1", true).await.unwrap();
     chat.connection_changed(&bob, "c1", false).await.unwrap();
-    assert_eq!(chat.store.presence(&bob).await.unwrap().state, PresenceState::Away);
+    assert_eq!(
+        chat.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Away
+    );
     // A late (retried) connected of the same connection, and a repeated disconnected.
     chat.connection_changed(&bob, "c1", true).await.unwrap();
     chat.connection_changed(&bob, "c1", false).await.unwrap();
-    assert_eq!(chat.store.presence(&bob).await.unwrap().state, PresenceState::Away);
+    assert_eq!(
+        chat.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Away
+    );
     // A disconnected that overtook its connected leaves the user away too.
     chat.connection_changed(&bob, "c2", false).await.unwrap();
     chat.connection_changed(&bob, "c2", true).await.unwrap();
-    assert_eq!(chat.store.presence(&bob).await.unwrap().state, PresenceState::Away);
+    assert_eq!(
+        chat.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Away
+    );
 }
 
 #[tokio::test]
@@ -100,11 +117,17 @@ async fn a_presence_write_that_fails_is_settled_by_the_next_event() {
     );
     let failed = chat.connection_changed(&bob, "c1", false).await;
     assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
-    assert_eq!(chat.store.presence(&bob).await.unwrap().state, PresenceState::Online);
+    assert_eq!(
+        chat.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Online
+    );
     // Web PubSub does not retry a disconnected; the next event of that user settles it (here
     // a repeat, as a retry or another tab's close would be).
     chat.connection_changed(&bob, "c1", false).await.unwrap();
-    assert_eq!(chat.store.presence(&bob).await.unwrap().state, PresenceState::Away);
+    assert_eq!(
+        chat.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Away
+    );
 }
 
 /// Reads presence signals about `user` from a hub connection's queue until `quiet` passes with
@@ -178,6 +201,7 @@ async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_
     // hub, alive, has carol's.
     first
         .store
+        .presence
         .beat_hub("stopped", now - chrono::Duration::seconds(1))
         .await
         .unwrap();
@@ -185,22 +209,32 @@ async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_
     first.hub_event("stopped", opened(&bob, "local-2")).await.unwrap();
     second
         .store
+        .presence
         .beat_hub("alive", now + chrono::Duration::seconds(90))
         .await
         .unwrap();
     second.hub_event("alive", opened(&carol, "local-1")).await.unwrap();
-    assert_eq!(second.store.presence(&bob).await.unwrap().state, PresenceState::Online);
+    assert_eq!(
+        second.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Online
+    );
 
     assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 2);
-    assert_eq!(second.store.presence(&bob).await.unwrap().state, PresenceState::Away);
     assert_eq!(
-        second.store.presence(&carol).await.unwrap().state,
+        second.store.presence.presence(&bob).await.unwrap().state,
+        PresenceState::Away
+    );
+    assert_eq!(
+        second.store.presence.presence(&carol).await.unwrap().state,
         PresenceState::Online,
         "a live hub is left alone"
     );
     // Nothing left: the next sweep forgets the stopped hub and closes nothing.
     assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 0);
-    assert_eq!(second.store.lapsed_hubs(now).await.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        second.store.presence.lapsed_hubs(now).await.unwrap(),
+        Vec::<String>::new()
+    );
 }
 
 /// A process that stopped could not say its connections closed, so the rooms they showed
@@ -214,6 +248,7 @@ async fn the_sweep_of_a_stopped_process_ends_what_its_connections_showed() {
     let now = chrono::Utc::now();
     first
         .store
+        .presence
         .beat_hub("stopped", now - chrono::Duration::seconds(1))
         .await
         .unwrap();
@@ -225,26 +260,33 @@ async fn the_sweep_of_a_stopped_process_ends_what_its_connections_showed() {
     // What the stopped process's view of that connection left in the store.
     first
         .store
+        .live
         .add_viewer(&room, "local-dead-1", &bob.user_id, now)
         .await
         .unwrap();
     first
         .store
+        .live
         .show_room(&bob.user_id, "local-dead-1", Some(&room), false, now)
         .await
         .unwrap();
     assert_eq!(
-        first.store.lookers(&room, now).await.unwrap().viewers,
+        first.store.live.lookers(&room, now).await.unwrap().viewers,
         [bob.user_id.clone()]
     );
 
     assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 1);
     assert!(
-        second.store.lookers(&room, now).await.unwrap().viewers.is_empty(),
+        second.store.live.lookers(&room, now).await.unwrap().viewers.is_empty(),
         "bob no longer looks at the room"
     );
     assert_eq!(
-        second.store.shown_room(&bob.user_id, "local-dead-1").await.unwrap(),
+        second
+            .store
+            .live
+            .shown_room(&bob.user_id, "local-dead-1")
+            .await
+            .unwrap(),
         None,
         "nor is the connection remembered"
     );

@@ -228,16 +228,19 @@ async fn an_expired_url_behind_a_page_of_fresh_ones_is_forgotten_too() {
             preview: None,
             fetched_at,
         };
-        chat.store.cache_link(url, &cached).await.unwrap();
+        chat.store.previews.cache_link(url, &cached).await.unwrap();
     }
     let mut forgotten = 0;
     for _ in 0..3 {
-        forgotten += chat.store.expire_link_cache(now - CACHE_FOR, 2).await.unwrap();
+        forgotten += chat.store.previews.expire_link_cache(now - CACHE_FOR, 2).await.unwrap();
     }
     assert_eq!(forgotten, 1);
-    assert!(chat.store.cached_link(&expired).await.unwrap().is_none());
+    assert!(chat.store.previews.cached_link(&expired).await.unwrap().is_none());
     for url in &urls[..4] {
-        assert!(chat.store.cached_link(url).await.unwrap().is_some(), "{url} is fresh");
+        assert!(
+            chat.store.previews.cached_link(url).await.unwrap().is_some(),
+            "{url} is fresh"
+        );
     }
 }
 

@@ -163,8 +163,16 @@ async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend:
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, 2).await;
     let stale = &rooms[1];
-    chat.store.remove_member(stale, &user("bob").user_id).await.unwrap();
-    chat.store.index_user_room(&user("bob").user_id, stale).await.unwrap();
+    chat.store
+        .members
+        .remove_member(stale, &user("bob").user_id)
+        .await
+        .unwrap();
+    chat.store
+        .rooms
+        .index_user_room(&user("bob").user_id, stale)
+        .await
+        .unwrap();
 
     let (listed, calls, _) = counted_listing(&chat, &tables, &user("bob")).await;
     let ids: Vec<&str> = listed.iter().map(|e| e.room.id.as_str()).collect();

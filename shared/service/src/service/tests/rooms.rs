@@ -105,7 +105,7 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
 async fn housekeeping_keeps_a_room_that_is_still_being_created() {
     let (chat, _) = chat_on(Tables::new(store())).await;
     let coming = crate::ids::RoomId::generate();
-    chat.store.register_room(&coming).await.unwrap();
+    chat.store.purge.register_room(&coming).await.unwrap();
     let listed = |chat: &crate::service::Chat, room: &crate::ids::RoomId| {
         let (chat, room) = (chat.clone(), room.clone());
         async move {
@@ -157,7 +157,7 @@ async fn a_ban_racing_a_join_leaves_no_membership() {
     ban.await.unwrap().unwrap();
 
     assert!(
-        chat.store.member(&room, &bob.user_id).await.unwrap().is_none(),
+        chat.store.members.member(&room, &bob.user_id).await.unwrap().is_none(),
         "bob is no member"
     );
     let refused = chat.send_message(&bob, &room, NewMessage::text("in?")).await;
@@ -194,7 +194,7 @@ async fn a_hand_over_racing_the_new_owner_leaving_changes_nothing() {
     let room_now = chat.get_room(&alice(), &room).await.unwrap();
     assert_eq!(room_now.owner_id, "alice");
     assert!(
-        chat.store.member(&room, &bob.user_id).await.unwrap().is_none(),
+        chat.store.members.member(&room, &bob.user_id).await.unwrap().is_none(),
         "bob left"
     );
 }

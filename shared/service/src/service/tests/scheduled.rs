@@ -53,6 +53,7 @@ async fn texts(chat: &Chat, room: &RoomId) -> Vec<String> {
 
 async fn item(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
     chat.store
+        .scheduled
         .scheduled(room, &alice().user_id, id)
         .await
         .unwrap()
@@ -62,7 +63,13 @@ async fn item(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
 
 /// What a sender that stopped right after claiming left behind.
 async fn claim_and_stop(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
-    let (found, etag) = chat.store.scheduled(room, &alice().user_id, id).await.unwrap().unwrap();
+    let (found, etag) = chat
+        .store
+        .scheduled
+        .scheduled(room, &alice().user_id, id)
+        .await
+        .unwrap()
+        .unwrap();
     let (claimed, _) = chat
         .claim_scheduled(&found, &etag, chat.time.now())
         .await
@@ -147,6 +154,7 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
     let scheduled = schedule(&chat, &room, "maybe", 5).await;
     let (found, etag) = chat
         .store
+        .scheduled
         .scheduled(&room, &alice().user_id, &scheduled.id)
         .await
         .unwrap()
@@ -156,6 +164,7 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
         ..found.clone()
     };
     chat.store
+        .scheduled
         .replace_scheduled(&found, &etag, &spent)
         .await
         .unwrap()
@@ -269,6 +278,7 @@ async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay
     );
     assert!(
         chat.store
+            .scheduled
             .scheduled(&room, &alice().user_id, &sent.id)
             .await
             .unwrap()
@@ -326,11 +336,11 @@ async fn an_erasure_deletes_all_of_the_users_scheduled_messages_beyond_one_listi
             id: uuid::Uuid::new_v4().simple().to_string(),
             ..first.clone()
         };
-        chat.store.insert_scheduled(&more).await.unwrap();
+        chat.store.scheduled.insert_scheduled(&more).await.unwrap();
     }
     let (_, run) = chat.begin_erasure(&bob).await.unwrap();
     chat.erase_everything(&mut run.unwrap()).await.unwrap();
-    let left = chat.store.scheduled_of(&room, &bob.user_id).await.unwrap();
+    let left = chat.store.scheduled.scheduled_of(&room, &bob.user_id).await.unwrap();
     assert_eq!(left.len(), 0, "items of bob's left after his erasure");
 }
 
@@ -362,6 +372,7 @@ async fn cancelled_items_never_let_a_member_keep_more_than_the_waiting_limit() {
     }
     let waiting = chat
         .store
+        .scheduled
         .scheduled_of(&room, &alice().user_id)
         .await
         .unwrap()
