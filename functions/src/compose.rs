@@ -107,8 +107,9 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         .map_err(|e| e.to_string())?
         .with_workspace(&settings.workspace_id);
     if let Some(connection) = &settings.web_pubsub_connection {
-        let web_pubsub =
-            WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub).map_err(|e| e.to_string())?;
+        let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)
+            .map_err(|e| e.to_string())?
+            .with_tasks(chat.supervisor().clone());
         chat = chat.with_upstream(web_pubsub.upstream());
         chat = chat.with_live(Arc::new(Arc::new(web_pubsub)));
     }

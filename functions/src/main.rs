@@ -37,6 +37,10 @@ use tabletalk::{Chat, Error};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const DEFAULT_PORT: u16 = 7071;
+/// How long a stopping server waits for its background work (publishing events, delivery
+/// runs) once its last request is answered: well inside the 30 s most service managers and
+/// the Functions host give a process between SIGTERM and SIGKILL.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// Loopback: the self-hosted server is reachable from other machines only when asked to be.
 const DEFAULT_HOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 const USAGE: &str = "usage:
@@ -239,15 +243,16 @@ async fn serve(args: &Args) -> Result<(), String> {
     }
     // An erasure a stopped process left is taken over now if its lease lapsed (else by the
     // next housekeeping run, on every host).
+    let tasks = chat.supervisor().clone();
     let resuming = chat.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         if let Err(e) = resuming.resume_erasures(chrono::Utc::now()).await {
             tracing::warn!(error = %e, "resuming erasures at startup failed; housekeeping tries again");
         }
     });
     // On Azure the housekeeping timer function does this; the self-hosted server does it itself.
     if let (false, Some(interval)) = (custom_handler, settings.housekeeping_interval) {
-        tokio::spawn(housekeeping(chat.clone(), interval));
+        tasks.spawn_until_stopped(housekeeping(chat.clone(), interval));
     }
     let state = http::AppState {
         chat,
@@ -263,6 +268,14 @@ async fn serve(args: &Args) -> Result<(), String> {
         app = app.layer(axum::middleware::from_fn(http::loopback_hosts_only));
     }
     listen::serve(listener, app, shutdown_signal()).await;
+    // Every request has been answered; what they started in the background finishes now.
+    if !tasks.shut_down(SHUTDOWN_GRACE).await {
+        tracing::warn!(
+            running = tasks.running(),
+            "background work outlasted the shutdown grace; the outbox and the leases take it up"
+        );
+    }
+    tracing::info!("tabletalk stopped");
     Ok(())
 }
 

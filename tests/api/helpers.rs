@@ -201,6 +201,25 @@ impl TestApp {
     }
 }
 
+impl TestApp {
+    /// Sends the server SIGTERM, as a service manager stopping it does, and waits (up to a
+    /// minute) for it to exit.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "SIGTERM was not sent");
+        for _ in 0..600 {
+            if let Some(status) = self.child.try_wait().expect("the server's status") {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the server did not exit within a minute of SIGTERM");
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -49,6 +49,7 @@ mod scheduled;
 mod schema_fuzz;
 mod send_checks;
 mod serve;
+mod shutdown;
 mod threads;
 mod tiered_delivery;
 mod web_client;

@@ -15,3 +15,4 @@ pub mod objects;
 pub mod outbound;
 pub mod outgoing;
 pub mod push;
+pub mod tasks;

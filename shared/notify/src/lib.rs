@@ -37,6 +37,7 @@ use async_trait::async_trait;
 use tabletalk_adapters::events::EventSink;
 use tabletalk_adapters::live::LiveChannel;
 use tabletalk_adapters::push::{Outcome, Push, PushSender};
+use tabletalk_adapters::tasks::Supervisor;
 use tabletalk_domain::error::{Error, Result};
 use tabletalk_domain::events::MessageEvent;
 use tabletalk_domain::ids::{RoomId, UserId};
@@ -99,6 +100,8 @@ pub struct Notifier {
     push: Arc<PushSettings>,
     /// Who is connected: a user with a live connection open is not pushed.
     presence: Option<Arc<dyn LiveChannel>>,
+    /// Where an event's fan-out runs once the event is accepted.
+    tasks: Supervisor,
 }
 
 /// The in-process event sink: an event is accepted once it is processed.
@@ -215,8 +218,18 @@ pub enum Accepted {
 }
 
 impl Notifier {
-    pub fn new(store: Store, push: Arc<PushSettings>, presence: Option<Arc<dyn LiveChannel>>) -> Notifier {
-        Notifier { store, push, presence }
+    pub fn new(
+        store: Store,
+        push: Arc<PushSettings>,
+        presence: Option<Arc<dyn LiveChannel>>,
+        tasks: Supervisor,
+    ) -> Notifier {
+        Notifier {
+            store,
+            push,
+            presence,
+            tasks,
+        }
     }
 
     pub fn settings(&self) -> &PushSettings {
@@ -300,7 +313,7 @@ impl Notifier {
             pushes: run.plan.pushes.len(),
         };
         let (notifier, id) = (self.clone(), event.id.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let room = run.room.clone();
             match notifier.fan_out(&sender, run).await {
                 Ok(report) => {

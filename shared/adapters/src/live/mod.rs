@@ -78,7 +78,7 @@ pub const REMOVAL_ATTEMPTS: u32 = 5;
 impl LiveChannel for Arc<WebPubSub> {
     fn send_to_group(&self, group: &str, body: Vec<u8>) {
         let (web_pubsub, group) = (Arc::clone(self), group.to_owned());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = WebPubSub::send_to_group(&web_pubsub, &group, body).await {
                 tracing::warn!(%group, error = %e, "a live signal was not sent");
             }
@@ -89,7 +89,7 @@ impl LiveChannel for Arc<WebPubSub> {
     /// group would go on receiving its messages, so one failed call is not the end of it.
     fn remove_from_group(&self, user: &str, group: &str) {
         let (web_pubsub, user, group) = (Arc::clone(self), user.to_owned(), group.to_owned());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             for attempt in 1..=REMOVAL_ATTEMPTS {
                 match WebPubSub::remove_user_from_group(&web_pubsub, &user, &group).await {
                     Ok(()) => return,
@@ -131,7 +131,7 @@ impl LiveChannel for Arc<WebPubSub> {
 
     fn send_to_user(&self, user: &str, body: Vec<u8>) {
         let (web_pubsub, user) = (Arc::clone(self), user.to_owned());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = WebPubSub::send_to_user(&web_pubsub, &user, body).await {
                 tracing::warn!(%user, error = %e, "a notice to a user was not sent");
             }

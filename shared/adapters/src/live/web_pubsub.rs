@@ -26,6 +26,8 @@ pub struct WebPubSub {
     access_key: String,
     hub: String,
     http: reqwest::Client,
+    /// Where calls that nobody waits for run (signals, removals from groups).
+    pub(super) tasks: crate::tasks::Supervisor,
 }
 
 /// The data-plane API version used.
@@ -95,7 +97,14 @@ impl WebPubSub {
             access_key: access_key.ok_or_else(|| invalid("has no AccessKey"))?,
             hub: hub.to_owned(),
             http,
+            tasks: crate::tasks::Supervisor::default(),
         })
+    }
+
+    /// The same client running its unawaited calls under `tasks`, the process's supervisor.
+    pub fn with_tasks(mut self, tasks: crate::tasks::Supervisor) -> WebPubSub {
+        self.tasks = tasks;
+        self
     }
 
     /// The origin browsers open their WebSocket to (`wss://<name>.webpubsub.azure.com`), for the

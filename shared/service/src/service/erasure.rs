@@ -121,7 +121,7 @@ impl Chat {
         let (erasure, run) = self.begin_erasure(who).await?;
         if let Some(run) = run {
             let chat = self.clone();
-            tokio::spawn(async move { chat.drive(run).await });
+            self.tasks.spawn_until_stopped(async move { chat.drive(run).await });
         }
         Ok(erasure)
     }
@@ -194,7 +194,7 @@ impl Chat {
         let taken = runs.len();
         for run in runs {
             let chat = self.clone();
-            tokio::spawn(async move { chat.drive(run).await });
+            self.tasks.spawn_until_stopped(async move { chat.drive(run).await });
         }
         Ok(taken)
     }

@@ -48,6 +48,7 @@ use crate::adapters::events::{EventGrid, EventSink};
 use crate::adapters::live::LiveChannel;
 use crate::adapters::live::local_hub::LocalHub;
 use crate::adapters::push::PushSender;
+use crate::adapters::tasks::Supervisor;
 use crate::error::Result;
 use crate::keys::Ticks;
 use crate::notify::{Notifier, PushSettings};
@@ -104,6 +105,8 @@ pub struct Chat {
     pub(crate) automation: Option<Arc<EventGrid>>,
     /// Which members last held roles, so their access reads the roles at once.
     pub(crate) role_hints: Arc<access::RoleHints>,
+    /// Every task that runs on after the call that started it.
+    pub(crate) tasks: Supervisor,
 }
 
 impl Chat {
@@ -112,8 +115,10 @@ impl Chat {
     pub async fn open(tables: Tables, schema: Schema) -> Result<Chat> {
         let store = Store::open(tables, schema).await?;
         let push = Arc::new(PushSettings::default());
+        let tasks = Supervisor::default();
         Ok(Chat {
-            notifier: Notifier::new(store.clone(), push.clone(), None),
+            notifier: Notifier::new(store.clone(), push.clone(), None, tasks.clone()),
+            tasks,
             store,
             clock: Ticks::now,
             workspace_id: Arc::from("default"),
@@ -187,7 +192,12 @@ impl Chat {
 
     /// The notifier and the event sink for the adapters as they are now.
     fn rewired(mut self) -> Chat {
-        self.notifier = Notifier::new(self.store.clone(), self.push.clone(), self.live.clone());
+        self.notifier = Notifier::new(
+            self.store.clone(),
+            self.push.clone(),
+            self.live.clone(),
+            self.tasks.clone(),
+        );
         self.events = match (&self.event_grid, &self.push.sender) {
             (Some(topic), _) => Some(topic.clone() as Arc<dyn EventSink>),
             (None, Some(_)) => Some(Arc::new(self.notifier.clone()) as Arc<dyn EventSink>),
@@ -218,6 +228,12 @@ impl Chat {
     pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
         self.time = clock;
         self
+    }
+
+    /// The supervisor of this service's background work: a stopping server shuts it down
+    /// (`Supervisor::shut_down`) once it has answered its last request.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.tasks
     }
 
     /// The notification consumer: what the notification function (Event Grid's trigger and

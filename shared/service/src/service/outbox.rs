@@ -43,7 +43,7 @@ impl Chat {
             return;
         }
         let (chat, room) = (self.clone(), room.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = chat.publish(&room, &event, &event_row_key(&event)).await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; the timer will retry");
             }

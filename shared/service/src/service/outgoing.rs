@@ -164,7 +164,7 @@ impl Chat {
             return;
         }
         let (chat, room) = (self.clone(), room.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = chat.deliver_room(&room).await {
                 tracing::warn!(%room, error = %e, "delivering webhooks failed; the timer will retry");
             }

@@ -137,12 +137,15 @@ impl Chat {
     /// each user connection opened and closed under a random tag of this process (so two
     /// processes on one store never share a connection row), renews the hub's heartbeat every
     /// [`HUB_HEARTBEAT`], and closes the connections of hubs whose heartbeat lapsed (a process
-    /// that died with connections open). Ends when the hub does.
-    pub fn watch_local_hub(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let mut events = self.local_hub()?.watch();
+    /// that died with connections open). Ends when the hub does, or the server stops.
+    pub fn watch_local_hub(&self) {
+        let Some(hub) = self.local_hub() else {
+            return;
+        };
+        let mut events = hub.watch();
         let chat = self.clone();
         let tag = uuid::Uuid::new_v4().simple().to_string();
-        Some(tokio::spawn(async move {
+        self.tasks.spawn_until_stopped(async move {
             let mut beats = tokio::time::interval(HUB_HEARTBEAT);
             loop {
                 tokio::select! {
@@ -157,7 +160,7 @@ impl Chat {
                     },
                 }
             }
-        }))
+        });
     }
 
     /// Renews this hub's heartbeat and sweeps the hubs of stopped processes; best effort.
@@ -318,7 +321,7 @@ impl Chat {
             Admit::Scheduled => return,
         };
         let (chat, user) = (self.clone(), user.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
                 chat.presence.fired(user.as_str(), Instant::now());

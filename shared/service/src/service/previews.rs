@@ -106,7 +106,8 @@ impl Chat {
     fn start_preview_worker(&self) -> mpsc::Sender<PreviewJob> {
         let (queue, mut jobs) = mpsc::channel::<PreviewJob>(QUEUE_DEPTH);
         let chat = self.clone();
-        tokio::spawn(async move {
+        // It holds its own queue's sender (through `chat`), so only a stop ends it.
+        self.tasks.spawn_until_stopped(async move {
             while let Some(job) = jobs.recv().await {
                 chat.make_preview(&job).await;
                 if let Err(e) = chat.store.previews.clear_preview_job(&job.room, &job.message).await {
