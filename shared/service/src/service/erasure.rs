@@ -176,17 +176,6 @@ impl Chat {
         Ok(job.view(left))
     }
 
-    /// A 409 while `user`'s erasure runs: for what would add to it (joining or creating a
-    /// room, registering a push subscription).
-    pub(crate) async fn refuse_while_erasing(&self, user: &UserId) -> Result<()> {
-        match self.store.erasure.erasure(user).await? {
-            Some((job, _)) if job.is_running() => Err(Error::Conflict(
-                "your erasure is running; this can be done again once it is done".into(),
-            )),
-            _ => Ok(()),
-        }
-    }
-
     /// Takes over every running erasure whose lease lapsed (its process died or gave up) and
     /// runs each in the background. Answers how many were taken over.
     pub async fn resume_erasures(&self, now: DateTime<Utc>) -> Result<usize> {

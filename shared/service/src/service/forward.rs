@@ -12,13 +12,12 @@
 use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::{RoomId, UserId};
+use crate::ids::RoomId;
 use crate::messages::forward::{Forward, ForwardOutcome, MAX_FORWARD_ROOMS};
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Draft, DraftAttachments};
-use crate::messages::{ForwardSource, Message, MessageType};
+use crate::messages::{ForwardSource, MessageType};
 use futures::future::join_all;
-use std::collections::HashSet;
 
 impl Chat {
     /// Forwards a live message to each room of `forward.room_ids`, in request order.
@@ -72,45 +71,5 @@ impl Chat {
             }
         });
         Ok(join_all(copies).await)
-    }
-
-    /// Hides the source room of every forwarded copy in `messages` (read in `room`) from a
-    /// `reader` who is not a member of it: one access check per distinct source room. A check
-    /// that fails hides the room too (and is logged): the read still answers, and nothing is
-    /// shown that should not be.
-    pub(crate) async fn hide_foreign_sources(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) {
-        let mut sources: Vec<&str> = messages
-            .iter()
-            .filter_map(|m| m.forwarded_from.as_ref()?.room_id.as_deref())
-            .filter(|source| *source != room.as_str())
-            .collect();
-        sources.sort_unstable();
-        sources.dedup();
-        if sources.is_empty() {
-            return;
-        }
-        let checks = sources.into_iter().map(|source| async move {
-            let Ok(source_room) = RoomId::parse(source) else {
-                return None;
-            };
-            match self.access(&source_room, reader).await {
-                Ok(_) => Some(source.to_owned()),
-                Err(Error::NotFound(_)) => None,
-                Err(e) => {
-                    tracing::warn!(%source_room, error = %e, "could not check a forward's source room; hidden");
-                    None
-                }
-            }
-        });
-        let visible: HashSet<String> = join_all(checks).await.into_iter().flatten().collect();
-        for message in messages {
-            let shown = match message.forwarded_from.as_ref().and_then(|s| s.room_id.as_deref()) {
-                Some(source) => source == room.as_str() || visible.contains(source),
-                None => true,
-            };
-            if !shown {
-                message.hide_source_room();
-            }
-        }
     }
 }

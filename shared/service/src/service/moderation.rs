@@ -184,12 +184,6 @@ impl Chat {
             .collect())
     }
 
-    /// True while a ban on `user` is in force.
-    pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
-        let ban = self.store.members.ban_record(room_id, user).await?;
-        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
-    }
-
     /// Replaces a member's roles. Every role added or removed must rank below the caller, and
     /// a role added must grant nothing the caller lacks. Compared with the row as it is when
     /// written, so a concurrent change is never overwritten unchecked.

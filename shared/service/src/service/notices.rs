@@ -18,9 +18,14 @@ use chrono::Utc;
 use futures::stream::{self, StreamExt};
 
 use super::Chat;
+use crate::error::Result;
 use crate::ids::{RoomId, UserId};
+use crate::members::Member;
 use crate::messages::Message;
+use crate::presence::OnlineWindow;
+use crate::rooms::{MAX_UNREAD_COUNTED, Room, RoomEntry};
 use crate::signals::Signal;
+use crate::store::activity::Unread;
 use crate::store::live::Armed;
 
 /// Notices prepared at once (each a member read and a range read).
@@ -114,5 +119,82 @@ impl Chat {
         if let Err(e) = self.store.live.arm_notice(room, user).await {
             tracing::warn!(%room, %user, error = %e, "could not arm a notice");
         }
+    }
+
+    /// Counts what `member` has not read: messages from others newer than their read position
+    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them
+    /// (an `@here` only if it was sent while they were online). When's that is read from their
+    /// presence row into `online` the first time an unread `@here` needs it, so a listing
+    /// shares one read, and one without `@here` makes none.
+    pub(crate) async fn room_entry(
+        &self,
+        room: Room,
+        member: &Member,
+        online: &tokio::sync::OnceCell<OnlineWindow>,
+    ) -> Result<RoomEntry> {
+        let room_id = RoomId::parse(&room.id)?;
+        let position = member.read_position();
+        let found = self
+            .store
+            .messages
+            .unread_since(&room_id, &position, MAX_UNREAD_COUNTED)
+            .await?;
+        self.entry_of(room, member, found, online).await
+    }
+
+    /// The entry of `room` for `member` from what `unread_since` found after their read
+    /// position (`online`: as in [`Chat::room_entry`]).
+    pub(crate) async fn entry_of(
+        &self,
+        room: Room,
+        member: &Member,
+        found: Unread,
+        online: &tokio::sync::OnceCell<OnlineWindow>,
+    ) -> Result<RoomEntry> {
+        let position = member.read_position();
+        let me = member.user_id.as_str();
+        let unread: Vec<Message> = found
+            .messages
+            .into_iter()
+            .filter(|m| m.is_live() && m.author_id != me)
+            .collect();
+        let online = match unread.iter().any(|m| m.mentions.here) {
+            true => *self.online_window(online, &member.user_id).await?,
+            false => OnlineWindow::default(),
+        };
+        let mention_count = unread
+            .iter()
+            .filter(|m| m.mentions.reaches(me, &member.roles, online.covers(m.created_at)))
+            .count();
+        // What a retention period expired is not previewed either: only its time stays.
+        let expired_before = room
+            .retention_seconds
+            .map(|seconds| Utc::now() - chrono::Duration::seconds(i64::from(seconds)));
+        let last_message = found.last.map(|preview| match expired_before {
+            Some(cutoff) if preview.created_at < cutoff => preview.expired(),
+            _ => preview,
+        });
+        let last_activity_at = last_message.as_ref().map_or(room.created_at, |p| p.created_at);
+        let capped = found.capped;
+        Ok(RoomEntry {
+            room,
+            unread_count: unread.len(),
+            unread_capped: capped,
+            mention_count,
+            last_read_at: position.ticks().to_datetime(),
+            notifications: member.notifications,
+            muted: member.muted,
+            last_activity_at,
+            last_message,
+        })
+    }
+
+    /// When `user` was online (for `@here`), read once into `cell`.
+    pub(crate) async fn online_window<'a>(
+        &self,
+        cell: &'a tokio::sync::OnceCell<OnlineWindow>,
+        user: &crate::ids::UserId,
+    ) -> Result<&'a OnlineWindow> {
+        Ok(cell.get_or_try_init(|| self.store.presence.online_window(user)).await?)
     }
 }

@@ -14,11 +14,9 @@ use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
 use crate::messages::operations::{Operation, authorize};
-use crate::messages::reactions::{MAX_EMOJI_PER_MESSAGE, MAX_ROWS_PER_PAGE, ReactionCount, checked_emoji};
+use crate::messages::reactions::{MAX_EMOJI_PER_MESSAGE, ReactionCount, checked_emoji};
 use crate::signals::Signal;
-use crate::store::companions::{Companion, CompanionKind, CompanionRow};
-use futures::future::try_join_all;
-use std::collections::HashMap;
+use crate::store::companions::Companion;
 
 impl Chat {
     /// Adds the caller's reaction (again is a no-op); answers the message's reactions.
@@ -93,74 +91,5 @@ impl Chat {
         self.tally(room, reader, &mut one).await?;
         let [message] = one;
         Ok(message.reactions)
-    }
-
-    /// `decorate` for messages scattered over the room: one companion-row read per message.
-    pub(crate) async fn decorate_each(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
-        let reads = messages.chunks_mut(1).map(|one| self.tally(room, reader, one));
-        try_join_all(reads).await?;
-        self.hide_foreign_sources(room, reader, messages).await;
-        Ok(())
-    }
-
-    /// Makes `messages` what `reader` is shown: reactions and poll tallies filled in (`tally`),
-    /// and the source room of a forwarded copy hidden unless the reader is a member of it.
-    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
-        self.tally(room, reader, messages).await?;
-        self.hide_foreign_sources(room, reader, messages).await;
-        Ok(())
-    }
-
-    /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
-    /// range read over the companion rows of the span of keys they cover (a page of adjacent
-    /// messages; see `decorate_each` for scattered ones).
-    async fn tally(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
-        let (Some(low), Some(high)) = (
-            messages.iter().map(|m| m.id.as_str()).min(),
-            messages.iter().map(|m| m.id.as_str()).max(),
-        ) else {
-            return Ok(());
-        };
-        let rows = self
-            .store
-            .companions
-            .companions(room, low, high, MAX_ROWS_PER_PAGE)
-            .await?;
-        let mut by_message: HashMap<&str, Vec<&CompanionRow>> = HashMap::new();
-        for row in &rows {
-            by_message.entry(row.message_id.as_str()).or_default().push(row);
-        }
-        let me = reader.as_str();
-        for message in messages.iter_mut() {
-            let Some(rows) = by_message.get(message.id.as_str()) else {
-                continue;
-            };
-            let mut reactions: Vec<ReactionCount> = Vec::new();
-            for row in rows {
-                let mine = row.user_id.as_deref() == Some(me);
-                match &row.kind {
-                    CompanionKind::Reaction { emoji } => match reactions.iter_mut().find(|r| &r.emoji == emoji) {
-                        Some(r) => {
-                            r.count += 1;
-                            r.me |= mine;
-                        }
-                        None => reactions.push(ReactionCount {
-                            emoji: emoji.clone(),
-                            count: 1,
-                            me: mine,
-                        }),
-                    },
-                    CompanionKind::Vote { option_id } => {
-                        if let Some(poll) = message.poll.as_mut() {
-                            poll.count(option_id, mine);
-                        }
-                    }
-                    CompanionKind::Preview(preview) => message.preview = preview.clone(),
-                }
-            }
-            reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));
-            message.reactions = reactions;
-        }
-        Ok(())
     }
 }

@@ -22,15 +22,19 @@
 use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::ids::RoomId;
+use crate::ids::{RoomId, UserId};
 use crate::keys::{AscendingKey, MessageKey};
 use crate::messages::Message;
 use crate::messages::cursor::{Cursor, Order};
+use crate::messages::reactions::{MAX_ROWS_PER_PAGE, ReactionCount};
 use crate::messages::read::{
     AroundPage, DEFAULT_LIMIT, GetMessages, MAX_BATCH, MAX_LIMIT, MessageBatch, MessagePage, ReadMessages,
     keep_around_within_budget, keep_within_budget,
 };
+use crate::store::companions::{CompanionKind, CompanionRow};
+use futures::future::{join_all, try_join_all};
 use futures::{StreamExt as _, TryStreamExt as _};
+use std::collections::{HashMap, HashSet};
 
 /// Point reads a batch read keeps in flight at once.
 const BATCH_READS_IN_FLIGHT: usize = 16;
@@ -237,5 +241,114 @@ impl Chat {
             _ => last,
         };
         Ok((messages, more || cut, Some(Cursor::OldestFirst(resume))))
+    }
+
+    /// Makes `messages` what `reader` is shown: reactions and poll tallies filled in (`tally`),
+    /// and the source room of a forwarded copy hidden unless the reader is a member of it.
+    pub(crate) async fn decorate(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        self.tally(room, reader, messages).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
+        Ok(())
+    }
+
+    /// `decorate` for messages scattered over the room: one companion-row read per message.
+    pub(crate) async fn decorate_each(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let reads = messages.chunks_mut(1).map(|one| self.tally(room, reader, one));
+        try_join_all(reads).await?;
+        self.hide_foreign_sources(room, reader, messages).await;
+        Ok(())
+    }
+
+    /// Hides the source room of every forwarded copy in `messages` (read in `room`) from a
+    /// `reader` who is not a member of it: one access check per distinct source room. A check
+    /// that fails hides the room too (and is logged): the read still answers, and nothing is
+    /// shown that should not be.
+    pub(crate) async fn hide_foreign_sources(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) {
+        let mut sources: Vec<&str> = messages
+            .iter()
+            .filter_map(|m| m.forwarded_from.as_ref()?.room_id.as_deref())
+            .filter(|source| *source != room.as_str())
+            .collect();
+        sources.sort_unstable();
+        sources.dedup();
+        if sources.is_empty() {
+            return;
+        }
+        let checks = sources.into_iter().map(|source| async move {
+            let Ok(source_room) = RoomId::parse(source) else {
+                return None;
+            };
+            match self.access(&source_room, reader).await {
+                Ok(_) => Some(source.to_owned()),
+                Err(Error::NotFound(_)) => None,
+                Err(e) => {
+                    tracing::warn!(%source_room, error = %e, "could not check a forward's source room; hidden");
+                    None
+                }
+            }
+        });
+        let visible: HashSet<String> = join_all(checks).await.into_iter().flatten().collect();
+        for message in messages {
+            let shown = match message.forwarded_from.as_ref().and_then(|s| s.room_id.as_deref()) {
+                Some(source) => source == room.as_str() || visible.contains(source),
+                None => true,
+            };
+            if !shown {
+                message.hide_source_room();
+            }
+        }
+    }
+
+    /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
+    /// range read over the companion rows of the span of keys they cover (a page of adjacent
+    /// messages; see `decorate_each` for scattered ones).
+    pub(crate) async fn tally(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
+        let (Some(low), Some(high)) = (
+            messages.iter().map(|m| m.id.as_str()).min(),
+            messages.iter().map(|m| m.id.as_str()).max(),
+        ) else {
+            return Ok(());
+        };
+        let rows = self
+            .store
+            .companions
+            .companions(room, low, high, MAX_ROWS_PER_PAGE)
+            .await?;
+        let mut by_message: HashMap<&str, Vec<&CompanionRow>> = HashMap::new();
+        for row in &rows {
+            by_message.entry(row.message_id.as_str()).or_default().push(row);
+        }
+        let me = reader.as_str();
+        for message in messages.iter_mut() {
+            let Some(rows) = by_message.get(message.id.as_str()) else {
+                continue;
+            };
+            let mut reactions: Vec<ReactionCount> = Vec::new();
+            for row in rows {
+                let mine = row.user_id.as_deref() == Some(me);
+                match &row.kind {
+                    CompanionKind::Reaction { emoji } => match reactions.iter_mut().find(|r| &r.emoji == emoji) {
+                        Some(r) => {
+                            r.count += 1;
+                            r.me |= mine;
+                        }
+                        None => reactions.push(ReactionCount {
+                            emoji: emoji.clone(),
+                            count: 1,
+                            me: mine,
+                        }),
+                    },
+                    CompanionKind::Vote { option_id } => {
+                        if let Some(poll) = message.poll.as_mut() {
+                            poll.count(option_id, mine);
+                        }
+                    }
+                    CompanionKind::Preview(preview) => message.preview = preview.clone(),
+                }
+            }
+            reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));
+            message.reactions = reactions;
+        }
+        Ok(())
     }
 }

@@ -14,7 +14,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
 use crate::members::{Member, MemberRole, target_user};
-use crate::messages::{Message, MessageType};
+use crate::messages::MessageType;
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permissions;
 use crate::presence::OnlineWindow;
@@ -22,7 +22,6 @@ use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
 use crate::rooms::{OwnershipTransfer, WordFilterSettings};
-use crate::store::activity::Unread;
 use crate::store::members::Joined;
 use crate::store::rooms::Handover;
 use crate::store::stored_time;
@@ -206,83 +205,6 @@ impl Chat {
             self.entry_of(room, &member, found, online).await
         });
         try_join_all(entries).await
-    }
-
-    /// When `user` was online (for `@here`), read once into `cell`.
-    pub(crate) async fn online_window<'a>(
-        &self,
-        cell: &'a tokio::sync::OnceCell<OnlineWindow>,
-        user: &crate::ids::UserId,
-    ) -> Result<&'a OnlineWindow> {
-        Ok(cell.get_or_try_init(|| self.store.presence.online_window(user)).await?)
-    }
-
-    /// Counts what `member` has not read: messages from others newer than their read position
-    /// (one range read of at most [`MAX_UNREAD_COUNTED`] rows), and how many mention them
-    /// (an `@here` only if it was sent while they were online). When's that is read from their
-    /// presence row into `online` the first time an unread `@here` needs it, so a listing
-    /// shares one read, and one without `@here` makes none.
-    pub(crate) async fn room_entry(
-        &self,
-        room: Room,
-        member: &Member,
-        online: &tokio::sync::OnceCell<OnlineWindow>,
-    ) -> Result<RoomEntry> {
-        let room_id = RoomId::parse(&room.id)?;
-        let position = member.read_position();
-        let found = self
-            .store
-            .messages
-            .unread_since(&room_id, &position, MAX_UNREAD_COUNTED)
-            .await?;
-        self.entry_of(room, member, found, online).await
-    }
-
-    /// The entry of `room` for `member` from what `unread_since` found after their read
-    /// position (`online`: as in [`Chat::room_entry`]).
-    async fn entry_of(
-        &self,
-        room: Room,
-        member: &Member,
-        found: Unread,
-        online: &tokio::sync::OnceCell<OnlineWindow>,
-    ) -> Result<RoomEntry> {
-        let position = member.read_position();
-        let me = member.user_id.as_str();
-        let unread: Vec<Message> = found
-            .messages
-            .into_iter()
-            .filter(|m| m.is_live() && m.author_id != me)
-            .collect();
-        let online = match unread.iter().any(|m| m.mentions.here) {
-            true => *self.online_window(online, &member.user_id).await?,
-            false => OnlineWindow::default(),
-        };
-        let mention_count = unread
-            .iter()
-            .filter(|m| m.mentions.reaches(me, &member.roles, online.covers(m.created_at)))
-            .count();
-        // What a retention period expired is not previewed either: only its time stays.
-        let expired_before = room
-            .retention_seconds
-            .map(|seconds| Utc::now() - chrono::Duration::seconds(i64::from(seconds)));
-        let last_message = found.last.map(|preview| match expired_before {
-            Some(cutoff) if preview.created_at < cutoff => preview.expired(),
-            _ => preview,
-        });
-        let last_activity_at = last_message.as_ref().map_or(room.created_at, |p| p.created_at);
-        let capped = found.capped;
-        Ok(RoomEntry {
-            room,
-            unread_count: unread.len(),
-            unread_capped: capped,
-            mention_count,
-            last_read_at: position.ticks().to_datetime(),
-            notifications: member.notifications,
-            muted: member.muted,
-            last_activity_at,
-            last_message,
-        })
     }
 
     /// A room the caller belongs to; any other room answers as missing.
