@@ -58,11 +58,6 @@ pub(crate) struct ClaimedFiles {
 const EXPIRE_BATCH: usize = 500;
 
 impl Chat {
-    /// The same service storing attachments as `settings` says.
-    pub fn with_attachments(mut self, settings: AttachmentSettings) -> Chat {
-        self.attachments = Some(Arc::new(settings));
-        self
-    }
 
     /// The embedded object store whose links this binary serves, if it is the one.
     pub fn embedded_objects(&self) -> Option<&EmbeddedObjects> {

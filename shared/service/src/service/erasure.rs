@@ -109,11 +109,6 @@ enum Leaving {
 }
 
 impl Chat {
-    /// The same service running erasures with `settings`.
-    pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
-        self.erasure = settings;
-        self
-    }
 
     /// Starts erasing the caller, or answers the erasure already running (a repeat is a
     /// no-op). The work goes on in the background.

@@ -67,6 +67,16 @@ pub(crate) struct WriteLimits {
     senders: Mutex<HashMap<(RoomId, UserId), DateTime<chrono::Utc>>>,
 }
 
+impl WriteLimits {
+    pub(crate) fn new(settings: LimitSettings) -> WriteLimits {
+        WriteLimits {
+            settings,
+            local: Mutex::default(),
+            senders: Mutex::default(),
+        }
+    }
+}
+
 /// A send's repeat-text claim as its first round left it (`Chat::claim_text_ahead`).
 #[derive(Debug)]
 pub(crate) enum TextAhead {
@@ -165,15 +175,6 @@ impl WriteLimits {
 }
 
 impl Chat {
-    /// The same service applying the limits to members' writes.
-    pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
-        self.limits = Some(Arc::new(WriteLimits {
-            settings,
-            local: Mutex::default(),
-            senders: Mutex::default(),
-        }));
-        self
-    }
 
     /// The limits step of a member's write that is not a send (an edit, a reaction, a vote, a
     /// report, a pin): the user's bucket, and for a newcomer their lower rate and (for an edit's

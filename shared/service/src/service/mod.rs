@@ -43,6 +43,14 @@ pub mod webhooks;
 mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use self::attachments::AttachmentSettings;
+use self::limits::{LimitSettings, WriteLimits};
+use self::presence::PresenceGate;
+use self::previews::Previews;
+use crate::adapters::link_preview::PreviewFetcher;
+use crate::erasure::ErasureSettings;
 
 use crate::adapters::events::{EventGrid, EventSink};
 use crate::adapters::live::LiveChannel;
@@ -250,6 +258,44 @@ impl Chat {
     /// The VAPID public key browsers subscribe with, when push is configured.
     pub fn vapid_public_key(&self) -> Option<&str> {
         self.push.sender.as_ref().map(PushSender::public_key)
+    }
+
+    /// The same service storing attachments as `settings` says.
+    pub fn with_attachments(mut self, settings: AttachmentSettings) -> Chat {
+        self.attachments = Some(Arc::new(settings));
+        self
+    }
+
+    /// The same service running erasures with `settings`.
+    pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
+        self.erasure = settings;
+        self
+    }
+
+    /// The same service applying the limits to members' writes.
+    pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
+        self.limits = Some(Arc::new(WriteLimits::new(settings)));
+        self
+    }
+
+    /// The same service sending at most one presence signal per user every `interval` (tests
+    /// shorten it).
+    pub fn with_presence_interval(mut self, interval: Duration) -> Chat {
+        self.presence = Arc::new(PresenceGate::new(interval));
+        self
+    }
+
+    /// The same service believing upstream events signed with `upstream`'s keys (Azure Web
+    /// PubSub's event handler).
+    pub fn with_upstream(mut self, upstream: crate::adapters::live::upstream::Upstream) -> Chat {
+        self.upstream = Some(Arc::new(upstream));
+        self
+    }
+
+    /// The same service fetching link previews with `fetcher`; without it, none are made.
+    pub fn with_previews(mut self, fetcher: PreviewFetcher) -> Chat {
+        self.previews = Some(Arc::new(Previews::new(fetcher)));
+        self
     }
 }
 

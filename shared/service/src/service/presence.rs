@@ -14,7 +14,7 @@
 //! is per process: two processes may each send one.)
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -119,19 +119,6 @@ impl PresenceGate {
 }
 
 impl Chat {
-    /// The same service sending at most one presence signal per user every `interval` (tests
-    /// shorten it).
-    pub fn with_presence_interval(mut self, interval: Duration) -> Chat {
-        self.presence = Arc::new(PresenceGate::new(interval));
-        self
-    }
-
-    /// The same service believing upstream events signed with `upstream`'s keys (Azure Web
-    /// PubSub's event handler).
-    pub fn with_upstream(mut self, upstream: crate::adapters::live::upstream::Upstream) -> Chat {
-        self.upstream = Some(Arc::new(upstream));
-        self
-    }
 
     /// Keeps presence from this process's local hub, if it runs one: a task that records
     /// each user connection opened and closed under a random tag of this process (so two

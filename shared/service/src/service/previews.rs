@@ -19,7 +19,7 @@
 //! write and the job's row loses that message's preview: it is a nicety, and writing the row
 //! first would put a write before every send that has a link.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt as _;
@@ -65,11 +65,6 @@ impl Previews {
 }
 
 impl Chat {
-    /// The same service fetching link previews with `fetcher`; without it, none are made.
-    pub fn with_previews(mut self, fetcher: PreviewFetcher) -> Chat {
-        self.previews = Some(Arc::new(Previews::new(fetcher)));
-        self
-    }
 
     /// After `message`'s durable write: records and queues its preview job when it is a
     /// member's message with a link. A side effect: a failure is logged, never returned.
