@@ -239,14 +239,14 @@ async fn serve(args: &Args) -> Result<(), String> {
         // Self-hosted: live connections come to this process unless Web PubSub is configured.
         chat = chat.with_local_hub(&settings.web_pubsub_hub);
         // Presence from the hub's connections (none when Web PubSub is the live channel).
-        chat.watch_local_hub();
+        chat.presence_keeper.watch_local_hub();
     }
     // An erasure a stopped process left is taken over now if its lease lapsed (else by the
     // next housekeeping run, on every host).
     let tasks = chat.supervisor().clone();
     let resuming = chat.clone();
     tasks.spawn(async move {
-        if let Err(e) = resuming.resume_erasures(chrono::Utc::now()).await {
+        if let Err(e) = resuming.eraser.resume_erasures(chrono::Utc::now()).await {
             tracing::warn!(error = %e, "resuming erasures at startup failed; housekeeping tries again");
         }
     });
@@ -309,15 +309,15 @@ async fn housekeeping(chat: Chat, interval: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if let Err(e) = chat.republish(chrono::Utc::now()).await {
+        if let Err(e) = chat.outbox.republish(chrono::Utc::now()).await {
             tracing::warn!(error = %e, "republishing events failed; trying again next time");
         }
-        match chat.send_due_messages().await {
+        match chat.scheduler.send_due_messages().await {
             Ok(report) if report != Default::default() => tracing::info!(?report, "scheduled messages"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "sending scheduled messages failed; trying again next time"),
         }
-        match chat.deliver_webhooks().await {
+        match chat.sending.deliver_webhooks().await {
             Ok(report) if report != Default::default() => tracing::info!(?report, "outgoing webhooks"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "delivering outgoing webhooks failed; trying again next time"),

@@ -1,7 +1,7 @@
 //! Attachments end to end, on the embedded store and on Azurite (tables and blob): an upload
 //! link handed out, the file uploaded with a plain HTTP client, sent in a message, read back
 //! in reads and the change feed, and downloaded by another member through tabletalk's
-//! redirect; every refusal of seed 003; and the lifecycle — a tombstone, retention, room
+//! redirect; every refusal an upload or a send can meet; and the lifecycle — a tombstone, retention, room
 //! deletion and uploads never attached leave no object behind, and a forward gives each
 //! target room its own copy.
 

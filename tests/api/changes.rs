@@ -1,4 +1,4 @@
-//! The change feed (`messageChanges`, seed 004) and catch-up: a reader following its stored
+//! The change feed (`messageChanges`, docs/CATCHUP.md) and catch-up: a reader following its stored
 //! cursor while writers create, edit and delete ends with the room's final state; budgets and
 //! limits; every status; retention with its floor.
 
@@ -523,6 +523,7 @@ async fn the_local_server_runs_housekeeping_itself() {
         .await
         .unwrap();
     let still = chat
+        .reading
         .get_message(&crate::helpers::principal("alice"), &room_id, &expiring)
         .await;
     panic!(

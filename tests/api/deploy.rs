@@ -71,8 +71,8 @@ fn the_package_unpacks_into_a_runnable_app() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The timer functions, posted as the Functions host posts them (reference §1.6), run and
-/// answer the invocation response (§1.7).
+/// The timer functions, posted as the Functions host posts them, run and
+/// answer the invocation response.
 #[tokio::test]
 async fn timer_invocations_run_their_work() {
     let app = spawn_app_with(&Backend::embedded(), &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")]);

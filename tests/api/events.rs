@@ -53,7 +53,7 @@ async fn publish(State(topic): State<Topic>, headers: HeaderMap, body: Bytes) ->
     AxumStatus::OK
 }
 
-/// Invokes a function as the Functions host does (`POST /<name>`, reference §1.6); returns the
+/// Invokes a function as the Functions host does (`POST /<name>`); returns the
 /// status and the invocation response.
 async fn invoke(app: &str, function: &str, data: Value) -> (u16, Value) {
     let payload = json!({

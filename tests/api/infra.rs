@@ -71,6 +71,8 @@ fn quoted_after(text: &str, prefix: &str) -> BTreeSet<String> {
 /// What the deployment is made of, read from the repository (tests alter copies).
 struct Sources {
     code_settings: BTreeSet<String>,
+    /// `docs/CONFIGURATION.md`, where every setting is described.
+    configuration: String,
     code_tables: BTreeSet<String>,
     bicep: String,
     local_settings: Value,
@@ -98,6 +100,7 @@ impl Sources {
         }
         Sources {
             code_settings,
+            configuration: std::fs::read_to_string(root.join("docs/CONFIGURATION.md")).unwrap(),
             code_tables,
             bicep: std::fs::read_to_string(root.join("infra/main.bicep")).unwrap(),
             local_settings: serde_json::from_str(&std::fs::read_to_string(root.join("local.settings.json")).unwrap())
@@ -133,6 +136,28 @@ impl Sources {
             if !LOCAL_ONLY.contains(&setting.as_str()) && !infra.contains(setting) {
                 problems.push(format!("{setting} is read by the code but not set by infra/main.bicep"));
             }
+        }
+        let documented: BTreeSet<String> = self
+            .configuration
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|name| name.starts_with("TABLETALK_") && !name.starts_with("TABLETALK_TEST_"))
+            .filter(|name| {
+                name.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+            .map(str::to_owned)
+            .collect();
+        for setting in self.code_settings.difference(&documented) {
+            problems.push(format!(
+                "{setting} is read by the code but not described in docs/CONFIGURATION.md"
+            ));
+        }
+        for setting in documented.difference(&self.code_settings) {
+            problems.push(format!(
+                "docs/CONFIGURATION.md describes {setting}, which the code never reads"
+            ));
         }
         for setting in local.difference(&self.code_settings) {
             problems.push(format!(
@@ -210,6 +235,13 @@ fn the_consistency_check_catches_drift() {
     assert_eq!(
         missing_local.problems(),
         ["TABLETALK_VAPID_SUBJECT is read by the code but missing from local.settings.json"]
+    );
+
+    let mut undocumented = Sources::read();
+    undocumented.configuration = undocumented.configuration.replace("`TABLETALK_DATA_DIR`", "");
+    assert_eq!(
+        undocumented.problems(),
+        ["TABLETALK_DATA_DIR is read by the code but not described in docs/CONFIGURATION.md"]
     );
 
     let mut missing_infra = Sources::read();

@@ -1,7 +1,7 @@
 //! Live delivery end to end. With Azure Web PubSub: `negotiate` (a client URL whose token lets
 //! the caller join the live groups of their rooms and no other, for at most an hour), live
 //! signals, presence and group removal through the service REST API, checked by a stand-in
-//! that verifies each call as Web PubSub does (reference/azure-platform.md §4.2–4.3). Without
+//! that verifies each call as Web PubSub does. Without
 //! it: the self-hosted server's own hub, driven over a real WebSocket.
 
 use base64::Engine as _;
@@ -13,7 +13,7 @@ use crate::helpers::web_pubsub::{start_hub, verify_hs256};
 use crate::helpers::{Backend, TestApp, spawn_app_with, spawn_push_app};
 
 /// The token a client connects with lets it join no group at all (Web PubSub lets a
-/// connection without roles only send events upstream, reference §4.2): the server puts it in
+/// connection without roles only send events upstream): the server puts it in
 /// the group of the room it shows, so an old token of a removed member cannot rejoin one.
 #[tokio::test]
 async fn negotiate_hands_out_a_token_that_may_join_no_group() {

@@ -86,7 +86,7 @@ async fn mentioning_everyone_needs_the_permission(backend: Backend) {
     assert_status(&owners, StatusCode::CREATED);
 }
 
-/// `@here` is the members online now (seed 002's presence): a member with a live connection
+/// `@here` is the members online now (presence): a member with a live connection
 /// open when the message was sent counts it as a mention, also after going away; one who was
 /// away then, or never connected, or came online only afterwards, does not. Presence comes
 /// from Web PubSub's signed connection events, as on Azure.

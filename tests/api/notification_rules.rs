@@ -1,4 +1,4 @@
-//! The notification rules of seed 002, end to end against the push service stand-in: a
+//! The notification rules, end to end against the push service stand-in: a
 //! mention gets through Mentions-only and a room mute, never through Never or the user's
 //! do-not-disturb, which holds back every push until it ends; votes and pins signal live.
 

@@ -53,6 +53,7 @@ async fn message_of(app: &TestApp, backend: &Backend, room: &str, kind: MessageT
             let chat = backend.chat().await;
             let room = tabletalk::ids::RoomId::parse(room).unwrap();
             let line = chat
+                .sending
                 .write_line(&room, kind, &principal("author"), "a line")
                 .await
                 .unwrap();

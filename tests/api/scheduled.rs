@@ -176,7 +176,7 @@ async fn a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_cla
     let crashed = backend.chat().await.with_time(Arc::new(FileClock::new(&clock.path)));
     let room_id = tabletalk::ids::RoomId::parse(&room).unwrap();
     let alice = tabletalk::ids::UserId::parse("alice").unwrap();
-    assert!(crashed.claim_due_item(&room_id, &alice, &id).await.unwrap());
+    assert!(crashed.scheduler.claim_due_item(&room_id, &alice, &id).await.unwrap());
     drop(crashed);
     assert_eq!(status_of(&app, "alice", &room, &id).await["status"], "sending");
 
@@ -269,7 +269,12 @@ async fn stored_item(backend: &Backend, room: &str, user: &str, id: &str) -> Val
     let chat = backend.chat().await;
     let room = tabletalk::ids::RoomId::parse(room).unwrap();
     let user = tabletalk::ids::UserId::parse(user).unwrap();
-    let item = chat.scheduled_item(&room, &user, id).await.unwrap().expect("stored");
+    let item = chat
+        .scheduler
+        .scheduled_item(&room, &user, id)
+        .await
+        .unwrap()
+        .expect("stored");
     serde_json::to_value(item).unwrap()
 }
 

@@ -1,4 +1,4 @@
-//! Tiered live delivery and live membership the server enforces (issue 15 items 6 and 7): a
+//! Tiered live delivery and live membership the server enforces: a
 //! connection is in the group of the one room it shows (`PUT /api/live/view`), put there by
 //! the server after a membership check, and gets that room's messages in full; every other
 //! room of the member sends a short `room.activity` notice — once until they look (show or

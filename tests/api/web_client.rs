@@ -210,7 +210,7 @@ async fn the_page_renders_signed_in_without_console_errors() {
     run_browser_script(&app, "first_render.mjs", &modules).await;
 }
 
-/// The must-show of issue 18, in two browser contexts: a message typed by one appears live for
+/// In two browser contexts: a message typed by one appears live for
 /// the other after their typing shows; the reader's seen-tick, a reply, a reaction, an edit and
 /// a delete appear live; mention autocomplete picks by keyboard with the focus kept in the box;
 /// unread and mention badges of rooms not shown update live, and the room list is ordered by
@@ -249,7 +249,7 @@ async fn a_long_room_scrolls_back_windowed_and_opens_at_permalinks_and_the_first
     run_browser_script(&app, "long_room.mjs", &modules).await;
 }
 
-/// Sending safely (seed 001): a failed send goes again with the same clientId; one whose
+/// Sending safely: a failed send goes again with the same clientId; one whose
 /// answer was lost shows and is stored once; one made offline waits and is delivered once
 /// back online; a refused one says why and can be discarded (tests/web/sending.mjs).
 #[tokio::test]
@@ -272,7 +272,7 @@ async fn the_page_works_by_keyboard_alone_at_a_phones_width() {
     run_browser_script(&app, "keyboard.mjs", &modules).await;
 }
 
-/// The must-show of issue 18 for a dropped connection (tests/web/offline.mjs): one person goes
+/// A dropped connection (tests/web/offline.mjs): one person goes
 /// offline (context offline and the live WebSocket cut) while the other edits, deletes, reacts
 /// and sends 30 messages; back online, without a reload, the first page shows exactly the
 /// room's current state as the API answers it, its send made offline is stored once (its first

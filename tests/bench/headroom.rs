@@ -1,4 +1,4 @@
-//! How far tabletalk is from its limits (issue 17), in one run so the ratios are comparable on
+//! How far tabletalk is from its limits, in one run so the ratios are comparable on
 //! a noisy machine: the disk's raw ceiling next to the sends, both backends' sends at
 //! concurrency 1 and 32 with server CPU per send, the scale-out case on Azurite (four server
 //! processes into one room and into 32 rooms), whether the cost stays flat as a room and a
@@ -175,11 +175,11 @@ fn raw_ceiling(dir: &Path, sends: usize, per_transaction: usize) -> Raw {
 /// A public room of `owner` with senders 0..`members` joined; answers its id.
 async fn seed_room(chat: &Chat, owner: &str, name: &str, members: usize) -> RoomId {
     let input = serde_json::from_value(json!({ "name": name, "visibility": "public" })).unwrap();
-    let room = chat.create_room(&principal(owner), input).await.unwrap();
+    let room = chat.rooms.create_room(&principal(owner), input).await.unwrap();
     let id = RoomId::parse(&room.id).unwrap();
     for k in 0..members {
         if sender(k) != owner {
-            chat.join_room(&principal(&sender(k)), &id).await.unwrap();
+            chat.rooms.join_room(&principal(&sender(k)), &id).await.unwrap();
         }
     }
     id
@@ -192,7 +192,8 @@ async fn seed_messages(chat: &Chat, room: &RoomId, n: usize) {
         let (chat, room) = (chat.clone(), room.clone());
         async move {
             let text = NewMessage::text(format!("<p>seed message {i}</p>"));
-            chat.send_message(&principal(&sender(i % SENDERS)), &room, text)
+            chat.sending
+                .send_message(&principal(&sender(i % SENDERS)), &room, text)
                 .await
                 .unwrap();
         }
@@ -208,9 +209,10 @@ async fn seed_member_of(chat: &Chat, owner: &str, n: usize) {
         let (chat, owner) = (chat.clone(), owner.clone());
         async move {
             let input = serde_json::from_value(json!({ "name": format!("listed {i}") })).unwrap();
-            let room = chat.create_room(&principal(&owner), input).await.unwrap();
+            let room = chat.rooms.create_room(&principal(&owner), input).await.unwrap();
             let id = RoomId::parse(&room.id).unwrap();
-            chat.send_message(&principal(&owner), &id, NewMessage::text("<p>hello</p>"))
+            chat.sending
+                .send_message(&principal(&owner), &id, NewMessage::text("<p>hello</p>"))
                 .await
                 .unwrap();
         }

@@ -90,6 +90,7 @@ async fn run() {
 
     let owner = principal("owner");
     let room = chat
+        .rooms
         .create_room(
             &owner,
             NewRoom {
@@ -105,8 +106,9 @@ async fn run() {
     let mut subscriptions = Vec::new();
     for i in 0..SUBSCRIBERS {
         let user = principal(&format!("user{i}"));
-        chat.join_room(&user, &room_id).await.unwrap();
+        chat.rooms.join_room(&user, &room_id).await.unwrap();
         let subscription = chat
+            .accounts
             .subscribe(
                 &user,
                 NewSubscription {
@@ -144,7 +146,8 @@ async fn run() {
     for round in 1..=MESSAGES {
         let before = count.load(Ordering::Relaxed);
         let started = Instant::now();
-        chat.send_message(&owner, &room_id, NewMessage::text(format!("<p>round {round}</p>")))
+        chat.sending
+            .send_message(&owner, &room_id, NewMessage::text(format!("<p>round {round}</p>")))
             .await
             .unwrap();
         while count.load(Ordering::Relaxed) < before + SUBSCRIBERS {

@@ -1,4 +1,4 @@
-// One person goes offline (issue 18's must-show; seeds 001 and 004). Alice and Bob share a
+// One person goes offline (docs/CATCHUP.md). Alice and Bob share a
 // room of 40 messages; Bob scrolls up, and goes offline: his context is set offline AND his
 // live WebSocket is cut. (Playwright's `setOffline` fails new requests, but an open WebSocket
 // stays open: no close, no `disconnected`, its frames held back — a probe showed it. So the

@@ -1,4 +1,4 @@
-// The push path up to the service worker (issue 18's must-show), against a server with a VAPID
+// The push path up to the service worker, against a server with a VAPID
 // key that may push to loopback endpoints (tests/api/web_client.rs spawns it so).
 //
 // 1. With the browser's own push service: "Enable notifications" (a click) registers /sw.js,

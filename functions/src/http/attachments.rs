@@ -26,7 +26,7 @@ pub async fn create_upload(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewUpload>,
 ) -> ApiResult<(StatusCode, Json<UploadAnswer>)> {
-    let answer = state.chat.create_upload(&who, &room, input).await?;
+    let answer = state.chat.files.create_upload(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -43,7 +43,7 @@ pub async fn download(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Response> {
-    let url = state.chat.attachment_link(&who, &room, &id).await?;
+    let url = state.chat.files.attachment_link(&who, &room, &id).await?;
     Ok((
         StatusCode::FOUND,
         [(header::LOCATION, url), (header::CACHE_CONTROL, "no-store".to_owned())],

@@ -27,12 +27,12 @@ pub async fn erase(
     if !body.is_empty() {
         return Err(Error::bad_request("this request takes no body").into());
     }
-    Ok((StatusCode::ACCEPTED, Json(state.chat.erase_me(&who).await?)))
+    Ok((StatusCode::ACCEPTED, Json(state.chat.eraser.erase_me(&who).await?)))
 }
 
 /// The caller's erasure and its progress; 404 if they never asked for one.
 #[utoipa::path(get, path = "/api/me/erase", tag = "me", operation_id = "erasureStatus",
     responses((status = 200, body = Erasure), (status = "4XX", body = ErrorBody)))]
 pub async fn status(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Erasure>> {
-    Ok(Json(state.chat.my_erasure(&who).await?))
+    Ok(Json(state.chat.eraser.my_erasure(&who).await?))
 }

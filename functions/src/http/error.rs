@@ -1,4 +1,4 @@
-//! The API's error response: `{ "code", "message" }` with the status BRIEF §7 assigns to each
+//! The API's error response: `{ "code", "message" }` with the one status this file gives each
 //! code, and `Retry-After` on 429. The service reports outcomes (`tabletalk::Error` and its
 //! stable code); which HTTP status each one is, and what the client may read of it, is decided
 //! here, next to the handlers, and only here. Internal errors are logged with their detail and
@@ -20,7 +20,7 @@ impl From<Error> for ApiError {
     }
 }
 
-/// The HTTP status of each service outcome (BRIEF §7).
+/// The HTTP status of each service outcome.
 pub fn status(error: &Error) -> StatusCode {
     match error {
         // Malformed: syntax, a garbled cursor, a parameter out of range.

@@ -1,5 +1,5 @@
 //! The notification function as a webhook, for an Event Grid subscription that delivers to a
-//! URL instead of the Functions trigger (reference §3.2): the Event Grid schema's validation
+//! URL instead of the Functions trigger (Event Grid's webhook delivery): the Event Grid schema's validation
 //! handshake, the CloudEvents abuse-protection preflight (`OPTIONS`), and deliveries of one
 //! event or a batch in either schema. Success is 200; an unreadable delivery is 400 (Event
 //! Grid dead-letters it at once); a failure to process is 503 (Event Grid retries), and so is

@@ -72,7 +72,7 @@ pub async fn connect(
             upgrade.on_upgrade(move |socket| async move {
                 run(socket, session, queue).await;
                 if let Some(user) = user {
-                    chat.connection_closed(&user, &connection).await;
+                    chat.signals.connection_closed(&user, &connection).await;
                 }
             })
         }

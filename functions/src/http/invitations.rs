@@ -24,7 +24,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewInvitation>,
 ) -> ApiResult<(StatusCode, Json<Invitation>)> {
-    let invitation = state.chat.create_invitation(&who, &room, input).await?;
+    let invitation = state.chat.rooms.create_invitation(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(invitation)))
 }
 
@@ -37,7 +37,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Invitation>>> {
-    Ok(Json(state.chat.list_invitations(&who, &room).await?))
+    Ok(Json(state.chat.rooms.list_invitations(&who, &room).await?))
 }
 
 /// Its maker, or ManageMembers. A revoked code answers as a missing one.
@@ -49,7 +49,7 @@ pub async fn revoke(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.revoke_invitation(&who, &room, &id).await?;
+    state.chat.rooms.revoke_invitation(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -57,7 +57,7 @@ pub async fn revoke(
 #[utoipa::path(get, path = "/api/invites", tag = "invitations", operation_id = "listMyInvitations",
     responses((status = 200, body = [PendingInvitation]), (status = "4XX", body = ErrorBody)))]
 pub async fn mine(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<PendingInvitation>>> {
-    Ok(Json(state.chat.my_invitations(&who).await?))
+    Ok(Json(state.chat.rooms.my_invitations(&who).await?))
 }
 
 /// Joins the room of the caller's invitation (a ban still refuses).
@@ -69,7 +69,7 @@ pub async fn accept(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.accept_invitation(&who, &room).await?))
+    Ok(Json(state.chat.rooms.accept_invitation(&who, &room).await?))
 }
 
 #[utoipa::path(post, path = "/api/invites/{roomId}/decline", tag = "invitations", operation_id = "declineInvitation",
@@ -80,7 +80,7 @@ pub async fn decline(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.decline_invitation(&who, &room).await?;
+    state.chat.rooms.decline_invitation(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -94,5 +94,5 @@ pub async fn redeem(
     Caller(who): Caller,
     JsonBody(input): JsonBody<Redeem>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.redeem(&who, input).await?))
+    Ok(Json(state.chat.rooms.redeem(&who, input).await?))
 }

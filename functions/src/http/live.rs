@@ -29,7 +29,7 @@ pub async fn negotiate(
     };
     let host = header("host").unwrap_or("localhost");
     let endpoint = format!("{scheme}://{host}");
-    Ok(Json(state.chat.negotiate(&who, &endpoint).await?))
+    Ok(Json(state.chat.signals.negotiate(&who, &endpoint).await?))
 }
 
 /// Members only; at most one signal per user and room every 3 seconds (more are dropped).
@@ -41,7 +41,7 @@ pub async fn typing(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.typing(&who, &room).await?;
+    state.chat.signals.typing(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -61,6 +61,6 @@ pub async fn view_room(
     Caller(who): Caller,
     JsonBody(input): JsonBody<ViewRoom>,
 ) -> ApiResult<StatusCode> {
-    state.chat.view_room(&who, input).await?;
+    state.chat.signals.view_room(&who, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -22,7 +22,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<MemberSummary>>> {
-    Ok(Json(state.chat.list_members(&who, &room).await?))
+    Ok(Json(state.chat.members.list_members(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/members/me", tag = "members", operation_id = "updateMembership",
@@ -34,7 +34,7 @@ pub async fn update_mine(
     PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<MembershipChange>,
 ) -> ApiResult<Json<Member>> {
-    Ok(Json(state.chat.update_membership(&who, &room, change).await?))
+    Ok(Json(state.chat.members.update_membership(&who, &room, change).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/read", tag = "members", operation_id = "markRead",
@@ -46,7 +46,7 @@ pub async fn mark_read(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<MarkRead>,
 ) -> ApiResult<StatusCode> {
-    state.chat.mark_read(&who, &room, input).await?;
+    state.chat.members.mark_read(&who, &room, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -54,7 +54,7 @@ pub async fn mark_read(
 #[utoipa::path(post, path = "/api/rooms/read", tag = "members", operation_id = "markAllRead",
     responses((status = 200, body = MarkedAllRead), (status = "4XX", body = ErrorBody)))]
 pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<MarkedAllRead>> {
-    let rooms = state.chat.mark_all_read(&who).await?;
+    let rooms = state.chat.members.mark_all_read(&who).await?;
     Ok(Json(MarkedAllRead { rooms }))
 }
 
@@ -68,7 +68,7 @@ pub async fn receipts(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Receipt>>> {
-    Ok(Json(state.chat.receipts(&who, &room).await?))
+    Ok(Json(state.chat.members.receipts(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member. The body is optional (no body is a
@@ -83,7 +83,7 @@ pub async fn kick(
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     OptionalJsonBody(input): OptionalJsonBody<Kick>,
 ) -> ApiResult<StatusCode> {
-    state.chat.kick(&who, &room, &user, input).await?;
+    state.chat.moderation.kick(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -96,7 +96,7 @@ pub async fn bans(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<BanEntry>>> {
-    Ok(Json(state.chat.list_bans(&who, &room).await?))
+    Ok(Json(state.chat.moderation.list_bans(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member.
@@ -109,7 +109,7 @@ pub async fn timeout(
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Timeout>,
 ) -> ApiResult<Json<MemberSummary>> {
-    Ok(Json(state.chat.timeout(&who, &room, &user, input).await?))
+    Ok(Json(state.chat.moderation.timeout(&who, &room, &user, input).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member (if they are one).
@@ -122,7 +122,7 @@ pub async fn ban(
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Ban>,
 ) -> ApiResult<StatusCode> {
-    state.chat.ban(&who, &room, &user, input).await?;
+    state.chat.moderation.ban(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -134,7 +134,7 @@ pub async fn unban(
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.unban(&who, &room, &user).await?;
+    state.chat.moderation.unban(&who, &room, &user).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -148,5 +148,11 @@ pub async fn set_roles(
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<MemberRoles>,
 ) -> ApiResult<Json<MemberSummary>> {
-    Ok(Json(state.chat.set_member_roles(&who, &room, &user, input).await?))
+    Ok(Json(
+        state
+            .chat
+            .moderation
+            .set_member_roles(&who, &room, &user, input)
+            .await?,
+    ))
 }

@@ -33,7 +33,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
-    let sent = state.chat.send_message(&who, &room, input).await?;
+    let sent = state.chat.sending.send_message(&who, &room, input).await?;
     let status = if sent.created {
         StatusCode::CREATED
     } else {
@@ -53,8 +53,8 @@ pub async fn read(
     QueryParams(request): QueryParams<ReadMessages>,
 ) -> ApiResult<Json<MessagesRead>> {
     Ok(Json(match request.around {
-        Some(_) => MessagesRead::Around(state.chat.read_around(&who, &room, request).await?),
-        None => MessagesRead::Page(state.chat.read_messages(&who, &room, request).await?),
+        Some(_) => MessagesRead::Around(state.chat.reading.read_around(&who, &room, request).await?),
+        None => MessagesRead::Page(state.chat.reading.read_messages(&who, &room, request).await?),
     }))
 }
 
@@ -69,7 +69,7 @@ pub async fn batch(
     PathParams(room): PathParams<RoomId>,
     JsonBody(request): JsonBody<GetMessages>,
 ) -> ApiResult<Json<MessageBatch>> {
-    Ok(Json(state.chat.get_messages(&who, &room, request).await?))
+    Ok(Json(state.chat.reading.get_messages(&who, &room, request).await?))
 }
 
 /// The room's pinned messages, newest message first, a page at a time.
@@ -82,7 +82,7 @@ pub async fn pins(
     PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadPins>,
 ) -> ApiResult<Json<MessagePage>> {
-    Ok(Json(state.chat.read_pins(&who, &room, request).await?))
+    Ok(Json(state.chat.reading.read_pins(&who, &room, request).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "getMessage",
@@ -93,7 +93,7 @@ pub async fn get(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.get_message(&who, &room, &id).await?))
+    Ok(Json(state.chat.reading.get_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "editMessage",
@@ -105,7 +105,7 @@ pub async fn edit(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.edit_message(&who, &room, &id, edit).await?))
+    Ok(Json(state.chat.editing.edit_message(&who, &room, &id, edit).await?))
 }
 
 /// Leaves a tombstone: the message is gone from every read and operation.
@@ -117,7 +117,7 @@ pub async fn delete(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_message(&who, &room, &id).await?;
+    state.chat.editing.delete_message(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -129,7 +129,7 @@ pub async fn pin(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.pin_message(&who, &room, &id).await?))
+    Ok(Json(state.chat.editing.pin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/pin", tag = "messages", operation_id = "unpinMessage",
@@ -140,7 +140,7 @@ pub async fn unpin(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.unpin_message(&who, &room, &id).await?))
+    Ok(Json(state.chat.editing.unpin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/vote", tag = "messages", operation_id = "votePoll",
@@ -152,7 +152,7 @@ pub async fn vote(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(vote): JsonBody<Vote>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.vote(&who, &room, &id, vote).await?))
+    Ok(Json(state.chat.reactions.vote(&who, &room, &id, vote).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -164,7 +164,7 @@ pub async fn react(
     Caller(who): Caller,
     PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(state.chat.react(&who, &room, &id, &emoji).await?))
+    Ok(Json(state.chat.reactions.react(&who, &room, &id, &emoji).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -176,7 +176,7 @@ pub async fn unreact(
     Caller(who): Caller,
     PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(state.chat.unreact(&who, &room, &id, &emoji).await?))
+    Ok(Json(state.chat.reactions.unreact(&who, &room, &id, &emoji).await?))
 }
 
 /// How the forward into one room went, as the API answers it.
@@ -219,7 +219,7 @@ pub async fn forward(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(forward): JsonBody<Forward>,
 ) -> ApiResult<Json<Vec<ForwardResult>>> {
-    let outcomes = state.chat.forward_message(&who, &room, &id, forward).await?;
+    let outcomes = state.chat.editing.forward_message(&who, &room, &id, forward).await?;
     Ok(Json(outcomes.into_iter().map(ForwardResult::from).collect()))
 }
 
@@ -233,10 +233,10 @@ pub async fn thread(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     QueryParams(request): QueryParams<ReadThread>,
 ) -> ApiResult<Json<ThreadPage>> {
-    Ok(Json(state.chat.read_thread(&who, &room, &id, request).await?))
+    Ok(Json(state.chat.reading.read_thread(&who, &room, &id, request).await?))
 }
 
-/// The change feed (seed 004): what changed in these conversations since the stored cursors.
+/// The change feed (docs/CATCHUP.md): what changed in these conversations since the stored cursors.
 #[utoipa::path(post, path = "/api/messageChanges", tag = "messages", operation_id = "messageChanges",
     request_body = MessageChangesRequest,
     responses((status = 200, body = MessageChangesResult), (status = "4XX", body = ErrorBody)))]
@@ -245,7 +245,7 @@ pub async fn changes(
     Caller(who): Caller,
     JsonBody(request): JsonBody<MessageChangesRequest>,
 ) -> ApiResult<Json<MessageChangesResult>> {
-    Ok(Json(state.chat.message_changes(&who, request.input).await?))
+    Ok(Json(state.chat.reading.message_changes(&who, request.input).await?))
 }
 
 /// Follows the thread of a message (a reply's: its root's): its replies push the caller,
@@ -259,7 +259,7 @@ pub async fn follow(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(state.chat.follow_thread(&who, &room, &id).await?))
+    Ok(Json(state.chat.reading.follow_thread(&who, &room, &id).await?))
 }
 
 /// Stops following the thread of a message; not following it is no error.
@@ -272,7 +272,7 @@ pub async fn unfollow(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(state.chat.unfollow_thread(&who, &room, &id).await?))
+    Ok(Json(state.chat.reading.unfollow_thread(&who, &room, &id).await?))
 }
 
 /// Marks a followed thread read up to now (409 when the caller does not follow it).
@@ -285,7 +285,7 @@ pub async fn thread_read(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.mark_thread_read(&who, &room, &id).await?;
+    state.chat.reading.mark_thread_read(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -293,5 +293,5 @@ pub async fn thread_read(
 #[utoipa::path(get, path = "/api/threads", tag = "messages", operation_id = "listMyThreads",
     responses((status = 200, body = [FollowedThread]), (status = "4XX", body = ErrorBody)))]
 pub async fn my_threads(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<FollowedThread>>> {
-    Ok(Json(state.chat.my_threads(&who).await?))
+    Ok(Json(state.chat.reading.my_threads(&who).await?))
 }

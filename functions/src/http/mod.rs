@@ -50,7 +50,7 @@ use utoipa_axum::routes;
 
 use self::error::ApiError;
 
-/// Largest request body accepted (BRIEF §7).
+/// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// What every handler can reach. Cloning is cheap.
@@ -158,7 +158,7 @@ pub fn keyed_api() -> OpenApiRouter<AppState> {
 /// through its payload protocol (`triggers`), and the notification webhook.
 pub fn router(state: AppState, custom_handler: bool) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
-    let objects_body_limit = state.chat.attachment_max_bytes().unwrap_or(0) as usize;
+    let objects_body_limit = state.chat.files.attachment_max_bytes().unwrap_or(0) as usize;
     let (api, document) = api(custom_handler).split_for_parts();
     let api = api.layer(Extension(Arc::new(document)));
     let mut app = Router::new();
@@ -418,6 +418,9 @@ mod tests {
             .with_writer(move || writer.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
+        // Another test's thread may have met these callsites first, with no subscriber of its
+        // own: have their interest asked again, now that this one is set.
+        tracing::callsite::rebuild_interest_cache();
         let token = "s3cr3t-t0ken-Zq";
         for uri in [
             format!("/api/hooks/{}/{token}", "a".repeat(48)),

@@ -23,7 +23,7 @@ pub async fn log(
     PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadModerationLog>,
 ) -> ApiResult<Json<ModerationLogPage>> {
-    Ok(Json(state.chat.moderation_log(&who, &room, request).await?))
+    Ok(Json(state.chat.reading.moderation_log(&who, &room, request).await?))
 }
 
 /// 201 with the report; 200 with the member's earlier report of the message when they
@@ -38,7 +38,7 @@ pub async fn report(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<NewReport>,
 ) -> ApiResult<(StatusCode, Json<Report>)> {
-    let filed = state.chat.report_message(&who, &room, &id, input).await?;
+    let filed = state.chat.editing.report_message(&who, &room, &id, input).await?;
     let status = if filed.created {
         StatusCode::CREATED
     } else {
@@ -56,7 +56,7 @@ pub async fn queue(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<ReportQueue>> {
-    Ok(Json(state.chat.report_queue(&who, &room).await?))
+    Ok(Json(state.chat.editing.report_queue(&who, &room).await?))
 }
 
 /// Closes a message's open reports: `dismiss` keeps the message, `delete` deletes it (a
@@ -70,6 +70,6 @@ pub async fn resolve(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ResolveReports>,
 ) -> ApiResult<StatusCode> {
-    state.chat.resolve_reports(&who, &room, &id, input).await?;
+    state.chat.editing.resolve_reports(&who, &room, &id, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

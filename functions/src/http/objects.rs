@@ -39,7 +39,7 @@ pub async fn put(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(store) = state.chat.embedded_objects() else {
+    let Some(store) = state.chat.files.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
     };
     let Ok(key) = ObjectKey::parse(&key) else {
@@ -52,7 +52,7 @@ pub async fn put(
         Ok(permit) => permit,
         Err(e) => return refuse(e),
     };
-    let max = state.chat.attachment_max_bytes().unwrap_or(0);
+    let max = state.chat.files.attachment_max_bytes().unwrap_or(0);
     let too_large = || {
         refuse(Error::PayloadTooLarge(
             "the file is larger than the largest attachment allowed".into(),
@@ -79,7 +79,7 @@ pub async fn put(
 
 /// Answers a download.
 pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(query): Query<SignedQuery>) -> Response {
-    let Some(store) = state.chat.embedded_objects() else {
+    let Some(store) = state.chat.files.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
     };
     let Ok(key) = ObjectKey::parse(&key) else {

@@ -24,7 +24,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewOutgoingWebhook>,
 ) -> ApiResult<(StatusCode, Json<OutgoingWebhookWithSecret>)> {
-    let hook = state.chat.create_outgoing_webhook(&who, &room, input).await?;
+    let hook = state.chat.sending.create_outgoing_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -37,7 +37,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<OutgoingWebhook>>> {
-    Ok(Json(state.chat.list_outgoing_webhooks(&who, &room).await?))
+    Ok(Json(state.chat.sending.list_outgoing_webhooks(&who, &room).await?))
 }
 
 /// Deletes an endpoint; nothing more is sent to it. An id naming nothing is 404.
@@ -49,7 +49,7 @@ pub async fn delete(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_outgoing_webhook(&who, &room, &id).await?;
+    state.chat.sending.delete_outgoing_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -63,5 +63,5 @@ pub async fn deliveries(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Vec<Delivery>>> {
-    Ok(Json(state.chat.list_deliveries(&who, &room, &id).await?))
+    Ok(Json(state.chat.sending.list_deliveries(&who, &room, &id).await?))
 }

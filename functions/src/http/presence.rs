@@ -27,21 +27,21 @@ pub async fn set_status(
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewStatus>,
 ) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.set_status(&who, input).await?))
+    Ok(Json(state.chat.presence_keeper.set_status(&who, input).await?))
 }
 
 /// Clears the caller's custom status.
 #[utoipa::path(delete, path = "/api/me/status", tag = "presence", operation_id = "clearMyStatus",
     responses((status = 200, body = Presence), (status = "4XX", body = ErrorBody)))]
 pub async fn clear_status(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.clear_status(&who).await?))
+    Ok(Json(state.chat.presence_keeper.clear_status(&who).await?))
 }
 
 /// The caller's own presence and custom status (an expired status reads as none).
 #[utoipa::path(get, path = "/api/me/status", tag = "presence", operation_id = "getMyStatus",
     responses((status = 200, body = Presence), (status = "4XX", body = ErrorBody)))]
 pub async fn my_status(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.my_presence(&who).await?))
+    Ok(Json(state.chat.presence_keeper.my_presence(&who).await?))
 }
 
 /// Web PubSub's upstream event handler (CloudEvents binary mode): `connected` and
@@ -67,7 +67,7 @@ pub async fn live_events(State(state): State<AppState>, headers: HeaderMap) -> A
         user_id: header("ce-userid"),
         signature: header("ce-signature"),
     };
-    state.chat.upstream_event(&event).await?;
+    state.chat.presence_keeper.upstream_event(&event).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

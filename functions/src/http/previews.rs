@@ -22,6 +22,6 @@ pub async fn remove(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.remove_preview(&who, &room, &id).await?;
+    state.chat.previewer.remove_preview(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -22,7 +22,7 @@ pub async fn subscribe(
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewSubscription>,
 ) -> ApiResult<Json<PushSubscription>> {
-    Ok(Json(state.chat.subscribe(&who, input).await?))
+    Ok(Json(state.chat.accounts.subscribe(&who, input).await?))
 }
 
 #[utoipa::path(delete, path = "/api/push/subscriptions", tag = "push", operation_id = "unsubscribePush",
@@ -33,14 +33,14 @@ pub async fn unsubscribe(
     Caller(who): Caller,
     JsonBody(input): JsonBody<Unsubscribe>,
 ) -> ApiResult<StatusCode> {
-    state.chat.unsubscribe(&who, input).await?;
+    state.chat.accounts.unsubscribe(&who, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(get, path = "/api/push/subscriptions", tag = "push", operation_id = "listPushSubscriptions",
     responses((status = 200, body = [PushSubscription]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<PushSubscription>>> {
-    Ok(Json(state.chat.my_subscriptions(&who).await?))
+    Ok(Json(state.chat.accounts.my_subscriptions(&who).await?))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -73,12 +73,12 @@ pub async fn set_do_not_disturb(
     Caller(who): Caller,
     JsonBody(input): JsonBody<DoNotDisturb>,
 ) -> ApiResult<Json<DoNotDisturb>> {
-    Ok(Json(state.chat.set_do_not_disturb(&who, input).await?))
+    Ok(Json(state.chat.accounts.set_do_not_disturb(&who, input).await?))
 }
 
 /// The caller's do-not-disturb (`until` null when none holds).
 #[utoipa::path(get, path = "/api/me/do-not-disturb", tag = "push", operation_id = "getDoNotDisturb",
     responses((status = 200, body = DoNotDisturb), (status = "4XX", body = ErrorBody)))]
 pub async fn do_not_disturb(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<DoNotDisturb>> {
-    Ok(Json(state.chat.do_not_disturb(&who).await?))
+    Ok(Json(state.chat.accounts.do_not_disturb(&who).await?))
 }

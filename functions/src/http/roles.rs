@@ -18,7 +18,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Role>>> {
-    Ok(Json(state.chat.list_roles(&who, &room).await?))
+    Ok(Json(state.chat.access.list_roles(&who, &room).await?))
 }
 
 /// Needs ManageRoles; the position must be below the caller's rank.
@@ -31,7 +31,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewRole>,
 ) -> ApiResult<(StatusCode, Json<Role>)> {
-    let role = state.chat.create_role(&who, &room, input).await?;
+    let role = state.chat.access.create_role(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(role)))
 }
 
@@ -44,7 +44,7 @@ pub async fn update(
     PathParams((room, role)): PathParams<(RoomId, String)>,
     JsonBody(change): JsonBody<RoleChange>,
 ) -> ApiResult<Json<Role>> {
-    Ok(Json(state.chat.update_role(&who, &room, &role, change).await?))
+    Ok(Json(state.chat.access.update_role(&who, &room, &role, change).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/roles/{roleId}", tag = "roles", operation_id = "deleteRole",
@@ -55,6 +55,6 @@ pub async fn delete(
     Caller(who): Caller,
     PathParams((room, role)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_role(&who, &room, &role).await?;
+    state.chat.access.delete_role(&who, &room, &role).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -20,13 +20,16 @@ pub async fn create(
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewRoom>,
 ) -> ApiResult<(StatusCode, Json<Room>)> {
-    Ok((StatusCode::CREATED, Json(state.chat.create_room(&who, input).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(state.chat.rooms.create_room(&who, input).await?),
+    ))
 }
 
 #[utoipa::path(get, path = "/api/rooms", tag = "rooms", operation_id = "listRooms",
     responses((status = 200, body = [RoomEntry]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<RoomEntry>>> {
-    Ok(Json(state.chat.my_rooms(&who).await?))
+    Ok(Json(state.chat.rooms.my_rooms(&who).await?))
 }
 
 /// Public rooms, in name order, whose names have words beginning with each word of `q`.
@@ -38,7 +41,7 @@ pub async fn directory(
     Caller(_who): Caller,
     QueryParams(query): QueryParams<DirectoryQuery>,
 ) -> ApiResult<Json<DirectoryPage>> {
-    Ok(Json(state.chat.directory(query).await?))
+    Ok(Json(state.chat.accounts.directory(query).await?))
 }
 
 /// Opens the caller's direct conversation with `userId`, or returns it: the same room from
@@ -51,7 +54,7 @@ pub async fn open_direct(
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewDirect>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.open_direct(&who, input).await?))
+    Ok(Json(state.chat.accounts.open_direct(&who, input).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "getRoom",
@@ -62,7 +65,7 @@ pub async fn get(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.get_room(&who, &room).await?))
+    Ok(Json(state.chat.rooms.get_room(&who, &room).await?))
 }
 
 /// A public room only: a private one answers 404 (join it through an invitation).
@@ -74,7 +77,7 @@ pub async fn join(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.join_room(&who, &room).await?))
+    Ok(Json(state.chat.rooms.join_room(&who, &room).await?))
 }
 
 /// Only the owner; the new owner must be a member. The caller becomes an ordinary member, who
@@ -88,7 +91,7 @@ pub async fn transfer(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<OwnershipTransfer>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.transfer_ownership(&who, &room, input).await?))
+    Ok(Json(state.chat.rooms.transfer_ownership(&who, &room, input).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/leave", tag = "rooms", operation_id = "leaveRoom",
@@ -99,7 +102,7 @@ pub async fn leave(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.leave_room(&who, &room).await?;
+    state.chat.rooms.leave_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -113,7 +116,7 @@ pub async fn update(
     PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<RoomChange>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.update_room(&who, &room, change).await?))
+    Ok(Json(state.chat.rooms.update_room(&who, &room, change).await?))
 }
 
 /// Owner only. Removes every row of the room in every table.
@@ -125,6 +128,6 @@ pub async fn delete(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_room(&who, &room).await?;
+    state.chat.rooms.delete_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -22,7 +22,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewScheduled>,
 ) -> ApiResult<(StatusCode, Json<Scheduled>)> {
-    let item = state.chat.schedule_message(&who, &room, input).await?;
+    let item = state.chat.scheduler.schedule_message(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(item)))
 }
 
@@ -35,7 +35,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Scheduled>>> {
-    Ok(Json(state.chat.list_scheduled(&who, &room).await?))
+    Ok(Json(state.chat.scheduler.list_scheduled(&who, &room).await?))
 }
 
 /// Only while it is `scheduled` (409 once it is being sent or done).
@@ -48,7 +48,9 @@ pub async fn edit(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ScheduledEdit>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(state.chat.edit_scheduled(&who, &room, &id, input).await?))
+    Ok(Json(
+        state.chat.scheduler.edit_scheduled(&who, &room, &id, input).await?,
+    ))
 }
 
 /// Cancels it: 200 with the item, `status: cancelled` (409 once it is being sent or done).
@@ -60,5 +62,5 @@ pub async fn cancel(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(state.chat.cancel_scheduled(&who, &room, &id).await?))
+    Ok(Json(state.chat.scheduler.cancel_scheduled(&who, &room, &id).await?))
 }

@@ -1,5 +1,5 @@
 //! The functions the Azure Functions host invokes with its payload protocol rather than by
-//! forwarding HTTP (reference/azure-platform.md §1.6–1.7): `POST /<FunctionName>` with
+//! forwarding HTTP (the custom handler payload protocol): `POST /<FunctionName>` with
 //! `{"Data": {...}, "Metadata": {...}}`, answered with `{"Outputs", "Logs", "ReturnValue"}`.
 //! A 2xx reply is a successful invocation; anything else fails it, so the platform retries
 //! (Event Grid redelivers, the timer runs again). Served only in custom-handler mode: the
@@ -101,7 +101,7 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
 
 /// The timer that republishes events still pending in the outbox.
 pub async fn republish_events(State(state): State<AppState>) -> Response {
-    match state.chat.republish(chrono::Utc::now()).await {
+    match state.chat.outbox.republish(chrono::Utc::now()).await {
         Ok(count) => invocation(StatusCode::OK, vec![format!("republished {count} events")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }
@@ -118,7 +118,7 @@ pub async fn housekeeping(State(state): State<AppState>) -> Response {
 /// The timer that sends the scheduled messages due. Two runs at once (a timer firing twice, two
 /// instances) send each message once (`tabletalk::scheduled`).
 pub async fn send_scheduled(State(state): State<AppState>) -> Response {
-    match state.chat.send_due_messages().await {
+    match state.chat.scheduler.send_due_messages().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }
@@ -127,7 +127,7 @@ pub async fn send_scheduled(State(state): State<AppState>) -> Response {
 /// The timer that fans outgoing webhook events out and posts the deliveries due. Two runs at
 /// once make one attempt of each delivery (`tabletalk::service::outgoing`).
 pub async fn deliver_webhooks(State(state): State<AppState>) -> Response {
-    match state.chat.deliver_webhooks().await {
+    match state.chat.sending.deliver_webhooks().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }

@@ -23,7 +23,7 @@ pub async fn create(
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<(StatusCode, Json<WebhookWithUrl>)> {
-    let hook = state.chat.create_webhook(&who, &room, input).await?;
+    let hook = state.chat.sending.create_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -35,7 +35,7 @@ pub async fn list(
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Webhook>>> {
-    Ok(Json(state.chat.list_webhooks(&who, &room).await?))
+    Ok(Json(state.chat.sending.list_webhooks(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "renameWebhook",
@@ -47,7 +47,7 @@ pub async fn rename(
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<Json<Webhook>> {
-    Ok(Json(state.chat.rename_webhook(&who, &room, &id, input).await?))
+    Ok(Json(state.chat.sending.rename_webhook(&who, &room, &id, input).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "deleteWebhook",
@@ -58,7 +58,7 @@ pub async fn delete(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.delete_webhook(&who, &room, &id).await?;
+    state.chat.sending.delete_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -71,7 +71,7 @@ pub async fn rotate(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<WebhookWithUrl>> {
-    Ok(Json(state.chat.rotate_webhook(&who, &room, &id).await?))
+    Ok(Json(state.chat.sending.rotate_webhook(&who, &room, &id).await?))
 }
 
 /// Posts a `Webhook` message; no bearer token. The body is Slack's incoming-webhook body
@@ -98,7 +98,7 @@ pub async fn post(
         ),
         None => None,
     };
-    let sent = state.chat.post_to_webhook(&id, &token, payload, key).await?;
+    let sent = state.chat.sending.post_to_webhook(&id, &token, payload, key).await?;
     let status = match sent.created {
         true => StatusCode::CREATED,
         false => StatusCode::OK,

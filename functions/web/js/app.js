@@ -67,7 +67,7 @@ export async function startApp(me) {
     },
   };
   handleSignals({ api, store, bus, me, rooms });
-  // The history cache and catching up through the change feed (seed 004, docs/CATCHUP.md).
+  // The history cache and catching up through the change feed (docs/CATCHUP.md).
   const history = openHistoryCache(me.userId);
   const catchUp = createCatchUp({ api, store, bus, cache: history, timeline, rooms });
   showCachedFirst({ store, bus, cache: history, timeline });
@@ -144,7 +144,7 @@ export async function startApp(me) {
   });
 
   await rooms.reload();
-  // Belt and braces (seed 002): the room list is read again when the tab comes back into
+  // Belt and braces: the room list is read again when the tab comes back into
   // view and after a reconnect, in case a notice was missed (a room made after this tab
   // connected is not due one until it is looked at).
   const refresh = () => rooms.reload().catch(() => {});

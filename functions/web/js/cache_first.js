@@ -1,5 +1,5 @@
-// A room opened before the network answers shows what the history cache holds of it (seed
-// 004: the cache is what makes a reload or a slow network show history at once). The page's
+// A room opened before the network answers shows what the history cache holds of it (the
+// cache is what makes a reload or a slow network show history at once). The page's
 // first read of the room (timeline.js) then replaces it with the server's newest page; when
 // that read fails (offline), the cached messages stay on screen.
 //

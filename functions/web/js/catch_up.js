@@ -1,4 +1,4 @@
-// Catching up (seed 001 "When the connection drops", seed 004, docs/CATCHUP.md): the store of
+// Catching up (docs/CATCHUP.md): the store of
 // the server is the truth, live signals are hints, and the change feed (`messageChanges`) is
 // how the page's copies become complete again, whatever it missed.
 //
@@ -8,7 +8,7 @@
 //   - on every reconnect and when the browser says it is online again (network.js), for
 //     every followed room — then the open room's messages on screen
 //     are read again, since reactions, pins and previews are companion data the feed does not
-//     carry (seed 004 "What the feed does not carry");
+//     carry (docs/CATCHUP.md);
 //   - when a live signal about a message arrives (a hint): for that room, to record the
 //     change at its version.
 //

@@ -1,4 +1,4 @@
-// The history cache (seed 004): every message the page learns, kept in IndexedDB keyed by
+// The history cache (docs/CATCHUP.md): every message the page learns, kept in IndexedDB keyed by
 // room and message id, so a reload shows a room's history before the network answers and a
 // reconnect asks the change feed only for what changed. One database per signed-in user
 // (IndexedDB is shared by the origin's tabs, and two tabs may be two people).

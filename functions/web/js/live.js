@@ -46,7 +46,7 @@ export function createLive({ api, bus }) {
   function open() {
     client = new WebPubSubClient(
       { getClientAccessUrl: async () => (await api.negotiate()).url },
-      // The client's own reconnect is off: its waits have no randomness, and seed 001 wants
+      // The client's own reconnect is off: its waits have no randomness, and we want
       // some so that many browsers do not return at once; every try is `schedule`'s (jitter).
       { autoReconnect: false, reconnectRetryOptions: { maxRetries: 8, retryDelayInMs: 500, maxRetryDelayInMs: 8000, mode: "Exponential" } },
     );

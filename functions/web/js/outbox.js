@@ -1,4 +1,4 @@
-// Sending safely (seed 001, "Sending again safely"): each send gets a clientId made here and
+// Sending safely: each send gets a clientId made here and
 // shows at once as a pending entry. It is sent, and sent again with the SAME clientId after
 // growing waits (with jitter) while the answer is a network failure or "try again" (429/5xx) —
 // the server stores one message per clientId, so a repeat answers with the first one. The entry

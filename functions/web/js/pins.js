@@ -2,7 +2,7 @@
 // the server decides, and a refusal is shown), and the room's pinned messages as a list in the
 // side panel (listPins, newest message first, a page at a time), each a link to the message.
 //
-// The action is optimistic with revert (seed 000): the message shows pinned at once, the
+// The action is optimistic with revert: the message shows pinned at once, the
 // server's answer replaces it, and a refusal puts back what was held — unless something newer
 // came meanwhile, which stays. The list follows the `message.pinned` signal (the other side's
 // pins and unpins, and this page's own echo) by reading the first page again: a pin is a set

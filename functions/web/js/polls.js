@@ -2,7 +2,7 @@
 // through the outbox (a `Poll` message with the same clientId on every retry); a poll message
 // shows each option as a button with its tally and a bar, the reader's own vote pressed.
 //
-// A vote is optimistic with revert (seed 000): the tally moves at once, the server's answer
+// A vote is optimistic with revert: the tally moves at once, the server's answer
 // (the poll as this reader sees it) replaces it, and a refusal puts back what was held unless
 // something newer came meanwhile. Others' votes come in live: `message.voted` makes the page
 // read the message again (signals.js), and a copy of the same version replaces the held one,

@@ -3,7 +3,7 @@
 //
 //   bus.on("live:message.voted", (data) => …);
 //
-// Signals are hints (seed 002: "the wire never becomes a second copy of state"): a signal
+// Signals are hints (the wire never becomes a second copy of state): a signal
 // that carries a message is upserted by version; a nudge (a reaction, a pin, a vote, a
 // preview) re-reads the message, whose companion data changed without a new version.
 

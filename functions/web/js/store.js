@@ -2,7 +2,7 @@
 // members, read positions (receipts), who is typing, and the sends not yet stored (the outbox's
 // pending entries). It holds data and the rules of merging it — nothing here draws or fetches.
 //
-// Merging messages follows seed 004: an upsert keyed by message id keeps the copy with the
+// Merging messages (docs/CATCHUP.md): an upsert keyed by message id keeps the copy with the
 // higher `version`. Reactions, pins and link previews are companion data that do not bump the
 // version, so a copy of the SAME version replaces the held one too (it was read later).
 // Message ids are 19-digit reverse ticks: a newer message has a smaller id, so ids compare as

@@ -5,7 +5,7 @@
 //
 // Replies come in live through the store: every stored message the page learns of (a live
 // signal, a send's own answer, a reaction's re-read) is said as `timeline:changed`, and one
-// whose `threadId` is the open root is upserted into the panel by version (seed 004), so a reply
+// whose `threadId` is the open root is upserted into the panel by version (docs/CATCHUP.md), so a reply
 // that arrives twice shows once and an edit or a delete replaces it. The replies the outbox
 // still holds show under them as pending until their stored copy comes.
 //

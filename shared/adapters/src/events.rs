@@ -1,6 +1,6 @@
 //! The event sink: where a send's notification event goes once it is committed with its
 //! message (the outbox). An Event Grid custom topic ([`EventGrid`], `aeg-sas-key`,
-//! reference/azure-platform.md §3.1) in the cloud, which delivers to the notification function;
+//! the Event Grid publishing API) in the cloud, which delivers to the notification function;
 //! without one, the notification consumer in this process (the service's `notify::Notifier`).
 //! Accepted means the outbox row can go; a failure leaves it for the timer.
 
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tabletalk_domain::error::{Error, Result};
 use tabletalk_domain::events::{AutomationEvent, CloudEvent, MessageEvent};
 
-/// The publishing API's version (reference §3.1).
+/// The Event Grid publishing API's version.
 const API_VERSION: &str = "2018-01-01";
 /// How long Event Grid may take to accept an event.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 
-/// Most attachments on one message (BRIEF §7).
+/// Most attachments on one message.
 pub const MAX_PER_MESSAGE: usize = 10;
 /// Longest file name, in characters.
 pub const MAX_NAME_CHARS: usize = 255;

@@ -1,5 +1,5 @@
 //! The domain's one error type, which the service answers with. Each variant is a
-//! client-visible outcome with a stable code (BRIEF §7); the HTTP layer maps variants to
+//! client-visible outcome with a stable code; the HTTP layer maps variants to
 //! statuses. Storage failures that are not the client's doing become `Unavailable` or
 //! `Internal` (`tabletalk::store::Error`), whose details are logged and never shown.
 

@@ -1,8 +1,8 @@
 //! Message events between a send and the notification function: CloudEvents 1.0 JSON, one
 //! per message with a stable id, published to an Event Grid custom topic (`aeg-sas-key`,
-//! reference/azure-platform.md §3.1) — and decoding whatever carries them back in: the
+//! the Event Grid publishing API) — and decoding whatever carries them back in: the
 //! Functions host's invocation payload for an `eventGridTrigger` (where values are often JSON
-//! strings holding JSON, §1.6), or a webhook delivery in the CloudEvents or Event Grid schema.
+//! strings holding JSON), or a webhook delivery in the CloudEvents or Event Grid schema.
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
@@ -222,7 +222,7 @@ fn decode_at(value: Value, depth: usize) -> Result<Vec<MessageEvent>> {
     }
 }
 
-/// The validation code of an Event Grid subscription handshake, if `value` is one (§3.2).
+/// The validation code of an Event Grid subscription handshake, if `value` is one.
 pub fn validation_code(value: &Value) -> Option<String> {
     let first = match value {
         Value::Array(items) => items.first()?,

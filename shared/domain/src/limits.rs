@@ -1,4 +1,4 @@
-//! The limits against abuse (BRIEF §4 step 2, between slowmode and the word filter), as pure
+//! The limits against abuse (a step of the send checks, between slowmode and the word filter: `messages::checks`), as pure
 //! rules: the token bucket every limit is made of, the buckets there are (per user, per room,
 //! per newcomer), the repeat-text rule and what a newcomer may not post. Where a bucket's state
 //! lives and how processes share it is `tabletalk::store::limits` and
@@ -28,7 +28,7 @@ pub const NEWCOMER_RATE: Rate = Rate {
     per_second: 10.0 / 60.0,
     burst: 10,
 };
-/// The same text from the same sender in the same room is refused for this long (seed 001).
+/// The same text from the same sender in the same room is refused for this long.
 pub const REPEAT_WINDOW: Duration = Duration::minutes(10);
 /// The highest per-room ceiling a moderator may set.
 pub const MAX_ROOM_SENDS_PER_SECOND: u32 = 1000;

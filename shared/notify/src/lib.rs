@@ -6,7 +6,7 @@
 //! `@everyone`; `@here` only reaches members who are online, and those are not pushed; every
 //! message of a direct conversation mentions the other person, and a reply concerns the
 //! followers of its thread as a mention does, mute aside), `Never` never; a muted room
-//! only when it mentions them (seed 002: a mention gets through Mentions-only and a mute,
+//! only when it mentions them (a mention gets through Mentions-only and a mute,
 //! never through Never or do-not-disturb); nobody under their do-not-disturb (a `~dnd` row
 //! read with their subscriptions); and never a member with a live connection open (they
 //! see the message live). The payload carries ids, the sender's name and a short

@@ -1,4 +1,4 @@
-//! Who is calling: bearer JWTs verified here (BRIEF §8). HS256 with a shared secret serves local
+//! Who is calling: bearer JWTs verified here. HS256 with a shared secret serves local
 //! use and tests; RS256 with keys from a configured JWKS URL serves production identity
 //! providers. The user id is the token's `sub`, the display name its `name` claim.
 

@@ -141,21 +141,21 @@ impl Store {
             ledger: ledger.clone(),
             pins: pins.clone(),
         };
-        let rooms = rooms::RoomStore {
-            tables: tables.clone(),
-            schema: schema.clone(),
-            directory: directory.clone(),
-            erasure: erasure.clone(),
-            invitations: invitations.clone(),
-            limits: limits.clone(),
-            moderation_log: moderation_log.clone(),
-            purge: purge.clone(),
-        };
         let members = members::MemberStore {
             tables: tables.clone(),
             schema: schema.clone(),
             moderation_log: moderation_log.clone(),
-            rooms: rooms.clone(),
+            erasure: erasure.clone(),
+        };
+        let rooms = rooms::RoomStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            directory: directory.clone(),
+            invitations: invitations.clone(),
+            limits: limits.clone(),
+            members: members.clone(),
+            moderation_log: moderation_log.clone(),
+            purge: purge.clone(),
         };
         let outgoing = outgoing::OutgoingStore {
             tables: tables.clone(),

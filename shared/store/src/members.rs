@@ -120,7 +120,7 @@ pub struct MemberStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
     pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
-    pub(crate) rooms: crate::rooms::RoomStore,
+    pub(crate) erasure: crate::erasure::ErasureStore,
 }
 
 impl MemberStore {
@@ -315,7 +315,7 @@ impl MemberStore {
             Err(ConditionalError::NotFound) => Ok(false),
             Err(e) => {
                 // Still a member: the room is listed again, as their membership still says.
-                if let Err(relisted) = self.rooms.index_user_room(user, room).await {
+                if let Err(relisted) = self.index_user_room(user, room).await {
                     tracing::warn!(%room, %user, error = %relisted, "a failed leave left the room unlisted");
                 }
                 Err(settle(e, "member not found").into())
@@ -355,7 +355,7 @@ impl MemberStore {
     /// Adds a membership: the "my rooms" row first, then the member row (taken back if the
     /// member row cannot be written).
     pub async fn add_member(&self, room: &RoomId, member: &Member) -> Result<Joined> {
-        self.rooms.index_user_room(&member.user_id, room).await?;
+        self.index_user_room(&member.user_id, room).await?;
         match self.tables.insert(&self.schema.rooms, &member_row(room, member)).await {
             Ok(_) => Ok(Joined::Joined),
             Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(Joined::AlreadyMember),
@@ -471,5 +471,19 @@ impl MemberStore {
             Err(e) if e.is(ErrorKind::NotFound) => Ok(false),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Lists `user` in the room's "my rooms" index (before their membership is written), and
+    /// in their history, which an erasure reads (both at once: a join waits for neither alone).
+    pub async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
+        let row = user_room_row(user, room, Utc::now());
+        let listed = async {
+            self.tables
+                .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)
+                .await?;
+            Ok(())
+        };
+        tokio::try_join!(listed, self.erasure.record_membership(user, room))?;
+        Ok(())
     }
 }

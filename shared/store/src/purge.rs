@@ -93,7 +93,7 @@ impl PurgeStore {
         let row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
         Ok(match row {
             None => RoomStanding::Missing,
-            Some(row) if super::rooms::is_being_deleted(&row) => RoomStanding::BeingDeleted,
+            Some(row) if super::schema::is_being_deleted(&row) => RoomStanding::BeingDeleted,
             Some(row) => RoomStanding::Kept {
                 retention_seconds: row
                     .i64("retentionSeconds")

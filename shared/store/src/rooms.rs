@@ -2,10 +2,8 @@
 //! and bans share, so a room and its owner's membership are created in one transaction; and a
 //! room's deletion, which removes every row it has in every table.
 
-use chrono::Utc;
-
 use super::error::{Result, settle};
-use super::members::{member_row, parse_member, user_room_row};
+use super::members::{member_row, parse_member};
 use super::moderation_log::log_op;
 use super::schema::{MEMBER_PREFIX, ROOM_ROW, member_key};
 use tabletalk_domain::error::Error;
@@ -93,11 +91,6 @@ fn parse_room(entity: &Entity) -> tabletalk_domain::error::Result<Room> {
     })
 }
 
-/// True for a room row that a delete has marked.
-pub fn is_being_deleted(row: &Entity) -> bool {
-    row.bool("deleting").unwrap_or(false)
-}
-
 /// How a hand-over of a room ended.
 #[derive(Debug)]
 pub enum Handover {
@@ -123,9 +116,9 @@ pub struct RoomStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
     pub(crate) directory: crate::directory::DirectoryStore,
-    pub(crate) erasure: crate::erasure::ErasureStore,
     pub(crate) invitations: crate::invitations::InvitationStore,
     pub(crate) limits: crate::limits::LimitStore,
+    pub(crate) members: crate::members::MemberStore,
     pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
     pub(crate) purge: crate::purge::PurgeStore,
 }
@@ -136,7 +129,7 @@ impl RoomStore {
     pub async fn create_room(&self, room: &Room, owner: &Member) -> Result<()> {
         let id = RoomId::parse(&room.id)?;
         self.purge.register_room(&id).await?;
-        self.index_user_room(&owner.user_id, &id).await?;
+        self.members.index_user_room(&owner.user_id, &id).await?;
         self.directory.list_in_directory(room).await?;
         let ops = [BatchOp::Insert(room_row(room)), BatchOp::Insert(member_row(&id, owner))];
         self.tables.transact(&self.schema.rooms, id.as_str(), &ops).await?;
@@ -150,7 +143,7 @@ impl RoomStore {
         let id = RoomId::parse(&room.id)?;
         self.purge.register_room(&id).await?;
         for member in members {
-            self.index_user_room(&member.user_id, &id).await?;
+            self.members.index_user_room(&member.user_id, &id).await?;
         }
         let ops = [
             BatchOp::Insert(room_row(room)),
@@ -170,7 +163,7 @@ impl RoomStore {
             .tables
             .get(&self.schema.rooms, room.as_str(), ROOM_ROW)
             .await?
-            .filter(|e| !is_being_deleted(e))
+            .filter(|e| !crate::schema::is_being_deleted(e))
             .map(|e| parse_room(&e))
             .transpose()?)
     }
@@ -180,7 +173,7 @@ impl RoomStore {
         let row = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await?;
         Ok(row.map(|row| RoomRow {
             owner_id: row.str("ownerId").map(str::to_owned),
-            being_deleted: is_being_deleted(&row),
+            being_deleted: crate::schema::is_being_deleted(&row),
         }))
     }
 
@@ -191,7 +184,7 @@ impl RoomStore {
         let Some(row) = self.tables.get(&self.schema.rooms, room.as_str(), ROOM_ROW).await? else {
             return Ok(false);
         };
-        if row.properties.contains_key("visibility") || is_being_deleted(&row) {
+        if row.properties.contains_key("visibility") || crate::schema::is_being_deleted(&row) {
             return Ok(false);
         }
         // Read as public, it is written back so, visibility and all.
@@ -221,7 +214,7 @@ impl RoomStore {
         log: impl Fn(&Room, &Room) -> Vec<ModerationEntry>,
     ) -> Result<Room> {
         let parse = |entity: &Entity| {
-            if is_being_deleted(entity) {
+            if crate::schema::is_being_deleted(entity) {
                 return Err(Error::not_found("room not found"));
             }
             parse_room(entity)
@@ -259,7 +252,10 @@ impl RoomStore {
             parse_member(&from_row)?,
             parse_member(&to_row)?,
         );
-        if is_being_deleted(&room_entity) || owned.owner_id != from.as_str() || giver.role != MemberRole::Owner {
+        if crate::schema::is_being_deleted(&room_entity)
+            || owned.owner_id != from.as_str()
+            || giver.role != MemberRole::Owner
+        {
             return Ok(Handover::Changed);
         }
         owned.owner_id = to.to_string();
@@ -325,20 +321,6 @@ impl RoomStore {
         self.directory.unlist_from_directory(room, None).await?;
         self.limits.delete_room_limits(room).await?;
         self.tables.delete_range(&self.schema.rooms, &everything).await?;
-        Ok(())
-    }
-
-    /// Lists `user` in the room's "my rooms" index (before their membership is written), and
-    /// in their history, which an erasure reads (both at once: a join waits for neither alone).
-    pub async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        let row = user_room_row(user, room, Utc::now());
-        let listed = async {
-            self.tables
-                .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)
-                .await?;
-            Ok(())
-        };
-        tokio::try_join!(listed, self.erasure.record_membership(user, room))?;
         Ok(())
     }
 }

@@ -533,6 +533,11 @@ pub fn encode_key_part(text: &str) -> String {
     out
 }
 
+/// True for a room row that a delete has marked.
+pub fn is_being_deleted(row: &tabletalk_tables::Entity) -> bool {
+    row.bool("deleting").unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

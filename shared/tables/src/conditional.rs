@@ -1,7 +1,7 @@
 //! The one conditional-write helper: read an entity, compute its new state from what was
 //! read, write it back only if nothing changed meanwhile, and on a lost race re-read and
 //! re-apply. Every read-modify-write of tabletalk goes through here, so the retry bound and the
-//! meaning of each failure are decided once (seed 000, "Conditional writes").
+//! meaning of each failure are decided once.
 //!
 //! A write that may have been applied (a timeout or a 5xx: [`StoreError::may_have_applied`]),
 //! whose outcome is unknown ([`ErrorKind::Indeterminate`]), or a transaction that failed on

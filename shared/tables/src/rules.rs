@@ -1,5 +1,5 @@
 //! The rules Azure Table Storage enforces, checked in one place before any backend sees a
-//! request (reference/azure-platform.md §2.1, §2.3). The embedded store would accept anything
+//! request (Azure's documented limits on entities, keys and batches). The embedded store would accept anything
 //! and Azurite accepts more than Azure (multi-partition batches, for one); checking here makes
 //! every backend answer the same, with a message that says which rule was broken.
 

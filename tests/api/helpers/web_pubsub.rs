@@ -1,5 +1,5 @@
 //! A Web PubSub stand-in: the service REST API on a loopback port, checking each call as Web
-//! PubSub does (reference/azure-platform.md §4.2–4.3), keeping which connection is in which
+//! PubSub does, keeping which connection is in which
 //! group, and recording what it was sent.
 
 use base64::Engine as _;

@@ -1,8 +1,8 @@
 //! A Web PubSub-compatible hub inside the self-hosted server, used when no Azure Web PubSub is
 //! configured: `negotiate` hands out a URL on the server itself, and the connection speaks
 //! `json.webpubsub.azure.v1` or `json.reliable.webpubsub.azure.v1` (the official client's
-//! default), so a front-end works unchanged against either (reference/azure-platform.md
-//! §4.4, §4.6).
+//! default), so a front-end works unchanged against either (the
+//! Web PubSub client protocols as Microsoft documents them).
 //!
 //! It verifies the same JWT the service would (HS256 with this process's random key, so a
 //! restart invalidates old URLs and clients negotiate again), answers joinGroup/leaveGroup
@@ -81,7 +81,7 @@ struct Connection {
     groups: HashSet<String>,
 }
 
-/// The claims a client token carries (reference §4.2).
+/// The claims a Web PubSub client token carries.
 #[derive(Deserialize)]
 struct Claims {
     aud: Option<String>,
@@ -94,7 +94,7 @@ struct Claims {
     groups: Vec<String>,
 }
 
-/// What a client sends (reference §4.4). Anything else is ignored.
+/// What a client sends (the subprotocol's messages). Anything else is ignored.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 enum Request {
@@ -381,7 +381,7 @@ impl State {
     }
 }
 
-/// 1–1024 characters, not whitespace only (reference §4.1).
+/// 1–1024 characters, not whitespace only (Web PubSub's rule for group names).
 fn valid_group(group: &str) -> bool {
     !group.trim().is_empty() && group.chars().count() <= 1024
 }

@@ -3,8 +3,7 @@
 //! says whether a posted event really comes from our hub.
 //!
 //! What this relies on (Microsoft's "CloudEvents extension for Azure Web PubSub event handler
-//! with HTTP protocol", learn.microsoft.com/azure/azure-web-pubsub/reference-cloud-events, and
-//! reference/azure-platform.md §4.5):
+//! with HTTP protocol", learn.microsoft.com/azure/azure-web-pubsub/reference-cloud-events):
 //! - Events come in CloudEvents binary mode: the attributes are headers, `ce-type`
 //!   (`azure.webpubsub.sys.connected` / `azure.webpubsub.sys.disconnected`), `ce-hub`,
 //!   `ce-connectionId`, `ce-userId`, `ce-eventName`, and the body is `{}` or `{"reason":…}`.

@@ -4,8 +4,7 @@
 //! signed with the access key's UTF-8 bytes (not base64-decoded), `aud` the https hub URL,
 //! `sub` the user, expiring within an hour. `negotiate` grants no join roles: the server puts
 //! a connection in a room's group itself (REST, [`WebPubSub::add_connection_to_group`]) after
-//! checking membership, so a removed member's old token cannot rejoin. Facts:
-//! reference/azure-platform.md §4.1–4.3.
+//! checking membership, so a removed member's old token cannot rejoin.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -167,7 +166,7 @@ impl WebPubSub {
         }
     }
 
-    /// One call to the hub's REST API (§4.3) at `path` under `/api/hubs/{hub}/`, with a bearer
+    /// One call to the hub's REST API at `path` under `/api/hubs/{hub}/`, with a bearer
     /// token whose `aud` is the exact request URL; JSON `body` if any. Returns the status.
     async fn rest(&self, method: reqwest::Method, path: &str, body: Option<Vec<u8>>) -> Result<reqwest::StatusCode> {
         let url = format!(

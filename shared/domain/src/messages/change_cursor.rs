@@ -50,7 +50,7 @@ impl ChangeCursor {
 
     /// Parses the `after` of `conversation` (the id as the client sent it): a cursor this API
     /// issued for that conversation, or a bare version from before cursors were bound.
-    /// Anything else is VALIDATION, as seed 004 asks for a cursor the API did not return.
+    /// Anything else is VALIDATION, as for any cursor the API did not return (docs/CATCHUP.md).
     pub fn parse(text: &str, conversation: &str) -> Result<ChangeCursor> {
         let forged = || Error::validation(format!("{text:?} is not a cursor this API issued"));
         if text.is_empty() || text.len() > MAX_CURSOR_LEN {

@@ -1,4 +1,4 @@
-//! The send checks, in BRIEF §4's order, as pure functions of the caller's access, the time
+//! The send checks, in their fixed order, as pure functions of the caller's access, the time
 //! and the text: membership (settled by loading the access) → timed out → read-only →
 //! slowmode ([`before_limits`]) → the limits (`crate::limits`, which read the store, so the
 //! send path runs them in between) → word filter ([`word_filter`]); [`admit`] is the checks

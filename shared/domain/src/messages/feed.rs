@@ -1,4 +1,4 @@
-//! The change feed's wire types (seed 004): the request, the per-conversation answer and its
+//! The change feed's wire types (docs/CATCHUP.md): the request, the per-conversation answer and its
 //! statuses, one change. Answering it is `crate::service::feed`.
 
 use chrono::{DateTime, Utc};
@@ -81,7 +81,7 @@ pub enum ChangeKind {
 #[serde(rename_all = "camelCase")]
 pub struct ConversationChanges {
     pub conversation_id: String,
-    /// OK, NO_ACCESS, RESET (seed 004), or UNAVAILABLE: this conversation could not be read
+    /// OK, NO_ACCESS, RESET (docs/CATCHUP.md), or UNAVAILABLE: this conversation could not be read
     /// this time (no changes, the cursor echoed, no `hasMore`); the others are answered as
     /// usual. Keep the cached copy and the cursor, and ask again for it later.
     pub status: ChangeStatus,

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::html::decode_entities;
 use crate::ids::UserId;
 
-/// Most mentions one message may carry (BRIEF §7).
+/// Most mentions one message may carry.
 pub const MAX_MENTIONS: usize = 100;
 
 pub const EVERYONE: &str = "@everyone";

@@ -72,7 +72,7 @@ impl LinkPreview {
 }
 
 /// Whether a message is previewed at all: a member's `Message` (a webhook's, an automation's
-/// or the server's own lines are not — seed 001: "links from people get a preview").
+/// or the server's own lines are not — links from people get a preview).
 pub fn is_previewed(message: &Message) -> bool {
     message.kind == MessageType::Message && message.deleted_at.is_none()
 }

@@ -1,4 +1,4 @@
-//! Inbound webhooks: a room's secret URLs that post `Webhook` lines (seed 000) through the one
+//! Inbound webhooks: a room's secret URLs that post `Webhook` lines through the one
 //! door. What a webhook is, how its id and token are made and checked, and what a request to
 //! it carries; the Slack markup it accepts is [`slack`]. Storing them is
 //! `tabletalk::store::webhooks`; the use cases are `tabletalk::service::webhooks`.

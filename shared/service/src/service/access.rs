@@ -9,7 +9,6 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use super::Chat;
 use crate::access::{Access, Rank};
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -50,7 +49,15 @@ impl RoleHints {
     }
 }
 
-impl Chat {
+/// Who may do what in a room: membership, roles, bans and ranks. Holds what it uses: the store, the
+/// adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct RoomAccess {
+    pub(crate) store: crate::store::Store,
+    pub(crate) role_hints: std::sync::Arc<crate::service::access::RoleHints>,
+}
+
+impl RoomAccess {
     /// The caller's access to a room; a room they are not in answers exactly like a missing one.
     pub async fn access(&self, room_id: &RoomId, user: &UserId) -> Result<Access> {
         let roles = async {

@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::Chat;
 use crate::adapters::clock::Clock;
 use crate::adapters::objects::embedded::EmbeddedObjects;
 use crate::adapters::objects::{ObjectKey, Objects};
@@ -57,8 +56,17 @@ pub(crate) struct ClaimedFiles {
 /// Most unattached uploads one housekeeping run deletes.
 const EXPIRE_BATCH: usize = 500;
 
-impl Chat {
+/// Attachments: upload links, the claims sends make on them, copies and removal. Holds what it
+/// uses: the store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Files {
+    pub(crate) store: crate::store::Store,
+    pub(crate) attachments: Option<std::sync::Arc<crate::service::attachments::AttachmentSettings>>,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+}
 
+impl Files {
     /// The embedded object store whose links this binary serves, if it is the one.
     pub fn embedded_objects(&self) -> Option<&EmbeddedObjects> {
         self.attachments.as_ref()?.embedded.as_ref()
@@ -78,11 +86,11 @@ impl Chat {
     /// `createUpload`: a member declares a file; the answer is a link to upload it with (for
     /// at most five minutes) and the attachment id a send names.
     pub async fn create_upload(&self, who: &Principal, room: &RoomId, input: NewUpload) -> Result<UploadAnswer> {
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         let settings = self.attachment_settings()?;
         settings.rules.check(&input)?;
         crate::messages::checks::before_limits(&access, Utc::now())?;
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let key = attachments::object_key(room, &who.user_id, &id, &input.name);
         let object = ObjectKey::parse(&key)?;
@@ -118,7 +126,7 @@ impl Chat {
     /// The download redirect: for a member, a link of the store valid for 60 seconds that
     /// answers with `Content-Disposition: attachment` and the declared type.
     pub async fn attachment_link(&self, who: &Principal, room: &RoomId, id: &str) -> Result<String> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let settings = self.attachment_settings()?;
         let missing = || Error::not_found("attachment not found");
         let upload = self.store.uploads.upload(room, id).await?.ok_or_else(missing)?;

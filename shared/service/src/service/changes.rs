@@ -4,7 +4,6 @@
 //! `Store::set_pinned`) — the conditional-write helper, so a concurrent edit and unpin both
 //! land, and a change never resurrects a message deleted meanwhile.
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::Result;
 use crate::html;
@@ -20,19 +19,32 @@ use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::signals::Signal;
 use chrono::Utc;
 
-impl Chat {
+/// Changing what was sent: edits, deletes, forwards and reports. Holds what it uses: the store, the
+/// adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Editing {
+    pub(crate) store: crate::store::Store,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) files: std::sync::Arc<crate::service::attachments::Files>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+    pub(crate) reading: std::sync::Arc<crate::service::read::Reading>,
+    pub(crate) sending: std::sync::Arc<crate::service::send::Sending>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Editing {
     /// Replaces a message's text: sets `editedAt` and recomputes its mentions. The sender's
     /// timeout, the limits and the room's word filter apply as they do to a send.
     pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &str, edit: Edit) -> Result<Message> {
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Edit)?;
         let now = Utc::now();
         refuse_timed_out(&access.member, now)?;
         let text = html::sanitize(&edit.text);
-        self.check_write_limits(&access, Write::Edit(&text)).await?;
+        self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
-            return Err(self.refuse_filtered(room, &who.user_id, timeout, now).await);
+            return Err(self.sending.refuse_filtered(room, &who.user_id, timeout, now).await);
         }
         let text = checked_text(&text)?;
         let mentions = Mentions::parse(&text)?;
@@ -47,15 +59,16 @@ impl Chat {
                 Ok(())
             })
             .await?;
-        self.decorate(room, &who.user_id, std::slice::from_mut(&mut edited))
+        self.reading
+            .decorate(room, &who.user_id, std::slice::from_mut(&mut edited))
             .await?;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Updated {
                 message: edited.clone(),
             },
         );
-        self.nudge_outgoing(room);
+        self.sending.nudge_outgoing(room);
         Ok(edited)
     }
 
@@ -85,8 +98,8 @@ impl Chat {
         id: &str,
         reason: Option<String>,
     ) -> Result<()> {
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
         let now = Utc::now();
         self.tombstone(
@@ -126,18 +139,18 @@ impl Chat {
                 Ok(())
             })
             .await?;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Deleted {
                 message_id: message.id.clone(),
                 moderated: deleted.moderated,
             },
         );
-        self.nudge_outgoing(room);
+        self.sending.nudge_outgoing(room);
         self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
         // A tombstone carries no attachments: their rows and objects go too, before anything
         // that may fail leaves them downloadable.
-        self.remove_attachments(room, &message.attachments).await;
+        self.files.remove_attachments(room, &message.attachments).await;
         self.store.companions.delete_companions(room, &message.key()).await?;
         // A tombstone is never pinned; the pins read skips and removes a row left behind.
         if message.is_pinned {
@@ -149,15 +162,16 @@ impl Chat {
     /// Pins a message (its flag and its pin row commit together: `Chat::read_pins`) and
     /// writes a `PinMessage` line pointing at it. Pinning a pinned message writes no line.
     pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
         // Each new pin writes a line in the room: a write like any other.
-        self.check_write_limits(&access, Write::Pin).await?;
+        self.limiter.check_write_limits(&access, Write::Pin).await?;
         let (mut pinned, newly) = self.store.pins.set_pinned(room, &message.key(), true).await?;
-        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
+        self.reading
+            .hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut pinned))
             .await;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Pinned {
                 message_id: pinned.id.clone(),
@@ -168,21 +182,22 @@ impl Chat {
             let text = format!("{} pinned a message.", access.member.display_name());
             let mut line = Post::line(MessageType::PinMessage, who, text);
             line.pinned_message_id = Some(pinned.id.clone());
-            self.announce_post(room, line).await;
+            self.sending.announce_post(room, line).await;
         }
         Ok(pinned)
     }
 
     /// Unpins a message: it leaves the room's pins. Writes no line, and rewrites only `isPinned`.
     pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
-        self.check_write_limits(&access, Write::Pin).await?;
+        self.limiter.check_write_limits(&access, Write::Pin).await?;
         let (mut unpinned, _) = self.store.pins.set_pinned(room, &message.key(), false).await?;
-        self.hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
+        self.reading
+            .hide_foreign_sources(room, &who.user_id, std::slice::from_mut(&mut unpinned))
             .await;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Pinned {
                 message_id: unpinned.id.clone(),

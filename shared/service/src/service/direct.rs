@@ -4,9 +4,9 @@
 //! join it, be invited into it or send into it, and it is never in the directory. Every message
 //! in it pushes the other person as a mention does (see `notify`).
 
+use super::subscriptions::Accounts;
 use chrono::Utc;
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -15,7 +15,7 @@ use crate::permissions::Permissions;
 use crate::rooms::{NewDirect, Room, Visibility, WordFilterSettings};
 use crate::store::stored_time;
 
-impl Chat {
+impl Accounts {
     /// The caller's direct conversation with `input.user_id`, created on first use.
     pub async fn open_direct(&self, who: &Principal, input: NewDirect) -> Result<Room> {
         let other = UserId::parse(&input.user_id)
@@ -24,8 +24,8 @@ impl Chat {
             return Err(Error::validation("a direct conversation is with someone else"));
         }
         // It adds a membership to both, as a join does: not while either one is being erased.
-        self.refuse_while_erasing(&who.user_id).await?;
-        match self.refuse_while_erasing(&other).await {
+        self.access.refuse_while_erasing(&who.user_id).await?;
+        match self.access.refuse_while_erasing(&other).await {
             Err(Error::Conflict(_)) => {
                 return Err(Error::Conflict("they cannot be written to now; try again later".into()));
             }

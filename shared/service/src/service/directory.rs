@@ -2,13 +2,13 @@
 //! may read it; it lists only rooms that are public now (each row is checked against its room,
 //! and a row found stale is dropped).
 
+use super::subscriptions::Accounts;
 use futures::future::try_join_all;
 
-use super::Chat;
 use crate::error::{Error, Result};
 use crate::rooms::directory::{DirectoryEntry, DirectoryPage, DirectoryQuery, Search};
 
-impl Chat {
+impl Accounts {
     pub async fn directory(&self, query: DirectoryQuery) -> Result<DirectoryPage> {
         let search = Search::new(&query)?;
         let (listed, cursor) = self.store.directory.directory(&search, query.cursor.as_deref()).await?;

@@ -46,7 +46,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::erasure::{
     Candidate, Checkpoint, Erasure, ErasureJob, ErasureSettings, ErasureStatus, RoomStep, authored_range, successor,
@@ -108,8 +107,21 @@ enum Leaving {
     Deleted,
 }
 
-impl Chat {
+/// Erasing a user: the job that removes what they wrote and leaves their rooms. Holds what it uses:
+/// the store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Eraser {
+    pub(crate) store: crate::store::Store,
+    pub(crate) erasure: crate::erasure::ErasureSettings,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) editing: std::sync::Arc<crate::service::changes::Editing>,
+    pub(crate) rooms: std::sync::Arc<crate::service::rooms::Rooms>,
+    pub(crate) scheduler: std::sync::Arc<crate::service::scheduled::Scheduler>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
 
+impl Eraser {
     /// Starts erasing the caller, or answers the erasure already running (a repeat is a
     /// no-op). The work goes on in the background.
     pub async fn erase_me(&self, who: &Principal) -> Result<Erasure> {
@@ -333,7 +345,7 @@ impl Chat {
                         // Both are idempotent: a crash before the checkpoint does them again.
                         self.store.reports.withdraw_reports_by(room, &run.user).await?;
                         self.store.limits.delete_user_limits(room, &run.user).await?;
-                        self.erase_scheduled_of(room, &run.user).await?;
+                        self.scheduler.erase_scheduled_of(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }
                     self.record(run, &at).await?;
@@ -353,7 +365,7 @@ impl Chat {
         if row.being_deleted {
             // A delete that stopped halfway: finished if it is the user's, else left to its owner.
             if row.owner_id.as_deref() == Some(user.as_str()) {
-                self.delete_room(&as_principal(user), room).await?;
+                self.rooms.delete_room(&as_principal(user), room).await?;
             }
             return Ok(false);
         }
@@ -367,7 +379,7 @@ impl Chat {
                 return Ok(Attempt::Done(Leaving::NoOwner));
             }
             let Some(heir) = self.heir(room, user).await? else {
-                self.delete_room(&as_principal(user), room).await?;
+                self.rooms.delete_room(&as_principal(user), room).await?;
                 return Ok(Attempt::Done(Leaving::Deleted));
             };
             match self.store.rooms.transfer_ownership(room, user, &heir, None).await? {
@@ -390,13 +402,13 @@ impl Chat {
             Leaving::NoOwner => {}
         }
         self.store.members.remove_member(room, user).await?;
-        self.revoke_live(room, user).await;
+        self.signals.revoke_live(room, user).await;
         Ok(true)
     }
 
     /// Who inherits `room` from `user`: the highest-ranked of the other members, if any.
     async fn heir(&self, room: &RoomId, user: &UserId) -> Result<Option<UserId>> {
-        let Some(settings) = self.find_room(room).await? else {
+        let Some(settings) = self.rooms.find_room(room).await? else {
             return Ok(None);
         };
         let mut candidates = Vec::new();
@@ -404,7 +416,7 @@ impl Chat {
             if member.user_id == *user {
                 continue;
             }
-            let (_, rank) = self.standing(room, &settings, &member).await?;
+            let (_, rank) = self.access.standing(room, &settings, &member).await?;
             candidates.push(Candidate {
                 user_id: member.user_id.clone(),
                 rank,
@@ -429,7 +441,11 @@ impl Chat {
             return Ok(ours);
         }
         let now = Utc::now();
-        match self.tombstone(room, message, |m| m.erase(now), |_| Vec::new()).await {
+        match self
+            .editing
+            .tombstone(room, message, |m| m.erase(now), |_| Vec::new())
+            .await
+        {
             Ok(()) => Ok(true),
             // Deleted meanwhile by someone else: nothing left to erase.
             Err(Error::NotFound(_)) => Ok(false),

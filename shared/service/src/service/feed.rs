@@ -1,4 +1,4 @@
-//! `messageChanges`, the change feed, exactly as seed 004 specifies: what changed in these
+//! `messageChanges`, the change feed, as docs/CATCHUP.md describes it: what changed in these
 //! conversations since the cursors a client stored, oldest first by version, one entry per
 //! message at its newest version.
 //!
@@ -17,7 +17,7 @@
 //! as an upsert keyed by message id, keeping the higher version; on RESET drop the cached copy
 //! of that conversation first. docs/CATCHUP.md has the whole algorithm.
 
-use super::Chat;
+use super::read::Reading;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -31,7 +31,7 @@ use futures::StreamExt as _;
 
 use crate::service::rooms::ROOMS_IN_FLIGHT;
 
-impl Chat {
+impl Reading {
     pub async fn message_changes(&self, who: &Principal, input: MessageChangesInput) -> Result<MessageChangesResult> {
         if input.server_id != *self.workspace_id {
             return Err(Error::Forbidden(format!("no workspace {:?} here", input.server_id)));
@@ -86,7 +86,7 @@ impl Chat {
         let Ok(room) = RoomId::parse(&conversation.conversation_id) else {
             return Ok(unchanged(conversation, ChangeStatus::NoAccess));
         };
-        match self.access(&room, &who.user_id).await {
+        match self.access.access(&room, &who.user_id).await {
             Ok(_) => {}
             Err(Error::NotFound(_)) => return Ok(unchanged(conversation, ChangeStatus::NoAccess)),
             Err(e) => return Err(e),
@@ -130,6 +130,7 @@ mod tests {
     use crate::messages::feed::{ChangeStatus, MessageChangeCursorInput, MessageChangesInput};
     use crate::messages::send::NewMessage;
     use crate::rooms::NewRoom;
+    use crate::service::Chat;
     use crate::service::testing::{alice, chat_on, store};
     use crate::storage::faults::FaultyTables;
     use crate::storage::{StoreError, Tables};
@@ -156,11 +157,14 @@ mod tests {
             description: None,
             visibility: crate::rooms::Visibility::Public,
         };
-        RoomId::parse(&chat.create_room(&alice(), room).await.unwrap().id).unwrap()
+        RoomId::parse(&chat.rooms.create_room(&alice(), room).await.unwrap().id).unwrap()
     }
 
     async fn post(chat: &Chat, room: &RoomId, text: &str) {
-        chat.send_message(&alice(), room, NewMessage::text(text)).await.unwrap();
+        chat.sending
+            .send_message(&alice(), room, NewMessage::text(text))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
@@ -169,10 +173,15 @@ mod tests {
         let second = another_room(&chat).await;
         post(&chat, &first, "one").await;
         post(&chat, &second, "two").await;
-        let answer = chat.message_changes(&alice(), ask(&[(&first, None)])).await.unwrap();
+        let answer = chat
+            .reading
+            .message_changes(&alice(), ask(&[(&first, None)]))
+            .await
+            .unwrap();
         let cursor = answer.message_changes[0].cursor.clone();
 
         let refused = chat
+            .reading
             .message_changes(&alice(), ask(&[(&second, Some(&cursor))]))
             .await
             .map(|a| a.message_changes[0].status);
@@ -180,11 +189,13 @@ mod tests {
         // The cursor still works where it was issued, and a plain version from before this
         // binding is still taken for whatever conversation it is sent with.
         let own = chat
+            .reading
             .message_changes(&alice(), ask(&[(&first, Some(&cursor))]))
             .await
             .unwrap();
         assert_eq!(own.message_changes[0].status, ChangeStatus::Ok);
         let legacy = chat
+            .reading
             .message_changes(&alice(), ask(&[(&second, Some("1"))]))
             .await
             .unwrap();
@@ -201,11 +212,12 @@ mod tests {
         // One of the two range reads of the feed fails.
         faults.fail_operation(
             "query",
-            Some(&chat.store.schema.messages),
+            Some(&chat.wiring.store.schema.messages),
             1,
             StoreError::unavailable("injected"),
         );
         let answer = chat
+            .reading
             .message_changes(&alice(), ask(&[(&first, Some("0")), (&second, None)]))
             .await
             .expect("one conversation's failure does not fail the request");
@@ -223,6 +235,7 @@ mod tests {
         assert_eq!(entries[failed].cursor, "0");
         // Asked again, it is answered.
         let again = chat
+            .reading
             .message_changes(&alice(), ask(&[(&[&first, &second][failed], Some("0"))]))
             .await
             .unwrap();
@@ -234,22 +247,28 @@ mod tests {
         let (chat, room) = chat_on(Tables::new(store())).await;
         post(&chat, &room, "soon gone").await;
         let expired = chat
+            .wiring
             .store
             .purge
             .expired_messages(&room, Utc::now() + chrono::Duration::hours(1))
             .await
             .unwrap();
-        let purged = chat.store.purge.purge_messages(&room, &expired).await.unwrap();
+        let purged = chat.wiring.store.purge.purge_messages(&room, &expired).await.unwrap();
         assert!(purged > 0);
         assert!(
-            chat.store.ledger.counter(&room).await.unwrap().floor > 0,
+            chat.wiring.store.ledger.counter(&room).await.unwrap().floor > 0,
             "the floor moved up"
         );
 
-        let initial = chat.message_changes(&alice(), ask(&[(&room, None)])).await.unwrap();
+        let initial = chat
+            .reading
+            .message_changes(&alice(), ask(&[(&room, None)]))
+            .await
+            .unwrap();
         let entry = &initial.message_changes[0];
         assert_eq!((entry.status, entry.changes.len()), (ChangeStatus::Ok, 0));
         let next = chat
+            .reading
             .message_changes(&alice(), ask(&[(&room, Some(&entry.cursor))]))
             .await
             .unwrap();

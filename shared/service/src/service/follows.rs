@@ -6,10 +6,10 @@
 //! "My threads" costs one range read of the caller's rows, then per thread a member row, the
 //! root and one range read of its index rows after the caller's position, all at once.
 
+use super::read::Reading;
 use chrono::Utc;
 use futures::{StreamExt as _, TryStreamExt as _};
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -18,10 +18,10 @@ use crate::messages::threads::{FollowedThread, Following, MAX_FOLLOWED_THREADS, 
 use crate::service::rooms::ROOMS_IN_FLIGHT;
 use crate::store::stored_time;
 
-impl Chat {
+impl Reading {
     /// Follows the thread of message `id` (its root's thread when it is a reply).
     pub async fn follow_thread(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Following> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         self.store
             .follows
@@ -36,7 +36,7 @@ impl Chat {
 
     /// Stops following the thread of message `id`; not following it is no error.
     pub async fn unfollow_thread(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Following> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         self.store.follows.unfollow(room, &root, &who.user_id).await?;
         Ok(Following {
@@ -48,7 +48,7 @@ impl Chat {
 
     /// Marks the thread of message `id` read up to now for the caller, who must follow it.
     pub async fn mark_thread_read(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         match self
             .store

@@ -2,14 +2,14 @@
 //! forwarder's own send, so every target room applies its own checks (membership, timeout,
 //! read-only, slowmode, word filter — a filter timeout lands only in the room that caught it).
 //! Each room succeeds or fails on its own, and the answer lists which. The source's files are
-//! copied into each room whose checks pass, as the forwarder's own (seed 000: cloned files),
+//! copied into each room whose checks pass, as the forwarder's own (files copied, not shared),
 //! so deleting the source leaves every copy whole.
 //!
 //! A copy remembers its source room, which a reader who is not in it must not learn: it is
 //! shown only to readers who are members of the source (`hide_foreign_sources`, run wherever
 //! messages are returned to a reader) and never in live signals (`signals`).
 
-use super::Chat;
+use super::changes::Editing;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -19,7 +19,7 @@ use crate::messages::send::{Draft, DraftAttachments};
 use crate::messages::{ForwardSource, MessageType};
 use futures::future::join_all;
 
-impl Chat {
+impl Editing {
     /// Forwards a live message to each room of `forward.room_ids`, in request order.
     pub async fn forward_message(
         &self,
@@ -36,8 +36,8 @@ impl Chat {
                 return Err(Error::validation(format!("room {target} is listed twice")));
             }
         }
-        let access = self.access(room, &who.user_id).await?;
-        let source = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let source = self.reading.live_message(room, id).await?;
         authorize(&access, &source, Operation::Forward)?;
 
         let draft = Draft {
@@ -61,7 +61,7 @@ impl Chat {
             let draft = draft.clone();
             async move {
                 let sent = match RoomId::parse(target) {
-                    Ok(target_room) => self.send_as_member(who, &target_room, draft, None).await,
+                    Ok(target_room) => self.sending.send_as_member(who, &target_room, draft, None).await,
                     Err(e) => Err(e),
                 };
                 ForwardOutcome {

@@ -60,15 +60,16 @@ impl Chat {
     pub async fn housekeeping(&self, now: DateTime<Utc>) -> Result<Report> {
         let mut report = Report::default();
         // An erasure whose process died is taken over here; its work runs in the background.
-        match self.resume_erasures(now).await {
+        match self.eraser.resume_erasures(now).await {
             Ok(resumed) => report.erasures_resumed = resumed,
             Err(e) => tracing::warn!(error = %e, "resuming erasures failed; trying again next run"),
         }
-        match self.expire_unattached_uploads(now).await {
+        match self.files.expire_unattached_uploads(now).await {
             Ok(expired) => report.uploads_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring unattached uploads failed; trying again next run"),
         }
         match self
+            .wiring
             .store
             .scheduled
             .expire_scheduled(now - crate::scheduled::FINISHED_KEPT)
@@ -77,19 +78,19 @@ impl Chat {
             Ok(expired) => report.scheduled_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring scheduled messages failed; trying again next run"),
         }
-        match self.retry_preview_jobs(now).await {
+        match self.previewer.retry_preview_jobs(now).await {
             Ok(tried) => report.preview_jobs_retried = tried,
             Err(e) => tracing::warn!(error = %e, "retrying link previews failed; trying again next run"),
         }
-        match self.expire_link_cache(now).await {
+        match self.previewer.expire_link_cache(now).await {
             Ok(expired) => report.link_previews_expired = expired,
             Err(e) => tracing::warn!(error = %e, "expiring cached link previews failed; trying again next run"),
         }
-        match self.sweep_stopped_hubs(now).await {
+        match self.presence_keeper.sweep_stopped_hubs(now).await {
             Ok(swept) => report.connections_swept = swept,
             Err(e) => tracing::warn!(error = %e, "sweeping stopped live hubs failed; trying again next run"),
         }
-        for (room, registered) in self.store.purge.registered_rooms().await? {
+        for (room, registered) in self.wiring.store.purge.registered_rooms().await? {
             let registered = registered.unwrap_or(now);
             // One room's trouble (a busy counter, an unreadable row) never stops the others;
             // the next run tries it again.
@@ -108,19 +109,19 @@ impl Chat {
         now: DateTime<Utc>,
         report: &mut Report,
     ) -> Result<()> {
-        let retention = match self.store.purge.room_standing(room).await? {
+        let retention = match self.wiring.store.purge.room_standing(room).await? {
             RoomStanding::Missing if now - registered < REGISTRATION_GRACE => return Ok(()),
-            RoomStanding::Missing => return Ok(self.store.purge.unregister_room(room).await?),
+            RoomStanding::Missing => return Ok(self.wiring.store.purge.unregister_room(room).await?),
             RoomStanding::BeingDeleted => return Ok(()),
             RoomStanding::Kept { retention_seconds } => retention_seconds,
         };
         report.rooms += 1;
         // Rooms from before visibility are public, as they were joinable by id: listed once.
-        self.store.rooms.list_room_from_before_visibility(room).await?;
+        self.wiring.store.rooms.list_room_from_before_visibility(room).await?;
         if let Some(seconds) = retention {
             let cutoff = now - Duration::seconds(i64::from(seconds));
             for _ in 0..MAX_BATCHES_PER_ROOM {
-                let messages = self.store.purge.expired_messages(room, cutoff).await?;
+                let messages = self.wiring.store.purge.expired_messages(room, cutoff).await?;
                 if messages.is_empty() {
                     break;
                 }
@@ -128,18 +129,25 @@ impl Chat {
                 // any more, so a failure in between must leave the rows (the next run tries
                 // the batch again), never the files.
                 let files: Vec<_> = messages.iter().flat_map(|m| m.attachments.iter().cloned()).collect();
-                self.purge_attachments(room, &files).await?;
-                report.messages_purged += self.store.purge.purge_messages(room, &messages).await?;
+                self.files.purge_attachments(room, &files).await?;
+                report.messages_purged += self.wiring.store.purge.purge_messages(room, &messages).await?;
             }
         }
         report.idempotency_records_expired += self
+            .wiring
             .store
             .purge
             .expire_idempotency(room, now - IDEMPOTENCY_WINDOW)
             .await?;
         // A newcomer bucket last drawn from a period ago belongs to a member who is none now.
-        let newcomers_before = now - self.limits.as_ref().map_or(Duration::zero(), |l| l.newcomer_period());
+        let newcomers_before = now
+            - self
+                .wiring
+                .limits
+                .as_ref()
+                .map_or(Duration::zero(), |l| l.newcomer_period());
         report.limit_records_expired += self
+            .wiring
             .store
             .limits
             .expire_limit_rows(room, now - REPEAT_WINDOW, newcomers_before)

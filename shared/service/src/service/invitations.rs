@@ -3,10 +3,10 @@
 //! join path (`Chat::admit`), ban checks included. An invitation's maker may revoke it, and a
 //! member with ManageMembers any of the room's. Nobody is invited into a direct conversation.
 
+use super::rooms::Rooms;
 use chrono::{Duration, Utc};
 use futures::{StreamExt as _, TryStreamExt as _};
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -20,7 +20,7 @@ use crate::rooms::invitations::{
 use crate::service::rooms::ROOMS_IN_FLIGHT;
 use crate::store::stored_time;
 
-impl Chat {
+impl Rooms {
     pub async fn create_invitation(
         &self,
         who: &Principal,
@@ -28,7 +28,7 @@ impl Chat {
         input: NewInvitation,
     ) -> Result<Invitation> {
         let (invitee, expires_in) = input.checked()?;
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         if access.room.direct {
             return Err(Error::Forbidden(
                 "nobody else can be invited into a direct conversation".into(),
@@ -36,7 +36,7 @@ impl Chat {
         }
         access.require(Permission::CreateInvites)?;
         // An invitation is a write in the inviter's name, drawn from their bucket.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let now = stored_time(Utc::now());
         let (id, code, user_id, max_uses) = match invitee {
             Invitee::User(user) => {
@@ -74,7 +74,7 @@ impl Chat {
     /// The room's invitations, open or closed: all of them with ManageMembers, else those the
     /// caller made.
     pub async fn list_invitations(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Invitation>> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         let all = access.can(Permission::ManageMembers);
         let mut invitations = self.store.invitations.invitations(room_id).await?;
         invitations.retain(|i| all || i.created_by == who.user_id.as_str());
@@ -83,7 +83,7 @@ impl Chat {
 
     /// Revokes an invitation: from then on it answers as missing.
     pub async fn revoke_invitation(&self, who: &Principal, room_id: &RoomId, id: &str) -> Result<()> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         let invitation = match is_invitation_id(id) {
             true => self.store.invitations.invitation(room_id, id).await?,
             false => None,

@@ -1,5 +1,5 @@
-//! The limits step of every member write (BRIEF §4 step 2: after slowmode, before the word
-//! filter): the user's token bucket over every write, a newcomer's lower rate and content
+//! The limits step of every member write (after slowmode, before the word filter:
+//! `messages::checks`): the user's token bucket over every write, a newcomer's lower rate and content
 //! rules, the room's ceiling on sends and the repeat-text rule. The server's own lines never
 //! come here. The rules are `crate::limits`; the state is `crate::store::limits`.
 //!
@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration};
 
-use super::Chat;
 use crate::access::Access;
 use crate::adapters::clock::Clock;
 use crate::error::{Error, Result};
@@ -174,8 +173,15 @@ impl WriteLimits {
     }
 }
 
-impl Chat {
+/// The limits against abuse: every member write draws from its buckets here. Holds what it uses:
+/// the store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Limiter {
+    pub(crate) store: crate::store::Store,
+    pub(crate) limits: Option<std::sync::Arc<crate::service::limits::WriteLimits>>,
+}
 
+impl Limiter {
     /// The limits step of a member's write that is not a send (an edit, a reaction, a vote, a
     /// report, a pin): the user's bucket, and for a newcomer their lower rate and (for an edit's
     /// text) their content rules. Call it after the write's own checks that refuse without

@@ -12,7 +12,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::Chat;
 use crate::adapters::live::{LiveChannel, room_group};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -60,11 +59,23 @@ pub struct Negotiated {
     pub expires_at: DateTime<Utc>,
 }
 
-impl Chat {
+/// The live channel: signals to a room, notices to the members not looking at it, typing, who may
+/// join a live group. Holds what it uses: the store, the adapters and settings, and the components
+/// it calls.
+#[derive(Clone)]
+pub struct Signals {
+    pub(crate) store: crate::store::Store,
+    pub(crate) live: Option<std::sync::Arc<dyn crate::adapters::live::LiveChannel>>,
+    pub(crate) typing: std::sync::Arc<crate::service::live::TypingGate>,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+}
+
+impl Signals {
     /// Tells the room the caller is typing: members only, at most once every 3 seconds per
     /// user and room (more are accepted and dropped), never stored.
     pub async fn typing(&self, who: &Principal, room: &RoomId) -> Result<()> {
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         refuse_timed_out(&access.member, Utc::now())?;
         if !self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
             return Ok(());
@@ -97,7 +108,7 @@ impl Chat {
             return Err(Error::Unavailable("live delivery is not configured here".into()));
         };
         // Arms a notice in every room of the caller's: each call draws from their bucket.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], Utc::now())?;
         let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         futures::stream::iter(rooms)
@@ -124,7 +135,7 @@ impl Chat {
             return Err(Error::Unavailable("live delivery is not configured here".into()));
         };
         if let Some(room) = &target {
-            self.access(room, &who.user_id).await?;
+            self.access.access(room, &who.user_id).await?;
         }
         let me = &who.user_id;
         if !live.checks_owner() {

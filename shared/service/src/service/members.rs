@@ -10,7 +10,6 @@
 //! refuses joins (checked again after a join's insert, so a ban racing a join wins) and so,
 //! with the membership gone, every send, until it expires or is lifted.
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -24,11 +23,25 @@ use crate::signals::Signal;
 /// Rooms `mark_all_read` writes at the same time.
 const MARK_ALL_AT_ONCE: usize = 16;
 
-impl Chat {
+/// A member's own settings and read position in a room. Holds what it uses: the store, the adapters
+/// and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Members {
+    pub(crate) store: crate::store::Store,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+    pub(crate) presence_keeper: std::sync::Arc<crate::service::presence::PresenceKeeper>,
+    pub(crate) reading: std::sync::Arc<crate::service::read::Reading>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Members {
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
-        self.access(room_id, &who.user_id).await?;
+        self.access.access(room_id, &who.user_id).await?;
         let members = self.store.members.members(room_id, MAX_LISTED_MEMBERS, true).await?;
-        self.with_presence(members.iter().map(Member::summary).collect()).await
+        self.presence_keeper
+            .with_presence(members.iter().map(Member::summary).collect())
+            .await
     }
 
     /// Changes the caller's own nickname, notification level or mute.
@@ -39,7 +52,7 @@ impl Chat {
         change: MembershipChange,
     ) -> Result<Member> {
         let nickname = change.nickname.as_deref().map(checked_nickname).transpose()?;
-        self.access(room_id, &who.user_id).await?;
+        self.access.access(room_id, &who.user_id).await?;
         Ok(self
             .store
             .members
@@ -55,11 +68,11 @@ impl Chat {
     }
 
     pub async fn mark_read(&self, who: &Principal, room_id: &RoomId, input: MarkRead) -> Result<()> {
-        self.access(room_id, &who.user_id).await?;
+        self.access.access(room_id, &who.user_id).await?;
         // A write and a signal to the room, drawn from the reader's bucket.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let position = match &input.message_id {
-            Some(id) => self.live_message(room_id, id).await?.key(),
+            Some(id) => self.reading.live_message(room_id, id).await?.key(),
             None => Ticks::now().message_key(),
         };
         self.store
@@ -73,9 +86,9 @@ impl Chat {
             user_id: who.user_id.to_string(),
             up_to: position.as_str().to_owned(),
         };
-        self.signal(room_id, signal);
+        self.signals.signal(room_id, signal);
         // They looked: the room's next message brings them a notice again.
-        self.arm_notice(room_id, &who.user_id).await;
+        self.signals.arm_notice(room_id, &who.user_id).await;
         Ok(())
     }
 
@@ -85,7 +98,7 @@ impl Chat {
     pub async fn mark_all_read(&self, who: &Principal) -> Result<usize> {
         use futures::stream::{StreamExt, TryStreamExt};
         // A write in every room of the caller's: each call draws from their bucket.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         let position = Ticks::now().message_key();
         let marks = rooms.into_iter().map(|room_id| {
@@ -109,8 +122,8 @@ impl Chat {
                     user_id: who.user_id.to_string(),
                     up_to: position.as_str().to_owned(),
                 };
-                self.signal(&room_id, signal);
-                self.arm_notice(&room_id, &who.user_id).await;
+                self.signals.signal(&room_id, signal);
+                self.signals.arm_notice(&room_id, &who.user_id).await;
                 Ok::<usize, Error>(1)
             }
         });
@@ -124,7 +137,7 @@ impl Chat {
     /// Every member's read position in the room (one range read of its member rows), so a
     /// client can draw who has seen which message.
     pub async fn receipts(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Receipt>> {
-        self.access(room_id, &who.user_id).await?;
+        self.access.access(room_id, &who.user_id).await?;
         let members = self.store.members.members(room_id, MAX_LISTED_MEMBERS, false).await?;
         Ok(members.iter().map(Member::receipt).collect())
     }

@@ -65,9 +65,10 @@ use crate::store::{Schema, Store};
 
 use self::live::TypingGate;
 
-/// The chat service. Cloning is cheap (handles and `Arc`s).
-#[derive(Debug, Clone)]
-pub struct Chat {
+/// What the service's components are built from: the store, the adapters and the settings,
+/// as the builders of [`Chat`] leave them.
+#[derive(Clone)]
+pub(crate) struct Wiring {
     /// Every table and row the service reads and writes.
     pub(crate) store: Store,
     /// Where send times come from; tests freeze it to force key collisions.
@@ -78,13 +79,13 @@ pub struct Chat {
     pub(crate) live: Option<Arc<dyn LiveChannel>>,
     /// This process's own hub, when it is one (the self-hosted server): its WebSocket
     /// transport needs it.
-    local_hub: Option<Arc<LocalHub>>,
+    pub(crate) local_hub: Option<Arc<LocalHub>>,
     /// How push is configured: the notifier's settings, also read by subscriptions.
     pub(crate) push: Arc<PushSettings>,
     /// The notification consumer (push settings, presence through the live channel).
     pub(crate) notifier: Notifier,
     /// The Event Grid topic events go to, when one is configured.
-    event_grid: Option<Arc<EventGrid>>,
+    pub(crate) event_grid: Option<Arc<EventGrid>>,
     /// Where message events go: the topic, else the notifier in this process when push is
     /// configured, else nowhere (and sends record none).
     pub(crate) events: Option<Arc<dyn EventSink>>,
@@ -117,6 +118,32 @@ pub struct Chat {
     pub(crate) tasks: Supervisor,
 }
 
+/// The chat service: one component per use-case family, each holding exactly what it uses
+/// and the components below it, built bottom-up from the [`Wiring`] in [`Chat::assemble`]
+/// (so a circle between them cannot be built). A caller reaches a use case through its
+/// component: `chat.sending.send_message(…)`. Cloning is cheap (handles and `Arc`s).
+#[derive(Clone)]
+pub struct Chat {
+    wiring: Wiring,
+    pub limiter: Arc<limits::Limiter>,
+    pub access: Arc<access::RoomAccess>,
+    pub reading: Arc<read::Reading>,
+    pub signals: Arc<live::Signals>,
+    pub presence_keeper: Arc<presence::PresenceKeeper>,
+    pub files: Arc<attachments::Files>,
+    pub reactions: Arc<reactions::Reactions>,
+    pub previewer: Arc<previews::Previewer>,
+    pub accounts: Arc<subscriptions::Accounts>,
+    pub outbox: Arc<outbox::Outbox>,
+    pub sending: Arc<send::Sending>,
+    pub editing: Arc<changes::Editing>,
+    pub moderation: Arc<moderation::Moderation>,
+    pub members: Arc<members::Members>,
+    pub rooms: Arc<rooms::Rooms>,
+    pub scheduler: Arc<scheduled::Scheduler>,
+    pub eraser: Arc<erasure::Eraser>,
+}
+
 impl Chat {
     /// A service over `tables`, creating any missing table first: no live channel, no push,
     /// no events.
@@ -124,7 +151,7 @@ impl Chat {
         let store = Store::open(tables, schema).await?;
         let push = Arc::new(PushSettings::default());
         let tasks = Supervisor::default();
-        Ok(Chat {
+        Ok(Chat::assemble(Wiring {
             notifier: Notifier::new(store.clone(), push.clone(), None, tasks.clone()),
             tasks,
             store,
@@ -147,155 +174,314 @@ impl Chat {
             outgoing: None,
             automation: None,
             role_hints: Arc::default(),
-        })
+        }))
+    }
+
+    /// Builds every component from `wiring`, each from the ones below it.
+    fn assemble(wiring: Wiring) -> Chat {
+        let limiter = Arc::new(limits::Limiter {
+            store: wiring.store.clone(),
+            limits: wiring.limits.clone(),
+        });
+        let access = Arc::new(access::RoomAccess {
+            store: wiring.store.clone(),
+            role_hints: wiring.role_hints.clone(),
+        });
+        let reading = Arc::new(read::Reading {
+            store: wiring.store.clone(),
+            workspace_id: wiring.workspace_id.clone(),
+            access: access.clone(),
+        });
+        let signals = Arc::new(live::Signals {
+            store: wiring.store.clone(),
+            live: wiring.live.clone(),
+            typing: wiring.typing.clone(),
+            access: access.clone(),
+            limiter: limiter.clone(),
+        });
+        let presence_keeper = Arc::new(presence::PresenceKeeper {
+            store: wiring.store.clone(),
+            live: wiring.live.clone(),
+            local_hub: wiring.local_hub.clone(),
+            presence: wiring.presence.clone(),
+            upstream: wiring.upstream.clone(),
+            tasks: wiring.tasks.clone(),
+            signals: signals.clone(),
+        });
+        let files = Arc::new(attachments::Files {
+            store: wiring.store.clone(),
+            attachments: wiring.attachments.clone(),
+            access: access.clone(),
+            limiter: limiter.clone(),
+        });
+        let reactions = Arc::new(reactions::Reactions {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            limiter: limiter.clone(),
+            reading: reading.clone(),
+            signals: signals.clone(),
+        });
+        let previewer = Arc::new(previews::Previewer {
+            store: wiring.store.clone(),
+            inline_events: wiring.inline_events.clone(),
+            time: wiring.time.clone(),
+            previews: wiring.previews.clone(),
+            tasks: wiring.tasks.clone(),
+            access: access.clone(),
+            reading: reading.clone(),
+            signals: signals.clone(),
+        });
+        let accounts = Arc::new(subscriptions::Accounts {
+            store: wiring.store.clone(),
+            push: wiring.push.clone(),
+            access: access.clone(),
+        });
+        let outbox = Arc::new(outbox::Outbox {
+            store: wiring.store.clone(),
+            push: wiring.push.clone(),
+            notifier: wiring.notifier.clone(),
+            events: wiring.events.clone(),
+            inline_events: wiring.inline_events.clone(),
+            automation: wiring.automation.clone(),
+            tasks: wiring.tasks.clone(),
+        });
+        let sending = Arc::new(send::Sending {
+            store: wiring.store.clone(),
+            clock: wiring.clock.clone(),
+            time: wiring.time.clone(),
+            outgoing: wiring.outgoing.clone(),
+            automation: wiring.automation.clone(),
+            tasks: wiring.tasks.clone(),
+            access: access.clone(),
+            files: files.clone(),
+            limiter: limiter.clone(),
+            outbox: outbox.clone(),
+            previewer: previewer.clone(),
+            reading: reading.clone(),
+            signals: signals.clone(),
+        });
+        let editing = Arc::new(changes::Editing {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            files: files.clone(),
+            limiter: limiter.clone(),
+            reading: reading.clone(),
+            sending: sending.clone(),
+            signals: signals.clone(),
+        });
+        let moderation = Arc::new(moderation::Moderation {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            sending: sending.clone(),
+            signals: signals.clone(),
+        });
+        let members = Arc::new(members::Members {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            limiter: limiter.clone(),
+            presence_keeper: presence_keeper.clone(),
+            reading: reading.clone(),
+            signals: signals.clone(),
+        });
+        let rooms = Arc::new(rooms::Rooms {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            files: files.clone(),
+            limiter: limiter.clone(),
+            sending: sending.clone(),
+            signals: signals.clone(),
+        });
+        let scheduler = Arc::new(scheduled::Scheduler {
+            store: wiring.store.clone(),
+            time: wiring.time.clone(),
+            access: access.clone(),
+            files: files.clone(),
+            sending: sending.clone(),
+            signals: signals.clone(),
+        });
+        let eraser = Arc::new(erasure::Eraser {
+            store: wiring.store.clone(),
+            erasure: wiring.erasure.clone(),
+            tasks: wiring.tasks.clone(),
+            access: access.clone(),
+            editing: editing.clone(),
+            rooms: rooms.clone(),
+            scheduler: scheduler.clone(),
+            signals: signals.clone(),
+        });
+        Chat {
+            wiring,
+            limiter,
+            access,
+            reading,
+            signals,
+            presence_keeper,
+            files,
+            reactions,
+            previewer,
+            accounts,
+            outbox,
+            sending,
+            editing,
+            moderation,
+            members,
+            rooms,
+            scheduler,
+            eraser,
+        }
+    }
+
+    /// The same service with its components built again from its wiring as it is now.
+    fn reassembled(self) -> Chat {
+        Chat::assemble(self.wiring)
     }
 
     /// The same service calling outgoing webhooks through `sender`.
     pub fn with_outgoing_webhooks(mut self, sender: crate::adapters::outgoing::HookSender) -> Chat {
-        self.outgoing = Some(Arc::new(sender));
-        self
+        self.wiring.outgoing = Some(Arc::new(sender));
+        self.reassembled()
     }
 
     /// The same service publishing automation events (docs/AUTOMATION_EVENTS.md) to `topic`.
     pub fn with_automation_topic(mut self, topic: EventGrid) -> Chat {
-        self.automation = Some(Arc::new(topic));
-        self
+        self.wiring.automation = Some(Arc::new(topic));
+        self.reassembled()
     }
 
     /// The same service answering the change feed for `workspace`.
     pub fn with_workspace(mut self, workspace: &str) -> Chat {
-        self.workspace_id = Arc::from(workspace);
-        self
+        self.wiring.workspace_id = Arc::from(workspace);
+        self.reassembled()
     }
 
     /// The same service sending live signals to `live` (Azure Web PubSub).
     pub fn with_live(mut self, live: Arc<dyn LiveChannel>) -> Chat {
-        self.live = Some(live);
-        self.local_hub = None;
+        self.wiring.live = Some(live);
+        self.wiring.local_hub = None;
         self.rewired()
     }
 
     /// The same service publishing message events to an Event Grid topic.
     pub fn with_event_grid(mut self, topic: EventGrid) -> Chat {
-        self.event_grid = Some(Arc::new(topic));
+        self.wiring.event_grid = Some(Arc::new(topic));
         self.rewired()
     }
 
     /// The same service with `push` configured.
     pub fn with_push(mut self, push: PushSettings) -> Chat {
-        self.push = Arc::new(push);
+        self.wiring.push = Arc::new(push);
         self.rewired()
     }
 
     /// The same service with its own live hub, when no Web PubSub is configured (the
     /// self-hosted server; a Functions host cannot carry WebSockets).
     pub fn with_local_hub(mut self, hub: &str) -> Chat {
-        if self.live.is_none() {
+        if self.wiring.live.is_none() {
             let hub = Arc::new(LocalHub::new(hub));
-            self.live = Some(Arc::new(hub.clone()));
-            self.local_hub = Some(hub);
+            self.wiring.live = Some(Arc::new(hub.clone()));
+            self.wiring.local_hub = Some(hub);
         }
         self.rewired()
     }
 
     /// The notifier and the event sink for the adapters as they are now.
     fn rewired(mut self) -> Chat {
-        self.notifier = Notifier::new(
-            self.store.clone(),
-            self.push.clone(),
-            self.live.clone(),
-            self.tasks.clone(),
+        self.wiring.notifier = Notifier::new(
+            self.wiring.store.clone(),
+            self.wiring.push.clone(),
+            self.wiring.live.clone(),
+            self.wiring.tasks.clone(),
         );
-        self.events = match (&self.event_grid, &self.push.sender) {
+        self.wiring.events = match (&self.wiring.event_grid, &self.wiring.push.sender) {
             (Some(topic), _) => Some(topic.clone() as Arc<dyn EventSink>),
-            (None, Some(_)) => Some(Arc::new(self.notifier.clone()) as Arc<dyn EventSink>),
+            (None, Some(_)) => Some(Arc::new(self.wiring.notifier.clone()) as Arc<dyn EventSink>),
             (None, None) => None,
         };
-        self
+        self.reassembled()
     }
 
     /// The local live hub, when this process runs one.
     pub fn local_hub(&self) -> Option<&Arc<LocalHub>> {
-        self.local_hub.as_ref()
+        self.wiring.local_hub.as_ref()
     }
 
     /// The same service publishing each event before the send answers: for hosts that freeze
     /// the process once it has answered (AWS Lambda), where background work would not run.
     pub fn with_inline_events(mut self) -> Chat {
-        self.inline_events = true;
-        self
+        self.wiring.inline_events = true;
+        self.reassembled()
     }
 
     /// The same service with another clock (tests: a frozen clock makes every send collide).
     pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
-        self.clock = clock;
-        self
+        self.wiring.clock = clock;
+        self.reassembled()
     }
 
     /// The same service reading the time of scheduled messages from `clock`.
     pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
-        self.time = clock;
-        self
+        self.wiring.time = clock;
+        self.reassembled()
     }
 
     /// The supervisor of this service's background work: a stopping server shuts it down
     /// (`Supervisor::shut_down`) once it has answered its last request.
     pub fn supervisor(&self) -> &Supervisor {
-        &self.tasks
+        &self.wiring.tasks
     }
 
     /// The notification consumer: what the notification function (Event Grid's trigger and
     /// webhook) hands its events to.
     pub fn notifier(&self) -> &Notifier {
-        &self.notifier
+        &self.wiring.notifier
     }
 
     /// The store, for tests and tools that inspect what is stored.
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.wiring.store
     }
 
     /// The VAPID public key browsers subscribe with, when push is configured.
     pub fn vapid_public_key(&self) -> Option<&str> {
-        self.push.sender.as_ref().map(PushSender::public_key)
+        self.wiring.push.sender.as_ref().map(PushSender::public_key)
     }
 
     /// The same service storing attachments as `settings` says.
     pub fn with_attachments(mut self, settings: AttachmentSettings) -> Chat {
-        self.attachments = Some(Arc::new(settings));
-        self
+        self.wiring.attachments = Some(Arc::new(settings));
+        self.reassembled()
     }
 
     /// The same service running erasures with `settings`.
     pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
-        self.erasure = settings;
-        self
+        self.wiring.erasure = settings;
+        self.reassembled()
     }
 
     /// The same service applying the limits to members' writes.
     pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
-        self.limits = Some(Arc::new(WriteLimits::new(settings)));
-        self
+        self.wiring.limits = Some(Arc::new(WriteLimits::new(settings)));
+        self.reassembled()
     }
 
     /// The same service sending at most one presence signal per user every `interval` (tests
     /// shorten it).
     pub fn with_presence_interval(mut self, interval: Duration) -> Chat {
-        self.presence = Arc::new(PresenceGate::new(interval));
-        self
+        self.wiring.presence = Arc::new(PresenceGate::new(interval));
+        self.reassembled()
     }
 
     /// The same service believing upstream events signed with `upstream`'s keys (Azure Web
     /// PubSub's event handler).
     pub fn with_upstream(mut self, upstream: crate::adapters::live::upstream::Upstream) -> Chat {
-        self.upstream = Some(Arc::new(upstream));
-        self
+        self.wiring.upstream = Some(Arc::new(upstream));
+        self.reassembled()
     }
 
     /// The same service fetching link previews with `fetcher`; without it, none are made.
     pub fn with_previews(mut self, fetcher: PreviewFetcher) -> Chat {
-        self.previews = Some(Arc::new(Previews::new(fetcher)));
-        self
+        self.wiring.previews = Some(Arc::new(Previews::new(fetcher)));
+        self.reassembled()
     }
 }
 
@@ -337,6 +523,7 @@ pub(crate) mod testing {
     pub async fn chat_on(tables: Tables) -> (Chat, RoomId) {
         let chat = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
         let room = chat
+            .rooms
             .create_room(
                 &alice(),
                 NewRoom {

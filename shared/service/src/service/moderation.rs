@@ -9,7 +9,6 @@
 //! A join checks for a ban again after its insert, and a ban for a membership again after
 //! its commit, so of a ban and a join racing, whichever writes second sees the other.
 
-use super::Chat;
 use crate::access::{Access, Rank};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -21,7 +20,17 @@ use crate::permissions::Permission;
 use crate::store::members::BanRecord;
 use chrono::{Datelike, Utc};
 
-impl Chat {
+/// Moderation of members: kick, ban, timeout, roles given. Holds what it uses: the store, the
+/// adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Moderation {
+    pub(crate) store: crate::store::Store,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) sending: std::sync::Arc<crate::service::send::Sending>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Moderation {
     /// The caller's access, which must hold `permission`, and the target's membership (if
     /// any) and rank, for the caller to compare against.
     async fn moderation(
@@ -31,11 +40,11 @@ impl Chat {
         target: &UserId,
         permission: Permission,
     ) -> Result<(Access, Option<Member>, Rank)> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         access.require(permission)?;
         let member = self.store.members.member(room_id, target).await?;
         let rank = match &member {
-            Some(member) => self.standing(room_id, &access.room, member).await?.1,
+            Some(member) => self.access.standing(room_id, &access.room, member).await?.1,
             None => Rank(0),
         };
         Ok((access, member, rank))
@@ -59,9 +68,9 @@ impl Chat {
             // They left meanwhile: there was no one to kick.
             return Ok(());
         }
-        self.revoke_live(room_id, target).await;
+        self.signals.revoke_live(room_id, target).await;
         let line = format!("{} was removed from the room.", member.display_name());
-        self.announce(room_id, MessageType::System, who, line).await;
+        self.sending.announce(room_id, MessageType::System, who, line).await;
         Ok(())
     }
 
@@ -142,17 +151,17 @@ impl Chat {
         } else {
             self.store.members.unindex_user_room(target, room_id).await?;
         }
-        self.revoke_live(room_id, target).await;
+        self.signals.revoke_live(room_id, target).await;
         if let Some(member) = member {
             let line = format!("{} was banned from the room.", member.display_name());
-            self.announce(room_id, MessageType::System, who, line).await;
+            self.sending.announce(room_id, MessageType::System, who, line).await;
         }
         Ok(())
     }
 
     /// Lifts a ban; only a moderator ranked at least as high as the one who banned may.
     pub async fn unban(&self, who: &Principal, room_id: &RoomId, target: &UserId) -> Result<()> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
         let Some(ban) = self.store.members.ban_record(room_id, target).await? else {
             return Ok(());
@@ -167,7 +176,7 @@ impl Chat {
 
     /// The bans in force, with who made each, why and until when (ManageMembers).
     pub async fn list_bans(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<BanEntry>> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
         let now = Utc::now();
         let bans = self.store.members.bans(room_id, MAX_LISTED_MEMBERS).await?;
@@ -201,7 +210,7 @@ impl Chat {
         if target != &who.user_id {
             access.require_outranks(rank)?;
         }
-        let roles = self.roles(room_id).await?;
+        let roles = self.access.roles(room_id).await?;
         let mut wanted: Vec<String> = Vec::new();
         for id in &input.role_ids {
             if !roles.iter().any(|r| &r.id == id) {

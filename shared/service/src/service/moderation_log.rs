@@ -2,7 +2,7 @@
 //! moderation permissions (`moderation::LOG_READERS`). Writing it is each action's own (see
 //! `store::moderation_log`).
 
-use super::Chat;
+use super::read::Reading;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -10,7 +10,7 @@ use crate::moderation::{
     DEFAULT_LOG_LIMIT, LogCursor, MAX_LOG_LIMIT, ModerationLogPage, ReadModerationLog, require_log_reader,
 };
 
-impl Chat {
+impl Reading {
     pub async fn moderation_log(
         &self,
         who: &Principal,
@@ -26,7 +26,7 @@ impl Chat {
             .as_deref()
             .map(|text| LogCursor::decode(text, room))
             .transpose()?;
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         require_log_reader(&access)?;
         let (entries, has_more) = self
             .store

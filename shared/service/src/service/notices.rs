@@ -1,4 +1,4 @@
-//! Tiered live delivery (issue 15 item 6, seed 001): a send's full message goes only to the
+//! Tiered live delivery: a send's full message goes only to the
 //! room's group, which holds the connections showing the room (`Chat::view_room`); every
 //! other member gets a short notice of their own — once until they look at the room again
 //! (show it or read it), and for each message that mentions them by name — carrying the
@@ -12,12 +12,12 @@
 //! but tell only the members due a notice anyway: telling every member would make a send cost
 //! what the room has members.
 
+use super::live::Signals;
 use std::collections::HashSet;
 
 use chrono::Utc;
 use futures::stream::{self, StreamExt};
 
-use super::Chat;
 use crate::error::Result;
 use crate::ids::{RoomId, UserId};
 use crate::members::Member;
@@ -31,7 +31,7 @@ use crate::store::live::Armed;
 /// Notices prepared at once (each a member read and a range read).
 const NOTICES_AT_ONCE: usize = 8;
 
-impl Chat {
+impl Signals {
     /// Tells the members of `room` who are not looking at it that `message` arrived. A side
     /// effect after the durable write: failures are logged, never returned.
     pub(crate) async fn notify_non_viewers(&self, room: &RoomId, message: &Message) {

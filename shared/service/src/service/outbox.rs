@@ -17,7 +17,6 @@
 //! pending row and it is older than [`MARK_EXPIRY`] — longer than any process trusts its own
 //! note of having written it.
 
-use super::Chat;
 use crate::error::Result;
 use crate::events::MessageEvent;
 use crate::ids::RoomId;
@@ -31,7 +30,21 @@ pub const REPUBLISH_AFTER: Duration = Duration::seconds(5);
 /// A marker younger than this is never removed.
 pub(crate) const MARK_EXPIRY: Duration = Duration::minutes(15);
 
-impl Chat {
+/// The outbox: handing each committed event to its consumer, and the timer that republishes what
+/// was not handed over. Holds what it uses: the store, the adapters and settings, and the
+/// components it calls.
+#[derive(Clone)]
+pub struct Outbox {
+    pub(crate) store: crate::store::Store,
+    pub(crate) push: std::sync::Arc<crate::notify::PushSettings>,
+    pub(crate) notifier: crate::notify::Notifier,
+    pub(crate) events: Option<std::sync::Arc<dyn crate::adapters::events::EventSink>>,
+    pub(crate) inline_events: bool,
+    pub(crate) automation: Option<std::sync::Arc<crate::adapters::events::EventGrid>>,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+}
+
+impl Outbox {
     /// Hands a committed event to its consumer — in the background, or before returning where
     /// the process may be frozen once it answers (Lambda) — and clears its outbox row once
     /// accepted; a failure leaves the row for the timer.
@@ -140,9 +153,10 @@ mod tests {
 
     async fn pending(chat: &Chat, room: &RoomId) -> usize {
         let query = RangeQuery::prefix(room.as_str(), OUTBOX_PREFIX, 100);
-        chat.store
+        chat.wiring
+            .store
             .tables()
-            .query_up_to(&chat.store.schema().messages, &query, 100)
+            .query_up_to(&chat.wiring.store.schema().messages, &query, 100)
             .await
             .unwrap()
             .0
@@ -161,17 +175,18 @@ mod tests {
             allow_private_endpoints: true,
             ..PushSettings::default()
         });
-        chat.join_room(&user("bob"), &room).await.unwrap();
+        chat.rooms.join_room(&user("bob"), &room).await.unwrap();
 
         // The consumer's first read (its idempotency check) fails: the event is not accepted.
-        let metadata = chat.store.schema().metadata.clone();
+        let metadata = chat.wiring.store.schema().metadata.clone();
         faults.fail_operation(
             "get",
             Some(&metadata),
             1,
             StoreError::new(ErrorKind::Unavailable, "injected"),
         );
-        chat.send_message(&alice(), &room, NewMessage::text("hi"))
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text("hi"))
             .await
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -181,28 +196,34 @@ mod tests {
         let broken = Entity::new(room.as_str(), format!("{OUTBOX_PREFIX}1"))
             .with("event", Value::String("not json".into()))
             .with("createdAt", Value::datetime(Utc::now() - Duration::minutes(1)));
-        chat.store
+        chat.wiring
+            .store
             .tables()
-            .insert(&chat.store.schema().messages, &broken)
+            .insert(&chat.wiring.store.schema().messages, &broken)
             .await
             .unwrap();
         assert_eq!(pending(&chat, &room).await, 2);
 
         // Too young to republish yet; then the timer publishes it.
-        assert_eq!(chat.republish(Utc::now()).await.unwrap(), 0);
+        assert_eq!(chat.outbox.republish(Utc::now()).await.unwrap(), 0);
         assert_eq!(pending(&chat, &room).await, 1, "the broken row is gone");
         let later = Utc::now() + REPUBLISH_AFTER + Duration::seconds(1);
-        assert_eq!(chat.republish(later).await.unwrap(), 1);
+        assert_eq!(chat.outbox.republish(later).await.unwrap(), 1);
         assert_eq!(pending(&chat, &room).await, 0);
-        assert_eq!(chat.republish(later).await.unwrap(), 0, "published once");
+        assert_eq!(chat.outbox.republish(later).await.unwrap(), 0, "published once");
 
         // Nothing pending and the marker old: the room is no longer looked at.
         let much_later = later + MARK_EXPIRY + Duration::minutes(1);
-        chat.republish(much_later).await.unwrap();
+        chat.outbox.republish(much_later).await.unwrap();
         let marker = chat
+            .wiring
             .store
             .tables()
-            .get(&chat.store.schema().housekeeping, OUTBOX_PARTITION, room.as_str())
+            .get(
+                &chat.wiring.store.schema().housekeeping,
+                OUTBOX_PARTITION,
+                room.as_str(),
+            )
             .await
             .unwrap();
         assert!(marker.is_none());
@@ -234,26 +255,31 @@ mod tests {
                     mentions: Default::default(),
                     automation: false,
                 };
-                chat.store.outbox.record_fan_out(&room, &event).await.unwrap();
+                chat.wiring.store.outbox.record_fan_out(&room, &event).await.unwrap();
                 if let Some((state, at)) = claimed {
                     let marker = Entity::new(room.as_str(), format!("{message_id}:n"))
                         .with("state", Value::String(state))
                         .with("claimedAt", Value::datetime(at));
-                    chat.store
+                    chat.wiring
+                        .store
                         .tables()
-                        .upsert(&chat.store.schema().metadata, &marker, UpdateMode::Replace)
+                        .upsert(&chat.wiring.store.schema().metadata, &marker, UpdateMode::Replace)
                         .await
                         .unwrap();
                 }
             }
         };
         record("2516062669865313801", Some(("claimed", Utc::now()))).await;
-        assert_eq!(chat.republish(later).await.unwrap(), 0, "a live run is left alone");
+        assert_eq!(
+            chat.outbox.republish(later).await.unwrap(),
+            0,
+            "a live run is left alone"
+        );
         assert_eq!(pending(&chat, &room).await, 1);
 
         record("2516062669865313801", Some(("done", Utc::now()))).await;
         assert_eq!(
-            chat.republish(later).await.unwrap(),
+            chat.outbox.republish(later).await.unwrap(),
             0,
             "a done event is not republished"
         );
@@ -262,7 +288,7 @@ mod tests {
         let lapsed = Utc::now() - Duration::minutes(4);
         record("2516062669865313802", Some(("claimed", lapsed))).await;
         assert_eq!(
-            chat.republish(later).await.unwrap(),
+            chat.outbox.republish(later).await.unwrap(),
             1,
             "a dead run's event is republished"
         );
@@ -279,7 +305,8 @@ mod tests {
             allow_private_endpoints: true,
             ..PushSettings::default()
         });
-        chat.send_message(&alice(), &room, NewMessage::text("hi"))
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text("hi"))
             .await
             .unwrap();
         for _ in 0..50 {

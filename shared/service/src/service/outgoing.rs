@@ -19,10 +19,10 @@
 //! is never posted again. A receiver still dedupes by the delivery id: an answer lost after it
 //! acted makes a retry.
 
+use super::send::Sending;
 use chrono::{DateTime, Utc};
 use futures::StreamExt as _;
 
-use super::Chat;
 use crate::adapters::outgoing::{Attempt, HookSender, new_secret};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -73,7 +73,7 @@ impl DeliveryReport {
     }
 }
 
-impl Chat {
+impl Sending {
     /// Registers an endpoint; its signing secret is in this answer only.
     pub async fn create_outgoing_webhook(
         &self,
@@ -431,7 +431,7 @@ impl Chat {
             name: "Outgoing webhooks".into(),
         };
         self.announce(room, MessageType::System, &author, text).await;
-        self.notice(
+        self.signals.notice(
             room,
             &creator,
             Signal::OutgoingWebhookDisabled {
@@ -448,7 +448,8 @@ impl Chat {
 
     /// The caller may manage the room's outgoing webhooks (a non-member: 404).
     async fn outgoing_manager(&self, room: &RoomId, who: &Principal) -> Result<()> {
-        self.access(room, &who.user_id)
+        self.access
+            .access(room, &who.user_id)
             .await?
             .require(Permission::ManageWebhooks)
     }

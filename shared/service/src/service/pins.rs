@@ -7,9 +7,9 @@
 //! never races a pin. A message pinned before pin rows existed has its flag and no row: it is
 //! not listed until someone pins it again (which writes its row and no second line).
 
+use super::read::Reading;
 use futures::future::try_join_all;
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -17,7 +17,7 @@ use crate::messages::Message;
 use crate::messages::cursor::{Cursor, Order};
 use crate::messages::read::{DEFAULT_LIMIT, MAX_LIMIT, MessagePage, ReadPins, keep_within_budget};
 
-impl Chat {
+impl Reading {
     /// A page of the room's pinned messages, newest message first; `nextCursor` resumes.
     pub async fn read_pins(&self, who: &Principal, room: &RoomId, request: ReadPins) -> Result<MessagePage> {
         let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
@@ -34,7 +34,7 @@ impl Chat {
             Some(Cursor::NewestFirst(key)) => Some(key),
             Some(Cursor::OldestFirst(_)) | None => None,
         };
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let (keys, more) = self.store.pins.pins_page(room, after.as_ref(), limit).await?;
         let found = try_join_all(keys.iter().map(|key| self.find_message(room, key))).await?;
         let mut messages: Vec<Message> = Vec::with_capacity(keys.len());

@@ -7,7 +7,7 @@
 //! (question, options) is never rewritten by a vote, so no field of it can be lost to one.
 //! Counts are summed when messages are read. A vote signals the room live (`message.voted`).
 
-use super::Chat;
+use super::reactions::Reactions;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -19,14 +19,14 @@ use crate::messages::polls::Vote;
 use crate::signals::Signal;
 use crate::store::companions::Companion;
 
-impl Chat {
+impl Reactions {
     /// Votes on a poll, or withdraws the caller's vote; answers the poll with fresh counts.
     pub async fn vote(&self, who: &Principal, room: &RoomId, id: &str, vote: Vote) -> Result<Message> {
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Vote)?;
         refuse_timed_out(&access.member, chrono::Utc::now())?;
-        self.check_write_limits(&access, Write::Vote).await?;
+        self.limiter.check_write_limits(&access, Write::Vote).await?;
         match &vote.option_id {
             Some(option) => {
                 let poll = message
@@ -47,14 +47,14 @@ impl Chat {
                     .await?
             }
         }
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Voted {
                 message_id: message.id.clone(),
             },
         );
         let mut messages = [message];
-        self.decorate(room, &who.user_id, &mut messages).await?;
+        self.reading.decorate(room, &who.user_id, &mut messages).await?;
         let [message] = messages;
         Ok(message)
     }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures::stream::{StreamExt, TryStreamExt};
 
-use super::Chat;
 use crate::adapters::live::local_hub::HubEvent;
 use crate::adapters::live::upstream::{ConnectionEvent, EventHeaders};
 use crate::auth::Principal;
@@ -118,15 +117,27 @@ impl PresenceGate {
     }
 }
 
-impl Chat {
+/// Presence: who is online, from the live connections, announced to their rooms. Holds what it
+/// uses: the store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct PresenceKeeper {
+    pub(crate) store: crate::store::Store,
+    pub(crate) live: Option<std::sync::Arc<dyn crate::adapters::live::LiveChannel>>,
+    pub(crate) local_hub: Option<std::sync::Arc<crate::adapters::live::local_hub::LocalHub>>,
+    pub(crate) presence: std::sync::Arc<crate::service::presence::PresenceGate>,
+    pub(crate) upstream: Option<std::sync::Arc<crate::adapters::live::upstream::Upstream>>,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
 
+impl PresenceKeeper {
     /// Keeps presence from this process's local hub, if it runs one: a task that records
     /// each user connection opened and closed under a random tag of this process (so two
     /// processes on one store never share a connection row), renews the hub's heartbeat every
     /// [`HUB_HEARTBEAT`], and closes the connections of hubs whose heartbeat lapsed (a process
     /// that died with connections open). Ends when the hub does, or the server stops.
     pub fn watch_local_hub(&self) {
-        let Some(hub) = self.local_hub() else {
+        let Some(hub) = self.local_hub.as_ref() else {
             return;
         };
         let mut events = hub.watch();
@@ -197,7 +208,7 @@ impl Chat {
             }
             for (connection, user) in connections {
                 // What it showed is no longer looked at (tiered delivery), as on a close.
-                self.connection_closed(user.as_str(), &connection).await;
+                self.signals.connection_closed(user.as_str(), &connection).await;
                 self.hub_event(
                     &tag,
                     HubEvent::Closed {
@@ -235,7 +246,7 @@ impl Chat {
         // checks again, or wrote the rows this reads (`Chat::view_room`).
         let now = Utc::now();
         self.store.presence.close_connection(&user, &connection, now).await?;
-        self.connection_closed(user.as_str(), &connection).await;
+        self.signals.connection_closed(user.as_str(), &connection).await;
         self.settle(&user, now).await
     }
 
@@ -327,7 +338,7 @@ impl Chat {
                 user_id: user.to_string(),
                 presence: presence.clone(),
             };
-            self.signal(&room, signal);
+            self.signals.signal(&room, signal);
         }
         Ok(())
     }

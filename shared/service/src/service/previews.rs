@@ -25,7 +25,6 @@ use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt as _;
 use tokio::sync::mpsc;
 
-use super::Chat;
 use crate::adapters::link_preview::PreviewFetcher;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -64,8 +63,21 @@ impl Previews {
     }
 }
 
-impl Chat {
+/// Link previews, made in the background after a send. Holds what it uses: the store, the adapters
+/// and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Previewer {
+    pub(crate) store: crate::store::Store,
+    pub(crate) inline_events: bool,
+    pub(crate) time: std::sync::Arc<dyn crate::adapters::clock::Clock>,
+    pub(crate) previews: Option<std::sync::Arc<crate::service::previews::Previews>>,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) reading: std::sync::Arc<crate::service::read::Reading>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
 
+impl Previewer {
     /// After `message`'s durable write: records and queues its preview job when it is a
     /// member's message with a link. A side effect: a failure is logged, never returned.
     pub(crate) async fn preview_later(&self, room: &RoomId, message: &Message) {
@@ -121,7 +133,7 @@ impl Chat {
         };
         // A message deleted since its send is not fetched for: its author took the link back
         // (a one-time link, a page not meant to be shared), and nothing would show it.
-        match self.find_message(&job.room, &job.message).await {
+        match self.reading.find_message(&job.room, &job.message).await {
             Ok(Some(message)) if message.is_live() => {}
             Ok(_) => return,
             Err(e) => {
@@ -165,6 +177,7 @@ impl Chat {
     async fn attach(&self, job: &PreviewJob, preview: &LinkPreview) -> Result<()> {
         // A message deleted meanwhile keeps no preview (its companion rows are gone).
         let live = self
+            .reading
             .find_message(&job.room, &job.message)
             .await?
             .is_some_and(|m| m.is_live());
@@ -175,7 +188,7 @@ impl Chat {
                 .attach_preview(&job.room, &job.message, preview)
                 .await?
         {
-            self.signal(
+            self.signals.signal(
                 &job.room,
                 Signal::Previewed {
                     message_id: job.message.as_str().to_owned(),
@@ -188,11 +201,11 @@ impl Chat {
     /// Removes the preview of `who`'s own message `id` (none attached yet: none will be).
     /// A non-member is answered as for a missing room; another member's message is 403.
     pub async fn remove_preview(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
-        self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         previews::may_remove(&message, &who.user_id)?;
         self.store.previews.remove_preview(room, &message.key()).await?;
-        self.signal(room, Signal::Previewed { message_id: message.id });
+        self.signals.signal(room, Signal::Previewed { message_id: message.id });
         Ok(())
     }
 

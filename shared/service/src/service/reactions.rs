@@ -6,7 +6,6 @@
 //! row starts with its message's fixed-width key, the rows of a whole page of messages are one
 //! range read: `decorate` fills in reaction counts and poll tallies with it.
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -18,15 +17,26 @@ use crate::messages::reactions::{MAX_EMOJI_PER_MESSAGE, ReactionCount, checked_e
 use crate::signals::Signal;
 use crate::store::companions::Companion;
 
-impl Chat {
+/// Reactions and poll votes. Holds what it uses: the store, the adapters and settings, and the
+/// components it calls.
+#[derive(Clone)]
+pub struct Reactions {
+    pub(crate) store: crate::store::Store,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+    pub(crate) reading: std::sync::Arc<crate::service::read::Reading>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Reactions {
     /// Adds the caller's reaction (again is a no-op); answers the message's reactions.
     pub async fn react(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
         let emoji = checked_emoji(emoji)?;
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
         refuse_timed_out(&access.member, chrono::Utc::now())?;
-        self.check_write_limits(&access, Write::Reaction).await?;
+        self.limiter.check_write_limits(&access, Write::Reaction).await?;
         let current = self.reactions(room, &who.user_id, &message).await?;
         if current.len() >= MAX_EMOJI_PER_MESSAGE && !current.iter().any(|r| r.emoji == emoji) {
             return Err(Error::Conflict(format!(
@@ -35,7 +45,7 @@ impl Chat {
         }
         self.write_companion(room, &message, &who.user_id, Companion::Reaction { emoji })
             .await?;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Reacted {
                 message_id: message.id.clone(),
@@ -47,15 +57,15 @@ impl Chat {
     /// Removes the caller's own reaction (absent is a no-op); answers the message's reactions.
     pub async fn unreact(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
         let emoji = checked_emoji(emoji)?;
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
-        self.check_write_limits(&access, Write::Reaction).await?;
+        self.limiter.check_write_limits(&access, Write::Reaction).await?;
         self.store
             .companions
             .delete_companion(room, &message.key(), &who.user_id, Companion::Reaction { emoji })
             .await?;
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Reacted {
                 message_id: message.id.clone(),
@@ -76,7 +86,7 @@ impl Chat {
     ) -> Result<()> {
         let key = message.key();
         self.store.companions.put_companion(room, &key, user, companion).await?;
-        if let Err(gone) = self.live_message(room, &message.id).await {
+        if let Err(gone) = self.reading.live_message(room, &message.id).await {
             self.store
                 .companions
                 .delete_companion(room, &key, user, companion)
@@ -88,7 +98,7 @@ impl Chat {
 
     async fn reactions(&self, room: &RoomId, reader: &UserId, message: &Message) -> Result<Vec<ReactionCount>> {
         let mut one = [message.clone()];
-        self.tally(room, reader, &mut one).await?;
+        self.reading.tally(room, reader, &mut one).await?;
         let [message] = one;
         Ok(message.reactions)
     }

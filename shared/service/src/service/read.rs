@@ -19,7 +19,6 @@
 //! of those two reads: following them visits every other message once. Several messages by id
 //! cost one point read each (at most [`MAX_BATCH`], a few at a time), as the single get would.
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -39,7 +38,17 @@ use std::collections::{HashMap, HashSet};
 /// Point reads a batch read keeps in flight at once.
 const BATCH_READS_IN_FLIGHT: usize = 16;
 
-impl Chat {
+/// Reading a room: pages of messages, threads, pins, followed threads, the change feed and the
+/// moderation log, each decorated for its reader. Holds what it uses: the store, the adapters and
+/// settings, and the components it calls.
+#[derive(Clone)]
+pub struct Reading {
+    pub(crate) store: crate::store::Store,
+    pub(crate) workspace_id: std::sync::Arc<str>,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+}
+
+impl Reading {
     pub async fn read_messages(&self, who: &Principal, room: &RoomId, request: ReadMessages) -> Result<MessagePage> {
         let order = request.order.unwrap_or(Order::NewestFirst);
         let limit = request.limit.unwrap_or(DEFAULT_LIMIT);
@@ -52,7 +61,7 @@ impl Chat {
             .filter(|c| !c.is_empty())
             .map(|c| Cursor::decode(c, room, order))
             .transpose()?;
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let (mut messages, has_more, last) = match (order, cursor) {
             (_, Some(Cursor::NewestFirst(key))) => self.newest_first(room, Some(key), limit).await?,
             (_, Some(Cursor::OldestFirst(key))) => self.oldest_first(room, Some(key), limit).await?,
@@ -85,7 +94,7 @@ impl Chat {
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
         }
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let target = self.live_message(room, around).await?;
         let key = target.key();
         let newer_room = (limit - 1) / 2;
@@ -134,7 +143,7 @@ impl Chat {
     pub async fn get_messages(&self, who: &Principal, room: &RoomId, request: GetMessages) -> Result<MessageBatch> {
         let ids = request.unique_ids()?;
         debug_assert!(ids.len() <= MAX_BATCH);
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
         let reads: Vec<_> = ids.into_iter().map(|id| self.live_by_id(room, id.to_owned())).collect();
         let found: Vec<(String, Option<Message>)> = futures::stream::iter(reads)
@@ -164,7 +173,7 @@ impl Chat {
 
     /// One message by id; missing or deleted answers as missing.
     pub async fn get_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let mut message = self.live_message(room, id).await?;
         self.decorate(room, &who.user_id, std::slice::from_mut(&mut message))
             .await?;
@@ -278,7 +287,7 @@ impl Chat {
             let Ok(source_room) = RoomId::parse(source) else {
                 return None;
             };
-            match self.access(&source_room, reader).await {
+            match self.access.access(&source_room, reader).await {
                 Ok(_) => Some(source.to_owned()),
                 Err(Error::NotFound(_)) => None,
                 Err(e) => {

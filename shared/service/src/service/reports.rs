@@ -10,7 +10,7 @@
 //! path that bypasses it could leave a group open, the queue closes any group whose message
 //! it finds deleted or gone before answering.
 
-use super::Chat;
+use super::changes::Editing;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -39,15 +39,15 @@ pub struct Filed {
     pub created: bool,
 }
 
-impl Chat {
+impl Editing {
     /// Reports a live message in a room the caller belongs to. A repeat by the same member is
     /// a no-op answering their first report.
     pub async fn report_message(&self, who: &Principal, room: &RoomId, id: &str, input: NewReport) -> Result<Filed> {
         let reason = checked_report_reason(&input.reason)?;
-        let access = self.access(room, &who.user_id).await?;
-        let message = self.live_message(room, id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
+        let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Report)?;
-        self.check_write_limits(&access, Write::Report).await?;
+        self.limiter.check_write_limits(&access, Write::Report).await?;
         let report = Report {
             message_id: message.id.clone(),
             reporter_id: who.user_id.to_string(),
@@ -70,7 +70,7 @@ impl Chat {
 
     /// The open reports, grouped by message, most reported first (ManageMessages).
     pub async fn report_queue(&self, who: &Principal, room: &RoomId) -> Result<ReportQueue> {
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         access.require(Permission::ManageMessages)?;
         let mut open = self
             .store
@@ -94,7 +94,7 @@ impl Chat {
     /// A group as the queue shows it; `None` (and the group closed) when its message is
     /// deleted or gone.
     async fn queue_entry(&self, room: &RoomId, reader: &UserId, group: &OpenGroup) -> Result<Option<ReportGroup>> {
-        let (message, reports) = tokio::try_join!(self.find_message(room, &group.message), async {
+        let (message, reports) = tokio::try_join!(self.reading.find_message(room, &group.message), async {
             Ok(self
                 .store
                 .reports
@@ -108,7 +108,8 @@ impl Chat {
                 return Ok(None);
             }
         };
-        self.hide_foreign_sources(room, reader, std::slice::from_mut(&mut message))
+        self.reading
+            .hide_foreign_sources(room, reader, std::slice::from_mut(&mut message))
             .await;
         Ok(Some(ReportGroup {
             message_id: message.id.clone(),
@@ -124,7 +125,7 @@ impl Chat {
     /// as a moderated tombstone through the normal delete path. No open reports is 404.
     pub async fn resolve_reports(&self, who: &Principal, room: &RoomId, id: &str, input: ResolveReports) -> Result<()> {
         let reason = checked_reason(input.reason.as_deref())?;
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         access.require(Permission::ManageMessages)?;
         let none_open = || Error::not_found("no open reports for this message");
         let key = MessageKey::parse(id).ok_or_else(none_open)?;

@@ -7,7 +7,7 @@
 //! from the roles that exist. Each change writes its moderation log entry in its own
 //! transaction.
 
-use super::Chat;
+use super::access::RoomAccess;
 use crate::access::Rank;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -16,7 +16,7 @@ use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::roles::{MAX_ROLES_PER_ROOM, NewRole, Role, RoleChange, check_grant, checked_name};
 
-impl Chat {
+impl RoomAccess {
     /// Every role of a room, lowest position first.
     pub async fn list_roles(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<Role>> {
         self.access(room_id, &who.user_id).await?;

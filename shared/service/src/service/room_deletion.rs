@@ -14,9 +14,9 @@
 //! takes. That pause is a bound from experience, not a guarantee: a write stalled for longer
 //! could leave rows behind (a timer that re-sweeps deleted rooms would close this).
 
+use super::rooms::Rooms;
 use std::time::Duration;
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -24,7 +24,7 @@ use crate::ids::RoomId;
 /// Pause before the second sweep, longer than a send takes from its checks to its write.
 const SETTLE: Duration = Duration::from_millis(200);
 
-impl Chat {
+impl Rooms {
     /// Deletes a room and all of its rows. Only the owner may; repeating an unfinished delete
     /// finishes it.
     pub async fn delete_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
@@ -39,12 +39,12 @@ impl Chat {
         }
         self.store.rooms.mark_room_deleted(room_id).await?;
         // Its objects while the room row stays, so a delete that fails here can be repeated.
-        self.remove_room_objects(room_id).await?;
+        self.files.remove_room_objects(room_id).await?;
         self.store.rooms.sweep_room(room_id).await?;
         tokio::time::sleep(SETTLE).await;
         self.store.rooms.sweep_room(room_id).await?;
         // And once more: an upload link handed out before the marker may have been used since.
-        if let Err(e) = self.remove_room_objects(room_id).await {
+        if let Err(e) = self.files.remove_room_objects(room_id).await {
             tracing::warn!(%room_id, error = %e, "could not delete a deleted room's late objects");
         }
         Ok(self.store.purge.unregister_room(room_id).await?)

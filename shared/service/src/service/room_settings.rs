@@ -5,7 +5,7 @@
 //! logs it (`roomSettingsChanged` with the new values of the settings that changed, and
 //! `everyonePermissionsChanged`) in the room row's own transaction.
 
-use super::Chat;
+use super::rooms::Rooms;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -17,7 +17,7 @@ use crate::rooms::settings::{MAX_RETENTION_SECONDS, MAX_SLOWMODE_SECONDS, RoomCh
 use crate::rooms::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, Visibility};
 use crate::text::{plain_lines, plain_text};
 
-impl Chat {
+impl Rooms {
     pub async fn update_room(&self, who: &Principal, room_id: &RoomId, change: RoomChange) -> Result<Room> {
         let name = change
             .name
@@ -52,7 +52,7 @@ impl Chat {
             )));
         }
 
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         if access.room.direct && change.visibility.is_some_and(|v| v != Visibility::Private) {
             return Err(Error::Conflict("a direct conversation is always private".into()));
         }
@@ -155,7 +155,7 @@ impl Chat {
         self.store.directory.relist(&room, held).await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
-            self.announce(room_id, MessageType::EditRoom, who, line).await;
+            self.sending.announce(room_id, MessageType::EditRoom, who, line).await;
         }
         Ok(room)
     }

@@ -9,7 +9,6 @@
 //! written) and removed before it goes, so no index row outlives its membership for good; every
 //! listing re-checks membership, so a stale one never shows a room the user is not in.
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -33,11 +32,23 @@ use futures::future::try_join_all;
 /// enough that 200 rooms take 7 waves, few enough that one listing never floods the store.
 pub(crate) const ROOMS_IN_FLIGHT: usize = 32;
 
-impl Chat {
+/// Rooms: creating, joining, leaving, invitations, settings and deletion. Holds what it uses: the
+/// store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Rooms {
+    pub(crate) store: crate::store::Store,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) files: std::sync::Arc<crate::service::attachments::Files>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+    pub(crate) sending: std::sync::Arc<crate::service::send::Sending>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Rooms {
     pub async fn create_room(&self, who: &Principal, input: NewRoom) -> Result<Room> {
-        self.refuse_while_erasing(&who.user_id).await?;
+        self.access.refuse_while_erasing(&who.user_id).await?;
         // A room is a write in its owner's name, drawn from their bucket.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         let name = plain_text(&input.name, "name", 1, MAX_ROOM_NAME_CHARS)?;
         let description = plain_lines(
             input.description.as_deref().unwrap_or(""),
@@ -93,12 +104,12 @@ impl Chat {
             None => return Err(Error::not_found("room not found")),
             Some(id) => Some(self.open_invitation(room_id, id, &who.user_id).await?),
         };
-        if self.is_banned(room_id, &who.user_id).await? {
+        if self.access.is_banned(room_id, &who.user_id).await? {
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
-        self.refuse_while_erasing(&who.user_id).await?;
+        self.access.refuse_while_erasing(&who.user_id).await?;
         // A join writes a line in the joiner's name.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
             self.store
                 .invitations
@@ -116,7 +127,7 @@ impl Chat {
             return Ok(room);
         }
         // A ban that committed between the check above and the insert wins.
-        if self.is_banned(room_id, &who.user_id).await? {
+        if self.access.is_banned(room_id, &who.user_id).await? {
             self.store.members.remove_member(room_id, &who.user_id).await?;
             return Err(Error::Forbidden("you are banned from this room".into()));
         }
@@ -124,13 +135,13 @@ impl Chat {
             self.store.invitations.remove_invitation(&invitation, None).await?;
         }
         let line = format!("{} joined the room.", who.name);
-        self.announce(room_id, MessageType::System, who, line).await;
+        self.sending.announce(room_id, MessageType::System, who, line).await;
         Ok(room)
     }
 
     /// Leaves a room. The owner cannot leave (the room would have no owner).
     pub async fn leave_room(&self, who: &Principal, room_id: &RoomId) -> Result<()> {
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         if access.is_owner() {
             return Err(Error::Conflict("the owner cannot leave the room".into()));
         }
@@ -140,11 +151,11 @@ impl Chat {
             ));
         }
         // A leave writes a line in the leaver's name.
-        self.check_user_limit(&who.user_id).await?;
+        self.limiter.check_user_limit(&who.user_id).await?;
         self.store.members.end_membership(room_id, &who.user_id, None).await?;
-        self.revoke_live(room_id, &who.user_id).await;
+        self.signals.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
-        self.announce(room_id, MessageType::System, who, line).await;
+        self.sending.announce(room_id, MessageType::System, who, line).await;
         Ok(())
     }
 
@@ -202,14 +213,14 @@ impl Chat {
                 .messages
                 .unread_since(room_id, &member.read_position(), MAX_UNREAD_COUNTED)
                 .await?;
-            self.entry_of(room, &member, found, online).await
+            self.signals.entry_of(room, &member, found, online).await
         });
         try_join_all(entries).await
     }
 
     /// A room the caller belongs to; any other room answers as missing.
     pub async fn get_room(&self, who: &Principal, room_id: &RoomId) -> Result<Room> {
-        Ok(self.access(room_id, &who.user_id).await?.room)
+        Ok(self.access.access(room_id, &who.user_id).await?.room)
     }
 
     /// The room, unless it is missing or being deleted (both answer as missing).
@@ -227,7 +238,7 @@ impl Chat {
         input: OwnershipTransfer,
     ) -> Result<Room> {
         let target = target_user(&input.user_id)?;
-        let access = self.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         if !access.is_owner() {
             return Err(Error::Forbidden("only the owner can hand the room over".into()));
         }
@@ -254,7 +265,7 @@ impl Chat {
             access.member.display_name(),
             owner.display_name()
         );
-        self.announce(room_id, MessageType::System, who, line).await;
+        self.sending.announce(room_id, MessageType::System, who, line).await;
         Ok(room)
     }
 }

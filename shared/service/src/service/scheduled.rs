@@ -16,7 +16,6 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
@@ -50,12 +49,24 @@ pub(crate) enum Turn {
     Skipped,
 }
 
-impl Chat {
+/// Scheduled messages, sent by the timer when due. Holds what it uses: the store, the adapters and
+/// settings, and the components it calls.
+#[derive(Clone)]
+pub struct Scheduler {
+    pub(crate) store: crate::store::Store,
+    pub(crate) time: std::sync::Arc<dyn crate::adapters::clock::Clock>,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) files: std::sync::Arc<crate::service::attachments::Files>,
+    pub(crate) sending: std::sync::Arc<crate::service::send::Sending>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Scheduler {
     pub async fn schedule_message(&self, who: &Principal, room: &RoomId, input: NewScheduled) -> Result<Scheduled> {
         let now = self.time.now();
         let send_at = stored_time(checked_send_at(input.send_at, now)?);
         let (text, poll) = checked_body(input.text.as_deref(), input.poll.as_ref())?;
-        let access = self.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         let pending = self.store.scheduled.scheduled_of(room, &who.user_id).await?;
         if pending.iter().filter(|item| item.status.is_pending()).count() >= MAX_PENDING_PER_MEMBER {
             return Err(Error::Conflict(format!(
@@ -86,12 +97,16 @@ impl Chat {
         };
         // Checked as the send will check them, and held for it from now on.
         let ids = input.attachments.unwrap_or_default();
-        let claim = Chat::attachment_claim(&who.user_id, Some(&item.client_id()));
+        let claim = crate::service::attachments::Files::attachment_claim(&who.user_id, Some(&item.client_id()));
         // No message can hold this new item's claim yet: a failure releases what it took.
-        let files = self.claim_attachments(&who.user_id, room, &ids, &claim, None).await?;
+        let files = self
+            .files
+            .claim_attachments(&who.user_id, room, &ids, &claim, None)
+            .await?;
         item.attachments = files.files.iter().map(|file| file.id.clone()).collect();
         if let Err(e) = self.store.scheduled.insert_scheduled(&item).await {
-            self.release_attachments(room, &files.taken, &claim, &who.user_id, None)
+            self.files
+                .release_attachments(room, &files.taken, &claim, &who.user_id, None)
                 .await;
             return Err(e.into());
         }
@@ -108,7 +123,7 @@ impl Chat {
         let (Ok(room), Ok(user)) = (RoomId::parse(&item.room_id), UserId::parse(&item.user_id)) else {
             return;
         };
-        let claim = Chat::attachment_claim(&user, Some(&item.client_id()));
+        let claim = crate::service::attachments::Files::attachment_claim(&user, Some(&item.client_id()));
         for id in &item.attachments {
             if let Err(e) = self.store.uploads.release_upload(&room, id, &claim, Utc::now()).await {
                 tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
@@ -138,7 +153,7 @@ impl Chat {
             if !item.status.is_pending() || item.attachments.is_empty() {
                 continue;
             }
-            let claim = Chat::attachment_claim(user, Some(&item.client_id()));
+            let claim = crate::service::attachments::Files::attachment_claim(user, Some(&item.client_id()));
             let mut held = Vec::new();
             for id in &item.attachments {
                 if let Some(upload) = self.store.uploads.upload(room, id).await?
@@ -147,7 +162,7 @@ impl Chat {
                     held.push(upload.attachment());
                 }
             }
-            self.purge_attachments(room, &held).await?;
+            self.files.purge_attachments(room, &held).await?;
         }
         Ok(())
     }
@@ -155,7 +170,7 @@ impl Chat {
     /// The caller's scheduled messages in the room, whatever became of them (finished ones for
     /// a week), soonest first.
     pub async fn list_scheduled(&self, who: &Principal, room: &RoomId) -> Result<Vec<Scheduled>> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let mut items = self.store.scheduled.scheduled_of(room, &who.user_id).await?;
         items.sort_by(|a, b| (a.send_at, &a.id).cmp(&(b.send_at, &b.id)));
         Ok(items)
@@ -211,7 +226,7 @@ impl Chat {
         id: &str,
         change: impl Fn(&mut Scheduled),
     ) -> Result<Scheduled> {
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         check_id(id)?;
         let missing = || Error::not_found("scheduled message not found");
         let (item, etag) = self
@@ -331,7 +346,7 @@ impl Chat {
             user_id: user,
             name: item.user_name.clone(),
         };
-        match self.send_message(&who, &room, item.message()).await {
+        match self.sending.send_message(&who, &room, item.message()).await {
             Ok(sent) => self.finish_scheduled(item, etag, Ok(sent.message.id)).await,
             // An outcome the store could not confirm may still land, so the item is never
             // refused for one (that would give back files its message holds). It stays claimed;
@@ -405,7 +420,7 @@ impl Chat {
             let signal = Signal::ScheduledRefused {
                 scheduled: Box::new(done),
             };
-            self.notice(&room, &user, signal);
+            self.signals.notice(&room, &user, signal);
         }
         Ok(turn)
     }

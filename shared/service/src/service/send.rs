@@ -1,4 +1,4 @@
-//! The one door: every message is created here, in BRIEF §4's fixed order — a member's send,
+//! The one door: every message is created here, in the checks' fixed order (`messages::checks`) — a member's send,
 //! a reply, each copy of a forward, a webhook's message ([`Chat::send_as_webhook`]) and the
 //! lines the server writes itself.
 //!
@@ -26,7 +26,6 @@
 //!    was found already there, writes it again (an upsert of a key-only row);
 //! 5. after the durable write only: side effects, which never fail the send.
 
-use super::Chat;
 use super::limits::{SendEnd, TextAhead};
 use crate::access::Access;
 use crate::auth::Principal;
@@ -60,7 +59,26 @@ struct Prefetched {
     hooked: Option<bool>,
 }
 
-impl Chat {
+/// Sending: the one door every message comes through, inbound and outgoing webhooks. Holds what it
+/// uses: the store, the adapters and settings, and the components it calls.
+#[derive(Clone)]
+pub struct Sending {
+    pub(crate) store: crate::store::Store,
+    pub(crate) clock: fn() -> crate::keys::Ticks,
+    pub(crate) time: std::sync::Arc<dyn crate::adapters::clock::Clock>,
+    pub(crate) outgoing: Option<std::sync::Arc<crate::adapters::outgoing::HookSender>>,
+    pub(crate) automation: Option<std::sync::Arc<crate::adapters::events::EventGrid>>,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+    pub(crate) files: std::sync::Arc<crate::service::attachments::Files>,
+    pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
+    pub(crate) outbox: std::sync::Arc<crate::service::outbox::Outbox>,
+    pub(crate) previewer: std::sync::Arc<crate::service::previews::Previewer>,
+    pub(crate) reading: std::sync::Arc<crate::service::read::Reading>,
+    pub(crate) signals: std::sync::Arc<crate::service::live::Signals>,
+}
+
+impl Sending {
     /// Sends a member's message into a room.
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
         let kind = input.kind.unwrap_or(MessageType::Message);
@@ -99,7 +117,8 @@ impl Chat {
             self.sender_access(room, &who.user_id),
             record,
             self.store.outgoing.wants_hook_events(room),
-            self.claim_text_ahead(room, &who.user_id, &draft, client_id.as_ref())
+            self.limiter
+                .claim_text_ahead(room, &who.user_id, &draft, client_id.as_ref())
         );
         let read = async {
             // Membership first: only a member is answered with a message of the room, even a
@@ -118,12 +137,14 @@ impl Chat {
                     .await
             }
             Ok((_, Some(first), _)) => {
-                self.settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Repeat)
+                self.limiter
+                    .settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Repeat)
                     .await;
                 Ok(Sent::repeat(first))
             }
             Err(e) => {
-                self.settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Failed(&e))
+                self.limiter
+                    .settle_ahead(ahead, room, &who.user_id, client_id.as_ref(), SendEnd::Failed(&e))
                     .await;
                 Err(e)
             }
@@ -160,20 +181,25 @@ impl Chat {
         let now = Utc::now();
         let client = client_id.clone();
         if let Err(refused) = checks::before_limits(&access, now) {
-            self.settle_ahead(ahead, room, &who.user_id, client.as_ref(), SendEnd::Failed(&refused))
+            self.limiter
+                .settle_ahead(ahead, room, &who.user_id, client.as_ref(), SendEnd::Failed(&refused))
                 .await;
             return Err(refused);
         }
-        let claim = self.check_send_limits(&access, &draft, ahead, client.as_ref()).await?;
+        let claim = self
+            .limiter
+            .check_send_limits(&access, &draft, ahead, client.as_ref())
+            .await?;
         let sent = self
             .filter_and_post(who, room, access, draft, client_id, now, known)
             .await;
-        self.settle_text(claim, room, &who.user_id, client.as_ref(), SendEnd::of(&sent))
+        self.limiter
+            .settle_text(claim, room, &who.user_id, client.as_ref(), SendEnd::of(&sent))
             .await;
         if let Ok(stored) = &sent
             && stored.created
         {
-            self.remember_sender(room, &who.user_id);
+            self.limiter.remember_sender(room, &who.user_id);
         }
         sent
     }
@@ -196,7 +222,7 @@ impl Chat {
         let content = draft.validate(&access)?;
         let (reply_to, thread_id) = match &draft.reply_to {
             Some(id) => {
-                let target = self.live_message(room, id).await?;
+                let target = self.reading.live_message(room, id).await?;
                 authorize(&access, &target, Operation::Reply)?;
                 let root = target.thread_id.clone().unwrap_or_else(|| target.id.clone());
                 (Some(target.id), Some(root))
@@ -206,17 +232,20 @@ impl Chat {
         // The attachments, last of the checks: each upload named is checked and claimed for
         // this send (a forward's files are copied into this room); a send that does not
         // happen releases them (copies are removed).
-        let claim = Chat::attachment_claim(&who.user_id, client_id.as_ref());
+        let claim = crate::service::attachments::Files::attachment_claim(&who.user_id, client_id.as_ref());
         let (files, taken) = match &draft.attachments {
             DraftAttachments::None => (Vec::new(), Vec::new()),
             DraftAttachments::Named(ids) => {
                 let claimed = self
+                    .files
                     .claim_attachments(&who.user_id, room, ids, &claim, client_id.as_ref())
                     .await?;
                 (claimed.files, claimed.taken)
             }
             DraftAttachments::Copied { from, files } => (
-                self.copy_attachments(&who.user_id, from, room, files, &claim).await?,
+                self.files
+                    .copy_attachments(&who.user_id, from, room, files, &claim)
+                    .await?,
                 Vec::new(),
             ),
         };
@@ -245,16 +274,17 @@ impl Chat {
         // A repeat carries the first send's claim (the same client id): nothing to release.
         match &sent {
             Err(_) => match &draft.attachments {
-                DraftAttachments::Copied { .. } => self.remove_attachments(room, &files).await,
+                DraftAttachments::Copied { .. } => self.files.remove_attachments(room, &files).await,
                 _ => {
-                    self.release_attachments(room, &taken, &claim, &who.user_id, client_id.as_ref())
+                    self.files
+                        .release_attachments(room, &taken, &claim, &who.user_id, client_id.as_ref())
                         .await
                 }
             },
             // Files another attempt of this send claimed: that attempt may have failed and
             // released them while this one was storing its message.
             Ok(stored) if stored.created && taken.len() < files.len() => {
-                self.keep_claims(room, &files, &taken, &claim).await
+                self.files.keep_claims(room, &files, &taken, &claim).await
             }
             // Another attempt of this send stored its message first: what this attempt took
             // and that message does not carry (a retry naming other files) is no message's.
@@ -264,7 +294,7 @@ impl Chat {
                     .filter(|t| !stored.message.attachments.iter().any(|a| a.id == t.id))
                     .cloned()
                     .collect();
-                self.give_back(room, &unused, &claim).await
+                self.files.give_back(room, &unused, &claim).await
             }
             Ok(_) => {}
         }
@@ -331,6 +361,7 @@ impl Chat {
         };
         let client = client_id.clone();
         let claim = self
+            .limiter
             .check_send_limits(&access, &draft, TextAhead::Later, client.as_ref())
             .await?;
         let sent = async {
@@ -364,7 +395,8 @@ impl Chat {
         }
         .await;
         let user = &access.member.user_id;
-        self.settle_text(claim, room, user, client.as_ref(), SendEnd::of(&sent))
+        self.limiter
+            .settle_text(claim, room, user, client.as_ref(), SendEnd::of(&sent))
             .await;
         sent
     }
@@ -439,7 +471,7 @@ impl Chat {
                 preview: None,
             };
             // The notification event commits with the message (the outbox), so it cannot be lost.
-            let event = match self.publishes_events() {
+            let event = match self.outbox.publishes_events() {
                 true => MessageEvent::of(&message).map(|mut event| {
                     // Never for a webhook's or an automation's message: nothing can loop.
                     event.automation =
@@ -559,7 +591,7 @@ impl Chat {
             tracing::warn!(%room, error = %e, "could not list a followed thread for its replier");
         }
         // The notification event goes to its consumer; its outbox row is cleared once accepted.
-        self.signal(
+        self.signals.signal(
             room,
             Signal::Created {
                 message: message.clone(),
@@ -567,15 +599,15 @@ impl Chat {
         );
         // The full message went to those showing the room; the others get a notice, alongside
         // the event's dispatch rather than after it.
-        let notices = self.notify_non_viewers(room, &message);
+        let notices = self.signals.notify_non_viewers(room, &message);
         match event {
             Some(event) => {
-                tokio::join!(notices, self.dispatch(room, event));
+                tokio::join!(notices, self.outbox.dispatch(room, event));
             }
             None => notices.await,
         }
         // A member's link gets its preview in the background (`service::previews`).
-        self.preview_later(room, &message).await;
+        self.previewer.preview_later(room, &message).await;
         self.nudge_outgoing(room);
         Ok(Sent { message, created: true })
     }
@@ -596,8 +628,8 @@ impl Chat {
 
     /// The sender's access; a banned user is told so, anyone else outside the room gets 404.
     async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<Access> {
-        match self.access(room, user).await {
-            Err(Error::NotFound(m)) => match self.is_banned(room, user).await? {
+        match self.access.access(room, user).await {
+            Err(Error::NotFound(m)) => match self.access.is_banned(room, user).await? {
                 true => Err(Error::Forbidden("you are banned from this room".into())),
                 false => Err(Error::NotFound(m)),
             },

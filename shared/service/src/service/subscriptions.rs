@@ -8,7 +8,6 @@
 //! a push connects to (`outbound`). The keys are checked for the shapes RFC 8291
 //! needs: a 65-byte uncompressed P-256 point and a 16-byte auth secret.
 
-use super::Chat;
 use crate::adapters::outbound::{self, Reach};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -32,10 +31,20 @@ fn check_endpoint(endpoint: &str, allow_private: bool) -> Result<()> {
     outbound::check_url(&url, Reach::allowing_private(allow_private)).map_err(|refused| invalid(&refused.0))
 }
 
-impl Chat {
+/// What belongs to a user rather than a room: push subscriptions, direct conversations, the
+/// directory of public rooms. Holds what it uses: the store, the adapters and settings, and the
+/// components it calls.
+#[derive(Clone)]
+pub struct Accounts {
+    pub(crate) store: crate::store::Store,
+    pub(crate) push: std::sync::Arc<crate::notify::PushSettings>,
+    pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
+}
+
+impl Accounts {
     /// Registers (or, for a known endpoint, replaces) one of the caller's subscriptions.
     pub async fn subscribe(&self, who: &Principal, input: NewSubscription) -> Result<PushSubscription> {
-        self.refuse_while_erasing(&who.user_id).await?;
+        self.access.refuse_while_erasing(&who.user_id).await?;
         check_endpoint(&input.endpoint, self.push.allow_private_endpoints)?;
         check_keys(&input.keys)?;
         let mine = self.subscriptions(&who.user_id).await?;

@@ -7,7 +7,7 @@
 //! of a thread; deleted replies are skipped. Page cursors are the same opaque, room-bound
 //! cursors as message pages.
 
-use super::Chat;
+use super::read::Reading;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
@@ -17,7 +17,7 @@ use crate::messages::read::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::messages::threads::{ReadThread, ThreadPage};
 use futures::future::try_join_all;
 
-impl Chat {
+impl Reading {
     pub async fn read_thread(
         &self,
         who: &Principal,
@@ -36,7 +36,7 @@ impl Chat {
             },
             None => None,
         };
-        self.access(room, &who.user_id).await?;
+        self.access.access(room, &who.user_id).await?;
         let root = self.live_message(room, id).await?;
 
         let (keys, has_more) = self

@@ -14,9 +14,9 @@
 //! stops the maker's webhooks at once, with no sweep that could miss one; a maker given the
 //! right back finds them working again, and any other manager can delete or replace them.
 
+use super::send::Sending;
 use chrono::Utc;
 
-use super::Chat;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId, UserId};
@@ -26,7 +26,7 @@ use crate::permissions::Permission;
 use crate::store::stored_time;
 use crate::webhooks::{self, MAX_WEBHOOKS_PER_ROOM, Webhook, WebhookName, WebhookPayload, WebhookWithUrl, missing};
 
-impl Chat {
+impl Sending {
     /// Creates a webhook; its secret URL is in this answer only.
     pub async fn create_webhook(&self, who: &Principal, room: &RoomId, input: WebhookName) -> Result<WebhookWithUrl> {
         let name = input.checked()?;
@@ -143,7 +143,7 @@ impl Chat {
         let Ok(maker) = UserId::parse(maker) else {
             return Ok(false);
         };
-        match self.access(room, &maker).await {
+        match self.access.access(room, &maker).await {
             Ok(access) => Ok(access.require(Permission::ManageWebhooks).is_ok()),
             Err(Error::NotFound(_)) => Ok(false),
             Err(e) => Err(e),
@@ -152,7 +152,8 @@ impl Chat {
 
     /// The caller's access, if they may manage the room's webhooks (a non-member: 404).
     async fn webhook_manager(&self, room: &RoomId, who: &Principal) -> Result<()> {
-        self.access(room, &who.user_id)
+        self.access
+            .access(room, &who.user_id)
             .await?
             .require(Permission::ManageWebhooks)
     }

@@ -2,7 +2,7 @@
 //!
 //! Why not the `azure_data_tables` crate: it reports a failed batch as `Ok` and drops the
 //! failing index, writes batch bodies with bare LF and no closing delimiter, does not escape
-//! quotes in keys, and opens a new connection per request (reference/crate-facts.md §2.4). The
+//! quotes in keys, and opens a new connection per request (docs/decisions/0001-own-azure-tables-client.md). The
 //! REST surface we need is small, so each concern gets a small module here:
 //!
 //! - [`connection`]: connection strings → endpoint + [`connection::Credential`];

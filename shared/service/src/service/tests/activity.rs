@@ -30,20 +30,21 @@ async fn listing_fifty_rooms_costs_one_index_read_and_three_reads_a_room() {
     let (chat, first) = chat_on(Tables::new(faults.clone())).await;
     let mut rooms = vec![first];
     for _ in 1..50 {
-        let room = chat.create_room(&alice(), new_room()).await.unwrap();
+        let room = chat.rooms.create_room(&alice(), new_room()).await.unwrap();
         rooms.push(RoomId::parse(&room.id).unwrap());
     }
     // Messages in an order unlike the rooms' creation.
     let order: Vec<usize> = (0..50).map(|i| (i * 7) % 50).collect();
     for &i in &order {
-        chat.send_message(&alice(), &rooms[i], NewMessage::text(format!("to {i}")))
+        chat.sending
+            .send_message(&alice(), &rooms[i], NewMessage::text(format!("to {i}")))
             .await
             .unwrap();
     }
 
     faults.clear();
     let before = faults.calls();
-    let listed = chat.my_rooms(&alice()).await.unwrap();
+    let listed = chat.rooms.my_rooms(&alice()).await.unwrap();
     let reads = faults.calls() - before;
     assert_eq!(
         reads,
@@ -70,14 +71,15 @@ async fn senders_racing_from_two_services_keep_the_newest_message_previewed() {
     let two = Chat::open(tables, Schema::with_prefix("").unwrap()).await.unwrap();
     let senders: Vec<_> = (0..12).map(|i| user(&format!("u{i}"))).collect();
     for sender in &senders {
-        one.join_room(sender, &room).await.unwrap();
+        one.rooms.join_room(sender, &room).await.unwrap();
     }
     for round in 0..3 {
         let sends = senders.iter().enumerate().map(|(i, sender)| {
             let chat = if i % 2 == 0 { &one } else { &two };
             let room = &room;
             async move {
-                chat.send_message(sender, room, NewMessage::text(format!("{round}:{i}")))
+                chat.sending
+                    .send_message(sender, room, NewMessage::text(format!("{round}:{i}")))
                     .await
                     .unwrap()
                     .message
@@ -86,7 +88,7 @@ async fn senders_racing_from_two_services_keep_the_newest_message_previewed() {
         let sent = join_all(sends).await;
         // Message ids sort newest first.
         let newest = sent.iter().map(|m| m.id.clone()).min().unwrap();
-        let listed = one.my_rooms(&alice()).await.unwrap();
+        let listed = one.rooms.my_rooms(&alice()).await.unwrap();
         let preview = entry(&listed, &room).last_message.clone().expect("a preview");
         assert_eq!(preview.message_id, newest, "round {round}: the newest send is shown");
     }
@@ -97,14 +99,18 @@ async fn a_send_that_fails_leaves_the_preview_as_it_was() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let kept = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text("kept"))
         .await
         .unwrap();
     let unavailable = StoreError::new(ErrorKind::Unavailable, "injected");
-    faults.fail_operation("transact", Some(&chat.store.schema().messages), 1, unavailable);
-    let failed = chat.send_message(&alice(), &room, NewMessage::text("lost")).await;
+    faults.fail_operation("transact", Some(&chat.wiring.store.schema().messages), 1, unavailable);
+    let failed = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text("lost"))
+        .await;
     assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
-    let listed = chat.my_rooms(&alice()).await.unwrap();
+    let listed = chat.rooms.my_rooms(&alice()).await.unwrap();
     let preview = entry(&listed, &room).last_message.clone().unwrap();
     assert_eq!(
         (preview.message_id.as_str(), preview.text.as_deref()),

@@ -42,6 +42,7 @@ async fn uploaded(chat: &Chat, room: &RoomId, objects: &Objects) -> String {
 /// Declares an upload of `who` and stores its bytes as a client would; its id.
 async fn uploaded_by(chat: &Chat, who: &Principal, room: &RoomId, objects: &Objects) -> String {
     let answer = chat
+        .files
         .create_upload(
             who,
             room,
@@ -84,7 +85,11 @@ async fn of_many_sends_naming_one_upload_at_once_exactly_one_carries_it() {
     let id = uploaded(&chat, &room, &objects).await;
     let sends = (0..8).map(|i| {
         let (chat, room, id) = (chat.clone(), room.clone(), id.clone());
-        tokio::spawn(async move { chat.send_message(&alice(), &room, naming(&id, &format!("m{i}"))).await })
+        tokio::spawn(async move {
+            chat.sending
+                .send_message(&alice(), &room, naming(&id, &format!("m{i}")))
+                .await
+        })
     });
     let results: Vec<_> = futures::future::join_all(sends)
         .await
@@ -106,16 +111,21 @@ async fn a_send_that_fails_to_write_releases_its_attachments() {
     let id = uploaded(&chat, &room, &objects).await;
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
     let failed = chat
+        .sending
         .send_message(&alice(), &room, naming(&id, "lost"))
         .await
         .unwrap_err();
     assert_eq!(failed.code(), "UNAVAILABLE");
-    let sent = chat.send_message(&alice(), &room, naming(&id, "kept")).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, naming(&id, "kept"))
+        .await
+        .unwrap();
     assert_eq!(sent.message.attachments.len(), 1);
     assert_eq!(sent.message.attachments[0].id, id);
 }
@@ -128,22 +138,23 @@ async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
     let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
     let id = uploaded(&chat, &room, &objects).await;
     let sent = chat
+        .sending
         .send_message(&alice(), &room, naming(&id, "soon gone"))
         .await
         .unwrap();
     faults.fail_operation(
         "query",
-        Some(&chat.store.schema.metadata),
+        Some(&chat.wiring.store.schema.metadata),
         1,
         StoreError::unavailable("disk gone"),
     );
-    let deleted = chat.delete_message(&alice(), &room, &sent.message.id).await;
+    let deleted = chat.editing.delete_message(&alice(), &room, &sent.message.id).await;
     assert_eq!(
         deleted.unwrap_err().code(),
         "UNAVAILABLE",
         "the companions' delete failed"
     );
-    let link = chat.attachment_link(&alice(), &room, &id).await;
+    let link = chat.files.attachment_link(&alice(), &room, &id).await;
     assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
 }
 
@@ -170,7 +181,12 @@ async fn declared(chat: &Chat, room: &RoomId) -> String {
         mime: "image/png".into(),
         size: 3,
     };
-    chat.create_upload(&alice(), room, upload).await.unwrap().attachment.id
+    chat.files
+        .create_upload(&alice(), room, upload)
+        .await
+        .unwrap()
+        .attachment
+        .id
 }
 
 /// A send with client id `client` naming `ids`.
@@ -184,7 +200,7 @@ fn attempt(client: &str, ids: &[&str]) -> NewMessage {
 
 /// Whether `id` is free to go on another message (a send without a client id naming it).
 async fn claimable(chat: &Chat, room: &RoomId, id: &str) -> bool {
-    match chat.send_message(&alice(), room, naming(id, "again")).await {
+    match chat.sending.send_message(&alice(), room, naming(id, "again")).await {
         Ok(_) => true,
         Err(e) if e.code() == "CONFLICT" => false,
         Err(e) => panic!("neither sent nor a conflict: {e}"),
@@ -193,6 +209,7 @@ async fn claimable(chat: &Chat, room: &RoomId, id: &str) -> bool {
 
 async fn other_room(chat: &Chat) -> RoomId {
     let room = chat
+        .rooms
         .create_room(
             &alice(),
             crate::rooms::NewRoom {
@@ -214,10 +231,14 @@ async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it
     let faults = FaultyTables::new(store());
     let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
     let id = uploaded(&chat, &room, &objects).await;
-    chat.send_message(&alice(), &room, naming(&id, "oldest")).await.unwrap();
+    chat.sending
+        .send_message(&alice(), &room, naming(&id, "oldest"))
+        .await
+        .unwrap();
     // 31 messages: two batches of the purge, the file in the first.
     for i in 0..30 {
-        chat.send_message(&alice(), &room, NewMessage::text(format!("m{i}")))
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text(format!("m{i}")))
             .await
             .unwrap();
     }
@@ -225,9 +246,9 @@ async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it
         retention_seconds: Some(Some(3600)),
         ..RoomChange::default()
     };
-    chat.update_room(&alice(), &room, retention).await.unwrap();
+    chat.rooms.update_room(&alice(), &room, retention).await.unwrap();
     let later = chrono::Utc::now() + chrono::Duration::seconds(3601);
-    let messages = Some(&chat.store.schema.messages);
+    let messages = Some(&chat.wiring.store.schema.messages);
     // The first purge transaction goes through; the second fails.
     faults.delay_operation("transact", messages, 1, std::time::Duration::ZERO);
     faults.fail_operation("transact", messages, 1, StoreError::unavailable("disk gone"));
@@ -240,7 +261,7 @@ async fn a_purge_that_fails_in_a_later_batch_deletes_the_files_of_the_batches_it
     let rerun = chat.housekeeping(later).await.unwrap();
     assert_eq!(rerun.rooms_failed, 0, "{rerun:?}");
     assert_eq!(failed.messages_purged + rerun.messages_purged, 31);
-    assert!(chat.store.uploads.upload(&room, &id).await.unwrap().is_none());
+    assert!(chat.wiring.store.uploads.upload(&room, &id).await.unwrap().is_none());
     assert_eq!(
         objects.list(&format!("{room}/")).await.unwrap(),
         Vec::<ObjectKey>::new()
@@ -260,12 +281,14 @@ async fn a_failed_attempt_of_a_send_keeps_the_files_of_the_attempt_that_stored_i
     let first = tokio::spawn({
         let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
         async move {
-            chat.send_message(&alice(), &room, attempt("c-1", &[&file, &never]))
+            chat.sending
+                .send_message(&alice(), &room, attempt("c-1", &[&file, &never]))
                 .await
         }
     });
     gate.entered().await;
     let stored = chat
+        .sending
         .send_message(&alice(), &room, attempt("c-1", &[&file]))
         .await
         .unwrap();
@@ -292,12 +315,14 @@ async fn a_failed_attempt_of_a_send_never_releases_a_claim_another_attempt_took(
     let first = tokio::spawn({
         let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
         async move {
-            chat.send_message(&alice(), &room, attempt("c-2", &[&file, &second_file]))
+            chat.sending
+                .send_message(&alice(), &room, attempt("c-2", &[&file, &second_file]))
                 .await
         }
     });
     gate.entered().await;
     let failed = chat
+        .sending
         .send_message(&alice(), &room, attempt("c-2", &[&file, &never]))
         .await;
     assert_eq!(failed.unwrap_err().code(), "NOT_FOUND");
@@ -325,17 +350,20 @@ async fn an_upload_sent_while_housekeeping_expires_it_is_never_left_on_a_message
         }
     });
     gate.entered().await;
-    let sent = chat.send_message(&alice(), &room, naming(&file, "just in time")).await;
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, naming(&file, "just in time"))
+        .await;
     gate.release();
     housekeeping.await.unwrap().unwrap();
     if let Err(e) = &sent {
         assert_eq!(e.code(), "NOT_FOUND", "{e}");
     } else {
         assert!(
-            chat.attachment_link(&alice(), &room, &file).await.is_ok(),
+            chat.files.attachment_link(&alice(), &room, &file).await.is_ok(),
             "the row is gone"
         );
-        let upload = chat.store.uploads.upload(&room, &file).await.unwrap().unwrap();
+        let upload = chat.wiring.store.uploads.upload(&room, &file).await.unwrap().unwrap();
         assert!(
             objects
                 .head(&ObjectKey::parse(&upload.key).unwrap())
@@ -359,13 +387,19 @@ async fn a_forward_whose_second_copy_fails_leaves_no_copied_object_behind() {
         attachments: Some(files.to_vec()),
         ..NewMessage::text("two files")
     };
-    let source = chat.send_message(&alice(), &room, source).await.unwrap().message;
+    let source = chat
+        .sending
+        .send_message(&alice(), &room, source)
+        .await
+        .unwrap()
+        .message;
     let target = other_room(&chat).await;
     faulty.fail_nth("put", 2);
     let forward = Forward {
         room_ids: vec![target.to_string()],
     };
     let outcome = chat
+        .editing
         .forward_message(&alice(), &room, &source.id, forward)
         .await
         .unwrap();
@@ -384,6 +418,7 @@ async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind
     let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
     let file = uploaded(&chat, &room, &objects).await;
     let source = chat
+        .sending
         .send_message(&alice(), &room, naming(&file, "a file"))
         .await
         .unwrap()
@@ -391,7 +426,7 @@ async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind
     let target = other_room(&chat).await;
     faults.fail_operation(
         "insert",
-        Some(&chat.store.schema.metadata),
+        Some(&chat.wiring.store.schema.metadata),
         1,
         StoreError::unavailable("disk gone"),
     );
@@ -399,6 +434,7 @@ async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind
         room_ids: vec![target.to_string()],
     };
     let outcome = chat
+        .editing
         .forward_message(&alice(), &room, &source.id, forward)
         .await
         .unwrap();
@@ -425,7 +461,8 @@ async fn an_attempt_that_stores_a_send_keeps_its_files_claimed_when_another_atte
     let failing = tokio::spawn({
         let (chat, room, file, never) = (chat.clone(), room.clone(), file.clone(), never.clone());
         async move {
-            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &never]))
+            chat.sending
+                .send_message(&alice(), &room, attempt("c-3", &[&file, &never]))
                 .await
         }
     });
@@ -433,7 +470,8 @@ async fn an_attempt_that_stores_a_send_keeps_its_files_claimed_when_another_atte
     let storing = tokio::spawn({
         let (chat, room, file, second_file) = (chat.clone(), room.clone(), file.clone(), second_file.clone());
         async move {
-            chat.send_message(&alice(), &room, attempt("c-3", &[&file, &second_file]))
+            chat.sending
+                .send_message(&alice(), &room, attempt("c-3", &[&file, &second_file]))
                 .await
         }
     });
@@ -457,6 +495,7 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
     let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
     let file = uploaded(&chat, &room, &objects).await;
     let source = chat
+        .sending
         .send_message(&alice(), &room, naming(&file, "a file"))
         .await
         .unwrap()
@@ -464,7 +503,7 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
     let targets = [other_room(&chat).await, other_room(&chat).await];
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
@@ -472,6 +511,7 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
         room_ids: targets.iter().map(ToString::to_string).collect(),
     };
     let outcomes = chat
+        .editing
         .forward_message(&alice(), &room, &source.id, forward)
         .await
         .unwrap();
@@ -498,6 +538,7 @@ fn later_with(files: &[&str]) -> NewScheduled {
 /// The key of upload `id`'s object, which must be stored.
 async fn object_of(chat: &Chat, room: &RoomId, objects: &Objects, id: &str) -> ObjectKey {
     let upload = chat
+        .wiring
         .store
         .uploads
         .upload(room, id)
@@ -518,20 +559,24 @@ async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release(
     let file = uploaded(&chat, &room, &objects).await;
     let key = object_of(&chat, &room, &objects, &file).await;
     let item = chat
+        .scheduler
         .schedule_message(&alice(), &room, later_with(&[&file]))
         .await
         .unwrap();
     let now = chrono::Utc::now();
     let report = chat.housekeeping(now + chrono::Duration::hours(25)).await.unwrap();
     assert_eq!(report.uploads_expired, 0, "a held upload stays");
-    chat.cancel_scheduled(&alice(), &room, &item.id).await.unwrap();
+    chat.scheduler
+        .cancel_scheduled(&alice(), &room, &item.id)
+        .await
+        .unwrap();
     let report = chat.housekeeping(now + chrono::Duration::hours(50)).await.unwrap();
     assert_eq!(report.uploads_expired, 1, "the released upload was never expired");
     assert!(
         objects.head(&key).await.unwrap().is_none(),
         "its object stays in storage"
     );
-    assert!(chat.store.uploads.upload(&room, &file).await.unwrap().is_none());
+    assert!(chat.wiring.store.uploads.upload(&room, &file).await.unwrap().is_none());
 }
 /// An erasure of a user whose scheduled item waits with a file deletes that file, object and
 /// row: no message will ever carry it, and the item holding it is gone.
@@ -539,17 +584,20 @@ async fn an_upload_released_after_a_day_held_is_expired_a_day_after_its_release(
 async fn an_erasure_deletes_the_files_its_users_waiting_scheduled_items_hold() {
     let (chat, room, objects) = with_objects(Tables::new(store())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     let file = uploaded_by(&chat, &bob, &room, &objects).await;
     let key = object_of(&chat, &room, &objects, &file).await;
-    chat.schedule_message(&bob, &room, later_with(&[&file])).await.unwrap();
-    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    chat.scheduler
+        .schedule_message(&bob, &room, later_with(&[&file]))
+        .await
+        .unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&bob).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     assert!(
         objects.head(&key).await.unwrap().is_none(),
         "bob's file outlives his erasure"
     );
-    assert!(chat.store.uploads.upload(&room, &file).await.unwrap().is_none());
+    assert!(chat.wiring.store.uploads.upload(&room, &file).await.unwrap().is_none());
 }
 
 /// A due scheduled send whose attempt fails for the server's reasons gives back none of the
@@ -566,28 +614,30 @@ async fn a_failed_attempt_of_a_due_scheduled_send_keeps_the_items_files_for_the_
         send_at: clock.now() + chrono::Duration::seconds(10),
         ..later_with(&[&file])
     };
-    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    let item = chat.scheduler.schedule_message(&alice(), &room, input).await.unwrap();
     clock.advance(chrono::Duration::seconds(10));
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
-    let run = chat.send_due_messages().await.unwrap();
+    let run = chat.scheduler.send_due_messages().await.unwrap();
     assert_eq!((run.sent, run.failed), (0, 1), "{run:?}");
     assert!(
         !claimable(&chat, &room, &file).await,
         "the failed attempt gave the item's file back"
     );
     clock.advance(CLAIM_LEASE);
-    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+    assert_eq!(chat.scheduler.send_due_messages().await.unwrap().sent, 1);
     let done = chat
+        .scheduler
         .scheduled_item(&room, &alice().user_id, &item.id)
         .await
         .unwrap()
         .unwrap();
     let message = chat
+        .reading
         .get_message(&alice(), &room, done.message_id.as_deref().unwrap())
         .await
         .unwrap();
@@ -609,10 +659,15 @@ async fn an_attempt_answered_as_a_repeat_gives_back_a_file_the_stored_message_do
     let gate = faulty.hold_nth("head", 1);
     let held = tokio::spawn({
         let (chat, room, first) = (chat.clone(), room.clone(), first.clone());
-        async move { chat.send_message(&alice(), &room, attempt("c-1", &[&first])).await }
+        async move {
+            chat.sending
+                .send_message(&alice(), &room, attempt("c-1", &[&first]))
+                .await
+        }
     });
     gate.entered().await;
     let stored = chat
+        .sending
         .send_message(&alice(), &room, attempt("c-1", &[&second]))
         .await
         .unwrap();
@@ -636,6 +691,7 @@ async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day
     let file = uploaded(&chat, &room, &objects).await;
     let key = object_of(&chat, &room, &objects, &file).await;
     let sent = chat
+        .sending
         .send_message(&alice(), &room, naming(&file, "soon gone"))
         .await
         .unwrap();
@@ -644,7 +700,10 @@ async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day
         .await
         .unwrap();
     faulty.fail_nth("delete", 1);
-    chat.delete_message(&alice(), &room, &sent.message.id).await.unwrap();
+    chat.editing
+        .delete_message(&alice(), &room, &sent.message.id)
+        .await
+        .unwrap();
     assert!(objects.head(&key).await.unwrap().is_some(), "the delete failed");
     chat.housekeeping(chrono::Utc::now() + chrono::Duration::hours(25))
         .await
@@ -670,6 +729,7 @@ async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_houseke
     });
     let file = uploaded(&chat, &room, &objects).await;
     let source = chat
+        .sending
         .send_message(&alice(), &room, naming(&file, "a file"))
         .await
         .unwrap()
@@ -677,7 +737,7 @@ async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_houseke
     let target = other_room(&chat).await;
     faults.fail_operation(
         "insert",
-        Some(&chat.store.schema.metadata),
+        Some(&chat.wiring.store.schema.metadata),
         1,
         StoreError::unavailable("disk gone"),
     );
@@ -686,6 +746,7 @@ async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_houseke
         room_ids: vec![target.to_string()],
     };
     let outcome = chat
+        .editing
         .forward_message(&alice(), &room, &source.id, forward)
         .await
         .unwrap();
@@ -719,34 +780,41 @@ async fn a_last_scheduled_attempt_failing_after_another_stored_the_message_recor
         send_at: clock.now() + chrono::Duration::seconds(10),
         ..later_with(&[&file])
     };
-    let item = chat.schedule_message(&alice(), &room, input).await.unwrap();
+    let item = chat.scheduler.schedule_message(&alice(), &room, input).await.unwrap();
     clock.advance(chrono::Duration::seconds(10));
     // Four senders claimed it and stopped; the last one's send is still under way.
     for _ in 1..crate::scheduled::MAX_ATTEMPTS {
-        assert!(chat.claim_due_item(&room, &alice().user_id, &item.id).await.unwrap());
+        assert!(
+            chat.scheduler
+                .claim_due_item(&room, &alice().user_id, &item.id)
+                .await
+                .unwrap()
+        );
         clock.advance(CLAIM_LEASE);
     }
     // The last attempt stops at its file's check, past its look for a stored message.
     let gate = faulty.hold_nth("head", 1);
     let last = tokio::spawn({
         let chat = chat.clone();
-        async move { chat.send_due_messages().await }
+        async move { chat.scheduler.send_due_messages().await }
     });
     gate.entered().await;
     let stored = chat
+        .sending
         .send_message(&alice(), &room, item.message())
         .await
         .unwrap()
         .message;
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
     gate.release();
     last.await.unwrap().unwrap();
     let done = chat
+        .scheduler
         .scheduled_item(&room, &alice().user_id, &item.id)
         .await
         .unwrap()

@@ -57,8 +57,9 @@ async fn world(tables: Tables) -> World {
     let (chat, owned) = chat_on(tables).await;
     let chat = chat.with_erasure(settings());
     let bob = user("bob");
-    chat.join_room(&bob, &owned).await.unwrap();
+    chat.rooms.join_room(&bob, &owned).await.unwrap();
     let joined = chat
+        .rooms
         .create_room(
             &bob,
             NewRoom {
@@ -70,38 +71,46 @@ async fn world(tables: Tables) -> World {
         .await
         .unwrap();
     let joined = RoomId::parse(&joined.id).unwrap();
-    chat.join_room(&alice(), &joined).await.unwrap();
+    chat.rooms.join_room(&alice(), &joined).await.unwrap();
     for room in [&owned, &joined] {
         let mut first = None;
         for i in 0..5 {
             let sent = chat
+                .sending
                 .send_message(&alice(), room, NewMessage::text(format!("alice {i}")))
                 .await
                 .unwrap();
             first.get_or_insert(sent.message.id);
         }
         let theirs = chat
+            .sending
             .send_message(&bob, room, NewMessage::text("bob"))
             .await
             .unwrap()
             .message;
-        chat.react(&alice(), room, &theirs.id, "👍").await.unwrap();
-        chat.react(&bob, room, first.as_deref().unwrap(), "🎉").await.unwrap();
+        chat.reactions.react(&alice(), room, &theirs.id, "👍").await.unwrap();
+        chat.reactions
+            .react(&bob, room, first.as_deref().unwrap(), "🎉")
+            .await
+            .unwrap();
     }
     let poll: NewMessage = serde_json::from_value(serde_json::json!({
         "type": "Poll",
         "poll": { "question": "lunch?", "options": ["soup", "salad"] }
     }))
     .unwrap();
-    let poll = chat.send_message(&bob, &joined, poll).await.unwrap().message;
+    let poll = chat.sending.send_message(&bob, &joined, poll).await.unwrap().message;
     let option = poll.poll.as_ref().unwrap().options[0].id.clone();
     let vote = crate::messages::polls::Vote {
         option_id: Some(option),
     };
-    chat.vote(&alice(), &joined, &poll.id, vote).await.unwrap();
+    chat.reactions.vote(&alice(), &joined, &poll.id, vote).await.unwrap();
     let mut versions = HashMap::new();
     for room in [&owned, &joined] {
-        versions.insert(room.clone(), chat.store.ledger.counter(room).await.unwrap().version);
+        versions.insert(
+            room.clone(),
+            chat.wiring.store.ledger.counter(room).await.unwrap().version,
+        );
     }
     World {
         chat,
@@ -115,7 +124,7 @@ impl World {
     /// Everything the erasure must have done, checked against the store.
     async fn assert_erased(&self) {
         let chat = &self.chat;
-        let job = chat.my_erasure(&alice()).await.unwrap();
+        let job = chat.eraser.my_erasure(&alice()).await.unwrap();
         assert_eq!(job.status, ErasureStatus::Done, "{job:?}");
         assert_eq!(job.counts.messages_erased, ALICES_MESSAGES, "{job:?}");
         assert_eq!(job.rooms_left, 0);
@@ -123,15 +132,16 @@ impl World {
             // Each of alice's messages took exactly one new version: none was tombstoned
             // twice, and nothing else changed.
             let before = self.versions[room];
-            let after = chat.store.ledger.counter(room).await.unwrap().version;
+            let after = chat.wiring.store.ledger.counter(room).await.unwrap().version;
             assert_eq!(after, before + hers, "{room}: versions {before} -> {after}");
-            let (changes, _) = chat.store.messages.feed_after(room, before, 100).await.unwrap();
+            let (changes, _) = chat.wiring.store.messages.feed_after(room, before, 100).await.unwrap();
             assert_eq!(changes.len() as u64, hers);
             for (_, message) in &changes {
                 assert_eq!(message.author_id, "alice");
                 assert!(!message.is_live() && message.author_name.is_empty(), "{message:?}");
             }
             let (messages, _) = chat
+                .wiring
                 .store
                 .messages
                 .messages_newest_first(room, None, 100)
@@ -143,10 +153,11 @@ impl World {
             );
             // No reaction or vote of alice's, nor any on her messages, is left.
             let (marks, _) = chat
+                .wiring
                 .store
                 .tables()
                 .query_up_to(
-                    &chat.store.schema().metadata,
+                    &chat.wiring.store.schema().metadata,
                     &RangeQuery::partition(room.as_str(), 1000),
                     1000,
                 )
@@ -159,7 +170,8 @@ impl World {
                 assert!(!alices.contains(message), "a mark on an erased message: {mark:?}");
             }
             assert!(
-                chat.store
+                chat.wiring
+                    .store
                     .members
                     .member(room, &alice().user_id)
                     .await
@@ -168,6 +180,7 @@ impl World {
             );
         }
         let bob = chat
+            .wiring
             .store
             .members
             .member(&self.owned, &user("bob").user_id)
@@ -175,9 +188,13 @@ impl World {
             .unwrap()
             .unwrap();
         assert_eq!(bob.role, MemberRole::Owner, "the room went to its other member");
-        assert!(chat.my_rooms(&alice()).await.unwrap().is_empty());
-        for table in [&chat.store.schema().user_rooms, &chat.store.schema().user_history] {
+        assert!(chat.rooms.my_rooms(&alice()).await.unwrap().is_empty());
+        for table in [
+            &chat.wiring.store.schema().user_rooms,
+            &chat.wiring.store.schema().user_history,
+        ] {
             let (rows, _) = chat
+                .wiring
                 .store
                 .tables()
                 .query_up_to(table, &RangeQuery::partition(user_key(&alice().user_id), 10), 10)
@@ -197,23 +214,23 @@ async fn an_erasure_stopped_by_a_store_failure_anywhere_is_finished_by_the_next_
         let faults = FaultyTables::new(store());
         let world = world(Tables::new(faults.clone())).await;
         let chat = &world.chat;
-        let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+        let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
         let mut run = run.expect("a new job");
         faults.fail_nth_call(nth, unavailable());
-        let first = chat.erase_everything(&mut run).await;
+        let first = chat.eraser.erase_everything(&mut run).await;
         faults.clear();
         if let Err(stop) = first {
             assert!(matches!(stop, Stop::Failed(_)), "{stop:?}");
             stopped += 1;
-            let status = chat.my_erasure(&alice()).await.unwrap();
+            let status = chat.eraser.my_erasure(&alice()).await.unwrap();
             assert_eq!(status.status, ErasureStatus::Running, "call {nth}");
             assert!(
-                chat.take_over_erasures(Utc::now()).await.unwrap().is_empty(),
+                chat.eraser.take_over_erasures(Utc::now()).await.unwrap().is_empty(),
                 "held until its lease lapses"
             );
-            let mut taken = chat.take_over_erasures(later()).await.unwrap();
+            let mut taken = chat.eraser.take_over_erasures(later()).await.unwrap();
             assert_eq!(taken.len(), 1, "call {nth}");
-            chat.erase_everything(&mut taken[0]).await.unwrap();
+            chat.eraser.erase_everything(&mut taken[0]).await.unwrap();
         }
         world.assert_erased().await;
     }
@@ -230,15 +247,15 @@ async fn a_tombstone_committed_but_reported_failed_takes_one_version() {
     let faults = FaultyTables::new(store());
     let world = world(Tables::new(faults.clone())).await;
     let chat = &world.chat;
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     let mut run = run.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema().messages),
+        Some(&chat.wiring.store.schema().messages),
         3,
         StoreError::new(ErrorKind::Unavailable, "injected after commit"),
     );
-    chat.erase_everything(&mut run).await.unwrap();
+    chat.eraser.erase_everything(&mut run).await.unwrap();
     world.assert_erased().await;
 }
 
@@ -248,14 +265,14 @@ async fn a_tombstone_committed_but_reported_failed_takes_one_version() {
 async fn a_job_taken_over_stops_its_first_holder() {
     let world = world(Tables::new(store())).await;
     let chat = &world.chat;
-    let (started, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let (started, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     let mut first = run.unwrap();
-    let mut taken = chat.take_over_erasures(later()).await.unwrap();
+    let mut taken = chat.eraser.take_over_erasures(later()).await.unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].job.id, started.id, "the same job");
-    let lost = chat.erase_everything(&mut first).await;
+    let lost = chat.eraser.erase_everything(&mut first).await;
     assert!(matches!(lost, Err(Stop::Lost)), "{lost:?}");
-    chat.erase_everything(&mut taken[0]).await.unwrap();
+    chat.eraser.erase_everything(&mut taken[0]).await.unwrap();
     world.assert_erased().await;
 }
 
@@ -266,6 +283,7 @@ async fn while_an_erasure_runs_a_repeat_is_the_same_job_and_joins_are_refused() 
     let world = world(Tables::new(store())).await;
     let chat = &world.chat;
     let stranger = chat
+        .rooms
         .create_room(
             &user("carol"),
             NewRoom {
@@ -277,22 +295,25 @@ async fn while_an_erasure_runs_a_repeat_is_the_same_job_and_joins_are_refused() 
         .await
         .unwrap();
     let stranger = RoomId::parse(&stranger.id).unwrap();
-    let (started, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let (started, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     let mut run = run.unwrap();
     assert_eq!(started.rooms_left, 2);
-    let (again, none) = chat.begin_erasure(&alice()).await.unwrap();
+    let (again, none) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     assert!(none.is_none(), "a repeat starts nothing");
     assert_eq!(again.id, started.id);
 
     let code = |e: crate::error::Error| e.code();
-    assert_eq!(code(chat.join_room(&alice(), &stranger).await.unwrap_err()), "CONFLICT");
+    assert_eq!(
+        code(chat.rooms.join_room(&alice(), &stranger).await.unwrap_err()),
+        "CONFLICT"
+    );
     let room = NewRoom {
         name: "new".into(),
         description: None,
         visibility: crate::rooms::Visibility::Public,
     };
     assert_eq!(
-        code(chat.create_room(&alice(), room.clone()).await.unwrap_err()),
+        code(chat.rooms.create_room(&alice(), room.clone()).await.unwrap_err()),
         "CONFLICT"
     );
     let subscription = serde_json::from_value(serde_json::json!({
@@ -304,16 +325,16 @@ async fn while_an_erasure_runs_a_repeat_is_the_same_job_and_joins_are_refused() 
     }))
     .unwrap();
     assert_eq!(
-        code(chat.subscribe(&alice(), subscription).await.unwrap_err()),
+        code(chat.accounts.subscribe(&alice(), subscription).await.unwrap_err()),
         "CONFLICT"
     );
     // Someone else is not held up.
-    chat.join_room(&user("dan"), &stranger).await.unwrap();
+    chat.rooms.join_room(&user("dan"), &stranger).await.unwrap();
 
-    chat.erase_everything(&mut run).await.unwrap();
+    chat.eraser.erase_everything(&mut run).await.unwrap();
     world.assert_erased().await;
-    chat.join_room(&alice(), &stranger).await.unwrap();
-    let (fresh, _) = chat.begin_erasure(&alice()).await.unwrap();
+    chat.rooms.join_room(&alice(), &stranger).await.unwrap();
+    let (fresh, _) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     assert_ne!(fresh.id, started.id, "a new erasure after the last one is done");
 }
 
@@ -322,19 +343,20 @@ async fn while_an_erasure_runs_a_repeat_is_the_same_job_and_joins_are_refused() 
 async fn an_owned_room_with_no_other_member_is_deleted() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let chat = chat.with_erasure(settings());
-    chat.send_message(&alice(), &room, NewMessage::text("alone"))
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("alone"))
         .await
         .unwrap();
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
-    let job = chat.my_erasure(&alice()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
+    let job = chat.eraser.my_erasure(&alice()).await.unwrap();
     assert_eq!((job.counts.rooms_deleted, job.counts.rooms_done), (1, 1), "{job:?}");
     assert!(
-        chat.store.rooms.room_row(&room).await.unwrap().is_none(),
+        chat.wiring.store.rooms.room_row(&room).await.unwrap().is_none(),
         "the room is gone"
     );
     let bob: Principal = user("bob");
-    assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(chat.rooms.join_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
 }
 
 /// Memberships from before the history index have no history row: the job finds the user's
@@ -344,13 +366,14 @@ async fn memberships_older_than_the_history_index_are_erased_too() {
     let world = world(Tables::new(store())).await;
     let chat = &world.chat;
     let history = RangeQuery::partition(user_key(&alice().user_id), 100);
-    chat.store
+    chat.wiring
+        .store
         .tables()
-        .delete_range(&chat.store.schema().user_history, &history)
+        .delete_range(&chat.wiring.store.schema().user_history, &history)
         .await
         .unwrap();
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     world.assert_erased().await;
 }
 
@@ -362,25 +385,27 @@ async fn an_erasure_leaves_the_user_in_no_follower_list() {
     let chat = &world.chat;
     let bob = user("bob");
     let root = chat
+        .sending
         .send_message(&bob, &world.joined, NewMessage::text("a thread"))
         .await
         .unwrap()
         .message;
     let mut reply = NewMessage::text("alice replies");
     reply.reply_to = Some(root.id.clone());
-    chat.send_message(&alice(), &world.joined, reply).await.unwrap();
+    chat.sending.send_message(&alice(), &world.joined, reply).await.unwrap();
     let followers = |chat: &Chat| {
         let (room, root) = (world.joined.clone(), root.id.clone());
-        let store = chat.store.clone();
+        let store = chat.wiring.store.clone();
         async move { store.follows.followers(&room, &root, 100).await.unwrap() }
     };
     assert!(followers(chat).await.contains(&alice().user_id), "a replier follows");
 
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     assert!(!followers(chat).await.contains(&alice().user_id));
     assert!(
-        chat.store
+        chat.wiring
+            .store
             .follows
             .followed(&alice().user_id, 100)
             .await
@@ -397,6 +422,7 @@ async fn an_erasure_leaves_no_invitation_waiting_for_the_user() {
     let chat = &world.chat;
     let carol = user("carol");
     let private = chat
+        .rooms
         .create_room(
             &carol,
             NewRoom {
@@ -413,14 +439,14 @@ async fn an_erasure_leaves_no_invitation_waiting_for_the_user() {
         expires_in_seconds: None,
         max_uses: None,
     };
-    chat.create_invitation(&carol, &private, invite).await.unwrap();
-    assert_eq!(chat.my_invitations(&alice()).await.unwrap().len(), 1);
+    chat.rooms.create_invitation(&carol, &private, invite).await.unwrap();
+    assert_eq!(chat.rooms.my_invitations(&alice()).await.unwrap().len(), 1);
 
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     world.assert_erased().await;
-    assert!(chat.my_invitations(&alice()).await.unwrap().is_empty());
-    let listed = chat.list_invitations(&carol, &private).await.unwrap();
+    assert!(chat.rooms.my_invitations(&alice()).await.unwrap().is_empty());
+    let listed = chat.rooms.list_invitations(&carol, &private).await.unwrap();
     assert!(
         listed.iter().all(|i| i.user_id.as_deref() != Some("alice")),
         "{listed:?}"
@@ -435,6 +461,7 @@ async fn an_erasure_removes_the_reports_the_user_filed() {
     let chat = &world.chat;
     let bob = user("bob");
     let theirs = chat
+        .sending
         .send_message(&bob, &world.joined, NewMessage::text("reported"))
         .await
         .unwrap()
@@ -442,14 +469,23 @@ async fn an_erasure_removes_the_reports_the_user_filed() {
     let report = crate::reports::NewReport {
         reason: "alice's own words about it".into(),
     };
-    chat.report_message(&alice(), &world.joined, &theirs.id, report)
+    chat.editing
+        .report_message(&alice(), &world.joined, &theirs.id, report)
         .await
         .unwrap();
-    assert_eq!(chat.report_queue(&bob, &world.joined).await.unwrap().groups.len(), 1);
+    assert_eq!(
+        chat.editing
+            .report_queue(&bob, &world.joined)
+            .await
+            .unwrap()
+            .groups
+            .len(),
+        1
+    );
 
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
-    let queue = chat.report_queue(&bob, &world.joined).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
+    let queue = chat.editing.report_queue(&bob, &world.joined).await.unwrap();
     let left: Vec<_> = queue.groups.iter().flat_map(|g| g.reports.iter()).collect();
     assert!(left.iter().all(|r| r.reporter_id != "alice"), "{left:?}");
     assert!(
@@ -457,10 +493,11 @@ async fn an_erasure_removes_the_reports_the_user_filed() {
         "{queue:?}"
     );
     let (rows, _) = chat
+        .wiring
         .store
         .tables()
         .query_up_to(
-            &chat.store.schema().rooms,
+            &chat.wiring.store.schema().rooms,
             &RangeQuery::prefix(world.joined.as_str(), "report:", 100),
             100,
         )
@@ -483,6 +520,7 @@ async fn an_erasure_leaves_no_limit_row_of_the_user() {
         });
     let bob = user("bob");
     let bobs = chat
+        .rooms
         .create_room(
             &bob,
             NewRoom {
@@ -494,25 +532,28 @@ async fn an_erasure_leaves_no_limit_row_of_the_user() {
         .await
         .unwrap();
     let bobs = RoomId::parse(&bobs.id).unwrap();
-    chat.join_room(&alice(), &bobs).await.unwrap();
+    chat.rooms.join_room(&alice(), &bobs).await.unwrap();
     for room in [&owned, &bobs] {
-        chat.send_message(&alice(), room, NewMessage::text("hello there"))
+        chat.sending
+            .send_message(&alice(), room, NewMessage::text("hello there"))
             .await
             .unwrap();
     }
-    chat.send_message(&bob, &bobs, NewMessage::text("hello there"))
+    chat.sending
+        .send_message(&bob, &bobs, NewMessage::text("hello there"))
         .await
         .unwrap();
 
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     let mut rows = Vec::new();
     for partition in ["user:alice".to_owned(), format!("room:{owned}"), format!("room:{bobs}")] {
         let (found, _) = chat
+            .wiring
             .store
             .tables()
             .query_up_to(
-                &chat.store.schema().limits,
+                &chat.wiring.store.schema().limits,
                 &RangeQuery::partition(partition, 1000),
                 1000,
             )
@@ -538,13 +579,14 @@ async fn an_erasure_leaves_no_limit_row_of_the_user() {
 async fn opening_a_direct_conversation_is_refused_while_an_erasure_runs() {
     let world = world(Tables::new(store())).await;
     let chat = &world.chat;
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     let open = crate::rooms::NewDirect { user_id: "dan".into() };
-    let refused = chat.open_direct(&alice(), open.clone()).await;
+    let refused = chat.accounts.open_direct(&alice(), open.clone()).await;
     assert_eq!(refused.map(|r| r.id).unwrap_err().code(), "CONFLICT");
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     world.assert_erased().await;
-    chat.open_direct(&alice(), open)
+    chat.accounts
+        .open_direct(&alice(), open)
         .await
         .expect("afterwards she starts afresh");
 }
@@ -555,22 +597,28 @@ async fn opening_a_direct_conversation_is_refused_while_an_erasure_runs() {
 async fn while_an_erasure_runs_no_direct_conversation_is_opened_with_them() {
     let (chat, _) = chat_on(Tables::new(store())).await;
     let chat = chat.with_erasure(settings());
-    let (_, run) = chat.begin_erasure(&alice()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&alice()).await.unwrap();
     let mut run = run.unwrap();
     let with = |user: &str| crate::rooms::NewDirect { user_id: user.into() };
 
-    let own = chat.open_direct(&alice(), with("bob")).await;
+    let own = chat.accounts.open_direct(&alice(), with("bob")).await;
     assert_eq!(own.map(|r| r.id).unwrap_err().code(), "CONFLICT", "alice opens one");
-    let theirs = chat.open_direct(&user("carol"), with("alice")).await;
+    let theirs = chat.accounts.open_direct(&user("carol"), with("alice")).await;
     assert_eq!(
         theirs.map(|r| r.id).unwrap_err().code(),
         "CONFLICT",
         "carol opens one with alice"
     );
-    let alices = chat.store.members.user_rooms(&alice().user_id, 100).await.unwrap();
+    let alices = chat
+        .wiring
+        .store
+        .members
+        .user_rooms(&alice().user_id, 100)
+        .await
+        .unwrap();
     assert_eq!(alices.len(), 1, "only the room she is being erased from: {alices:?}");
 
-    chat.erase_everything(&mut run).await.unwrap();
-    let room = chat.open_direct(&user("carol"), with("alice")).await.unwrap();
+    chat.eraser.erase_everything(&mut run).await.unwrap();
+    let room = chat.accounts.open_direct(&user("carol"), with("alice")).await.unwrap();
     assert!(room.direct, "once it is done, she can be written to again");
 }

@@ -37,8 +37,9 @@ async fn rooms_of_alice(chat: &Chat, n: usize, name: &str) -> Vec<(RoomId, Strin
                 description: None,
                 visibility: Visibility::Public,
             };
-            let room = RoomId::parse(&chat.create_room(&alice(), input).await?.id)?;
+            let room = RoomId::parse(&chat.rooms.create_room(&alice(), input).await?.id)?;
             let sent = chat
+                .sending
                 .send_message(&alice(), &room, NewMessage::text("<p>hello</p>"))
                 .await?;
             Ok::<_, Error>((room, sent.message.id))
@@ -74,7 +75,7 @@ async fn pending_invitations_are_capped_and_read_a_wave_at_a_time(backend: Backe
             user_id: Some("bob".into()),
             ..NewInvitation::default()
         };
-        chat.create_invitation(&alice(), room, input).await
+        chat.rooms.create_invitation(&alice(), room, input).await
     };
     for (room, _) in &rooms[..MAX_PENDING_PER_USER] {
         invite(room).await.unwrap();
@@ -88,10 +89,10 @@ async fn pending_invitations_are_capped_and_read_a_wave_at_a_time(backend: Backe
     invite(&rooms[0].0).await.unwrap();
     // One that no longer waits (bob joined that room by its id) makes room for another: a
     // full list is looked through, so it cannot be kept full with invitations bob never sees.
-    chat.join_room(&user("bob"), &rooms[1].0).await.unwrap();
+    chat.rooms.join_room(&user("bob"), &rooms[1].0).await.unwrap();
     invite(last).await.unwrap();
 
-    let (pending, most) = most_in_flight(&tables, chat.my_invitations(&user("bob"))).await;
+    let (pending, most) = most_in_flight(&tables, chat.rooms.my_invitations(&user("bob"))).await;
     assert_eq!(pending.unwrap().len(), MAX_PENDING_PER_USER);
     assert!(most <= 3 * ROOMS_IN_FLIGHT, "{most} calls in flight at once");
 }
@@ -100,10 +101,10 @@ async fn followed_threads_are_read_a_wave_at_a_time(backend: Backend) {
     let (tables, schema) = counting(backend, "ft");
     let chat = chat(&tables, &schema).await;
     for (room, root) in rooms_of_alice(&chat, ROOMS, "threads").await {
-        chat.join_room(&user("bob"), &room).await.unwrap();
-        chat.follow_thread(&user("bob"), &room, &root).await.unwrap();
+        chat.rooms.join_room(&user("bob"), &room).await.unwrap();
+        chat.reading.follow_thread(&user("bob"), &room, &root).await.unwrap();
     }
-    let (threads, most) = most_in_flight(&tables, chat.my_threads(&user("bob"))).await;
+    let (threads, most) = most_in_flight(&tables, chat.reading.my_threads(&user("bob"))).await;
     assert_eq!(threads.unwrap().len(), ROOMS);
     assert!(most <= 4 * ROOMS_IN_FLIGHT, "{most} calls in flight at once");
 }
@@ -113,7 +114,7 @@ async fn a_change_feed_of_many_conversations_is_read_a_wave_at_a_time(backend: B
     let chat = chat(&tables, &schema).await;
     let mut conversations = Vec::new();
     for (room, _) in rooms_of_alice(&chat, ROOMS, "feed").await {
-        chat.join_room(&user("bob"), &room).await.unwrap();
+        chat.rooms.join_room(&user("bob"), &room).await.unwrap();
         conversations.push(MessageChangeCursorInput {
             conversation_id: room.to_string(),
             after: None,
@@ -124,7 +125,7 @@ async fn a_change_feed_of_many_conversations_is_read_a_wave_at_a_time(backend: B
         conversations,
         limit: None,
     };
-    let (answer, most) = most_in_flight(&tables, chat.message_changes(&user("bob"), input)).await;
+    let (answer, most) = most_in_flight(&tables, chat.reading.message_changes(&user("bob"), input)).await;
     assert_eq!(answer.unwrap().message_changes.len(), ROOMS);
     assert!(most <= 4 * ROOMS_IN_FLIGHT, "{most} calls in flight at once");
 }

@@ -38,15 +38,16 @@ async fn another_process(tables: Tables, clock: &ManualClock) -> Chat {
 }
 
 async fn alices_access(chat: &Chat, room: &RoomId) -> Access {
-    chat.access(room, &alice().user_id).await.unwrap()
+    chat.access.access(room, &alice().user_id).await.unwrap()
 }
 
 /// The tokens alice's bucket row holds.
 async fn alices_row_tokens(chat: &Chat) -> f64 {
     let row = chat
+        .wiring
         .store
         .tables
-        .get(&chat.store.schema.limits, "user:alice", "writes")
+        .get(&chat.wiring.store.schema.limits, "user:alice", "writes")
         .await
         .unwrap()
         .expect("alice's bucket row");
@@ -59,16 +60,24 @@ async fn a_bucket_row_the_store_cannot_reach_refuses_the_write_as_unavailable() 
     let clock = ManualClock::at(start());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
-    let limits = chat.store.schema.limits.clone();
+    let limits = chat.wiring.store.schema.limits.clone();
     faults.fail_operation("get", Some(&limits), 1, StoreError::unavailable("down"));
-    let refused = chat.send_message(&alice(), &room, NewMessage::text("hello")).await;
+    let refused = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text("hello"))
+        .await;
     assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
-    let page = chat.read_messages(&alice(), &room, Default::default()).await.unwrap();
+    let page = chat
+        .reading
+        .read_messages(&alice(), &room, Default::default())
+        .await
+        .unwrap();
     assert!(
         page.messages.iter().all(|m| m.text != "hello"),
         "nothing was stored: the limits fail closed"
     );
-    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("hello"))
         .await
         .expect("the store is back: the same text is no repeat, since nothing was sent");
 }
@@ -81,24 +90,32 @@ async fn a_lease_that_loses_its_race_takes_from_what_the_winner_left() {
     let (first, room) = chat_on(Tables::new(shared.clone())).await;
     let first = limited(first, &clock);
     let access = alices_access(&first, &room).await;
-    first.check_write_limits(&access, Write::Reaction).await.unwrap();
+    first
+        .limiter
+        .check_write_limits(&access, Write::Reaction)
+        .await
+        .unwrap();
     assert_eq!(alices_row_tokens(&first).await, 30.0, "the first lease took 10 of 40");
 
     // The second process reads the row, then its write is held while a third leases.
     let second = another_process(Tables::new(faults.clone()), &clock).await;
-    let limits = second.store.schema.limits.clone();
+    let limits = second.wiring.store.schema.limits.clone();
     faults.delay_operation("update", Some(&limits), 1, StdDuration::from_secs(2));
     let before = faults.calls();
     let racing = {
         let (second, access) = (second.clone(), access.clone());
-        tokio::spawn(async move { second.check_write_limits(&access, Write::Reaction).await })
+        tokio::spawn(async move { second.limiter.check_write_limits(&access, Write::Reaction).await })
     };
     // Its two reads are done once its write has been entered (the wrapper counts it).
     while faults.calls() < before + 3 {
         tokio::task::yield_now().await;
     }
     let third = another_process(Tables::new(shared), &clock).await;
-    third.check_write_limits(&access, Write::Reaction).await.unwrap();
+    third
+        .limiter
+        .check_write_limits(&access, Write::Reaction)
+        .await
+        .unwrap();
     assert_eq!(alices_row_tokens(&first).await, 20.0);
 
     racing
@@ -120,19 +137,27 @@ async fn a_lease_applied_but_reported_as_failed_refuses_the_write_and_spends_its
     let (first, room) = chat_on(Tables::new(shared)).await;
     let first = limited(first, &clock);
     let access = alices_access(&first, &room).await;
-    first.check_write_limits(&access, Write::Reaction).await.unwrap();
+    first
+        .limiter
+        .check_write_limits(&access, Write::Reaction)
+        .await
+        .unwrap();
 
     let second = another_process(Tables::new(faults.clone()), &clock).await;
-    let limits = second.store.schema.limits.clone();
+    let limits = second.wiring.store.schema.limits.clone();
     faults.fail_operation_after_applying("update", Some(&limits), 1, StoreError::unavailable("timed out"));
-    let refused = second.check_write_limits(&access, Write::Reaction).await;
+    let refused = second.limiter.check_write_limits(&access, Write::Reaction).await;
     assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
     assert_eq!(
         alices_row_tokens(&first).await,
         20.0,
         "the lease landed: its tokens count as spent"
     );
-    second.check_write_limits(&access, Write::Reaction).await.unwrap();
+    second
+        .limiter
+        .check_write_limits(&access, Write::Reaction)
+        .await
+        .unwrap();
     assert_eq!(alices_row_tokens(&first).await, 10.0, "never re-applied: one new lease");
 }
 
@@ -148,7 +173,7 @@ async fn many_writers_in_two_processes_never_spend_more_than_one_burst() {
     for i in 0..120 {
         let chat = if i % 2 == 0 { first.clone() } else { second.clone() };
         let access = access.clone();
-        writes.spawn(async move { chat.check_write_limits(&access, Write::Reaction).await });
+        writes.spawn(async move { chat.limiter.check_write_limits(&access, Write::Reaction).await });
     }
     let outcomes = writes.join_all().await;
     let passed = outcomes.iter().filter(|o| o.is_ok()).count();
@@ -166,15 +191,17 @@ async fn housekeeping_expires_repeat_records_after_ten_minutes_and_a_deleted_roo
     let clock = ManualClock::at(Utc::now());
     let (chat, room) = chat_on(Tables::new(store())).await;
     let chat = limited(chat, &clock);
-    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("hello"))
         .await
         .unwrap();
     let partition = RangeQuery::partition(format!("room:{room}"), 100);
     let rows = || async {
         let (rows, _) = chat
+            .wiring
             .store
             .tables
-            .query_up_to(&chat.store.schema.limits, &partition, 1000)
+            .query_up_to(&chat.wiring.store.schema.limits, &partition, 1000)
             .await
             .unwrap();
         rows.len()
@@ -189,17 +216,18 @@ async fn housekeeping_expires_repeat_records_after_ten_minutes_and_a_deleted_roo
         .unwrap();
     assert_eq!((late.limit_records_expired, rows().await), (1, 0));
 
-    chat.send_message(&alice(), &room, NewMessage::text("hello again"))
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("hello again"))
         .await
         .unwrap();
     assert_eq!(rows().await, 1);
-    chat.delete_room(&alice(), &room).await.unwrap();
+    chat.rooms.delete_room(&alice(), &room).await.unwrap();
     assert_eq!(rows().await, 0, "the room's limits partition went with it");
 }
 
 /// The calls `faults` recorded on the `Limits` table since it last forgot them.
 fn limits_calls(chat: &Chat, faults: &FaultyTables) -> Vec<&'static str> {
-    let limits = chat.store.schema.limits.as_str().to_ascii_lowercase();
+    let limits = chat.wiring.store.schema.limits.as_str().to_ascii_lowercase();
     faults
         .calls_made()
         .into_iter()
@@ -220,9 +248,10 @@ async fn a_strangers_send_claims_no_text() {
         visibility: Some(crate::rooms::Visibility::Private),
         ..Default::default()
     };
-    chat.update_room(&alice(), &room, private).await.unwrap();
+    chat.rooms.update_room(&alice(), &room, private).await.unwrap();
     faults.forget_calls();
     let refused = chat
+        .sending
         .send_message(&user("mallory"), &room, NewMessage::text("spam spam spam"))
         .await;
     assert!(matches!(refused, Err(Error::NotFound(_))), "{refused:?}");
@@ -238,28 +267,36 @@ async fn a_text_claimed_ahead_of_a_refused_send_is_taken_back() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    chat.send_message(&bob, &room, NewMessage::text("hello all"))
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("hello all"))
         .await
         .unwrap();
     let read_only = |on| crate::rooms::RoomChange {
         read_only: Some(on),
         ..Default::default()
     };
-    chat.update_room(&alice(), &room, read_only(true)).await.unwrap();
+    chat.rooms.update_room(&alice(), &room, read_only(true)).await.unwrap();
     faults.forget_calls();
-    let refused = chat.send_message(&bob, &room, NewMessage::text("second line")).await;
+    let refused = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("second line"))
+        .await;
     assert!(matches!(refused, Err(Error::Forbidden(_))), "{refused:?}");
     let calls = limits_calls(&chat, &faults);
     assert!(
         calls.first() == Some(&"insert") && calls.contains(&"delete"),
         "claimed ahead, then taken back: {calls:?}"
     );
-    chat.update_room(&alice(), &room, read_only(false)).await.unwrap();
-    chat.send_message(&bob, &room, NewMessage::text("second line"))
+    chat.rooms.update_room(&alice(), &room, read_only(false)).await.unwrap();
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("second line"))
         .await
         .expect("the refused send's claim was taken back");
-    let repeat = chat.send_message(&bob, &room, NewMessage::text("second line")).await;
+    let repeat = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("second line"))
+        .await;
     assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
 }
 
@@ -281,12 +318,12 @@ async fn a_concurrent_retry_answered_with_the_first_message_gives_back_the_text_
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let messages = chat.store.schema.messages.clone();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let messages = chat.wiring.store.schema.messages.clone();
     faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
     let (a, b) = tokio::join!(
-        chat.send_message(&bob, &room, attempt("c1", "first wording")),
-        chat.send_message(&bob, &room, attempt("c1", "second wording")),
+        chat.sending.send_message(&bob, &room, attempt("c1", "first wording")),
+        chat.sending.send_message(&bob, &room, attempt("c1", "second wording")),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.message.id, b.message.id, "one message for one send");
@@ -296,10 +333,11 @@ async fn a_concurrent_retry_answered_with_the_first_message_gives_back_the_text_
         "first wording" => "second wording",
         _ => "first wording",
     };
-    chat.send_message(&bob, &room, attempt("c2", other))
+    chat.sending
+        .send_message(&bob, &room, attempt("c2", other))
         .await
         .expect("the text of the attempt answered with the other's message was given back");
-    let repeat = chat.send_message(&bob, &room, attempt("c3", &stored)).await;
+    let repeat = chat.sending.send_message(&bob, &room, attempt("c3", &stored)).await;
     assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
 }
 
@@ -314,27 +352,32 @@ async fn concurrent_retries_of_one_send_are_answered_with_its_message_not_refuse
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     // bob is a known sender, so his next sends claim their text in their first round too.
-    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("warm up"))
         .await
         .unwrap();
-    let messages = chat.store.schema.messages.clone();
+    let messages = chat.wiring.store.schema.messages.clone();
     faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
     let (a, b) = tokio::join!(
-        chat.send_message(&bob, &room, attempt("c1", "the same words")),
-        chat.send_message(&bob, &room, attempt("c1", "the same words")),
+        chat.sending.send_message(&bob, &room, attempt("c1", "the same words")),
+        chat.sending.send_message(&bob, &room, attempt("c1", "the same words")),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.message.id, b.message.id);
     assert_ne!(a.created, b.created);
     let again = chat
+        .sending
         .send_message(&bob, &room, attempt("c1", "the same words"))
         .await
         .unwrap();
     assert!(!again.created);
     assert_eq!(again.message.id, a.message.id);
-    let repeat = chat.send_message(&bob, &room, attempt("c2", "the same words")).await;
+    let repeat = chat
+        .sending
+        .send_message(&bob, &room, attempt("c2", "the same words"))
+        .await;
     assert!(
         matches!(repeat, Err(Error::TooManyRequests { .. })),
         "the text stays claimed: {repeat:?}"
@@ -351,18 +394,23 @@ async fn a_text_claim_the_store_wrote_but_reported_as_failed_is_the_sends_own() 
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("warm up"))
         .await
         .unwrap();
-    let limits = chat.store.schema.limits.clone();
+    let limits = chat.wiring.store.schema.limits.clone();
     faults.fail_operation_after_applying("insert", Some(&limits), 1, StoreError::unavailable("timed out"));
     let sent = chat
+        .sending
         .send_message(&bob, &room, NewMessage::text("hello again"))
         .await
         .expect("the claim the store wrote is the send's");
     assert!(sent.created);
-    let repeat = chat.send_message(&bob, &room, NewMessage::text("hello again")).await;
+    let repeat = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("hello again"))
+        .await;
     assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
 }
 
@@ -375,21 +423,26 @@ async fn a_send_of_unknown_outcome_keeps_its_text_claimed() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = limited(chat, &clock);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    chat.send_message(&bob, &room, NewMessage::text("warm up"))
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("warm up"))
         .await
         .unwrap();
-    let messages = chat.store.schema.messages.clone();
+    let messages = chat.wiring.store.schema.messages.clone();
     faults.fail_operation_after_applying("transact", Some(&messages), 1, StoreError::unavailable("timed out"));
     // The counter is known from the last commit: these fail the read along with the commit
     // and the look that would confirm it.
     faults.fail_operation("get", Some(&messages), 2, StoreError::unavailable("still down"));
     let err = chat
+        .sending
         .send_message(&bob, &room, NewMessage::text("maybe stored"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE", "{err:?}");
-    let repeat = chat.send_message(&bob, &room, NewMessage::text("maybe stored")).await;
+    let repeat = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("maybe stored"))
+        .await;
     assert!(
         matches!(repeat, Err(Error::TooManyRequests { .. })),
         "the text of a message that is stored is claimed: {repeat:?}"
@@ -407,18 +460,21 @@ async fn concurrent_retries_of_one_send_in_two_processes_are_answered_with_its_m
     let chat = limited(chat, &clock);
     let other = another_process(Tables::new(faults.clone()), &clock).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let messages = chat.store.schema.messages.clone();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let messages = chat.wiring.store.schema.messages.clone();
     faults.delay_operation("transact", Some(&messages), 2, StdDuration::from_millis(300));
     let (a, b) = tokio::join!(
-        chat.send_message(&bob, &room, attempt("c1", "the same words")),
-        other.send_message(&bob, &room, attempt("c1", "the same words")),
+        chat.sending.send_message(&bob, &room, attempt("c1", "the same words")),
+        other.sending.send_message(&bob, &room, attempt("c1", "the same words")),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.message.id, b.message.id);
     assert_ne!(a.created, b.created);
     for process in [&chat, &other] {
-        let repeat = process.send_message(&bob, &room, attempt("c2", "the same words")).await;
+        let repeat = process
+            .sending
+            .send_message(&bob, &room, attempt("c2", "the same words"))
+            .await;
         assert!(matches!(repeat, Err(Error::TooManyRequests { .. })), "{repeat:?}");
     }
 }

@@ -28,7 +28,7 @@ async fn all_ids(chat: &Chat, room: &RoomId, order: Order) -> Vec<String> {
             cursor,
             around: None,
         };
-        let page = chat.read_messages(&alice(), room, request).await.unwrap();
+        let page = chat.reading.read_messages(&alice(), room, request).await.unwrap();
         ids.extend(page.messages.into_iter().map(|m| m.id));
         if !page.has_more {
             return ids;
@@ -64,7 +64,8 @@ async fn sends_in_the_same_tick_are_all_stored() {
     for i in 0..20 {
         let (chat, room) = (if i % 2 == 0 { first.clone() } else { second.clone() }, room.clone());
         sends.spawn(async move {
-            chat.send_message(&alice(), &room, text(&format!("m{i}")))
+            chat.sending
+                .send_message(&alice(), &room, text(&format!("m{i}")))
                 .await
                 .unwrap()
         });
@@ -88,17 +89,22 @@ async fn a_failed_message_write_is_compensated() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
-    let err = chat.send_message(&alice(), &room, text("lost")).await.unwrap_err();
+    let err = chat
+        .sending
+        .send_message(&alice(), &room, text("lost"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     let (index, _) = chat
+        .wiring
         .store
         .tables
         .query_up_to(
-            &chat.store.schema.ascending,
+            &chat.wiring.store.schema.ascending,
             &RangeQuery::partition(room.as_str(), 10),
             10,
         )
@@ -106,7 +112,7 @@ async fn a_failed_message_write_is_compensated() {
         .unwrap();
     assert!(index.is_empty(), "the index row was removed");
     assert!(all_ids(&chat, &room, Order::OldestFirst).await.is_empty());
-    chat.send_message(&alice(), &room, text("kept")).await.unwrap();
+    chat.sending.send_message(&alice(), &room, text("kept")).await.unwrap();
     assert_eq!(all_ids(&chat, &room, Order::NewestFirst).await.len(), 1);
 }
 
@@ -116,21 +122,24 @@ async fn a_failed_message_write_is_compensated() {
 async fn an_orphan_index_row_is_skipped_and_passed() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    chat.send_message(&alice(), &room, text("before")).await.unwrap();
+    chat.sending
+        .send_message(&alice(), &room, text("before"))
+        .await
+        .unwrap();
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("write lost"),
     );
     faults.fail_operation(
         "delete",
-        Some(&chat.store.schema.ascending),
+        Some(&chat.wiring.store.schema.ascending),
         1,
         StoreError::unavailable("cleanup lost"),
     );
-    assert!(chat.send_message(&alice(), &room, text("lost")).await.is_err());
-    chat.send_message(&alice(), &room, text("after")).await.unwrap();
+    assert!(chat.sending.send_message(&alice(), &room, text("lost")).await.is_err());
+    chat.sending.send_message(&alice(), &room, text("after")).await.unwrap();
 
     let mut cursor = None;
     let mut seen = Vec::new();
@@ -141,7 +150,7 @@ async fn an_orphan_index_row_is_skipped_and_passed() {
             cursor: cursor.clone(),
             around: None,
         };
-        let page = chat.read_messages(&alice(), &room, request).await.unwrap();
+        let page = chat.reading.read_messages(&alice(), &room, request).await.unwrap();
         seen.extend(page.messages.iter().map(|m| m.text.clone()));
         assert_ne!(page.next_cursor, cursor, "the cursor always advances");
         if !page.has_more {
@@ -160,11 +169,11 @@ async fn a_stored_message_whose_index_row_write_failed_gets_it_written_again() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     faults.fail_operation(
         "insert",
-        Some(&chat.store.schema.ascending),
+        Some(&chat.wiring.store.schema.ascending),
         1,
         StoreError::unavailable("index write lost"),
     );
-    let sent = chat.send_message(&alice(), &room, text("kept")).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, text("kept")).await.unwrap();
     assert!(sent.created);
     let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
     oldest_first.reverse();
@@ -181,18 +190,24 @@ async fn a_stored_message_without_its_index_row_is_still_read_oldest_first() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     for n in 0..6 {
-        chat.send_message(&alice(), &room, text(&format!("before {n}")))
+        chat.sending
+            .send_message(&alice(), &room, text(&format!("before {n}")))
             .await
             .unwrap();
     }
-    let ascending = chat.store.schema.ascending.clone();
+    let ascending = chat.wiring.store.schema.ascending.clone();
     let lost = || StoreError::unavailable("index write lost");
     faults.fail_operation("insert", Some(&ascending), 1, lost());
     faults.fail_operation("upsert", Some(&ascending), 3, lost());
-    let sent = chat.send_message(&alice(), &room, text("unindexed")).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, text("unindexed"))
+        .await
+        .unwrap();
     assert!(sent.created);
     let index_row = || async {
-        chat.store
+        chat.wiring
+            .store
             .tables
             .get(
                 &ascending,
@@ -213,9 +228,14 @@ async fn a_stored_message_without_its_index_row_is_still_read_oldest_first() {
     // Again with the message between others, across a page boundary (pages of 7).
     faults.fail_operation("insert", Some(&ascending), 1, lost());
     faults.fail_operation("upsert", Some(&ascending), 3, lost());
-    let middle = chat.send_message(&alice(), &room, text("unindexed too")).await.unwrap();
+    let middle = chat
+        .sending
+        .send_message(&alice(), &room, text("unindexed too"))
+        .await
+        .unwrap();
     for n in 0..8 {
-        chat.send_message(&alice(), &room, text(&format!("after {n}")))
+        chat.sending
+            .send_message(&alice(), &room, text(&format!("after {n}")))
             .await
             .unwrap();
     }
@@ -233,6 +253,7 @@ async fn a_send_whose_tick_holds_a_message_takes_the_next_tick(tables: Tables, s
     }
     let chat = Chat::open(tables, schema).await.unwrap();
     let room = chat
+        .rooms
         .create_room(
             &alice(),
             crate::rooms::NewRoom {
@@ -245,18 +266,23 @@ async fn a_send_whose_tick_holds_a_message_takes_the_next_tick(tables: Tables, s
         .unwrap();
     let room = RoomId::parse(&room.id).unwrap();
     let chat = chat.with_clock(frozen);
-    let first = chat.send_message(&alice(), &room, text("first")).await.unwrap();
-    let second = chat.send_message(&alice(), &room, text("second")).await.unwrap();
+    let first = chat.sending.send_message(&alice(), &room, text("first")).await.unwrap();
+    let second = chat
+        .sending
+        .send_message(&alice(), &room, text("second"))
+        .await
+        .unwrap();
     assert_eq!(first.message.id, frozen().message_key().as_str());
     assert_eq!(second.message.id, frozen().next().message_key().as_str());
     let (newest_first, mut oldest_first) = both_orders(&chat, &room).await;
     oldest_first.reverse();
     assert_eq!(oldest_first, newest_first);
     let (index, _) = chat
+        .wiring
         .store
         .tables
         .query_up_to(
-            &chat.store.schema.ascending,
+            &chat.wiring.store.schema.ascending,
             &RangeQuery::partition(room.as_str(), 100),
             100,
         )
@@ -295,20 +321,25 @@ async fn a_failed_send_releases_only_the_index_row_version_it_wrote() {
     use crate::store::messages::IndexRow;
     let (chat, room) = chat_on(Tables::new(store())).await;
     let ticks = Ticks::from_datetime(chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap());
-    let failing = chat.store.messages.insert_index_row(&room, ticks).await.unwrap();
-    let stored = chat.store.messages.insert_index_row(&room, ticks).await.unwrap();
+    let failing = chat.wiring.store.messages.insert_index_row(&room, ticks).await.unwrap();
+    let stored = chat.wiring.store.messages.insert_index_row(&room, ticks).await.unwrap();
     assert!(
         matches!(failing, IndexRow::Created(_)),
         "the first insert wrote the row"
     );
     assert_eq!(stored, IndexRow::Found, "the second found it there");
-    chat.store.messages.ensure_index_row(&room, ticks).await.unwrap();
-    chat.store.messages.release_index_row(&room, ticks, failing).await;
+    chat.wiring.store.messages.ensure_index_row(&room, ticks).await.unwrap();
+    chat.wiring
+        .store
+        .messages
+        .release_index_row(&room, ticks, failing)
+        .await;
     let row = chat
+        .wiring
         .store
         .tables
         .get(
-            &chat.store.schema.ascending,
+            &chat.wiring.store.schema.ascending,
             room.as_str(),
             ticks.ascending_key().as_str(),
         )
@@ -317,14 +348,19 @@ async fn a_failed_send_releases_only_the_index_row_version_it_wrote() {
     assert!(row.is_some(), "the stored message keeps its index row");
     // Released before the stored one writes it again, the row comes back.
     let fresh = ticks.next();
-    let failing = chat.store.messages.insert_index_row(&room, fresh).await.unwrap();
-    chat.store.messages.release_index_row(&room, fresh, failing).await;
-    chat.store.messages.ensure_index_row(&room, fresh).await.unwrap();
+    let failing = chat.wiring.store.messages.insert_index_row(&room, fresh).await.unwrap();
+    chat.wiring
+        .store
+        .messages
+        .release_index_row(&room, fresh, failing)
+        .await;
+    chat.wiring.store.messages.ensure_index_row(&room, fresh).await.unwrap();
     let row = chat
+        .wiring
         .store
         .tables
         .get(
-            &chat.store.schema.ascending,
+            &chat.wiring.store.schema.ascending,
             room.as_str(),
             fresh.ascending_key().as_str(),
         )
@@ -344,14 +380,15 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
         ..NewMessage::text("x")
     };
     assert_eq!(
-        chat.send_message(&alice(), &room, retry.clone())
+        chat.sending
+            .send_message(&alice(), &room, retry.clone())
             .await
             .unwrap_err()
             .code(),
         "UNAVAILABLE"
     );
     assert!(all_ids(&chat, &room, Order::NewestFirst).await.is_empty());
-    let sent = chat.send_message(&alice(), &room, retry).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, retry).await.unwrap();
     assert!(sent.created);
 }
 
@@ -363,7 +400,7 @@ async fn an_unreadable_store_fails_the_send_before_writing() {
 async fn a_failing_change_leaves_its_group_committed() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.store.ledger.counter(&room).await.unwrap().version;
+    let before = chat.wiring.store.ledger.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut sends = tokio::task::JoinSet::new();
@@ -375,7 +412,10 @@ async fn a_failing_change_leaves_its_group_committed() {
                 client_id: client_id.map(str::to_owned),
                 ..text(&format!("m{i}"))
             };
-            (client_id, chat.send_message(&alice(), &room, input).await.unwrap())
+            (
+                client_id,
+                chat.sending.send_message(&alice(), &room, input).await.unwrap(),
+            )
         });
     }
     let sent = sends.join_all().await;
@@ -397,7 +437,7 @@ async fn a_failing_change_leaves_its_group_committed() {
         .collect();
     assert_eq!(versions.len(), 5, "each new message has its own version");
     assert_eq!(
-        chat.store.ledger.counter(&room).await.unwrap().version,
+        chat.wiring.store.ledger.counter(&room).await.unwrap().version,
         before + 5,
         "no version was skipped"
     );
@@ -413,17 +453,29 @@ async fn idempotency_records_expire_after_their_window() {
         client_id: Some("c1".into()),
         ..text("once")
     };
-    let first = chat.send_message(&alice(), &room, once.clone()).await.unwrap();
+    let first = chat.sending.send_message(&alice(), &room, once.clone()).await.unwrap();
     let report = chat.housekeeping(chrono::Utc::now()).await.unwrap();
     assert_eq!(report.idempotency_records_expired, 0, "inside the window");
-    assert!(!chat.send_message(&alice(), &room, once.clone()).await.unwrap().created);
+    assert!(
+        !chat
+            .sending
+            .send_message(&alice(), &room, once.clone())
+            .await
+            .unwrap()
+            .created
+    );
 
     let later = chrono::Utc::now() + crate::service::housekeeping::IDEMPOTENCY_WINDOW + chrono::Duration::minutes(1);
     let report = chat.housekeeping(later).await.unwrap();
     assert_eq!(report.idempotency_records_expired, 1);
-    let again = chat.send_message(&alice(), &room, once).await.unwrap();
+    let again = chat.sending.send_message(&alice(), &room, once).await.unwrap();
     assert!(again.created && again.message.id != first.message.id);
-    assert!(chat.get_message(&alice(), &room, &first.message.id).await.is_ok());
+    assert!(
+        chat.reading
+            .get_message(&alice(), &room, &first.message.id)
+            .await
+            .is_ok()
+    );
 }
 
 /// A delete writes three rows (its message, its old feed row's removal, its new feed row):
@@ -436,27 +488,31 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
     let mut ids = Vec::new();
     for i in 0..40 {
         let sent = chat
+            .sending
             .send_message(&alice(), &room, text(&format!("m{i}")))
             .await
             .unwrap();
         ids.push(sent.message.id);
     }
-    let before = chat.store.ledger.counter(&room).await.unwrap().version;
+    let before = chat.wiring.store.ledger.counter(&room).await.unwrap().version;
 
     faults.set_latency(Some(std::time::Duration::from_millis(30)));
     let mut deletes = tokio::task::JoinSet::new();
     for id in ids.clone() {
         let (chat, room) = (chat.clone(), room.clone());
-        deletes.spawn(async move { chat.delete_message(&alice(), &room, &id).await });
+        deletes.spawn(async move { chat.editing.delete_message(&alice(), &room, &id).await });
     }
     let outcomes = deletes.join_all().await;
     faults.set_latency(None);
 
     let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     assert!(failed.is_empty(), "every delete succeeds: {failed:?}");
-    assert_eq!(chat.store.ledger.counter(&room).await.unwrap().version, before + 40);
+    assert_eq!(
+        chat.wiring.store.ledger.counter(&room).await.unwrap().version,
+        before + 40
+    );
     for id in &ids {
-        let gone = chat.get_message(&alice(), &room, id).await.unwrap_err();
+        let gone = chat.reading.get_message(&alice(), &room, id).await.unwrap_err();
         assert_eq!(gone.code(), "NOT_FOUND", "{id} is a tombstone");
     }
 }
@@ -468,10 +524,10 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
 async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let before = chat.store.ledger.counter(&room).await.unwrap().version;
+    let before = chat.wiring.store.ledger.counter(&room).await.unwrap().version;
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("operation timed out"),
     );
@@ -479,11 +535,11 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
         client_id: Some("c1".into()),
         ..text("kept")
     };
-    let sent = chat.send_message(&alice(), &room, input.clone()).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, input.clone()).await.unwrap();
     assert!(sent.created);
     assert_eq!(sent.message.version, before + 1);
     assert_eq!(
-        chat.store.ledger.counter(&room).await.unwrap().version,
+        chat.wiring.store.ledger.counter(&room).await.unwrap().version,
         before + 1,
         "committed once"
     );
@@ -495,7 +551,7 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
         1,
         "its index row was kept"
     );
-    let again = chat.send_message(&alice(), &room, input).await.unwrap();
+    let again = chat.sending.send_message(&alice(), &room, input).await.unwrap();
     assert!(!again.created);
     assert_eq!(again.message.id, id);
 }
@@ -506,15 +562,16 @@ async fn a_send_committed_but_reported_as_failed_is_answered_as_stored() {
 async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let sent = chat.send_message(&alice(), &room, text("first")).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, text("first")).await.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("connection reset"),
     );
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let edited = chat
+        .editing
         .edit_message(&alice(), &room, &sent.message.id, edit)
         .await
         .unwrap();
@@ -523,7 +580,7 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
         ("second", sent.message.version + 1)
     );
     assert_eq!(
-        chat.store.ledger.counter(&room).await.unwrap().version,
+        chat.wiring.store.ledger.counter(&room).await.unwrap().version,
         sent.message.version + 1
     );
 }
@@ -536,10 +593,10 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let lines = all_ids(&chat, &room, Order::NewestFirst).await.len();
-    chat.send_message(&alice(), &room, text("warm")).await.unwrap();
+    chat.sending.send_message(&alice(), &room, text("warm")).await.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("operation timed out"),
     );
@@ -548,11 +605,15 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
     // read that looks for the commit.
     faults.fail_operation(
         "get",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         2,
         StoreError::unavailable("still down"),
     );
-    let err = chat.send_message(&alice(), &room, text("maybe")).await.unwrap_err();
+    let err = chat
+        .sending
+        .send_message(&alice(), &room, text("maybe"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     let (newest_first, oldest_first) = both_orders(&chat, &room).await;
     assert_eq!(newest_first.len(), lines + 2, "warm and maybe are stored");
@@ -565,8 +626,9 @@ async fn a_send_of_unknown_outcome_keeps_its_index_row() {
 async fn idempotency_keys_of_different_users_never_collide() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let (ab, a) = (crate::service::testing::user("a:b"), crate::service::testing::user("a"));
-    chat.join_room(&ab, &room).await.unwrap();
+    chat.rooms.join_room(&ab, &room).await.unwrap();
     let first = chat
+        .sending
         .send_message(
             &ab,
             &room,
@@ -581,10 +643,14 @@ async fn idempotency_keys_of_different_users_never_collide() {
         client_id: Some("b:c".into()),
         ..text("from a")
     };
-    let outsider = chat.send_message(&a, &room, colliding.clone()).await.unwrap_err();
+    let outsider = chat
+        .sending
+        .send_message(&a, &room, colliding.clone())
+        .await
+        .unwrap_err();
     assert_eq!(outsider.code(), "NOT_FOUND", "a non-member learns nothing of the room");
-    chat.join_room(&a, &room).await.unwrap();
-    let own = chat.send_message(&a, &room, colliding).await.unwrap();
+    chat.rooms.join_room(&a, &room).await.unwrap();
+    let own = chat.sending.send_message(&a, &room, colliding).await.unwrap();
     assert!(own.created, "a's client id is a's own");
     assert_ne!(own.message.id, first.message.id);
     assert_eq!(own.message.text, "from a");
@@ -599,9 +665,9 @@ async fn a_send_whose_commit_would_land_after_its_error_is_fenced_out() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let lines = all_ids(&chat, &room, Order::NewestFirst).await.len();
-    chat.send_message(&alice(), &room, text("warm")).await.unwrap();
+    chat.sending.send_message(&alice(), &room, text("warm")).await.unwrap();
     faults.fail_transaction_and_apply_later(
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("connection reset"),
         std::time::Duration::from_millis(200),
@@ -610,7 +676,11 @@ async fn a_send_whose_commit_would_land_after_its_error_is_fenced_out() {
         client_id: Some("late".into()),
         ..text("late")
     };
-    let err = chat.send_message(&alice(), &room, input.clone()).await.unwrap_err();
+    let err = chat
+        .sending
+        .send_message(&alice(), &room, input.clone())
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let (newest_first, oldest_first) = both_orders(&chat, &room).await;
@@ -624,7 +694,7 @@ async fn a_send_whose_commit_would_land_after_its_error_is_fenced_out() {
         newest_first.len(),
         "every stored message has its index row"
     );
-    let retried = chat.send_message(&alice(), &room, input).await.unwrap();
+    let retried = chat.sending.send_message(&alice(), &room, input).await.unwrap();
     assert!(retried.created, "the retry stores it, once");
     assert_eq!(all_ids(&chat, &room, Order::OldestFirst).await.len(), lines + 2);
 }
@@ -637,11 +707,11 @@ async fn a_commit_reported_as_timed_out_on_one_operation_is_answered_as_stored()
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("0:Operation could not be completed within the specified time.").at_batch_index(0),
     );
-    let sent = chat.send_message(&alice(), &room, text("kept")).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, text("kept")).await.unwrap();
     assert!(sent.created);
     let id = sent.message.id.clone();
     let oldest_first = all_ids(&chat, &room, Order::OldestFirst).await;
@@ -667,10 +737,10 @@ async fn a_commit_reported_as_timed_out_on_one_operation_is_answered_as_stored()
 async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
-    let sent = chat.send_message(&alice(), &room, text("first")).await.unwrap();
+    let sent = chat.sending.send_message(&alice(), &room, text("first")).await.unwrap();
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("connection reset"),
     );
@@ -681,16 +751,21 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
     faults.fail_nth_call(9, StoreError::unavailable("still down"));
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let err = chat
+        .editing
         .edit_message(&alice(), &room, &sent.message.id, edit)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     assert_eq!(
-        chat.store.ledger.counter(&room).await.unwrap().version,
+        chat.wiring.store.ledger.counter(&room).await.unwrap().version,
         sent.message.version + 1,
         "one version step: the edit was applied once"
     );
-    let stored = chat.get_message(&alice(), &room, &sent.message.id).await.unwrap();
+    let stored = chat
+        .reading
+        .get_message(&alice(), &room, &sent.message.id)
+        .await
+        .unwrap();
     assert_eq!(
         (stored.text.as_str(), stored.version),
         ("second", sent.message.version + 1)

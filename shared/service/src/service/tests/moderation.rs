@@ -22,6 +22,7 @@ fn unavailable() -> StoreError {
 
 async fn logged(chat: &Chat, room: &RoomId) -> Vec<ModerationAction> {
     let page = chat
+        .reading
         .moderation_log(&alice(), room, ReadModerationLog::default())
         .await
         .unwrap();
@@ -35,8 +36,8 @@ async fn an_action_and_its_log_line_land_together_or_not_at_all() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let rooms = chat.store.schema().rooms.clone();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let rooms = chat.wiring.store.schema().rooms.clone();
 
     // Failing before anything is applied: no action, no line.
     let soon = chrono::Utc::now() + chrono::Duration::hours(1);
@@ -45,26 +46,42 @@ async fn an_action_and_its_log_line_land_together_or_not_at_all() {
         reason: Some("calm".into()),
     };
     faults.fail_operation("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.timeout(&alice(), &room, &bob.user_id, timeout()).await.is_err());
+    assert!(
+        chat.moderation
+            .timeout(&alice(), &room, &bob.user_id, timeout())
+            .await
+            .is_err()
+    );
     faults.fail_operation("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await.is_err());
+    assert!(
+        chat.moderation
+            .kick(&alice(), &room, &bob.user_id, Kick::default())
+            .await
+            .is_err()
+    );
     faults.fail_operation("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await.is_err());
+    assert!(
+        chat.moderation
+            .ban(&alice(), &room, &bob.user_id, Ban::default())
+            .await
+            .is_err()
+    );
     let role = NewRole {
         name: "mods".into(),
         permissions: Permissions::default(),
         position: 3,
     };
     faults.fail_operation("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.create_role(&alice(), &room, role.clone()).await.is_err());
+    assert!(chat.access.create_role(&alice(), &room, role.clone()).await.is_err());
     let change = RoomChange {
         slowmode_seconds: Some(9),
         ..RoomChange::default()
     };
     faults.fail_operation("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.update_room(&alice(), &room, change.clone()).await.is_err());
+    assert!(chat.rooms.update_room(&alice(), &room, change.clone()).await.is_err());
 
     let member = chat
+        .wiring
         .store
         .members
         .member(&room, &bob.user_id)
@@ -72,22 +89,32 @@ async fn an_action_and_its_log_line_land_together_or_not_at_all() {
         .unwrap()
         .expect("still a member");
     assert_eq!(member.timeout_until, None, "no timeout");
-    assert!(!chat.is_banned(&room, &bob.user_id).await.unwrap());
-    assert!(chat.list_roles(&alice(), &room).await.unwrap().is_empty());
-    assert_eq!(chat.get_room(&alice(), &room).await.unwrap().slowmode_seconds, 0);
+    assert!(!chat.access.is_banned(&room, &bob.user_id).await.unwrap());
+    assert!(chat.access.list_roles(&alice(), &room).await.unwrap().is_empty());
+    assert_eq!(chat.rooms.get_room(&alice(), &room).await.unwrap().slowmode_seconds, 0);
     assert_eq!(logged(&chat, &room).await, [], "no line without its action");
 
     // Committed, then answered with an error: both landed.
     faults.fail_operation_after_applying("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.timeout(&alice(), &room, &bob.user_id, timeout()).await.is_err());
+    assert!(
+        chat.moderation
+            .timeout(&alice(), &room, &bob.user_id, timeout())
+            .await
+            .is_err()
+    );
     faults.fail_operation_after_applying("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.update_room(&alice(), &room, change).await.is_err());
+    assert!(chat.rooms.update_room(&alice(), &room, change).await.is_err());
     faults.fail_operation_after_applying("transact", Some(&rooms), 1, unavailable());
-    assert!(chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await.is_err());
-    let member = chat.store.members.member(&room, &bob.user_id).await.unwrap();
+    assert!(
+        chat.moderation
+            .ban(&alice(), &room, &bob.user_id, Ban::default())
+            .await
+            .is_err()
+    );
+    let member = chat.wiring.store.members.member(&room, &bob.user_id).await.unwrap();
     assert!(member.is_none(), "the ban removed the membership");
-    assert!(chat.is_banned(&room, &bob.user_id).await.unwrap());
-    assert_eq!(chat.get_room(&alice(), &room).await.unwrap().slowmode_seconds, 9);
+    assert!(chat.access.is_banned(&room, &bob.user_id).await.unwrap());
+    assert_eq!(chat.rooms.get_room(&alice(), &room).await.unwrap().slowmode_seconds, 9);
     assert_eq!(
         logged(&chat, &room).await,
         [
@@ -105,25 +132,44 @@ async fn a_dismissal_that_fails_leaves_the_reports_open_and_unlogged() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text("hm"))
         .await
         .unwrap();
     let id = sent.message.id.clone();
     let reason = NewReport { reason: "rude".into() };
-    chat.report_message(&bob, &room, &id, reason).await.unwrap();
+    chat.editing.report_message(&bob, &room, &id, reason).await.unwrap();
 
-    faults.fail_operation("transact", Some(&chat.store.schema().rooms), 1, unavailable());
+    faults.fail_operation("transact", Some(&chat.wiring.store.schema().rooms), 1, unavailable());
     let dismiss = || crate::reports::ResolveReports {
         action: crate::reports::ResolveAction::Dismiss,
         reason: None,
     };
-    assert!(chat.resolve_reports(&alice(), &room, &id, dismiss()).await.is_err());
-    assert_eq!(chat.report_queue(&alice(), &room).await.unwrap().groups.len(), 1);
+    assert!(
+        chat.editing
+            .resolve_reports(&alice(), &room, &id, dismiss())
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        chat.editing.report_queue(&alice(), &room).await.unwrap().groups.len(),
+        1
+    );
     assert_eq!(logged(&chat, &room).await, []);
-    chat.resolve_reports(&alice(), &room, &id, dismiss()).await.unwrap();
-    assert!(chat.report_queue(&alice(), &room).await.unwrap().groups.is_empty());
+    chat.editing
+        .resolve_reports(&alice(), &room, &id, dismiss())
+        .await
+        .unwrap();
+    assert!(
+        chat.editing
+            .report_queue(&alice(), &room)
+            .await
+            .unwrap()
+            .groups
+            .is_empty()
+    );
     assert_eq!(logged(&chat, &room).await, [ModerationAction::ReportsResolved]);
 }
 
@@ -133,13 +179,19 @@ async fn a_dismissal_that_fails_leaves_the_reports_open_and_unlogged() {
 async fn the_queue_closes_the_reports_of_a_message_deleted_around_the_delete_path() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let sent = chat.send_message(&bob, &room, NewMessage::text("oops")).await.unwrap();
-    let id = sent.message.id.clone();
-    chat.report_message(&alice(), &room, &id, NewReport { reason: "x".into() })
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("oops"))
         .await
         .unwrap();
-    chat.store
+    let id = sent.message.id.clone();
+    chat.editing
+        .report_message(&alice(), &room, &id, NewReport { reason: "x".into() })
+        .await
+        .unwrap();
+    chat.wiring
+        .store
         .messages
         .rewrite_message_versioned(&room, &sent.message.key(), |m| {
             m.tombstone("bob", chrono::Utc::now());
@@ -147,8 +199,16 @@ async fn the_queue_closes_the_reports_of_a_message_deleted_around_the_delete_pat
         })
         .await
         .unwrap();
-    assert!(chat.report_queue(&alice(), &room).await.unwrap().groups.is_empty());
+    assert!(
+        chat.editing
+            .report_queue(&alice(), &room)
+            .await
+            .unwrap()
+            .groups
+            .is_empty()
+    );
     let page = chat
+        .reading
         .moderation_log(&alice(), &room, ReadModerationLog::default())
         .await
         .unwrap();
@@ -168,21 +228,27 @@ async fn a_failed_webhook_change_leaves_neither_the_change_nor_its_line() {
         name: n.into(),
         automation: None,
     };
-    let rooms = Some(&chat.store.schema.rooms);
+    let rooms = Some(&chat.wiring.store.schema.rooms);
     faults.fail_operation("transact", rooms, 1, unavailable());
-    assert!(chat.create_webhook(&alice(), &room, name("CI")).await.is_err());
-    assert!(chat.list_webhooks(&alice(), &room).await.unwrap().is_empty());
+    assert!(chat.sending.create_webhook(&alice(), &room, name("CI")).await.is_err());
+    assert!(chat.sending.list_webhooks(&alice(), &room).await.unwrap().is_empty());
     assert_eq!(logged(&chat, &room).await, []);
-    let hook = chat.create_webhook(&alice(), &room, name("CI")).await.unwrap().webhook;
+    let hook = chat
+        .sending
+        .create_webhook(&alice(), &room, name("CI"))
+        .await
+        .unwrap()
+        .webhook;
     faults.fail_operation("transact", rooms, 1, unavailable());
     assert!(
-        chat.rename_webhook(&alice(), &room, &hook.id, name("Deploys"))
+        chat.sending
+            .rename_webhook(&alice(), &room, &hook.id, name("Deploys"))
             .await
             .is_err()
     );
-    assert_eq!(chat.list_webhooks(&alice(), &room).await.unwrap()[0].name, "CI");
+    assert_eq!(chat.sending.list_webhooks(&alice(), &room).await.unwrap()[0].name, "CI");
     faults.fail_operation("transact", rooms, 1, unavailable());
-    assert!(chat.delete_webhook(&alice(), &room, &hook.id).await.is_err());
-    assert_eq!(chat.list_webhooks(&alice(), &room).await.unwrap().len(), 1);
+    assert!(chat.sending.delete_webhook(&alice(), &room, &hook.id).await.is_err());
+    assert_eq!(chat.sending.list_webhooks(&alice(), &room).await.unwrap().len(), 1);
     assert_eq!(logged(&chat, &room).await, [ModerationAction::WebhookCreated]);
 }

@@ -15,7 +15,10 @@ use crate::storage::faults::FaultyTables;
 /// The store calls one send of alice's costs.
 async fn send_cost(chat: &Chat, faults: &FaultyTables, room: &RoomId, text: String) -> usize {
     let before = faults.calls();
-    chat.send_message(&alice(), room, NewMessage::text(text)).await.unwrap();
+    chat.sending
+        .send_message(&alice(), room, NewMessage::text(text))
+        .await
+        .unwrap();
     faults.calls() - before
 }
 
@@ -26,12 +29,12 @@ async fn a_send_costs_the_same_whatever_its_rooms_members_and_three_calls_for_ea
     let chat = chat.with_local_hub("chat");
     let members: Vec<_> = (0..50).map(|i| user(&format!("m{i}"))).collect();
     for member in &members[..5] {
-        chat.join_room(member, &room).await.unwrap();
+        chat.rooms.join_room(member, &room).await.unwrap();
     }
     send_cost(&chat, &faults, &room, "warm".into()).await;
     let few = send_cost(&chat, &faults, &room, "five members".into()).await;
     for member in &members[5..] {
-        chat.join_room(member, &room).await.unwrap();
+        chat.rooms.join_room(member, &room).await.unwrap();
     }
     send_cost(&chat, &faults, &room, "warm".into()).await;
     let many = send_cost(&chat, &faults, &room, "fifty members".into()).await;
@@ -41,7 +44,10 @@ async fn a_send_costs_the_same_whatever_its_rooms_members_and_three_calls_for_ea
     // a range read of their unread messages and the removal of their armed row each, plus
     // one read of the room row; the send after it costs what it did before.
     for member in &members[..3] {
-        chat.mark_read(member, &room, MarkRead::default()).await.unwrap();
+        chat.members
+            .mark_read(member, &room, MarkRead::default())
+            .await
+            .unwrap();
     }
     let told = send_cost(&chat, &faults, &room, "three looked".into()).await;
     assert_eq!(told, many + 1 + 3 * 3);
@@ -53,18 +59,29 @@ async fn a_send_costs_the_same_whatever_its_rooms_members_and_three_calls_for_ea
 async fn a_look_while_its_notice_goes_out_arms_the_member_again() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    chat.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
-    let read = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    chat.wiring.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
+    let read = chat.wiring.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!(read.armed.len(), 1);
     // bob reads the room again while the notice from `read` goes out.
-    chat.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
-    chat.store.live.disarm_notice(&room, &read.armed[0]).await.unwrap();
-    let now = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
+    chat.wiring.store.live.arm_notice(&room, &bob.user_id).await.unwrap();
+    chat.wiring
+        .store
+        .live
+        .disarm_notice(&room, &read.armed[0])
+        .await
+        .unwrap();
+    let now = chat.wiring.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!(now.armed.len(), 1, "the later look stays");
-    chat.store.live.disarm_notice(&room, &now.armed[0]).await.unwrap();
+    chat.wiring
+        .store
+        .live
+        .disarm_notice(&room, &now.armed[0])
+        .await
+        .unwrap();
     assert!(
-        chat.store
+        chat.wiring
+            .store
             .live
             .lookers(&room, Utc::now())
             .await
@@ -89,8 +106,8 @@ async fn of_a_view_and_a_kick_racing_the_kick_wins() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = chat.with_local_hub("chat");
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let url = chat.signals.negotiate(&bob, "http://localhost").await.unwrap().url;
     let token = url.split_once("access_token=").unwrap().1;
     let hub = chat.local_hub().unwrap().clone();
     let (session, mut queue) = hub.connect(token, JSON_PROTOCOL).unwrap();
@@ -99,7 +116,7 @@ async fn of_a_view_and_a_kick_racing_the_kick_wins() {
 
     let user_rooms = Schema::with_prefix("").unwrap().user_rooms;
     faults.delay_operation("get", Some(&user_rooms), 1, Duration::from_millis(400));
-    let view = chat.view_room(
+    let view = chat.signals.view_room(
         &bob,
         ViewRoom {
             connection_id: connection,
@@ -109,7 +126,9 @@ async fn of_a_view_and_a_kick_racing_the_kick_wins() {
     let kick = async {
         // Ordering only: the kick starts while the view is held.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await
+        chat.moderation
+            .kick(&alice(), &room, &bob.user_id, Kick::default())
+            .await
     };
     let (viewed, kicked) = tokio::join!(view, kick);
     kicked.unwrap();
@@ -135,8 +154,8 @@ async fn a_kicked_member_leaves_no_live_rows_in_the_room() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let chat = chat.with_local_hub("chat");
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let url = chat.signals.negotiate(&bob, "http://localhost").await.unwrap().url;
     let hub = chat.local_hub().unwrap().clone();
     let (session, _queue) = hub
         .connect(url.split_once("access_token=").unwrap().1, JSON_PROTOCOL)
@@ -147,17 +166,20 @@ async fn a_kicked_member_leaves_no_live_rows_in_the_room() {
         room_id: None,
     };
     // Showing no room, then the room: armed by negotiate, and a viewer.
-    chat.view_room(&bob, view.clone()).await.unwrap();
+    chat.signals.view_room(&bob, view.clone()).await.unwrap();
     let shown = ViewRoom {
         room_id: Some(room.to_string()),
         ..view
     };
-    chat.view_room(&bob, shown).await.unwrap();
-    let before = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
+    chat.signals.view_room(&bob, shown).await.unwrap();
+    let before = chat.wiring.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert_eq!((before.viewers.len(), before.armed.len()), (1, 1));
 
-    chat.kick(&alice(), &room, &bob.user_id, Kick::default()).await.unwrap();
-    let after = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
+    chat.moderation
+        .kick(&alice(), &room, &bob.user_id, Kick::default())
+        .await
+        .unwrap();
+    let after = chat.wiring.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert!(after.viewers.is_empty() && after.armed.is_empty(), "{after:?}");
 }
 
@@ -178,8 +200,8 @@ async fn of_a_view_and_its_connection_closing_racing_the_close_wins() {
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let chat = chat.with_local_hub("chat");
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
-    let url = chat.negotiate(&bob, "http://localhost").await.unwrap().url;
+    chat.rooms.join_room(&bob, &room).await.unwrap();
+    let url = chat.signals.negotiate(&bob, "http://localhost").await.unwrap().url;
     let token = url.split_once("access_token=").unwrap().1;
     let hub = chat.local_hub().unwrap().clone();
     let (session, mut queue) = hub.connect(token, JSON_PROTOCOL).unwrap();
@@ -188,7 +210,7 @@ async fn of_a_view_and_its_connection_closing_racing_the_close_wins() {
 
     let rooms = Schema::with_prefix("").unwrap().rooms;
     faults.delay_operation("upsert", Some(&rooms), 1, Duration::from_millis(600));
-    let view = chat.view_room(
+    let view = chat.signals.view_room(
         &bob,
         ViewRoom {
             connection_id: connection.clone(),
@@ -205,17 +227,18 @@ async fn of_a_view_and_its_connection_closing_racing_the_close_wins() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(session);
-        chat.connection_closed(bob.user_id.as_str(), &connection).await;
+        chat.signals.connection_closed(bob.user_id.as_str(), &connection).await;
     };
     let (viewed, ()) = tokio::join!(view, close);
     assert!(
         matches!(viewed, Ok(()) | Err(crate::error::Error::NotFound(_))),
         "{viewed:?}"
     );
-    let lookers = chat.store.live.lookers(&room, Utc::now()).await.unwrap();
+    let lookers = chat.wiring.store.live.lookers(&room, Utc::now()).await.unwrap();
     assert!(lookers.viewers.is_empty(), "the closed connection shows nothing");
     assert_eq!(
-        chat.store
+        chat.wiring
+            .store
             .live
             .shown_room(&bob.user_id, &connection)
             .await

@@ -26,8 +26,9 @@ async fn a_redelivered_event_pushes_nothing_again() {
         allow_private_endpoints: true,
         ..PushSettings::default()
     });
-    chat.join_room(&user("bob"), &room).await.unwrap();
+    chat.rooms.join_room(&user("bob"), &room).await.unwrap();
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text("hi"))
         .await
         .unwrap();
@@ -36,7 +37,7 @@ async fn a_redelivered_event_pushes_nothing_again() {
     // refused as busy, to be retried); either way, exactly one run counts.
     let notify = || async {
         loop {
-            match chat.notifier.notify(&event).await {
+            match chat.wiring.notifier.notify(&event).await {
                 Err(Error::Unavailable(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
                 other => return other.unwrap(),
             }
@@ -53,9 +54,10 @@ async fn a_redelivered_event_pushes_nothing_again() {
 async fn a_done_record_that_fails_once_is_written_again() {
     let faults = crate::storage::faults::FaultyTables::new(store());
     let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
-    chat.join_room(&user("bob"), &room).await.unwrap();
+    chat.rooms.join_room(&user("bob"), &room).await.unwrap();
     // Sent before push is configured, so no delivery of its own runs alongside this one.
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text("hi"))
         .await
         .unwrap();
@@ -63,7 +65,7 @@ async fn a_done_record_that_fails_once_is_written_again() {
         sender: Some(PushSender::new(&vapid_key(), "mailto:test@example.com").unwrap()),
         ..PushSettings::default()
     });
-    let metadata = chat.store.schema().metadata.clone();
+    let metadata = chat.wiring.store.schema().metadata.clone();
     faults.fail_operation(
         "update",
         Some(&metadata),
@@ -72,12 +74,13 @@ async fn a_done_record_that_fails_once_is_written_again() {
     );
     let event = MessageEvent::of(&sent.message).unwrap();
     let report = chat
+        .wiring
         .notifier
         .notify(&event)
         .await
         .expect("the record is written on a later try");
     assert_eq!(report.recipients, 1);
-    let state = chat.notifier.state(&room, &sent.message.id).await.unwrap();
+    let state = chat.wiring.notifier.state(&room, &sent.message.id).await.unwrap();
     assert_eq!(state, NotificationState::Done);
 }
 
@@ -111,6 +114,7 @@ async fn a_silent_endpoint_is_given_up_at_the_delivery_deadline() {
     let subscription = subscription_at(format!("http://{addr}/push/silent"));
     let push = a_push();
     let outcome = chat
+        .wiring
         .notifier
         .deliver_in_time(&sender, user("bob").user_id, subscription, push)
         .await;

@@ -102,7 +102,8 @@ async fn register(chat: &Chat, room: &RoomId, url: &str) -> String {
         url: url.to_owned(),
         events: None,
     };
-    chat.create_outgoing_webhook(&alice(), room, input)
+    chat.sending
+        .create_outgoing_webhook(&alice(), room, input)
         .await
         .unwrap()
         .webhook
@@ -113,7 +114,8 @@ async fn register(chat: &Chat, room: &RoomId, url: &str) -> String {
 /// what the deliveries a test makes by hand are about. A delivery of a message that is not
 /// there (or deleted) is never posted (`Chat::still_said`).
 async fn a_message(chat: &Chat, room: &RoomId) -> String {
-    chat.send_message(&alice(), room, NewMessage::text("said"))
+    chat.sending
+        .send_message(&alice(), room, NewMessage::text("said"))
         .await
         .unwrap()
         .message
@@ -123,9 +125,10 @@ async fn a_message(chat: &Chat, room: &RoomId) -> String {
 async fn pending_events(chat: &Chat, room: &RoomId) -> usize {
     let query = RangeQuery::prefix(room.as_str(), HOOK_EVENT_PREFIX, 100);
     let rows = chat
+        .wiring
         .store
         .tables()
-        .query_up_to(&chat.store.schema().messages, &query, 100);
+        .query_up_to(&chat.wiring.store.schema().messages, &query, 100);
     rows.await.unwrap().0.len()
 }
 
@@ -138,7 +141,7 @@ async fn a_failed_send_delivers_nothing_and_one_that_commits_then_times_out_is_d
     let sender = sender_on(Tables::new(faults.clone())).await;
     let (receiver, url) = start_receiver().await;
     let hook = register(&chat, &room, &url).await;
-    let messages = chat.store.schema().messages.clone();
+    let messages = chat.wiring.store.schema().messages.clone();
 
     // The transaction fails outright: no message, no event, nothing delivered.
     faults.fail_operation(
@@ -149,12 +152,13 @@ async fn a_failed_send_delivers_nothing_and_one_that_commits_then_times_out_is_d
     );
     assert!(
         sender
+            .sending
             .send_message(&alice(), &room, NewMessage::text("lost"))
             .await
             .is_err()
     );
     assert_eq!(pending_events(&chat, &room).await, 0);
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     assert!(receiver.posts().is_empty());
 
     // It commits and then reports a timeout: the message is stored, its event with it.
@@ -164,16 +168,19 @@ async fn a_failed_send_delivers_nothing_and_one_that_commits_then_times_out_is_d
         1,
         StoreError::unavailable("operation timed out"),
     );
-    let sent = sender.send_message(&alice(), &room, NewMessage::text("kept")).await;
+    let sent = sender
+        .sending
+        .send_message(&alice(), &room, NewMessage::text("kept"))
+        .await;
     assert!(sent.is_ok(), "the ledger finds the commit: {sent:?}");
     assert_eq!(pending_events(&chat, &room).await, 1);
-    let report = chat.deliver_webhooks().await.unwrap();
+    let report = chat.sending.deliver_webhooks().await.unwrap();
     assert_eq!((report.events, report.delivered), (1, 1));
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     let posts = receiver.posts();
     assert_eq!(posts.len(), 1);
     assert!(posts.values().all(|n| *n == 1), "{posts:?}");
-    let listed = chat.list_deliveries(&alice(), &room, &hook).await.unwrap();
+    let listed = chat.sending.list_deliveries(&alice(), &room, &hook).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, DeliveryStatus::Delivered);
 }
@@ -189,20 +196,21 @@ async fn a_run_that_dies_between_fan_out_and_clearing_the_event_delivers_each_on
     register(&chat, &room, &url).await;
     register(&chat, &room, &url).await;
     sender
+        .sending
         .send_message(&alice(), &room, NewMessage::text("once"))
         .await
         .unwrap();
 
     // The deliveries are recorded, then clearing the event fails: the run stops there.
-    let messages = chat.store.schema().messages.clone();
+    let messages = chat.wiring.store.schema().messages.clone();
     faults.fail_operation("delete", Some(&messages), 1, StoreError::unavailable("injected"));
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     assert_eq!(pending_events(&chat, &room).await, 1, "the event waits");
     // The next run fans it out again, which finds both deliveries recorded.
-    let report = chat.deliver_webhooks().await.unwrap();
+    let report = chat.sending.deliver_webhooks().await.unwrap();
     assert_eq!((report.events, report.delivered), (1, 2));
     assert_eq!(pending_events(&chat, &room).await, 0);
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     let posts = receiver.posts();
     assert_eq!(posts.len(), 2, "one delivery per endpoint: {posts:?}");
     assert!(posts.values().all(|n| *n == 1), "{posts:?}");
@@ -221,19 +229,20 @@ async fn a_late_fan_out_of_an_event_already_delivered_posts_nothing_again() {
     // Sent by a process that delivers nothing, so no run of its own starts now.
     sender_on(tables.clone())
         .await
+        .sending
         .send_message(&alice(), &room, NewMessage::text("once"))
         .await
         .unwrap();
     // The late run reads the event and the endpoints…
-    let events = chat.store.outgoing.hook_events(&room).await.unwrap();
-    let hooks = chat.store.outgoing.outgoing_webhooks(&room).await.unwrap();
+    let events = chat.wiring.store.outgoing.hook_events(&room).await.unwrap();
+    let hooks = chat.wiring.store.outgoing.outgoing_webhooks(&room).await.unwrap();
     assert_eq!((events.len(), hooks.len()), (1, 1));
     // …another run delivers it…
-    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 1);
+    assert_eq!(chat.sending.deliver_webhooks().await.unwrap().delivered, 1);
     // …then the late run fans it out and delivers what it finds pending.
     let late = crate::store::outgoing::new_delivery(&hooks[0].id, &events[0], "{}".into(), Utc::now());
-    chat.store.outgoing.insert_delivery(&room, &late).await.unwrap();
-    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 0);
+    chat.wiring.store.outgoing.insert_delivery(&room, &late).await.unwrap();
+    assert_eq!(chat.sending.deliver_webhooks().await.unwrap().delivered, 0);
     let posts = receiver.posts();
     assert_eq!((posts.len(), posts.values().sum::<usize>()), (1, 1), "{posts:?}");
 }
@@ -250,12 +259,17 @@ async fn two_processes_delivering_at_once_post_each_delivery_once() {
     for n in 0..6 {
         // Each send nudges a run of its own in the background, too.
         let chat = if n % 2 == 0 { &a } else { &b };
-        chat.send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
             .await
             .unwrap();
     }
     for _ in 0..3 {
-        let (x, y, z) = tokio::join!(a.deliver_webhooks(), b.deliver_webhooks(), a.deliver_webhooks());
+        let (x, y, z) = tokio::join!(
+            a.sending.deliver_webhooks(),
+            b.sending.deliver_webhooks(),
+            a.sending.deliver_webhooks()
+        );
         x.unwrap();
         y.unwrap();
         z.unwrap();
@@ -284,18 +298,20 @@ async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
     let hook = register(&chat, &room, &url).await;
     for n in 0..5 {
         sender
+            .sending
             .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
             .await
             .unwrap();
     }
-    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 5);
-    let listed = chat.list_deliveries(&alice(), &room, &hook).await.unwrap();
+    assert_eq!(chat.sending.deliver_webhooks().await.unwrap().delivered, 5);
+    let listed = chat.sending.list_deliveries(&alice(), &room, &hook).await.unwrap();
     let versions: Vec<u64> = listed.iter().map(|d| d.version).collect();
     let mut newest_first = versions.clone();
     newest_first.sort_by(|a, b| b.cmp(a));
     assert_eq!(versions, newest_first);
     let newest = versions[0];
     let pruned = chat
+        .wiring
         .store
         .outgoing
         .prune_deliveries(&room, &hook, newest, 2)
@@ -303,6 +319,7 @@ async fn finished_deliveries_are_listed_newest_first_and_the_oldest_pruned() {
         .unwrap();
     assert_eq!(pruned, 2, "versions below {} go", newest - 2);
     let kept: Vec<u64> = chat
+        .sending
         .list_deliveries(&alice(), &room, &hook)
         .await
         .unwrap()
@@ -409,14 +426,19 @@ async fn each_delivery_is_signed_at_its_own_attempt_however_long_the_run() {
         .await
     };
     let input = NewOutgoingWebhook { url, events: None };
-    let created = chat.create_outgoing_webhook(&alice(), &room, input).await.unwrap();
+    let created = chat
+        .sending
+        .create_outgoing_webhook(&alice(), &room, input)
+        .await
+        .unwrap();
     for n in 0..4 {
         sender
+            .sending
             .send_message(&alice(), &room, NewMessage::text(&format!("m{n}")))
             .await
             .unwrap();
     }
-    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 4);
+    assert_eq!(chat.sending.deliver_webhooks().await.unwrap().delivered, 4);
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 4);
     for (posted, received_at) in &seen {
@@ -443,6 +465,7 @@ async fn a_slow_endpoint_holds_up_no_other_endpoint_or_room() {
     let chat = with_webhooks(chat, &clock);
     let sender = sender_on(tables).await;
     let other = chat
+        .rooms
         .create_room(
             &alice(),
             crate::rooms::NewRoom {
@@ -472,11 +495,12 @@ async fn a_slow_endpoint_holds_up_no_other_endpoint_or_room() {
     register(&chat, &other, &serve(behave).await).await;
     for room in [&room, &other] {
         sender
+            .sending
             .send_message(&alice(), room, NewMessage::text("hello"))
             .await
             .unwrap();
     }
-    let report = chat.deliver_webhooks().await.unwrap();
+    let report = chat.sending.deliver_webhooks().await.unwrap();
     assert_eq!((report.delivered, report.failed), (3, 0), "{report:?}");
 }
 
@@ -494,15 +518,19 @@ async fn a_deleted_endpoint_keeps_no_pending_delivery_and_gets_no_more_posts() {
     let failing = register(&chat, &room, &serve(answering(500, posts.clone())).await).await;
     let kept = register(&chat, &room, &serve(answering(200, Arc::default())).await).await;
     sender
+        .sending
         .send_message(&alice(), &room, NewMessage::text("private words"))
         .await
         .unwrap();
-    let report = chat.deliver_webhooks().await.unwrap();
+    let report = chat.sending.deliver_webhooks().await.unwrap();
     assert_eq!((report.delivered, report.failed), (1, 1));
 
-    chat.delete_outgoing_webhook(&alice(), &room, &failing).await.unwrap();
+    chat.sending
+        .delete_outgoing_webhook(&alice(), &room, &failing)
+        .await
+        .unwrap();
     clock.advance(chrono::Duration::hours(2));
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
     assert_eq!(posted.len(), 1, "no post after the delete: {posted:?}");
     assert!(posted[0].starts_with(&failing), "{posted:?}");
@@ -510,9 +538,10 @@ async fn a_deleted_endpoint_keeps_no_pending_delivery_and_gets_no_more_posts() {
         let query = RangeQuery::prefix(room.as_str(), &prefix, 100);
         let chat = chat.clone();
         async move {
-            chat.store
+            chat.wiring
+                .store
                 .tables()
-                .query_up_to(&chat.store.schema().rooms, &query, 100)
+                .query_up_to(&chat.wiring.store.schema().rooms, &query, 100)
                 .await
                 .unwrap()
                 .0
@@ -551,12 +580,17 @@ async fn a_run_over_a_failing_endpoints_backlog_costs_the_same_whatever_its_size
                 message: serde_json::Value::Null,
             };
             let delivery = new_delivery(&failing, &event, "{}".into(), Utc::now());
-            chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
+            chat.wiring
+                .store
+                .outgoing
+                .insert_delivery(&room, &delivery)
+                .await
+                .unwrap();
         }
         made = size;
         clock.advance(chrono::Duration::hours(2));
         let before = faults.calls();
-        let report = chat.deliver_webhooks().await.unwrap();
+        let report = chat.sending.deliver_webhooks().await.unwrap();
         assert_eq!(report.failed, 1, "{report:?}");
         costs.push(faults.calls() - before);
     }
@@ -584,9 +618,14 @@ async fn a_backlog_longer_than_a_page_is_delivered_in_one_run() {
             message: serde_json::Value::Null,
         };
         let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
-        chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
+        chat.wiring
+            .store
+            .outgoing
+            .insert_delivery(&room, &delivery)
+            .await
+            .unwrap();
     }
-    assert_eq!(chat.deliver_webhooks().await.unwrap().delivered, 150);
+    assert_eq!(chat.sending.deliver_webhooks().await.unwrap().delivered, 150);
     let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
     let mut in_order = posted.clone();
     in_order.sort();
@@ -617,15 +656,20 @@ async fn a_run_that_loses_a_claim_posts_nothing_after_it() {
             message: serde_json::Value::Null,
         };
         let delivery = new_delivery(&hook, &event, "{}".into(), Utc::now());
-        chat.store.outgoing.insert_delivery(&room, &delivery).await.unwrap();
+        chat.wiring
+            .store
+            .outgoing
+            .insert_delivery(&room, &delivery)
+            .await
+            .unwrap();
     }
     // The first claim is lost, as to another run that changed the row first.
-    let rooms = chat.store.schema().rooms.clone();
+    let rooms = chat.wiring.store.schema().rooms.clone();
     let lost = StoreError::new(ErrorKind::PreconditionFailed, "another run claimed it");
     faults.fail_operation("update", Some(&rooms), 1, lost);
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     assert!(posts.lock().unwrap().is_empty(), "nothing overtakes the first");
-    chat.deliver_webhooks().await.unwrap();
+    chat.sending.deliver_webhooks().await.unwrap();
     let posted: Vec<String> = posts.lock().unwrap().iter().map(|p| p.delivery.clone()).collect();
     let mut in_order = posted.clone();
     in_order.sort();

@@ -13,12 +13,17 @@ use crate::storage::{Entity, StoreError, Tables, UpdateMode, Value};
 use crate::store::schema::pin_key;
 
 async fn pinned(chat: &Chat, room: &RoomId) -> Vec<String> {
-    let page = chat.read_pins(&alice(), room, ReadPins::default()).await.unwrap();
+    let page = chat
+        .reading
+        .read_pins(&alice(), room, ReadPins::default())
+        .await
+        .unwrap();
     page.messages.into_iter().map(|m| m.id).collect()
 }
 
 async fn send(chat: &Chat, room: &RoomId, text: &str) -> Message {
-    chat.send_message(&alice(), room, NewMessage::text(text))
+    chat.sending
+        .send_message(&alice(), room, NewMessage::text(text))
         .await
         .unwrap()
         .message
@@ -27,24 +32,27 @@ async fn send(chat: &Chat, room: &RoomId, text: &str) -> Message {
 /// Sets the pin flag alone, as a pin did before pin rows existed.
 async fn pin_as_before(chat: &Chat, room: &RoomId, id: &str) {
     let flag = Entity::new(room.as_str(), id).with("isPinned", Value::Bool(true));
-    chat.store
+    chat.wiring
+        .store
         .tables
-        .upsert(&chat.store.schema.messages, &flag, UpdateMode::Merge)
+        .upsert(&chat.wiring.store.schema.messages, &flag, UpdateMode::Merge)
         .await
         .unwrap();
 }
 
 async fn pin_row(chat: &Chat, room: &RoomId, id: &str) -> Option<Entity> {
     let key = pin_key(&MessageKey::parse(id).unwrap());
-    chat.store
+    chat.wiring
+        .store
         .tables
-        .get(&chat.store.schema.messages, room.as_str(), &key)
+        .get(&chat.wiring.store.schema.messages, room.as_str(), &key)
         .await
         .unwrap()
 }
 
 async fn pin_lines(chat: &Chat, room: &RoomId) -> usize {
     let (messages, _) = chat
+        .wiring
         .store
         .messages
         .messages_newest_first(room, None, 100)
@@ -58,9 +66,15 @@ async fn a_message_pinned_before_pin_rows_is_listed_once_pinned_again_without_a_
     let (chat, room) = chat_on(Tables::new(store())).await;
     let old = send(&chat, &room, "pinned long ago").await;
     pin_as_before(&chat, &room, &old.id).await;
-    assert!(chat.get_message(&alice(), &room, &old.id).await.unwrap().is_pinned);
+    assert!(
+        chat.reading
+            .get_message(&alice(), &room, &old.id)
+            .await
+            .unwrap()
+            .is_pinned
+    );
     assert_eq!(pinned(&chat, &room).await, Vec::<String>::new(), "no row, not listed");
-    let again = chat.pin_message(&alice(), &room, &old.id).await.unwrap();
+    let again = chat.editing.pin_message(&alice(), &room, &old.id).await.unwrap();
     assert!(again.is_pinned);
     assert_eq!(pinned(&chat, &room).await, vec![old.id.clone()]);
     assert_eq!(pin_lines(&chat, &room).await, 0, "it was pinned already: no line");
@@ -71,9 +85,16 @@ async fn an_unpin_of_a_message_pinned_before_pin_rows_lands() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let old = send(&chat, &room, "pinned long ago").await;
     pin_as_before(&chat, &room, &old.id).await;
-    let unpinned = chat.unpin_message(&alice(), &room, &old.id).await.unwrap();
+    let unpinned = chat.editing.unpin_message(&alice(), &room, &old.id).await.unwrap();
     assert!(!unpinned.is_pinned);
-    assert!(!chat.get_message(&alice(), &room, &old.id).await.unwrap().is_pinned);
+    assert!(
+        !chat
+            .reading
+            .get_message(&alice(), &room, &old.id)
+            .await
+            .unwrap()
+            .is_pinned
+    );
     assert!(pin_row(&chat, &room, &old.id).await.is_none());
 }
 
@@ -81,11 +102,11 @@ async fn an_unpin_of_a_message_pinned_before_pin_rows_lands() {
 async fn a_purged_pinned_message_leaves_the_pins_and_takes_its_row() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let message = send(&chat, &room, "expires").await;
-    chat.pin_message(&alice(), &room, &message.id).await.unwrap();
+    chat.editing.pin_message(&alice(), &room, &message.id).await.unwrap();
     assert_eq!(pinned(&chat, &room).await, vec![message.id.clone()]);
     let cutoff = chrono::Utc::now() + chrono::Duration::minutes(1);
-    let expired = chat.store.purge.expired_messages(&room, cutoff).await.unwrap();
-    let purged = chat.store.purge.purge_messages(&room, &expired).await.unwrap();
+    let expired = chat.wiring.store.purge.expired_messages(&room, cutoff).await.unwrap();
+    let purged = chat.wiring.store.purge.purge_messages(&room, &expired).await.unwrap();
     assert!(purged >= 1);
     assert!(
         pin_row(&chat, &room, &message.id).await.is_none(),
@@ -100,13 +121,14 @@ async fn a_pin_row_whose_message_is_gone_is_skipped_and_removed() {
     let kept = send(&chat, &room, "kept").await;
     let gone = send(&chat, &room, "gone").await;
     for id in [&kept.id, &gone.id] {
-        chat.pin_message(&alice(), &room, id).await.unwrap();
+        chat.editing.pin_message(&alice(), &room, id).await.unwrap();
     }
     // A crash between a purge's deletes: the message went, its pin row stayed.
-    chat.store
+    chat.wiring
+        .store
         .tables
         .delete(
-            &chat.store.schema.messages,
+            &chat.wiring.store.schema.messages,
             room.as_str(),
             &gone.id,
             &crate::storage::IfMatch::Any,
@@ -125,13 +147,24 @@ async fn a_pin_whose_transaction_fails_leaves_neither_flag_nor_row() {
     let message = send(&chat, &room, "not pinned").await;
     faults.fail_operation(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::unavailable("disk gone"),
     );
-    let err = chat.pin_message(&alice(), &room, &message.id).await.unwrap_err();
+    let err = chat
+        .editing
+        .pin_message(&alice(), &room, &message.id)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
-    assert!(!chat.get_message(&alice(), &room, &message.id).await.unwrap().is_pinned);
+    assert!(
+        !chat
+            .reading
+            .get_message(&alice(), &room, &message.id)
+            .await
+            .unwrap()
+            .is_pinned
+    );
     assert!(pin_row(&chat, &room, &message.id).await.is_none());
     assert_eq!(pinned(&chat, &room).await, Vec::<String>::new());
     assert_eq!(pin_lines(&chat, &room).await, 0);

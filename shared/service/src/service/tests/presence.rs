@@ -29,12 +29,13 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
     let opens = (0..10).map(|i| {
         let (chat, bob) = (if i % 2 == 0 { &first } else { &second }, &bob);
         async move {
-            chat.store
+            chat.wiring
+                .store
                 .presence
                 .open_connection(bob, &format!("p{}.{i}", i % 2), now)
                 .await
                 .unwrap();
-            chat.store.presence.settle_presence(bob, now).await.unwrap()
+            chat.wiring.store.presence.settle_presence(bob, now).await.unwrap()
         }
     });
     let flips = futures::future::join_all(opens).await;
@@ -44,7 +45,7 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
         "one caller announces online"
     );
     assert_eq!(
-        first.store.presence.presence(&bob).await.unwrap().state,
+        first.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Online
     );
 
@@ -52,24 +53,29 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
     let closes = (0..9).map(|i| {
         let (chat, bob) = (if i % 2 == 0 { &second } else { &first }, &bob);
         async move {
-            chat.store
+            chat.wiring
+                .store
                 .presence
                 .close_connection(bob, &format!("p{}.{i}", i % 2), now)
                 .await
                 .unwrap();
-            chat.store.presence.settle_presence(bob, now).await.unwrap()
+            chat.wiring.store.presence.settle_presence(bob, now).await.unwrap()
         }
     });
     let flips = futures::future::join_all(closes).await;
     assert!(flips.iter().all(Option::is_none), "no flip while a tab is open");
     assert_eq!(
-        second.store.presence.presence(&bob).await.unwrap().state,
+        second.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Online
     );
 
     // The last one closes (through the other process): away, last seen then.
-    second.connection_changed(&bob, "p1.9", false).await.unwrap();
-    let presence = first.store.presence.presence(&bob).await.unwrap();
+    second
+        .presence_keeper
+        .connection_changed(&bob, "p1.9", false)
+        .await
+        .unwrap();
+    let presence = first.wiring.store.presence.presence(&bob).await.unwrap();
     assert_eq!(presence.state, PresenceState::Away);
     assert!(presence.last_seen.is_some());
 }
@@ -78,25 +84,34 @@ async fn many_tabs_on_two_processes_flip_online_once_and_away_only_when_the_last
 async fn a_repeated_or_late_connected_event_never_brings_a_closed_connection_back() {
     let (chat, _) = chat_on(Tables::new(store())).await;
     let bob = user("bob").user_id;
-    chat.connection_changed(&bob, "c1", true).await.unwrap();
-    chat.connection_changed(&bob, "c1", true).await.unwrap();
-    chat.connection_changed(&bob, "c1", false).await.unwrap();
+    chat.presence_keeper.connection_changed(&bob, "c1", true).await.unwrap();
+    chat.presence_keeper.connection_changed(&bob, "c1", true).await.unwrap();
+    chat.presence_keeper
+        .connection_changed(&bob, "c1", false)
+        .await
+        .unwrap();
     assert_eq!(
-        chat.store.presence.presence(&bob).await.unwrap().state,
+        chat.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Away
     );
     // A late (retried) connected of the same connection, and a repeated disconnected.
-    chat.connection_changed(&bob, "c1", true).await.unwrap();
-    chat.connection_changed(&bob, "c1", false).await.unwrap();
+    chat.presence_keeper.connection_changed(&bob, "c1", true).await.unwrap();
+    chat.presence_keeper
+        .connection_changed(&bob, "c1", false)
+        .await
+        .unwrap();
     assert_eq!(
-        chat.store.presence.presence(&bob).await.unwrap().state,
+        chat.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Away
     );
     // A disconnected that overtook its connected leaves the user away too.
-    chat.connection_changed(&bob, "c2", false).await.unwrap();
-    chat.connection_changed(&bob, "c2", true).await.unwrap();
+    chat.presence_keeper
+        .connection_changed(&bob, "c2", false)
+        .await
+        .unwrap();
+    chat.presence_keeper.connection_changed(&bob, "c2", true).await.unwrap();
     assert_eq!(
-        chat.store.presence.presence(&bob).await.unwrap().state,
+        chat.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Away
     );
 }
@@ -106,26 +121,29 @@ async fn a_presence_write_that_fails_is_settled_by_the_next_event() {
     let faults = FaultyTables::new(store());
     let (chat, _) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob").user_id;
-    chat.connection_changed(&bob, "c1", true).await.unwrap();
+    chat.presence_keeper.connection_changed(&bob, "c1", true).await.unwrap();
     // The close is recorded, but the presence row's conditional write fails.
-    let table = chat.store.schema().presence.clone();
+    let table = chat.wiring.store.schema().presence.clone();
     faults.fail_operation(
         "update",
         Some(&table),
         1,
         StoreError::new(ErrorKind::Unavailable, "injected"),
     );
-    let failed = chat.connection_changed(&bob, "c1", false).await;
+    let failed = chat.presence_keeper.connection_changed(&bob, "c1", false).await;
     assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
     assert_eq!(
-        chat.store.presence.presence(&bob).await.unwrap().state,
+        chat.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Online
     );
     // Web PubSub does not retry a disconnected; the next event of that user settles it (here
     // a repeat, as a retry or another tab's close would be).
-    chat.connection_changed(&bob, "c1", false).await.unwrap();
+    chat.presence_keeper
+        .connection_changed(&bob, "c1", false)
+        .await
+        .unwrap();
     assert_eq!(
-        chat.store.presence.presence(&bob).await.unwrap().state,
+        chat.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Away
     );
 }
@@ -153,7 +171,7 @@ async fn a_flapping_user_costs_a_room_one_signal_per_interval_and_the_last_state
     let (chat, room) = chat_on(Tables::new(store())).await;
     let chat = chat.with_local_hub("chat").with_presence_interval(interval);
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     // Alice watches the room over a real hub connection.
     let hub = chat.local_hub().unwrap().clone();
     let (url, _) = hub
@@ -166,15 +184,20 @@ async fn a_flapping_user_costs_a_room_one_signal_per_interval_and_the_last_state
     // Bob flaps: twenty changes in a row, ending away. The first one's signal goes at once
     // (it carries the state as stored when it is sent, so it is read before Bob goes on).
     let started = std::time::Instant::now();
-    chat.connection_changed(&bob.user_id, "c0", true).await.unwrap();
+    chat.presence_keeper
+        .connection_changed(&bob.user_id, "c0", true)
+        .await
+        .unwrap();
     let mut states = presence_signals(&mut queue, "bob", interval / 5).await;
     for i in 0..10 {
         if i > 0 {
-            chat.connection_changed(&bob.user_id, &format!("c{i}"), true)
+            chat.presence_keeper
+                .connection_changed(&bob.user_id, &format!("c{i}"), true)
                 .await
                 .unwrap();
         }
-        chat.connection_changed(&bob.user_id, &format!("c{i}"), false)
+        chat.presence_keeper
+            .connection_changed(&bob.user_id, &format!("c{i}"), false)
             .await
             .unwrap();
     }
@@ -200,39 +223,53 @@ async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_
     // The first process's hub had two tabs of bob open when it stopped beating; the second's
     // hub, alive, has carol's.
     first
+        .wiring
         .store
         .presence
         .beat_hub("stopped", now - chrono::Duration::seconds(1))
         .await
         .unwrap();
-    first.hub_event("stopped", opened(&bob, "local-1")).await.unwrap();
-    first.hub_event("stopped", opened(&bob, "local-2")).await.unwrap();
+    first
+        .presence_keeper
+        .hub_event("stopped", opened(&bob, "local-1"))
+        .await
+        .unwrap();
+    first
+        .presence_keeper
+        .hub_event("stopped", opened(&bob, "local-2"))
+        .await
+        .unwrap();
     second
+        .wiring
         .store
         .presence
         .beat_hub("alive", now + chrono::Duration::seconds(90))
         .await
         .unwrap();
-    second.hub_event("alive", opened(&carol, "local-1")).await.unwrap();
+    second
+        .presence_keeper
+        .hub_event("alive", opened(&carol, "local-1"))
+        .await
+        .unwrap();
     assert_eq!(
-        second.store.presence.presence(&bob).await.unwrap().state,
+        second.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Online
     );
 
-    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 2);
+    assert_eq!(second.presence_keeper.sweep_stopped_hubs(now).await.unwrap(), 2);
     assert_eq!(
-        second.store.presence.presence(&bob).await.unwrap().state,
+        second.wiring.store.presence.presence(&bob).await.unwrap().state,
         PresenceState::Away
     );
     assert_eq!(
-        second.store.presence.presence(&carol).await.unwrap().state,
+        second.wiring.store.presence.presence(&carol).await.unwrap().state,
         PresenceState::Online,
         "a live hub is left alone"
     );
     // Nothing left: the next sweep forgets the stopped hub and closes nothing.
-    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 0);
+    assert_eq!(second.presence_keeper.sweep_stopped_hubs(now).await.unwrap(), 0);
     assert_eq!(
-        second.store.presence.lapsed_hubs(now).await.unwrap(),
+        second.wiring.store.presence.lapsed_hubs(now).await.unwrap(),
         Vec::<String>::new()
     );
 }
@@ -244,9 +281,10 @@ async fn connections_a_stopped_process_left_open_are_closed_by_another_processs_
 async fn the_sweep_of_a_stopped_process_ends_what_its_connections_showed() {
     let (first, second, room) = two_processes().await;
     let bob = user("bob");
-    first.join_room(&bob, &room).await.unwrap();
+    first.rooms.join_room(&bob, &room).await.unwrap();
     let now = chrono::Utc::now();
     first
+        .wiring
         .store
         .presence
         .beat_hub("stopped", now - chrono::Duration::seconds(1))
@@ -256,32 +294,43 @@ async fn the_sweep_of_a_stopped_process_ends_what_its_connections_showed() {
         user: bob.user_id.to_string(),
         connection: "local-dead-1".into(),
     };
-    first.hub_event("stopped", opened).await.unwrap();
+    first.presence_keeper.hub_event("stopped", opened).await.unwrap();
     // What the stopped process's view of that connection left in the store.
     first
+        .wiring
         .store
         .live
         .add_viewer(&room, "local-dead-1", &bob.user_id, now)
         .await
         .unwrap();
     first
+        .wiring
         .store
         .live
         .show_room(&bob.user_id, "local-dead-1", Some(&room), false, now)
         .await
         .unwrap();
     assert_eq!(
-        first.store.live.lookers(&room, now).await.unwrap().viewers,
+        first.wiring.store.live.lookers(&room, now).await.unwrap().viewers,
         [bob.user_id.clone()]
     );
 
-    assert_eq!(second.sweep_stopped_hubs(now).await.unwrap(), 1);
+    assert_eq!(second.presence_keeper.sweep_stopped_hubs(now).await.unwrap(), 1);
     assert!(
-        second.store.live.lookers(&room, now).await.unwrap().viewers.is_empty(),
+        second
+            .wiring
+            .store
+            .live
+            .lookers(&room, now)
+            .await
+            .unwrap()
+            .viewers
+            .is_empty(),
         "bob no longer looks at the room"
     );
     assert_eq!(
         second
+            .wiring
             .store
             .live
             .shown_room(&bob.user_id, "local-dead-1")

@@ -71,7 +71,7 @@ async fn chat_leaving_jobs(tables: Tables) -> (Chat, RoomId, ManualClock) {
 }
 
 async fn preview_shown(chat: &Chat, room: &RoomId, id: &str) -> Option<String> {
-    let message = chat.get_message(&alice(), room, id).await.unwrap();
+    let message = chat.reading.get_message(&alice(), room, id).await.unwrap();
     message.preview.map(|p| p.title)
 }
 
@@ -80,11 +80,13 @@ async fn a_job_a_stopped_process_left_is_tried_once_by_housekeeping() {
     let (base, hits) = page_server().await;
     let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
     let good = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
         .await
         .unwrap()
         .message;
     let broken = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text(&format!("{base}/broken")))
         .await
         .unwrap()
@@ -107,7 +109,11 @@ async fn a_job_a_stopped_process_left_is_tried_once_by_housekeeping() {
     );
     assert_eq!(
         good.version,
-        chat.get_message(&alice(), &room, &good.id).await.unwrap().version
+        chat.reading
+            .get_message(&alice(), &room, &good.id)
+            .await
+            .unwrap()
+            .version
     );
 
     // Tried once: the failed one is not fetched again, run after run.
@@ -127,7 +133,8 @@ async fn a_cached_url_is_fetched_again_once_its_cache_expired() {
     let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
     let link = format!("{base}/page");
     let send = |chat: Chat, room: RoomId, link: String| async move {
-        chat.send_message(&alice(), &room, NewMessage::text(link))
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text(link))
             .await
             .unwrap()
             .message
@@ -163,7 +170,7 @@ async fn a_job_the_store_would_not_record_fails_no_send() {
     let (base, hits) = page_server().await;
     let faults = FaultyTables::new(store());
     let (chat, room, clock) = chat_leaving_jobs(Tables::new(faults.clone())).await;
-    let housekeeping = chat.store.schema().housekeeping.clone();
+    let housekeeping = chat.wiring.store.schema().housekeeping.clone();
     faults.fail_operation(
         "upsert",
         Some(&housekeeping),
@@ -171,6 +178,7 @@ async fn a_job_the_store_would_not_record_fails_no_send() {
         StoreError::new(ErrorKind::Unavailable, "injected"),
     );
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
         .await
         .unwrap()
@@ -189,17 +197,23 @@ async fn a_message_deleted_before_its_fetch_gets_no_preview() {
     let (base, _hits) = page_server().await;
     let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
         .await
         .unwrap()
         .message;
-    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
     clock.advance(RETRY_AFTER + Duration::seconds(1));
     chat.housekeeping(clock.now()).await.unwrap();
     let row = chat
+        .wiring
         .store
         .tables()
-        .get(&chat.store.schema().metadata, room.as_str(), &preview_key(&sent.key()))
+        .get(
+            &chat.wiring.store.schema().metadata,
+            room.as_str(),
+            &preview_key(&sent.key()),
+        )
         .await
         .unwrap();
     assert!(row.is_none());
@@ -228,17 +242,31 @@ async fn an_expired_url_behind_a_page_of_fresh_ones_is_forgotten_too() {
             preview: None,
             fetched_at,
         };
-        chat.store.previews.cache_link(url, &cached).await.unwrap();
+        chat.wiring.store.previews.cache_link(url, &cached).await.unwrap();
     }
     let mut forgotten = 0;
     for _ in 0..3 {
-        forgotten += chat.store.previews.expire_link_cache(now - CACHE_FOR, 2).await.unwrap();
+        forgotten += chat
+            .wiring
+            .store
+            .previews
+            .expire_link_cache(now - CACHE_FOR, 2)
+            .await
+            .unwrap();
     }
     assert_eq!(forgotten, 1);
-    assert!(chat.store.previews.cached_link(&expired).await.unwrap().is_none());
+    assert!(
+        chat.wiring
+            .store
+            .previews
+            .cached_link(&expired)
+            .await
+            .unwrap()
+            .is_none()
+    );
     for url in &urls[..4] {
         assert!(
-            chat.store.previews.cached_link(url).await.unwrap().is_some(),
+            chat.wiring.store.previews.cached_link(url).await.unwrap().is_some(),
             "{url} is fresh"
         );
     }
@@ -294,7 +322,8 @@ async fn housekeeping_fetches_the_previews_it_retries_at_once() {
     for page in ["a", "b", "c"] {
         let text = format!("{base}/{page}");
         sent.push(
-            chat.send_message(&alice(), &room, NewMessage::text(text))
+            chat.sending
+                .send_message(&alice(), &room, NewMessage::text(text))
                 .await
                 .unwrap()
                 .message,
@@ -320,11 +349,12 @@ async fn a_link_whose_message_was_deleted_before_its_job_ran_is_not_fetched() {
     let (base, hits) = page_server().await;
     let (chat, room, clock) = chat_leaving_jobs(Tables::new(store())).await;
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text(&format!("{base}/page")))
         .await
         .unwrap()
         .message;
-    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
     clock.advance(RETRY_AFTER + Duration::seconds(1));
     let report = chat.housekeeping(clock.now()).await.unwrap();
     assert_eq!(report.preview_jobs_retried, 1, "the job is done with");

@@ -1,6 +1,5 @@
 //! What one `listRooms` call (`Chat::my_rooms`) costs the store, counted, not timed, on the
-//! embedded store and on Azurite (issue 17: "`listRooms` for a member of 200 rooms in a bounded
-//! number of reads").
+//! embedded store and on Azurite: `listRooms` for a member of 200 rooms costs a bounded number of reads.
 //!
 //! The bound, for a member of `N` rooms: `1 + 3·N` reads (the `UserRooms` range; per room its
 //! room row and member row, and one `Messages` range of its activity row and unread messages),
@@ -53,11 +52,13 @@ async fn rooms_of_bob(chat: &Chat, n: usize) -> Vec<RoomId> {
                 description: None,
                 visibility: Visibility::Public,
             };
-            let room = chat.create_room(&alice(), input).await?;
+            let room = chat.rooms.create_room(&alice(), input).await?;
             let room = RoomId::parse(&room.id)?;
-            chat.join_room(&user("bob"), &room).await?;
+            chat.rooms.join_room(&user("bob"), &room).await?;
             let text = if i == 0 { mention("@here") } else { mention("bob") };
-            chat.send_message(&alice(), &room, NewMessage::text(text)).await?;
+            chat.sending
+                .send_message(&alice(), &room, NewMessage::text(text))
+                .await?;
             Ok::<_, crate::error::Error>(room)
         })
         .collect();
@@ -76,7 +77,7 @@ async fn counted_listing(
 ) -> (Vec<RoomEntry>, Vec<RecordedCall>, usize) {
     tables.set_latency(Some(LATENCY));
     tables.forget_calls();
-    let listed = chat.my_rooms(who).await.unwrap();
+    let listed = chat.rooms.my_rooms(who).await.unwrap();
     let calls = tables.calls_made();
     let most = tables.most_in_flight();
     tables.set_latency(None);
@@ -163,13 +164,15 @@ async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend:
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, 2).await;
     let stale = &rooms[1];
-    chat.store
+    chat.wiring
+        .store
         .members
         .remove_member(stale, &user("bob").user_id)
         .await
         .unwrap();
-    chat.store
-        .rooms
+    chat.wiring
+        .store
+        .members
         .index_user_room(&user("bob").user_id, stale)
         .await
         .unwrap();

@@ -17,21 +17,28 @@ async fn a_ban_is_all_or_nothing() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
 
-    faults.fail_operation("transact", Some(&chat.store.schema().rooms), 1, unavailable());
-    let failed = chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await;
+    faults.fail_operation("transact", Some(&chat.wiring.store.schema().rooms), 1, unavailable());
+    let failed = chat.moderation.ban(&alice(), &room, &bob.user_id, Ban::default()).await;
     assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
     // Neither half landed: bob is still a member, not banned, and can send.
-    assert!(!chat.is_banned(&room, &bob.user_id).await.unwrap());
-    chat.send_message(&bob, &room, NewMessage::text("still here"))
+    assert!(!chat.access.is_banned(&room, &bob.user_id).await.unwrap());
+    chat.sending
+        .send_message(&bob, &room, NewMessage::text("still here"))
         .await
         .unwrap();
 
-    chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await.unwrap();
-    let refused = chat.send_message(&bob, &room, NewMessage::text("and now?")).await;
+    chat.moderation
+        .ban(&alice(), &room, &bob.user_id, Ban::default())
+        .await
+        .unwrap();
+    let refused = chat
+        .sending
+        .send_message(&bob, &room, NewMessage::text("and now?"))
+        .await;
     assert_eq!(refused.unwrap_err().code(), "FORBIDDEN");
-    assert_eq!(chat.join_room(&bob, &room).await.unwrap_err().code(), "FORBIDDEN");
+    assert_eq!(chat.rooms.join_room(&bob, &room).await.unwrap_err().code(), "FORBIDDEN");
 }
 
 #[tokio::test]
@@ -39,24 +46,37 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     for i in 0..5 {
-        chat.send_message(&bob, &room, NewMessage::text(format!("m{i}")))
+        chat.sending
+            .send_message(&bob, &room, NewMessage::text(format!("m{i}")))
             .await
             .unwrap();
     }
 
-    faults.fail_operation("transact", Some(&chat.store.schema().ascending), 1, unavailable());
-    let stopped = chat.delete_room(&alice(), &room).await;
+    faults.fail_operation(
+        "transact",
+        Some(&chat.wiring.store.schema().ascending),
+        1,
+        unavailable(),
+    );
+    let stopped = chat.rooms.delete_room(&alice(), &room).await;
     assert_eq!(stopped.unwrap_err().code(), "UNAVAILABLE");
     // Half deleted, the room is already gone for everyone...
-    assert_eq!(chat.get_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
-    assert_eq!(chat.get_room(&alice(), &room).await.unwrap_err().code(), "NOT_FOUND");
-    assert_eq!(chat.delete_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(chat.rooms.get_room(&bob, &room).await.unwrap_err().code(), "NOT_FOUND");
+    assert_eq!(
+        chat.rooms.get_room(&alice(), &room).await.unwrap_err().code(),
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        chat.rooms.delete_room(&bob, &room).await.unwrap_err().code(),
+        "NOT_FOUND"
+    );
     // ...and its owner finishes the job.
-    chat.delete_room(&alice(), &room).await.unwrap();
-    for table in chat.store.schema().room_partitioned() {
+    chat.rooms.delete_room(&alice(), &room).await.unwrap();
+    for table in chat.wiring.store.schema().room_partitioned() {
         let (rows, _) = chat
+            .wiring
             .store
             .tables()
             .query_up_to(table, &RangeQuery::partition(room.as_str(), 1000), 1000)
@@ -66,9 +86,14 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
     }
     for who in [alice(), bob] {
         let index = chat
+            .wiring
             .store
             .tables()
-            .get(&chat.store.schema().user_rooms, &user_key(&who.user_id), room.as_str())
+            .get(
+                &chat.wiring.store.schema().user_rooms,
+                &user_key(&who.user_id),
+                room.as_str(),
+            )
             .await;
         assert!(index.unwrap().is_none());
     }
@@ -78,23 +103,25 @@ async fn a_room_delete_that_stops_halfway_is_finished_by_repeating_it() {
 async fn a_deleted_message_leaves_no_reactions_or_votes() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let sent = chat
+        .sending
         .send_message(&alice(), &room, NewMessage::text("hi"))
         .await
         .unwrap()
         .message;
-    chat.react(&alice(), &room, &sent.id, "👍").await.unwrap();
-    chat.react(&alice(), &room, &sent.id, "🎉").await.unwrap();
-    chat.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.reactions.react(&alice(), &room, &sent.id, "👍").await.unwrap();
+    chat.reactions.react(&alice(), &room, &sent.id, "🎉").await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
     let companions = crate::store::companions::companion_rows(&room, &sent.key());
     let (rows, _) = chat
+        .wiring
         .store
         .tables()
-        .query_up_to(&chat.store.schema().metadata, &companions, 100)
+        .query_up_to(&chat.wiring.store.schema().metadata, &companions, 100)
         .await
         .unwrap();
     assert!(rows.is_empty(), "{rows:?}");
     // And a reaction arriving after the delete is refused, not stored.
-    let late = chat.react(&alice(), &room, &sent.id, "👍").await;
+    let late = chat.reactions.react(&alice(), &room, &sent.id, "👍").await;
     assert_eq!(late.unwrap_err().code(), "NOT_FOUND");
 }
 
@@ -105,14 +132,15 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
 async fn housekeeping_keeps_a_room_that_is_still_being_created() {
     let (chat, _) = chat_on(Tables::new(store())).await;
     let coming = crate::ids::RoomId::generate();
-    chat.store.purge.register_room(&coming).await.unwrap();
+    chat.wiring.store.purge.register_room(&coming).await.unwrap();
     let listed = |chat: &crate::service::Chat, room: &crate::ids::RoomId| {
         let (chat, room) = (chat.clone(), room.clone());
         async move {
-            chat.store
+            chat.wiring
+                .store
                 .tables()
                 .get(
-                    &chat.store.schema().housekeeping,
+                    &chat.wiring.store.schema().housekeeping,
                     crate::store::schema::HOUSEKEEPING_PARTITION,
                     room.as_str(),
                 )
@@ -144,25 +172,34 @@ async fn a_ban_racing_a_join_leaves_no_membership() {
     // Hold the ban's commit open until the join is done.
     faults.delay_operation(
         "transact",
-        Some(&chat.store.schema().rooms),
+        Some(&chat.wiring.store.schema().rooms),
         1,
         std::time::Duration::from_millis(400),
     );
     let ban = {
         let (chat, room, bob) = (chat.clone(), room.clone(), bob.clone());
-        tokio::spawn(async move { chat.ban(&alice(), &room, &bob.user_id, Ban::default()).await })
+        tokio::spawn(async move { chat.moderation.ban(&alice(), &room, &bob.user_id, Ban::default()).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    chat.join_room(&bob, &room).await.expect("the join sees no ban yet");
+    chat.rooms
+        .join_room(&bob, &room)
+        .await
+        .expect("the join sees no ban yet");
     ban.await.unwrap().unwrap();
 
     assert!(
-        chat.store.members.member(&room, &bob.user_id).await.unwrap().is_none(),
+        chat.wiring
+            .store
+            .members
+            .member(&room, &bob.user_id)
+            .await
+            .unwrap()
+            .is_none(),
         "bob is no member"
     );
-    let refused = chat.send_message(&bob, &room, NewMessage::text("in?")).await;
+    let refused = chat.sending.send_message(&bob, &room, NewMessage::text("in?")).await;
     assert_eq!(refused.unwrap_err().code(), "FORBIDDEN");
-    let listed = chat.my_rooms(&bob).await.unwrap();
+    let listed = chat.rooms.my_rooms(&bob).await.unwrap();
     assert!(listed.is_empty(), "the room is not in bob's rooms");
 }
 
@@ -173,10 +210,10 @@ async fn a_hand_over_racing_the_new_owner_leaving_changes_nothing() {
     let faults = FaultyTables::new(store());
     let (chat, room) = chat_on(Tables::new(faults.clone())).await;
     let bob = user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     faults.delay_operation(
         "transact",
-        Some(&chat.store.schema().rooms),
+        Some(&chat.wiring.store.schema().rooms),
         1,
         std::time::Duration::from_millis(300),
     );
@@ -184,17 +221,23 @@ async fn a_hand_over_racing_the_new_owner_leaving_changes_nothing() {
         let (chat, room) = (chat.clone(), room.clone());
         tokio::spawn(async move {
             let to = crate::rooms::OwnershipTransfer { user_id: "bob".into() };
-            chat.transfer_ownership(&alice(), &room, to).await
+            chat.rooms.transfer_ownership(&alice(), &room, to).await
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    chat.leave_room(&bob, &room).await.unwrap();
+    chat.rooms.leave_room(&bob, &room).await.unwrap();
     let refused = handing.await.unwrap().unwrap_err();
     assert_eq!(refused.code(), "CONFLICT", "{refused}");
-    let room_now = chat.get_room(&alice(), &room).await.unwrap();
+    let room_now = chat.rooms.get_room(&alice(), &room).await.unwrap();
     assert_eq!(room_now.owner_id, "alice");
     assert!(
-        chat.store.members.member(&room, &bob.user_id).await.unwrap().is_none(),
+        chat.wiring
+            .store
+            .members
+            .member(&room, &bob.user_id)
+            .await
+            .unwrap()
+            .is_none(),
         "bob left"
     );
 }
@@ -214,26 +257,30 @@ async fn a_room_made_public_again_while_a_private_change_finishes_stays_listed()
         visibility: Some(visibility),
         ..Default::default()
     };
-    let housekeeping = chat.store.schema().housekeeping.clone();
+    let housekeeping = chat.wiring.store.schema().housekeeping.clone();
     faults.delay_operation("delete", Some(&housekeeping), 1, std::time::Duration::from_secs(2));
     let private = tokio::spawn({
         let (chat, room) = (chat.clone(), room.clone());
-        async move { chat.update_room(&alice(), &room, to(Visibility::Private)).await }
+        async move { chat.rooms.update_room(&alice(), &room, to(Visibility::Private)).await }
     });
     // Once the private change has committed (its directory clean-up is still held)...
-    while chat.get_room(&alice(), &room).await.unwrap().visibility != Visibility::Private {
+    while chat.rooms.get_room(&alice(), &room).await.unwrap().visibility != Visibility::Private {
         tokio::task::yield_now().await;
     }
     // ...the other moderator makes it public again, and is done first.
-    let public = chat.update_room(&alice(), &room, to(Visibility::Public)).await.unwrap();
+    let public = chat
+        .rooms
+        .update_room(&alice(), &room, to(Visibility::Public))
+        .await
+        .unwrap();
     assert_eq!(public.visibility, Visibility::Public);
     private.await.unwrap().unwrap();
 
     assert_eq!(
-        chat.get_room(&alice(), &room).await.unwrap().visibility,
+        chat.rooms.get_room(&alice(), &room).await.unwrap().visibility,
         Visibility::Public
     );
-    let listed = chat.directory(DirectoryQuery::default()).await.unwrap();
+    let listed = chat.accounts.directory(DirectoryQuery::default()).await.unwrap();
     let ids: Vec<&str> = listed.rooms.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, [room.as_str()], "the public room is in the directory");
 }
@@ -247,7 +294,7 @@ async fn a_room_from_before_visibility_is_listed_by_housekeeping() {
     use crate::store::schema::{DIRECTORY_PARTITION, ROOM_ROW};
 
     let (chat, room) = chat_on(Tables::new(store())).await;
-    let (tables, schema) = (chat.store.tables(), chat.store.schema());
+    let (tables, schema) = (chat.wiring.store.tables(), chat.wiring.store.schema());
     let mut row = tables
         .get(&schema.rooms, room.as_str(), ROOM_ROW)
         .await
@@ -261,12 +308,12 @@ async fn a_room_from_before_visibility_is_listed_by_housekeeping() {
     let directory = RangeQuery::partition(DIRECTORY_PARTITION, 100);
     tables.delete_range(&schema.housekeeping, &directory).await.unwrap();
     let listed = || async {
-        let page = chat.directory(DirectoryQuery::default()).await.unwrap();
+        let page = chat.accounts.directory(DirectoryQuery::default()).await.unwrap();
         page.rooms.into_iter().map(|r| r.id).collect::<Vec<_>>()
     };
     assert!(listed().await.is_empty(), "as it was before visibility");
     assert_eq!(
-        chat.get_room(&alice(), &room).await.unwrap().visibility,
+        chat.rooms.get_room(&alice(), &room).await.unwrap().visibility,
         crate::rooms::Visibility::Public
     );
 
@@ -290,19 +337,20 @@ async fn a_role_changed_in_another_process_applies_at_once_to_a_member_seen_hold
         .await
         .unwrap();
     let bob = user("bob");
-    here.join_room(&bob, &room).await.unwrap();
+    here.rooms.join_room(&bob, &room).await.unwrap();
     let manage = Permissions::from_bits(1); // ManageMessages
     let role = NewRole {
         name: "mods".into(),
         permissions: manage,
         position: 1,
     };
-    let role = here.create_role(&alice(), &room, role).await.unwrap();
+    let role = here.access.create_role(&alice(), &room, role).await.unwrap();
     let roles = |ids: Vec<String>| MemberRoles { role_ids: ids };
-    here.set_member_roles(&alice(), &room, &bob.user_id, roles(vec![role.id.clone()]))
+    here.moderation
+        .set_member_roles(&alice(), &room, &bob.user_id, roles(vec![role.id.clone()]))
         .await
         .unwrap();
-    let seen = here.access(&room, &bob.user_id).await.unwrap();
+    let seen = here.access.access(&room, &bob.user_id).await.unwrap();
     assert!(seen.can(Permission::ManageMessages), "the role grants it");
 
     let change = RoleChange {
@@ -310,8 +358,12 @@ async fn a_role_changed_in_another_process_applies_at_once_to_a_member_seen_hold
         permissions: Some(Permissions::from_bits(0)),
         position: None,
     };
-    elsewhere.update_role(&alice(), &room, &role.id, change).await.unwrap();
-    let now = here.access(&room, &bob.user_id).await.unwrap();
+    elsewhere
+        .access
+        .update_role(&alice(), &room, &role.id, change)
+        .await
+        .unwrap();
+    let now = here.access.access(&room, &bob.user_id).await.unwrap();
     assert!(!now.can(Permission::ManageMessages), "the change applies at once");
 
     let change = RoleChange {
@@ -319,17 +371,23 @@ async fn a_role_changed_in_another_process_applies_at_once_to_a_member_seen_hold
         permissions: Some(manage),
         position: None,
     };
-    elsewhere.update_role(&alice(), &room, &role.id, change).await.unwrap();
+    elsewhere
+        .access
+        .update_role(&alice(), &room, &role.id, change)
+        .await
+        .unwrap();
     assert!(
-        here.access(&room, &bob.user_id)
+        here.access
+            .access(&room, &bob.user_id)
             .await
             .unwrap()
             .can(Permission::ManageMessages)
     );
     elsewhere
+        .moderation
         .set_member_roles(&alice(), &room, &bob.user_id, roles(Vec::new()))
         .await
         .unwrap();
-    let now = here.access(&room, &bob.user_id).await.unwrap();
+    let now = here.access.access(&room, &bob.user_id).await.unwrap();
     assert!(!now.can(Permission::ManageMessages), "taken away elsewhere, gone here");
 }

@@ -31,7 +31,7 @@ use crate::storage::Tables;
 use crate::storage::faults::{FaultyTables, RecordedCall};
 use crate::store::schema::Schema;
 
-/// The targets (issue 17): sequential round trips on a send's critical path.
+/// The targets: sequential round trips on a send's critical path.
 const PLAIN: usize = 2;
 const SLOWMODE_OR_ROLES: usize = 3;
 /// What losing the room counter's race to another process may add.
@@ -98,6 +98,7 @@ async fn service(tables: &FaultyTables, schema: &Schema) -> Chat {
 /// process knows the room's counter, as a process that has been running does).
 async fn room_with_bob(chat: &Chat) -> RoomId {
     let room = chat
+        .rooms
         .create_room(
             &alice(),
             NewRoom {
@@ -109,8 +110,9 @@ async fn room_with_bob(chat: &Chat) -> RoomId {
         .await
         .unwrap();
     let room = RoomId::parse(&room.id).unwrap();
-    chat.join_room(&user("bob"), &room).await.unwrap();
-    chat.send_message(&alice(), &room, NewMessage::text("hello"))
+    chat.rooms.join_room(&user("bob"), &room).await.unwrap();
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("hello"))
         .await
         .unwrap();
     room
@@ -129,11 +131,11 @@ async fn counted_send_of(chat: &Chat, tables: &FaultyTables, room: &RoomId, clie
     };
     tables.set_latency(Some(LATENCY));
     tables.forget_calls();
-    let sent = chat.send_message(&user("bob"), room, message).await.unwrap();
+    let sent = chat.sending.send_message(&user("bob"), room, message).await.unwrap();
     let calls = tables.calls_made();
     tables.set_latency(None);
     assert!(sent.created);
-    Counted::of(calls, &chat.store.schema.messages.as_str().to_ascii_lowercase())
+    Counted::of(calls, &chat.wiring.store.schema.messages.as_str().to_ascii_lowercase())
 }
 
 async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
@@ -157,13 +159,14 @@ async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backe
         clock: std::sync::Arc::new(ManualClock::at(chrono::Utc::now())),
     });
     let room = room_with_bob(&chat).await;
-    chat.send_message(&user("bob"), &room, NewMessage::text("hi"))
+    chat.sending
+        .send_message(&user("bob"), &room, NewMessage::text("hi"))
         .await
         .unwrap();
     let counted = counted_send(&chat, &tables, &room, "limited-1").await;
     eprintln!("{backend:?} plain send, limits on: {}", counted.shown());
     assert!(counted.critical <= PLAIN, "{backend:?}: {}", counted.shown());
-    let limits = chat.store.schema.limits.as_str().to_ascii_lowercase();
+    let limits = chat.wiring.store.schema.limits.as_str().to_ascii_lowercase();
     assert!(
         counted
             .calls
@@ -182,7 +185,7 @@ async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
         slowmode_seconds: Some(30),
         ..RoomChange::default()
     };
-    chat.update_room(&alice(), &room, change).await.unwrap();
+    chat.rooms.update_room(&alice(), &room, change).await.unwrap();
     let counted = counted_send(&chat, &tables, &room, "slow-1").await;
     eprintln!("{backend:?} slowmode send: {}", counted.shown());
     assert!(
@@ -192,6 +195,7 @@ async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
     );
     // Slowmode still applies: the next send inside the window is refused.
     let again = chat
+        .sending
         .send_message(&user("bob"), &room, NewMessage::text("too soon"))
         .await
         .unwrap_err();
@@ -207,11 +211,12 @@ async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backe
         permissions: Permissions::from_bits(1 << 5), // MentionEveryone: no exemption from anything
         position: 1,
     };
-    let role = chat.create_role(&alice(), &room, role).await.unwrap();
+    let role = chat.access.create_role(&alice(), &room, role).await.unwrap();
     let roles = MemberRoles {
         role_ids: vec![role.id],
     };
-    chat.set_member_roles(&alice(), &room, &user("bob").user_id, roles)
+    chat.moderation
+        .set_member_roles(&alice(), &room, &user("bob").user_id, roles)
         .await
         .unwrap();
     let counted = counted_send(&chat, &tables, &room, "roles-1").await;
@@ -238,21 +243,23 @@ async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_tr
         permissions: Permissions::from_bits(1 << 5), // MentionEveryone: no exemption from anything
         position: 1,
     };
-    let role = chat.create_role(&alice(), &room, role).await.unwrap();
+    let role = chat.access.create_role(&alice(), &room, role).await.unwrap();
     let roles = MemberRoles {
         role_ids: vec![role.id],
     };
-    chat.set_member_roles(&alice(), &room, &user("bob").user_id, roles)
+    chat.moderation
+        .set_member_roles(&alice(), &room, &user("bob").user_id, roles)
         .await
         .unwrap();
-    chat.send_message(&user("bob"), &room, NewMessage::text("before slowmode"))
+    chat.sending
+        .send_message(&user("bob"), &room, NewMessage::text("before slowmode"))
         .await
         .unwrap();
     let change = RoomChange {
         slowmode_seconds: Some(30),
         ..RoomChange::default()
     };
-    chat.update_room(&alice(), &room, change).await.unwrap();
+    chat.rooms.update_room(&alice(), &room, change).await.unwrap();
     let counted = counted_send(&chat, &tables, &room, "slow-roles-1").await;
     eprintln!("{backend:?} slowmode send with roles: {}", counted.shown());
     assert!(
@@ -270,6 +277,7 @@ async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: B
     let other = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     other
+        .sending
         .send_message(&alice(), &room, NewMessage::text("from elsewhere"))
         .await
         .unwrap();
@@ -337,7 +345,7 @@ async fn a_plain_send_is_one_group_commit_of_the_embedded_store() {
     let room = room_with_bob(&chat).await;
     for line in ["first", "second", "third"] {
         let before = store.group_commits();
-        let sent = crate::service::one_request(chat.send_message(&user("bob"), &room, NewMessage::text(line)))
+        let sent = crate::service::one_request(chat.sending.send_message(&user("bob"), &room, NewMessage::text(line)))
             .await
             .unwrap();
         assert!(sent.created);

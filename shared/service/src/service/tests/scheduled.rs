@@ -30,9 +30,9 @@ async fn schedule(chat: &Chat, room: &RoomId, text: &str, in_seconds: i64) -> Sc
         text: Some(text.into()),
         poll: None,
         attachments: None,
-        send_at: chat.time.now() + Duration::seconds(in_seconds),
+        send_at: chat.wiring.time.now() + Duration::seconds(in_seconds),
     };
-    chat.schedule_message(&alice(), room, input).await.unwrap()
+    chat.scheduler.schedule_message(&alice(), room, input).await.unwrap()
 }
 
 /// The members' messages of the room (not the server's lines).
@@ -43,7 +43,7 @@ async fn texts(chat: &Chat, room: &RoomId) -> Vec<String> {
         cursor: None,
         around: None,
     };
-    let page = chat.read_messages(&alice(), room, request).await.unwrap();
+    let page = chat.reading.read_messages(&alice(), room, request).await.unwrap();
     page.messages
         .into_iter()
         .filter(|m| m.kind == MessageType::Message)
@@ -52,7 +52,8 @@ async fn texts(chat: &Chat, room: &RoomId) -> Vec<String> {
 }
 
 async fn item(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
-    chat.store
+    chat.wiring
+        .store
         .scheduled
         .scheduled(room, &alice().user_id, id)
         .await
@@ -64,6 +65,7 @@ async fn item(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
 /// What a sender that stopped right after claiming left behind.
 async fn claim_and_stop(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
     let (found, etag) = chat
+        .wiring
         .store
         .scheduled
         .scheduled(room, &alice().user_id, id)
@@ -71,7 +73,8 @@ async fn claim_and_stop(chat: &Chat, room: &RoomId, id: &str) -> Scheduled {
         .unwrap()
         .unwrap();
     let (claimed, _) = chat
-        .claim_scheduled(&found, &etag, chat.time.now())
+        .scheduler
+        .claim_scheduled(&found, &etag, chat.wiring.time.now())
         .await
         .unwrap()
         .expect("claimed");
@@ -85,7 +88,7 @@ async fn a_crash_between_claim_and_send_is_sent_once_after_the_claim_lapses() {
     clock.advance(Duration::seconds(60));
     claim_and_stop(&chat, &room, &scheduled.id).await;
 
-    let held = chat.send_due_messages().await.unwrap();
+    let held = chat.scheduler.send_due_messages().await.unwrap();
     assert_eq!(
         (held.sent, held.skipped),
         (0, 1),
@@ -93,14 +96,14 @@ async fn a_crash_between_claim_and_send_is_sent_once_after_the_claim_lapses() {
     );
     assert!(texts(&chat, &room).await.is_empty());
     clock.advance(CLAIM_LEASE);
-    let run = chat.send_due_messages().await.unwrap();
+    let run = chat.scheduler.send_due_messages().await.unwrap();
     assert_eq!(run.sent, 1, "{run:?}");
     assert_eq!(texts(&chat, &room).await, ["later"]);
     let done = item(&chat, &room, &scheduled.id).await;
     assert_eq!((done.status, done.attempts), (ScheduledStatus::Sent, 2));
     clock.advance(CLAIM_LEASE * 2);
     assert_eq!(
-        chat.send_due_messages().await.unwrap(),
+        chat.scheduler.send_due_messages().await.unwrap(),
         Default::default(),
         "nothing is due any more"
     );
@@ -113,9 +116,13 @@ async fn a_crash_after_the_send_records_the_first_message_and_sends_no_other() {
     clock.advance(Duration::seconds(10));
     let claimed = claim_and_stop(&chat, &room, &scheduled.id).await;
     // The stopped sender's send landed; recording it did not.
-    let sent = chat.send_message(&alice(), &room, claimed.message()).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, claimed.message())
+        .await
+        .unwrap();
     clock.advance(CLAIM_LEASE);
-    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+    assert_eq!(chat.scheduler.send_due_messages().await.unwrap().sent, 1);
     assert_eq!(texts(&chat, &room).await, ["once"]);
     assert_eq!(
         item(&chat, &room, &scheduled.id).await.message_id,
@@ -131,13 +138,13 @@ async fn a_send_the_store_committed_and_reported_as_failed_is_sent_once() {
     clock.advance(Duration::seconds(5));
     faults.fail_operation_after_applying(
         "transact",
-        Some(&chat.store.schema.messages),
+        Some(&chat.wiring.store.schema.messages),
         1,
         StoreError::new(ErrorKind::Unavailable, "timeout after commit"),
     );
-    let first = chat.send_due_messages().await.unwrap();
+    let first = chat.scheduler.send_due_messages().await.unwrap();
     clock.advance(CLAIM_LEASE);
-    let second = chat.send_due_messages().await.unwrap();
+    let second = chat.scheduler.send_due_messages().await.unwrap();
     assert_eq!(first.sent + second.sent, 1, "{first:?} {second:?}");
     assert_eq!(texts(&chat, &room).await, ["committed"]);
     assert_eq!(item(&chat, &room, &scheduled.id).await.status, ScheduledStatus::Sent);
@@ -153,6 +160,7 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
     let (chat, room, clock) = chat_at(Tables::new(faults.clone())).await;
     let scheduled = schedule(&chat, &room, "maybe", 5).await;
     let (found, etag) = chat
+        .wiring
         .store
         .scheduled
         .scheduled(&room, &alice().user_id, &scheduled.id)
@@ -163,14 +171,15 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
         attempts: MAX_ATTEMPTS - 1,
         ..found.clone()
     };
-    chat.store
+    chat.wiring
+        .store
         .scheduled
         .replace_scheduled(&found, &etag, &spent)
         .await
         .unwrap()
         .expect("every attempt but one spent");
     clock.advance(Duration::seconds(5));
-    let messages = chat.store.schema.messages.clone();
+    let messages = chat.wiring.store.schema.messages.clone();
     faults.fail_transaction_and_apply_later(
         Some(&messages),
         1,
@@ -183,7 +192,7 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
         1,
         StoreError::new(ErrorKind::Unavailable, "no fence"),
     );
-    let _ = chat.send_due_messages().await;
+    let _ = chat.scheduler.send_due_messages().await;
     let waiting = item(&chat, &room, &scheduled.id).await;
     assert_eq!(waiting.status, ScheduledStatus::Sending, "not refused: {waiting:?}");
     assert_eq!(waiting.attempts, MAX_ATTEMPTS);
@@ -196,7 +205,7 @@ async fn an_unconfirmed_send_on_the_last_attempt_is_not_refused() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     clock.advance(CLAIM_LEASE);
-    chat.send_due_messages().await.unwrap();
+    chat.scheduler.send_due_messages().await.unwrap();
     let done = item(&chat, &room, &scheduled.id).await;
     assert_eq!(done.status, ScheduledStatus::Sent, "{done:?}");
     assert_eq!(texts(&chat, &room).await, ["maybe"]);
@@ -215,9 +224,9 @@ async fn two_processes_running_at_once_send_each_message_once() {
     }
     clock.advance(Duration::seconds(30));
     let (a, b, c) = tokio::join!(
-        chat.send_due_messages(),
-        other.send_due_messages(),
-        chat.send_due_messages()
+        chat.scheduler.send_due_messages(),
+        other.scheduler.send_due_messages(),
+        chat.scheduler.send_due_messages()
     );
     let sent = a.unwrap().sent + b.unwrap().sent + c.unwrap().sent;
     assert_eq!(sent, 12);
@@ -236,7 +245,7 @@ async fn a_run_costs_the_same_however_many_items_wait_for_later() {
         schedule(&chat, &room, text, 1).await;
         clock.advance(Duration::seconds(1));
         let before = faults.calls();
-        assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
+        assert_eq!(chat.scheduler.send_due_messages().await.unwrap().sent, 1);
         faults.calls() - before
     };
     // The room's first send also sets up its counter: measured from the second on.
@@ -256,9 +265,12 @@ async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay
     let cancelled = schedule(&chat, &room, "cancelled", 10).await;
     let waiting = schedule(&chat, &room, "waiting", 86_400 * 30).await;
     clock.advance(Duration::seconds(10));
-    chat.cancel_scheduled(&alice(), &room, &cancelled.id).await.unwrap();
-    assert_eq!(chat.send_due_messages().await.unwrap().sent, 1);
-    let listed = chat.list_scheduled(&alice(), &room).await.unwrap();
+    chat.scheduler
+        .cancel_scheduled(&alice(), &room, &cancelled.id)
+        .await
+        .unwrap();
+    assert_eq!(chat.scheduler.send_due_messages().await.unwrap().sent, 1);
+    let listed = chat.scheduler.list_scheduled(&alice(), &room).await.unwrap();
     let order: Vec<&str> = listed.iter().map(|i| i.text.as_deref().unwrap()).collect();
     assert_eq!(order.len(), 3);
     assert_eq!(order[2], "waiting", "soonest first");
@@ -271,13 +283,14 @@ async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay
     assert_eq!(report.scheduled_expired, 0, "kept for a week");
     let report = chat.housekeeping(now + crate::scheduled::FINISHED_KEPT).await.unwrap();
     assert_eq!(report.scheduled_expired, 2);
-    let listed = chat.list_scheduled(&alice(), &room).await.unwrap();
+    let listed = chat.scheduler.list_scheduled(&alice(), &room).await.unwrap();
     assert_eq!(
         listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
         [waiting.id.as_str()]
     );
     assert!(
-        chat.store
+        chat.wiring
+            .store
             .scheduled
             .scheduled(&room, &alice().user_id, &sent.id)
             .await
@@ -290,25 +303,26 @@ async fn finished_items_are_listed_for_a_week_then_removed_and_waiting_ones_stay
 async fn an_erasure_deletes_the_users_scheduled_messages() {
     let (chat, room, clock) = chat_at(Tables::new(store())).await;
     let bob = crate::service::testing::user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     let input = NewScheduled {
         text: Some("bob's secret plans".into()),
         poll: None,
         attachments: None,
-        send_at: chat.time.now() + Duration::seconds(60),
+        send_at: chat.wiring.time.now() + Duration::seconds(60),
     };
-    let item = chat.schedule_message(&bob, &room, input).await.unwrap();
+    let item = chat.scheduler.schedule_message(&bob, &room, input).await.unwrap();
     schedule(&chat, &room, "alice's", 60).await;
-    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&bob).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
     assert!(
-        chat.scheduled_item(&room, &bob.user_id, &item.id)
+        chat.scheduler
+            .scheduled_item(&room, &bob.user_id, &item.id)
             .await
             .unwrap()
             .is_none()
     );
     clock.advance(Duration::seconds(60));
-    let run = chat.send_due_messages().await.unwrap();
+    let run = chat.scheduler.send_due_messages().await.unwrap();
     assert_eq!(
         (run.sent, run.skipped, run.failed),
         (1, 0, 0),
@@ -323,24 +337,30 @@ async fn an_erasure_deletes_the_users_scheduled_messages() {
 async fn an_erasure_deletes_all_of_the_users_scheduled_messages_beyond_one_listing() {
     let (chat, room, _) = chat_at(Tables::new(store())).await;
     let bob = crate::service::testing::user("bob");
-    chat.join_room(&bob, &room).await.unwrap();
+    chat.rooms.join_room(&bob, &room).await.unwrap();
     let input = NewScheduled {
         text: Some("plan".into()),
         poll: None,
         attachments: None,
-        send_at: chat.time.now() + Duration::seconds(60),
+        send_at: chat.wiring.time.now() + Duration::seconds(60),
     };
-    let first = chat.schedule_message(&bob, &room, input).await.unwrap();
+    let first = chat.scheduler.schedule_message(&bob, &room, input).await.unwrap();
     for _ in 0..300 {
         let more = Scheduled {
             id: uuid::Uuid::new_v4().simple().to_string(),
             ..first.clone()
         };
-        chat.store.scheduled.insert_scheduled(&more).await.unwrap();
+        chat.wiring.store.scheduled.insert_scheduled(&more).await.unwrap();
     }
-    let (_, run) = chat.begin_erasure(&bob).await.unwrap();
-    chat.erase_everything(&mut run.unwrap()).await.unwrap();
-    let left = chat.store.scheduled.scheduled_of(&room, &bob.user_id).await.unwrap();
+    let (_, run) = chat.eraser.begin_erasure(&bob).await.unwrap();
+    chat.eraser.erase_everything(&mut run.unwrap()).await.unwrap();
+    let left = chat
+        .wiring
+        .store
+        .scheduled
+        .scheduled_of(&room, &bob.user_id)
+        .await
+        .unwrap();
     assert_eq!(left.len(), 0, "items of bob's left after his erasure");
 }
 
@@ -356,11 +376,14 @@ async fn cancelled_items_never_let_a_member_keep_more_than_the_waiting_limit() {
                 text: Some(format!("plan {round}.{i}")),
                 poll: None,
                 attachments: None,
-                send_at: chat.time.now() + Duration::seconds(60),
+                send_at: chat.wiring.time.now() + Duration::seconds(60),
             };
-            match chat.schedule_message(&alice(), &room, input).await {
+            match chat.scheduler.schedule_message(&alice(), &room, input).await {
                 Ok(item) if round < 2 => {
-                    chat.cancel_scheduled(&alice(), &room, &item.id).await.unwrap();
+                    chat.scheduler
+                        .cancel_scheduled(&alice(), &room, &item.id)
+                        .await
+                        .unwrap();
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -371,6 +394,7 @@ async fn cancelled_items_never_let_a_member_keep_more_than_the_waiting_limit() {
         }
     }
     let waiting = chat
+        .wiring
         .store
         .scheduled
         .scheduled_of(&room, &alice().user_id)
