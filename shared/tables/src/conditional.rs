@@ -20,6 +20,13 @@
 //! A write conditional on more than the one row it changes (a transaction over several rows,
 //! a row that may not exist yet) says what each attempt came to, and [`retry_lost_races`]
 //! runs it with the same bound and pauses.
+//!
+//! Three retries elsewhere are of another kind and stay with their callers: a send whose
+//! message key another send took tries the next key (a new row each time, not the same intent
+//! re-applied: `MAX_TICK_ATTEMPTS` in the service's send path); a stored message's index row,
+//! an idempotent upsert, is written again after a failure (`INDEX_ROW_ATTEMPTS`); and the
+//! change feed reads a room's counter again when a purge moved its floor during the read
+//! (`FLOOR_RACE_ATTEMPTS`: a read, no write).
 
 use super::{ETag, Entity, ErrorKind, IfMatch, StoreError, TableName, Tables, UpdateMode};
 
@@ -208,7 +215,7 @@ where
 /// A short random pause after a lost race, growing with the attempt, so writers in different
 /// processes that collided do not collide again in lockstep.
 async fn backoff(attempt: usize) {
-    let ceiling_ms = 2u64 << attempt.min(5);
+    let ceiling_ms = 1u64 << attempt.min(5);
     let pause = rand::random_range(0..=ceiling_ms);
     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
 }

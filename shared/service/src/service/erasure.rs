@@ -42,6 +42,7 @@
 //! whatever the user writes in a room not yet done is erased when the job reaches it. Once
 //! done, the user starts afresh; a new `POST` erases again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -95,15 +96,11 @@ fn lease_until(settings: &ErasureSettings, now: DateTime<Utc>) -> DateTime<Utc> 
     now + chrono::Duration::from_std(settings.lease).unwrap_or(chrono::Duration::seconds(60))
 }
 
-/// Where a user leaving a room for good stands once they own it no more.
+/// How a user's leaving a room for good ended.
 enum Leaving {
-    /// They were no member any more.
-    Gone,
-    /// They were a member but not the owner.
-    NoOwner,
-    /// The room went to an heir.
-    HandedOver,
-    /// No one was left to inherit it: the room was deleted.
+    /// Their membership is gone (or was already).
+    Left,
+    /// No one was left to inherit the room: it was deleted.
     Deleted,
 }
 
@@ -369,41 +366,44 @@ impl Eraser {
             }
             return Ok(false);
         }
-        // Until the user owns the room no more: a hand-over whose heir left, or whose room
-        // changed meanwhile, chooses again.
+        // Until the user is no member: an owner hands the room over first, then the member row
+        // is read again (the heir may hand it back meanwhile), and a hand-over whose heir left
+        // or whose room changed chooses again.
+        let handed_over = AtomicBool::new(false);
+        let handed_over_ref = &handed_over;
         let attempt = move || async move {
             let Some(member) = self.store.members.member(room, user).await? else {
-                return Ok(Attempt::Done(Leaving::Gone));
+                return Ok(Attempt::Done(Leaving::Left));
             };
             if member.role != MemberRole::Owner {
-                return Ok(Attempt::Done(Leaving::NoOwner));
+                self.store.members.remove_member(room, user).await?;
+                self.signals.revoke_live(room, user).await;
+                return Ok(Attempt::Done(Leaving::Left));
             }
             let Some(heir) = self.heir(room, user).await? else {
                 self.rooms.delete_room(&as_principal(user), room).await?;
                 return Ok(Attempt::Done(Leaving::Deleted));
             };
-            match self.store.rooms.transfer_ownership(room, user, &heir, None).await? {
-                Handover::Done { .. } => Ok(Attempt::Done(Leaving::HandedOver)),
-                Handover::NoSuchMember | Handover::Changed => Ok(Attempt::LostRace),
+            if let Handover::Done { .. } = self.store.rooms.transfer_ownership(room, user, &heir, None).await? {
+                handed_over_ref.store(true, Ordering::Relaxed);
             }
+            Ok(Attempt::LostRace)
         };
         let leaving = retry_lost_races::<_, Error, _, _>(attempt).await?.ok_or_else(|| {
             Stop::Failed(Error::Conflict(format!(
                 "room {room} kept changing while it was handed over"
             )))
         })?;
+        if handed_over.load(Ordering::Relaxed) {
+            run.job.counts.rooms_handed_over += 1;
+        }
         match leaving {
-            Leaving::Gone => return Ok(true),
+            Leaving::Left => Ok(true),
             Leaving::Deleted => {
                 run.job.counts.rooms_deleted += 1;
-                return Ok(false);
+                Ok(false)
             }
-            Leaving::HandedOver => run.job.counts.rooms_handed_over += 1,
-            Leaving::NoOwner => {}
         }
-        self.store.members.remove_member(room, user).await?;
-        self.signals.revoke_live(room, user).await;
-        Ok(true)
     }
 
     /// Who inherits `room` from `user`: the highest-ranked of the other members, if any.
