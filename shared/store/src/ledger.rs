@@ -673,7 +673,7 @@ mod tests {
         };
         let owner = Member::new(&alice, MemberRole::Owner, now);
         store.rooms.create_room(&settings, &owner).await.unwrap();
-        (store.ledger, room)
+        (store.ledger.clone(), room)
     }
 
     /// A change inserting one row, `key`, stamped with its version.

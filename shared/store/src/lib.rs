@@ -54,7 +54,11 @@ pub use tabletalk_tables::conditional::{Attempt, retry_lost_races};
 /// surfaces cannot be built). A use case takes the surfaces it needs. Cloning is cheap
 /// (handles and `Arc`s).
 #[derive(Debug, Clone)]
-pub struct Store {
+pub struct Store(Arc<Surfaces>);
+
+/// Every surface of the store, and the tables and schema they share.
+#[derive(Debug)]
+pub struct Surfaces {
     pub tables: Tables,
     pub schema: Arc<Schema>,
     pub claims: claims::ClaimStore,
@@ -82,6 +86,14 @@ pub struct Store {
     pub subscriptions: subscriptions::SubscriptionStore,
     pub uploads: uploads::UploadStore,
     pub webhooks: webhooks::WebhookStore,
+}
+
+impl std::ops::Deref for Store {
+    type Target = Surfaces;
+
+    fn deref(&self) -> &Surfaces {
+        &self.0
+    }
 }
 
 impl Store {
@@ -207,7 +219,7 @@ impl Store {
             tables: tables.clone(),
             schema: schema.clone(),
         };
-        Ok(Store {
+        Ok(Store(Arc::new(Surfaces {
             tables,
             schema,
             claims,
@@ -235,7 +247,7 @@ impl Store {
             subscriptions,
             uploads,
             webhooks,
-        })
+        })))
     }
 
     /// The raw tables, for tests and tools that inspect what is stored.

@@ -124,7 +124,7 @@ pub(crate) struct Wiring {
 /// component: `chat.sending.send_message(…)`. Cloning is cheap (handles and `Arc`s).
 #[derive(Clone)]
 pub struct Chat {
-    wiring: Wiring,
+    wiring: Arc<Wiring>,
     pub limiter: Arc<limits::Limiter>,
     pub access: Arc<access::RoomAccess>,
     pub reading: Arc<read::Reading>,
@@ -310,7 +310,7 @@ impl Chat {
             signals: signals.clone(),
         });
         Chat {
-            wiring,
+            wiring: Arc::new(wiring),
             limiter,
             access,
             reading,
@@ -333,43 +333,48 @@ impl Chat {
 
     /// The same service with its components built again from its wiring as it is now.
     fn reassembled(self) -> Chat {
-        Chat::assemble(self.wiring)
+        Chat::assemble(Arc::unwrap_or_clone(self.wiring))
+    }
+
+    /// The wiring, for a builder to change (the components are built again after it).
+    fn wiring_mut(&mut self) -> &mut Wiring {
+        Arc::make_mut(&mut self.wiring)
     }
 
     /// The same service calling outgoing webhooks through `sender`.
     pub fn with_outgoing_webhooks(mut self, sender: crate::adapters::outgoing::HookSender) -> Chat {
-        self.wiring.outgoing = Some(Arc::new(sender));
+        self.wiring_mut().outgoing = Some(Arc::new(sender));
         self.reassembled()
     }
 
     /// The same service publishing automation events (docs/AUTOMATION_EVENTS.md) to `topic`.
     pub fn with_automation_topic(mut self, topic: EventGrid) -> Chat {
-        self.wiring.automation = Some(Arc::new(topic));
+        self.wiring_mut().automation = Some(Arc::new(topic));
         self.reassembled()
     }
 
     /// The same service answering the change feed for `workspace`.
     pub fn with_workspace(mut self, workspace: &str) -> Chat {
-        self.wiring.workspace_id = Arc::from(workspace);
+        self.wiring_mut().workspace_id = Arc::from(workspace);
         self.reassembled()
     }
 
     /// The same service sending live signals to `live` (Azure Web PubSub).
     pub fn with_live(mut self, live: Arc<dyn LiveChannel>) -> Chat {
-        self.wiring.live = Some(live);
-        self.wiring.local_hub = None;
+        self.wiring_mut().live = Some(live);
+        self.wiring_mut().local_hub = None;
         self.rewired()
     }
 
     /// The same service publishing message events to an Event Grid topic.
     pub fn with_event_grid(mut self, topic: EventGrid) -> Chat {
-        self.wiring.event_grid = Some(Arc::new(topic));
+        self.wiring_mut().event_grid = Some(Arc::new(topic));
         self.rewired()
     }
 
     /// The same service with `push` configured.
     pub fn with_push(mut self, push: PushSettings) -> Chat {
-        self.wiring.push = Arc::new(push);
+        self.wiring_mut().push = Arc::new(push);
         self.rewired()
     }
 
@@ -378,21 +383,21 @@ impl Chat {
     pub fn with_local_hub(mut self, hub: &str) -> Chat {
         if self.wiring.live.is_none() {
             let hub = Arc::new(LocalHub::new(hub));
-            self.wiring.live = Some(Arc::new(hub.clone()));
-            self.wiring.local_hub = Some(hub);
+            self.wiring_mut().live = Some(Arc::new(hub.clone()));
+            self.wiring_mut().local_hub = Some(hub);
         }
         self.rewired()
     }
 
     /// The notifier and the event sink for the adapters as they are now.
     fn rewired(mut self) -> Chat {
-        self.wiring.notifier = Notifier::new(
+        self.wiring_mut().notifier = Notifier::new(
             self.wiring.store.clone(),
             self.wiring.push.clone(),
             self.wiring.live.clone(),
             self.wiring.tasks.clone(),
         );
-        self.wiring.events = match (&self.wiring.event_grid, &self.wiring.push.sender) {
+        self.wiring_mut().events = match (&self.wiring.event_grid, &self.wiring.push.sender) {
             (Some(topic), _) => Some(topic.clone() as Arc<dyn EventSink>),
             (None, Some(_)) => Some(Arc::new(self.wiring.notifier.clone()) as Arc<dyn EventSink>),
             (None, None) => None,
@@ -408,19 +413,19 @@ impl Chat {
     /// The same service publishing each event before the send answers: for hosts that freeze
     /// the process once it has answered (AWS Lambda), where background work would not run.
     pub fn with_inline_events(mut self) -> Chat {
-        self.wiring.inline_events = true;
+        self.wiring_mut().inline_events = true;
         self.reassembled()
     }
 
     /// The same service with another clock (tests: a frozen clock makes every send collide).
     pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
-        self.wiring.clock = clock;
+        self.wiring_mut().clock = clock;
         self.reassembled()
     }
 
     /// The same service reading the time of scheduled messages from `clock`.
     pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
-        self.wiring.time = clock;
+        self.wiring_mut().time = clock;
         self.reassembled()
     }
 
@@ -448,39 +453,39 @@ impl Chat {
 
     /// The same service storing attachments as `settings` says.
     pub fn with_attachments(mut self, settings: AttachmentSettings) -> Chat {
-        self.wiring.attachments = Some(Arc::new(settings));
+        self.wiring_mut().attachments = Some(Arc::new(settings));
         self.reassembled()
     }
 
     /// The same service running erasures with `settings`.
     pub fn with_erasure(mut self, settings: ErasureSettings) -> Chat {
-        self.wiring.erasure = settings;
+        self.wiring_mut().erasure = settings;
         self.reassembled()
     }
 
     /// The same service applying the limits to members' writes.
     pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
-        self.wiring.limits = Some(Arc::new(WriteLimits::new(settings)));
+        self.wiring_mut().limits = Some(Arc::new(WriteLimits::new(settings)));
         self.reassembled()
     }
 
     /// The same service sending at most one presence signal per user every `interval` (tests
     /// shorten it).
     pub fn with_presence_interval(mut self, interval: Duration) -> Chat {
-        self.wiring.presence = Arc::new(PresenceGate::new(interval));
+        self.wiring_mut().presence = Arc::new(PresenceGate::new(interval));
         self.reassembled()
     }
 
     /// The same service believing upstream events signed with `upstream`'s keys (Azure Web
     /// PubSub's event handler).
     pub fn with_upstream(mut self, upstream: crate::adapters::live::upstream::Upstream) -> Chat {
-        self.wiring.upstream = Some(Arc::new(upstream));
+        self.wiring_mut().upstream = Some(Arc::new(upstream));
         self.reassembled()
     }
 
     /// The same service fetching link previews with `fetcher`; without it, none are made.
     pub fn with_previews(mut self, fetcher: PreviewFetcher) -> Chat {
-        self.wiring.previews = Some(Arc::new(Previews::new(fetcher)));
+        self.wiring_mut().previews = Some(Arc::new(Previews::new(fetcher)));
         self.reassembled()
     }
 }
