@@ -44,7 +44,7 @@ const SENDERS: usize = 32;
 const SPREAD_ROOMS: usize = 32;
 /// In-flight sends per server process in the scale-out case.
 const SCALE_CONCURRENCY: usize = 8;
-/// The rows a plain send writes on the embedded store (see `Chat::post` in
+/// The rows a plain send writes on the embedded store (see `Sending::post` in
 /// docs/ARCHITECTURE.md): the ascending index row, the message, its feed row, its outbox
 /// event, the room's counter and activity rows, and the sender's member row (read position).
 /// The ceiling writes as many, with the store's own table layout.

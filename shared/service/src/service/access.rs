@@ -91,7 +91,7 @@ impl RoomAccess {
         self.standing_given(room_id, room, member, None).await
     }
 
-    /// [`Chat::standing`] given the room's roles if they were read already.
+    /// [`RoomAccess::standing`] given the room's roles if they were read already.
     async fn standing_given(
         &self,
         room_id: &RoomId,

@@ -80,7 +80,7 @@ impl Editing {
         self.delete_message_for(who, room, id, None).await
     }
 
-    /// [`Chat::delete_message`] with a moderator's `reason` for the log: every delete goes
+    /// [`Editing::delete_message`] with a moderator's `reason` for the log: every delete goes
     /// through here, so its reports are resolved and a moderated one is logged whoever did it,
     /// however they got here.
     ///
@@ -159,7 +159,7 @@ impl Editing {
         Ok(())
     }
 
-    /// Pins a message (its flag and its pin row commit together: `Chat::read_pins`) and
+    /// Pins a message (its flag and its pin row commit together: `Reading::read_pins`) and
     /// writes a `PinMessage` line pointing at it. Pinning a pinned message writes no line.
     pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
         let access = self.access.access(room, &who.user_id).await?;

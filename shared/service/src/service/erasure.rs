@@ -20,7 +20,7 @@
 //!    would be a new message in their name). A pause as long as a room deletion's follows, so a
 //!    send that passed its membership check just before lands before the scan;
 //! 2. messages: each of theirs still live is tombstoned through the delete path
-//!    (`Chat::tombstone`: the next version, so the change feed and the live signal learn it;
+//!    (`Editing::tombstone`: the next version, so the change feed and the live signal learn it;
 //!    its reactions and votes go with it), without their display name (`Message::erase`);
 //! 3. marks: their reactions and votes on other people's messages are deleted; then the
 //!    reports they filed are withdrawn, their rows of the limits and their scheduled messages

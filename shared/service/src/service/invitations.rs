@@ -1,6 +1,6 @@
 //! Invitations into a room: a member with CreateInvites invites a user (who sees it in their
 //! invitations, to accept or decline) or makes a code to share. Accepting goes through the one
-//! join path (`Chat::admit`), ban checks included. An invitation's maker may revoke it, and a
+//! join path (`Rooms::admit`), ban checks included. An invitation's maker may revoke it, and a
 //! member with ManageMembers any of the room's. Nobody is invited into a direct conversation.
 
 use super::rooms::Rooms;

@@ -62,7 +62,7 @@ pub(crate) struct WriteLimits {
     settings: LimitSettings,
     local: Mutex<HashMap<BucketId, Local>>,
     /// Room and member of each message this process stored lately, and when: their next send
-    /// claims its text in its first round (`Chat::claim_text_ahead`).
+    /// claims its text in its first round (`Limiter::claim_text_ahead`).
     senders: Mutex<HashMap<(RoomId, UserId), DateTime<chrono::Utc>>>,
 }
 
@@ -76,7 +76,7 @@ impl WriteLimits {
     }
 }
 
-/// A send's repeat-text claim as its first round left it (`Chat::claim_text_ahead`).
+/// A send's repeat-text claim as its first round left it (`Limiter::claim_text_ahead`).
 #[derive(Debug)]
 pub(crate) enum TextAhead {
     /// Not taken: the limits step claims the text after the other checks.
@@ -97,7 +97,7 @@ impl TextAhead {
 }
 
 /// How the send a repeat-text claim was taken for ended, which decides whether the claim is
-/// kept ([`Chat::settle_text`]).
+/// kept ([`Limiter::settle_text`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum SendEnd<'a> {
     /// It stored its message.
@@ -220,7 +220,7 @@ impl Limiter {
             .await
     }
 
-    /// The limits step of a send: [`Chat::check_write_limits`], the room's ceiling (unless the
+    /// The limits step of a send: [`Limiter::check_write_limits`], the room's ceiling (unless the
     /// sender has ManageMessages), then the repeat-text rule — its claim taken here, or `ahead`
     /// in the send's first round (taken back here if the rates refuse) — whose claim the caller
     /// takes back ([`Chat::release_text`]) if the send does not happen.
@@ -310,14 +310,14 @@ impl Limiter {
     }
 
     /// Notes that this process stored a message of `user` in `room` (see
-    /// [`Chat::claim_text_ahead`]).
+    /// [`Limiter::claim_text_ahead`]).
     pub(crate) fn remember_sender(&self, room: &RoomId, user: &UserId) {
         if let Some(limits) = &self.limits {
             limits.remember_sender(room, user);
         }
     }
 
-    /// [`Chat::settle_text`] for a claim taken ahead by a send that ended before its limits
+    /// [`Limiter::settle_text`] for a claim taken ahead by a send that ended before its limits
     /// step.
     pub(crate) async fn settle_ahead(
         &self,

@@ -177,7 +177,7 @@ impl Signals {
             return Err(Error::not_found("room not found"));
         }
         // Of this and the connection closing, the close wins the same way: it is recorded
-        // before its handling reads these rows (`Chat::connection_closed`), so either that
+        // before its handling reads these rows (`Signals::connection_closed`), so either that
         // reading finds them, or this finds the connection closed and takes them back.
         if !self.still_open(live.as_ref(), me, connection).await? {
             if let Some(room) = &target {
@@ -215,7 +215,7 @@ impl Signals {
 
     /// A live connection of `user` closed: the room it showed is no longer looked at through
     /// it, and is due a notice again; best effort. The local hub calls it, and on Azure Web
-    /// PubSub's `disconnected` event (`Chat::upstream_event`); a connection whose event was
+    /// PubSub's `disconnected` event (`PresenceKeeper::upstream_event`); a connection whose event was
     /// lost lapses after `store::live::VIEW_TTL`.
     pub async fn connection_closed(&self, user: &str, connection: &str) {
         let Ok(user) = UserId::parse(user) else {

@@ -1,7 +1,8 @@
-//! `Chat`, the service every caller goes through: the façade of every use case, holding the
-//! store and the adapters (the live channel, the event sink, the notification consumer) it
-//! was given. Each use case family is a file of its own here; `impl Chat` appears nowhere
-//! else.
+//! The service: one component per use-case family (`RoomAccess`, `Sending`, `Rooms`, …), each
+//! a struct in the first of its files here holding what it uses, built bottom-up by
+//! [`Chat::assemble`] from the [`Wiring`] (the store, the adapters and the settings the
+//! composition root gave). `Chat` bundles them with the builders, the accessors and the
+//! housekeeping run that spans components; `impl Chat` appears nowhere else.
 
 pub mod access;
 pub mod attachments;

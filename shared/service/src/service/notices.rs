@@ -1,5 +1,5 @@
 //! Tiered live delivery: a send's full message goes only to the
-//! room's group, which holds the connections showing the room (`Chat::view_room`); every
+//! room's group, which holds the connections showing the room (`Signals::view_room`); every
 //! other member gets a short notice of their own — once until they look at the room again
 //! (show it or read it), and for each message that mentions them by name — carrying the
 //! unread and mention counts the room list would answer, so a badge updates in place.
@@ -143,7 +143,7 @@ impl Signals {
     }
 
     /// The entry of `room` for `member` from what `unread_since` found after their read
-    /// position (`online`: as in [`Chat::room_entry`]).
+    /// position (`online`: as in [`Signals::room_entry`]).
     pub(crate) async fn entry_of(
         &self,
         room: Room,

@@ -243,7 +243,7 @@ impl PresenceKeeper {
         }
         // Closed first, then the room it showed is no longer looked at through it (tiered
         // delivery): a view racing this close either finds the connection closed when it
-        // checks again, or wrote the rows this reads (`Chat::view_room`).
+        // checks again, or wrote the rows this reads (`Signals::view_room`).
         let now = Utc::now();
         self.store.presence.close_connection(&user, &connection, now).await?;
         self.signals.connection_closed(user.as_str(), &connection).await;

@@ -138,7 +138,7 @@ impl Reading {
         })
     }
 
-    /// Several messages by id, each as [`Chat::get_message`] answers it: found, or missing
+    /// Several messages by id, each as [`Reading::get_message`] answers it: found, or missing
     /// (unknown, not an id, or deleted). A repeated id is answered once.
     pub async fn get_messages(&self, who: &Principal, room: &RoomId, request: GetMessages) -> Result<MessageBatch> {
         let ids = request.unique_ids()?;

@@ -6,7 +6,7 @@
 //! rate limit) stands in front of its `store.add_report` and nowhere else.
 //!
 //! A deleted message leaves its reports resolved whoever deleted it and however: the delete
-//! path (`Chat::delete_message_for`) closes them; and since a crash, the retention purge or a
+//! path (`Editing::delete_message_for`) closes them; and since a crash, the retention purge or a
 //! path that bypasses it could leave a group open, the queue closes any group whose message
 //! it finds deleted or gone before answering.
 

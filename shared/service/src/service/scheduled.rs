@@ -1,7 +1,7 @@
 //! Scheduled messages: a member schedules a text or a poll, with attachments or not, for a
 //! time, lists, edits and cancels their own; when it is due, a timer run (the `sendScheduled` function on Azure, the
 //! housekeeping loop self-hosted) sends it through the one door as if the member sent it then:
-//! `Chat::send_message`, with every check run again at that time. A check that refuses it
+//! `Sending::send_message`, with every check run again at that time. A check that refuses it
 //! (the member left, was banned or timed out, the room went read-only) is recorded in the item
 //! (`refused`, with the code and message the send answered) and told to the member at once
 //! through a live notice to their connections alone (`scheduled.refused`).

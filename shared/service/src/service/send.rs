@@ -1,5 +1,5 @@
 //! The one door: every message is created here, in the checks' fixed order (`messages::checks`) — a member's send,
-//! a reply, each copy of a forward, a webhook's message ([`Chat::send_as_webhook`]) and the
+//! a reply, each copy of a forward, a webhook's message ([`Sending::send_as_webhook`]) and the
 //! lines the server writes itself.
 //!
 //! 1. membership and the idempotency lookup, read together (with whether the room has outgoing
@@ -435,7 +435,7 @@ impl Sending {
         self.post_with(room, post, Prefetched::default()).await
     }
 
-    /// [`Chat::post`] given what the send already read.
+    /// [`Sending::post`] given what the send already read.
     async fn post_with(&self, room: &RoomId, post: Post, known: Prefetched) -> Result<Sent> {
         let mut ticks = (self.clock)();
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));

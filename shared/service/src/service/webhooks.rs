@@ -1,6 +1,6 @@
 //! Inbound webhooks: members with ManageWebhooks create, list, rename, rotate and delete a
 //! room's webhooks; whoever holds a webhook's secret URL posts `Webhook` lines with it, through
-//! the one door (`service::send`, [`Chat::send_as_webhook`]).
+//! the one door (`service::send`, [`Sending::send_as_webhook`]).
 //!
 //! A deleted webhook, a rotated-away token, a wrong token and an id that names nothing all
 //! answer the same 404, so the URL tells its holder nothing once it is no longer theirs.
@@ -9,7 +9,7 @@
 //! with its moderation log line (the webhook's id and name, never its URL or token).
 //!
 //! A webhook, inbound or outgoing, acts with its maker's standing: it works only while its
-//! maker is a member of the room who may manage its webhooks ([`Chat::maker_may_manage_webhooks`],
+//! maker is a member of the room who may manage its webhooks ([`Sending::maker_may_manage_webhooks`],
 //! checked at every post and every delivery run). A kick, ban, leave, erasure or lost role
 //! stops the maker's webhooks at once, with no sweep that could miss one; a maker given the
 //! right back finds them working again, and any other manager can delete or replace them.

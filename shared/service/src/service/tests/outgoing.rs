@@ -112,7 +112,7 @@ async fn register(chat: &Chat, room: &RoomId, url: &str) -> String {
 
 /// A message of alice's in `room`, sent before any endpoint exists (so it makes no event):
 /// what the deliveries a test makes by hand are about. A delivery of a message that is not
-/// there (or deleted) is never posted (`Chat::still_said`).
+/// there (or deleted) is never posted (`Sending::still_said`).
 async fn a_message(chat: &Chat, room: &RoomId) -> String {
     chat.sending
         .send_message(&alice(), room, NewMessage::text("said"))

@@ -1,4 +1,4 @@
-//! What one `listRooms` call (`Chat::my_rooms`) costs the store, counted, not timed, on the
+//! What one `listRooms` call (`Rooms::my_rooms`) costs the store, counted, not timed, on the
 //! embedded store and on Azurite: `listRooms` for a member of 200 rooms costs a bounded number of reads.
 //!
 //! The bound, for a member of `N` rooms: `1 + 3·N` reads (the `UserRooms` range; per room its
