@@ -246,7 +246,7 @@ async fn serve(args: &Args) -> Result<(), String> {
     let tasks = chat.supervisor().clone();
     let resuming = chat.clone();
     tasks.spawn(async move {
-        if let Err(e) = resuming.eraser.resume_erasures(chrono::Utc::now()).await {
+        if let Err(e) = resuming.eraser.resume_erasures(resuming.now()).await {
             tracing::warn!(error = %e, "resuming erasures at startup failed; housekeeping tries again");
         }
     });
@@ -309,7 +309,7 @@ async fn housekeeping(chat: Chat, interval: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if let Err(e) = chat.outbox.republish(chrono::Utc::now()).await {
+        if let Err(e) = chat.outbox.republish(chat.now()).await {
             tracing::warn!(error = %e, "republishing events failed; trying again next time");
         }
         match chat.scheduler.send_due_messages().await {
@@ -322,7 +322,7 @@ async fn housekeeping(chat: Chat, interval: Duration) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "delivering outgoing webhooks failed; trying again next time"),
         }
-        match chat.housekeeping(chrono::Utc::now()).await {
+        match chat.housekeeping(chat.now()).await {
             Ok(report) if report.messages_purged > 0 || report.rooms_failed > 0 => {
                 tracing::info!(?report, "housekeeping")
             }

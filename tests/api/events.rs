@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::helpers::messages::get_message;
-use crate::helpers::{Backend, TestApp, backend_tests, spawn_app_with, spawn_push_handler};
+use crate::helpers::{Backend, TestApp, TestClock, backend_tests, spawn_app_with, spawn_push_handler};
 use crate::push::{Device, Service, decrypt, start_service, subscribe, wait_for};
 
 backend_tests!(an_event_grid_outage_loses_no_event_and_repeats_push_nothing);
@@ -101,13 +101,14 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let reachable = Arc::new(tokio::sync::Notify::new());
     let endpoint = format!("http://{topic_addr}/api/events");
-    let app = spawn_push_handler(
-        &backend,
-        &[
-            ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
-            ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
-        ],
-    );
+    // The outbox's age is read on the server's clock, which the test moves.
+    let mut clock = TestClock::new();
+    let mut settings = clock.settings().to_vec();
+    settings.extend([
+        ("TABLETALK_EVENTGRID_ENDPOINT", endpoint.as_str()),
+        ("TABLETALK_EVENTGRID_KEY", TOPIC_KEY),
+    ]);
+    let app = spawn_push_handler(&backend, &settings);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let bobs = Device::new("bob", push_addr);
@@ -136,8 +137,6 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     });
 
     let id = app.post("alice", &room, "<p>are you there?</p>").await;
-    // The outbox row was written before the send answered, so it is older than this.
-    let sent_at = Instant::now();
     let stored = get_message(&app, "bob", &room, &id).await;
     assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
     assert_eq!(
@@ -161,7 +160,8 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     // A little longer, so no retry of that attempt can reach the topic once it is back.
     tokio::time::sleep(Duration::from_secs(1)).await;
     reachable.notify_one();
-    tokio::time::sleep(Duration::from_secs(6).saturating_sub(sent_at.elapsed())).await;
+    // Past the outbox's five seconds, on the server's clock.
+    clock.advance_ms(6000);
     assert!(
         topic.accepted.lock().unwrap().is_empty(),
         "{backend:?}: nothing published yet"
@@ -453,9 +453,14 @@ async fn a_fan_out_cut_short_after_the_answer_is_republished() {
     drop(app); // the process dies before the push service answers
     *service.delay.lock().unwrap() = Duration::ZERO;
 
-    let app = spawn_push_handler(&backend, &[("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1")]);
-    // Older than the outbox's five seconds, and past the dead run's one-second lease.
-    tokio::time::sleep(Duration::from_secs(7).saturating_sub(started.elapsed())).await;
+    let mut clock = TestClock::new();
+    let mut settings = clock.settings().to_vec();
+    settings.push(("TABLETALK_PUSH_CLAIM_LEASE_SECONDS", "1"));
+    let app = spawn_push_handler(&backend, &settings);
+    // Older than the outbox's five seconds on the server's clock; past the dead run's
+    // one-second lease, which is kept in real time.
+    clock.advance_ms(6000);
+    tokio::time::sleep(Duration::from_millis(1100).saturating_sub(started.elapsed())).await;
     assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
     let received = service.received.lock().unwrap().len();
     assert_eq!(received, 2, "the event was pushed again after the restart");

@@ -289,6 +289,53 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
     }
 }
 
+/// The test clock: a file of Unix milliseconds that the test and the servers it starts read
+/// (`TABLETALK_TEST_CLOCK_FILE`), so a test moves time instead of sleeping. A server reads it
+/// only with the published development secret ([`TestClock::settings`] sets both).
+pub struct TestClock {
+    path: std::path::PathBuf,
+    now_ms: i64,
+}
+
+impl TestClock {
+    /// A clock at the system's time now.
+    pub fn new() -> TestClock {
+        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
+        let clock = TestClock {
+            path,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        };
+        clock.write();
+        clock
+    }
+
+    fn write(&self) {
+        std::fs::write(&self.path, self.now_ms.to_string()).expect("write the test clock");
+    }
+
+    pub fn advance_ms(&mut self, ms: i64) {
+        self.now_ms += ms;
+        self.write();
+    }
+
+    /// The settings that make a server read this clock.
+    pub fn settings(&self) -> [(&'static str, &str); 2] {
+        [
+            ("TABLETALK_JWT_SECRET", tabletalk::config::DEVELOPMENT_JWT_SECRET),
+            (
+                "TABLETALK_TEST_CLOCK_FILE",
+                self.path.to_str().expect("a UTF-8 temporary path"),
+            ),
+        ]
+    }
+}
+
+impl Drop for TestClock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// A fresh VAPID private key, as `TABLETALK_VAPID_PRIVATE_KEY` takes it (base64url).
 pub fn vapid_key() -> String {
     use base64::Engine as _;

@@ -4,14 +4,12 @@
 //! on every write, moved forward by the test instead of sleeping, and shared by both processes
 //! of the two-process test.
 
-use std::path::PathBuf;
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tabletalk::config::DEVELOPMENT_JWT_SECRET;
 
 use crate::helpers::messages::{PARTY, THUMBS_UP, assert_status, mention, react};
-use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app_with};
+use crate::helpers::{Backend, Reply, TestApp, TestClock, backend_tests, posts, spawn_app_with};
 
 backend_tests!(
     the_user_bucket_passes_its_burst_then_refuses_until_it_refills,
@@ -28,51 +26,15 @@ backend_tests!(
     making_rooms_invitations_and_read_marks_draw_from_the_user_bucket,
 );
 
-/// The test clock: a file both the test and the servers read.
-struct Clock {
-    path: PathBuf,
-    now_ms: i64,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
-        let clock = Clock {
-            path,
-            now_ms: chrono::Utc::now().timestamp_millis(),
-        };
-        clock.write();
-        clock
-    }
-
-    fn write(&self) {
-        std::fs::write(&self.path, self.now_ms.to_string()).expect("write the test clock");
-    }
-
-    fn advance_ms(&mut self, ms: i64) {
-        self.now_ms += ms;
-        self.write();
-    }
-
-    /// A server with the limits on, reading this clock; `newcomer_seconds` 0 has no newcomers.
-    fn spawn(&self, backend: &Backend, newcomer_seconds: u32) -> TestApp {
-        let newcomers = newcomer_seconds.to_string();
-        spawn_app_with(
-            backend,
-            &[
-                ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
-                ("TABLETALK_WRITE_LIMITS", "on"),
-                ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),
-                ("TABLETALK_NEWCOMER_SECONDS", &newcomers),
-            ],
-        )
-    }
-}
-
-impl Drop for Clock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
+/// A server with the limits on, reading `clock`; `newcomer_seconds` 0 has no newcomers.
+fn spawn_limited(clock: &TestClock, backend: &Backend, newcomer_seconds: u32) -> TestApp {
+    let newcomers = newcomer_seconds.to_string();
+    let mut settings = clock.settings().to_vec();
+    settings.extend([
+        ("TABLETALK_WRITE_LIMITS", "on"),
+        ("TABLETALK_NEWCOMER_SECONDS", &newcomers),
+    ]);
+    spawn_app_with(backend, &settings)
 }
 
 /// Asserts a 429 whose `Retry-After` is `seconds`.
@@ -94,8 +56,8 @@ async fn send_n(app: &TestApp, user: &str, room: &str, n: usize, tag: &str) {
 }
 
 async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let mut clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     // Making the room took one token of the 40.
     send_n(&app, "alice", &room, 39, "burst").await;
@@ -113,8 +75,8 @@ async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend:
 }
 
 async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let mut clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     let id = app.post("alice", &room, "react to me").await;
     let poll = app
@@ -160,8 +122,8 @@ async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
 }
 
 async fn a_room_ceiling_refuses_sends_over_it_but_not_moderators(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let mut clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     for user in ["bob", "carol"] {
         app.join(user, &room).await;
@@ -190,8 +152,8 @@ async fn a_room_ceiling_refuses_sends_over_it_but_not_moderators(backend: Backen
 }
 
 async fn the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_the_same_room(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let mut clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     let other = app.create_room("alice").await;
     for user in ["bob", "carol"] {
@@ -219,8 +181,8 @@ async fn the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_t
 }
 
 async fn a_send_that_fails_does_not_block_its_text(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let missing = app
@@ -241,8 +203,8 @@ async fn a_send_that_fails_does_not_block_its_text(backend: Backend) {
 }
 
 async fn newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_passes(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.spawn(&backend, 300);
+    let mut clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 300);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let everyone = format!("<p>hey {}</p>", mention("@everyone"));
@@ -289,8 +251,8 @@ async fn newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_p
 }
 
 async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     assert_status(
         &set_room(&app, "alice", &room, json!({ "maxSendsPerSecond": 1 })).await,
@@ -323,9 +285,9 @@ async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
 }
 
 async fn two_processes_share_one_users_bucket(backend: Backend) {
-    let mut clock = Clock::new();
-    let first = clock.spawn(&backend, 0);
-    let second = clock.spawn(&backend, 0);
+    let mut clock = TestClock::new();
+    let first = spawn_limited(&clock, &backend, 0);
+    let second = spawn_limited(&clock, &backend, 0);
     let room = first.create_room("alice").await;
     let mut stored = 0;
     for i in 0..60 {
@@ -360,8 +322,8 @@ async fn two_processes_share_one_users_bucket(backend: Backend) {
 }
 
 async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     for (bad, status, code) in [
@@ -400,8 +362,8 @@ async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
 /// own message, so pinning and unpinning it over and over would flood the room with lines
 /// at no cost unless each pin draws from the user's bucket like every other write.
 async fn pinning_draws_from_the_user_bucket(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("bob").await;
     app.join("alice", &room).await;
     let id = app.post("alice", &room, "pin me").await;
@@ -425,8 +387,8 @@ async fn pinning_draws_from_the_user_bucket(backend: Backend) {
 /// joining a public room over and over would flood it at no cost unless each draws from the
 /// user's bucket.
 async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("bob").await;
     let mut refused = None;
     for i in 0..60 {
@@ -457,8 +419,8 @@ async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
 /// writes in each): each draws from the user's bucket, so none of them can be repeated without
 /// bound. Each is tried by a user of its own, whose bucket nothing else drew from but a join.
 async fn making_rooms_invitations_and_read_marks_draw_from_the_user_bucket(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.spawn(&backend, 0);
+    let clock = TestClock::new();
+    let app = spawn_limited(&clock, &backend, 0);
     let room = app.create_room("bob").await;
     app.join("erin", &room).await;
     for what in ["createRoom", "createInvitation", "markRead", "markAllRead", "negotiate"] {

@@ -2,12 +2,10 @@
 //! read-only (403), slowmode (429 with Retry-After), word filter (403; with a timeout), bans
 //! (the very next send), and what ManageMessages is exempt from.
 
-use std::time::Duration;
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, TestApp, backend_tests, spawn_app};
+use crate::helpers::{Backend, TestApp, TestClock, backend_tests, spawn_app, spawn_app_with};
 
 backend_tests!(
     read_only_refuses_members_but_not_manage_messages,
@@ -48,7 +46,9 @@ async fn read_only_refuses_members_but_not_manage_messages(backend: Backend) {
 }
 
 async fn slowmode_answers_429_with_retry_after_until_the_window_passes(backend: Backend) {
-    let app = spawn_app(&backend);
+    // The window is read on the server's clock, which the test moves.
+    let mut clock = TestClock::new();
+    let app = spawn_app_with(&backend, &clock.settings());
     let room = room_with_moderator(&app).await;
     let elsewhere = app.create_room("bob").await;
     let source = app.post("bob", &elsewhere, "to forward").await;
@@ -73,7 +73,7 @@ async fn slowmode_answers_429_with_retry_after_until_the_window_passes(backend: 
     for _ in 0..3 {
         assert_eq!(status_of_send(&app, "mod", &room, "fast").await, 201);
     }
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance_ms(2100);
     assert_eq!(status_of_send(&app, "bob", &room, "three").await, 201);
 }
 

@@ -101,7 +101,7 @@ pub async fn notify(State(state): State<AppState>, body: Bytes) -> Response {
 
 /// The timer that republishes events still pending in the outbox.
 pub async fn republish_events(State(state): State<AppState>) -> Response {
-    match state.chat.outbox.republish(chrono::Utc::now()).await {
+    match state.chat.outbox.republish(state.chat.now()).await {
         Ok(count) => invocation(StatusCode::OK, vec![format!("republished {count} events")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }
@@ -109,7 +109,7 @@ pub async fn republish_events(State(state): State<AppState>) -> Response {
 
 /// The timer that purges expired messages and idempotency records.
 pub async fn housekeeping(State(state): State<AppState>) -> Response {
-    match state.chat.housekeeping(chrono::Utc::now()).await {
+    match state.chat.housekeeping(state.chat.now()).await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }

@@ -430,6 +430,12 @@ impl Chat {
         self.reassembled()
     }
 
+    /// The time as the service's clock tells it: the system's, or the one a test moves
+    /// (`with_time`). The timers read it, so a test moves time instead of sleeping.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.wiring.time.now()
+    }
+
     /// The supervisor of this service's background work: a stopping server shuts it down
     /// (`Supervisor::shut_down`) once it has answered its last request.
     pub fn supervisor(&self) -> &Supervisor {

@@ -178,7 +178,7 @@ impl Sending {
         known: Prefetched,
         ahead: TextAhead,
     ) -> Result<Sent> {
-        let now = Utc::now();
+        let now = self.time.now();
         let client = client_id.clone();
         if let Err(refused) = checks::before_limits(&access, now) {
             self.limiter
