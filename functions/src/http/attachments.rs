@@ -1,14 +1,16 @@
 //! Attachment functions: hand out an upload link, and the stable download URL that checks
 //! membership and redirects to a short-lived signed link of the object store.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tabletalk::attachments::{NewUpload, UploadAnswer};
 use tabletalk::ids::RoomId;
+use tabletalk::service::attachments::Files;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -21,12 +23,12 @@ use super::extract::{Caller, JsonBody, PathParams};
         (status = 422, description = "a type not on the allow-list, an empty name or size", body = ErrorBody),
         (status = "4XX", body = ErrorBody)))]
 pub async fn create_upload(
-    State(state): State<AppState>,
+    State(files): State<Arc<Files>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewUpload>,
 ) -> ApiResult<(StatusCode, Json<UploadAnswer>)> {
-    let answer = state.chat.files.create_upload(&who, &room, input).await?;
+    let answer = files.create_upload(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -39,11 +41,11 @@ pub async fn create_upload(
     responses((status = 302, description = "redirect to the signed download link (`Location`)"),
         (status = "4XX", body = ErrorBody)))]
 pub async fn download(
-    State(state): State<AppState>,
+    State(files): State<Arc<Files>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Response> {
-    let url = state.chat.files.attachment_link(&who, &room, &id).await?;
+    let url = files.attachment_link(&who, &room, &id).await?;
     Ok((
         StatusCode::FOUND,
         [(header::LOCATION, url), (header::CACHE_CONTROL, "no-store".to_owned())],

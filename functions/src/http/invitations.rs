@@ -1,14 +1,16 @@
 //! Invitation functions: a room's invitations (create, list, revoke), the caller's own
 //! (list, accept, decline), and joining through a shared code.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::rooms::Room;
 use tabletalk::rooms::invitations::{Invitation, NewInvitation, PendingInvitation, Redeem};
+use tabletalk::service::rooms::Rooms;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -19,12 +21,12 @@ use super::extract::{Caller, JsonBody, PathParams};
     params(("roomId" = String, Path)), request_body = NewInvitation,
     responses((status = 201, body = Invitation), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewInvitation>,
 ) -> ApiResult<(StatusCode, Json<Invitation>)> {
-    let invitation = state.chat.rooms.create_invitation(&who, &room, input).await?;
+    let invitation = rooms.create_invitation(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(invitation)))
 }
 
@@ -33,11 +35,11 @@ pub async fn create(
     params(("roomId" = String, Path)),
     responses((status = 200, body = [Invitation]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Invitation>>> {
-    Ok(Json(state.chat.rooms.list_invitations(&who, &room).await?))
+    Ok(Json(rooms.list_invitations(&who, &room).await?))
 }
 
 /// Its maker, or ManageMembers. A revoked code answers as a missing one.
@@ -45,19 +47,19 @@ pub async fn list(
     params(("roomId" = String, Path), ("inviteId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn revoke(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.rooms.revoke_invitation(&who, &room, &id).await?;
+    rooms.revoke_invitation(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The caller's invitations waiting for an answer.
 #[utoipa::path(get, path = "/api/invites", tag = "invitations", operation_id = "listMyInvitations",
     responses((status = 200, body = [PendingInvitation]), (status = "4XX", body = ErrorBody)))]
-pub async fn mine(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<PendingInvitation>>> {
-    Ok(Json(state.chat.rooms.my_invitations(&who).await?))
+pub async fn mine(State(rooms): State<Arc<Rooms>>, Caller(who): Caller) -> ApiResult<Json<Vec<PendingInvitation>>> {
+    Ok(Json(rooms.my_invitations(&who).await?))
 }
 
 /// Joins the room of the caller's invitation (a ban still refuses).
@@ -65,22 +67,22 @@ pub async fn mine(State(state): State<AppState>, Caller(who): Caller) -> ApiResu
     params(("roomId" = String, Path)),
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn accept(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.accept_invitation(&who, &room).await?))
+    Ok(Json(rooms.accept_invitation(&who, &room).await?))
 }
 
 #[utoipa::path(post, path = "/api/invites/{roomId}/decline", tag = "invitations", operation_id = "declineInvitation",
     params(("roomId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn decline(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.rooms.decline_invitation(&who, &room).await?;
+    rooms.decline_invitation(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -90,9 +92,9 @@ pub async fn decline(
     request_body = Redeem,
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn redeem(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<Redeem>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.redeem(&who, input).await?))
+    Ok(Json(rooms.redeem(&who, input).await?))
 }

@@ -1,14 +1,16 @@
 //! Live functions: `negotiate`, the Web PubSub client URL; which room a connection shows
 //! (`viewRoom`); and typing.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use tabletalk::ids::RoomId;
 use tabletalk::service::live::Negotiated;
+use tabletalk::service::live::Signals;
 use tabletalk::signals::ViewRoom;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -18,7 +20,7 @@ use super::extract::{Caller, JsonBody, PathParams};
 #[utoipa::path(post, path = "/api/negotiate", tag = "live", operation_id = "negotiate",
     responses((status = 200, body = Negotiated), (status = "4XX", body = ErrorBody)))]
 pub async fn negotiate(
-    State(state): State<AppState>,
+    State(signals): State<Arc<Signals>>,
     Caller(who): Caller,
     headers: HeaderMap,
 ) -> ApiResult<Json<Negotiated>> {
@@ -29,7 +31,7 @@ pub async fn negotiate(
     };
     let host = header("host").unwrap_or("localhost");
     let endpoint = format!("{scheme}://{host}");
-    Ok(Json(state.chat.signals.negotiate(&who, &endpoint).await?))
+    Ok(Json(signals.negotiate(&who, &endpoint).await?))
 }
 
 /// Members only; at most one signal per user and room every 3 seconds (more are dropped).
@@ -37,11 +39,11 @@ pub async fn negotiate(
     params(("roomId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn typing(
-    State(state): State<AppState>,
+    State(signals): State<Arc<Signals>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.signals.typing(&who, &room).await?;
+    signals.typing(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -57,10 +59,10 @@ pub async fn typing(
     request_body = ViewRoom,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn view_room(
-    State(state): State<AppState>,
+    State(signals): State<Arc<Signals>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<ViewRoom>,
 ) -> ApiResult<StatusCode> {
-    state.chat.signals.view_room(&who, input).await?;
+    signals.view_room(&who, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

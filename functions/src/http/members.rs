@@ -1,6 +1,8 @@
 //! Member functions: list, the caller's own settings and read position, and moderation
 //! (kick, timeout, ban, unban, roles).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -9,8 +11,8 @@ use tabletalk::members::{
     Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout,
 };
 use tabletalk::moderation::{BanEntry, Kick};
+use tabletalk::service::{members::Members, moderation::Moderation};
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, OptionalJsonBody, PathParams};
 
@@ -18,43 +20,43 @@ use super::extract::{Caller, JsonBody, OptionalJsonBody, PathParams};
     params(("roomId" = String, Path)),
     responses((status = 200, body = [MemberSummary]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(members): State<Arc<Members>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<MemberSummary>>> {
-    Ok(Json(state.chat.members.list_members(&who, &room).await?))
+    Ok(Json(members.list_members(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/members/me", tag = "members", operation_id = "updateMembership",
     params(("roomId" = String, Path)), request_body = MembershipChange,
     responses((status = 200, body = Member), (status = "4XX", body = ErrorBody)))]
 pub async fn update_mine(
-    State(state): State<AppState>,
+    State(members): State<Arc<Members>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<MembershipChange>,
 ) -> ApiResult<Json<Member>> {
-    Ok(Json(state.chat.members.update_membership(&who, &room, change).await?))
+    Ok(Json(members.update_membership(&who, &room, change).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/read", tag = "members", operation_id = "markRead",
     params(("roomId" = String, Path)), request_body = MarkRead,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn mark_read(
-    State(state): State<AppState>,
+    State(members): State<Arc<Members>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<MarkRead>,
 ) -> ApiResult<StatusCode> {
-    state.chat.members.mark_read(&who, &room, input).await?;
+    members.mark_read(&who, &room, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Marks every room of the caller read up to now (one write per room); answers how many.
 #[utoipa::path(post, path = "/api/rooms/read", tag = "members", operation_id = "markAllRead",
     responses((status = 200, body = MarkedAllRead), (status = "4XX", body = ErrorBody)))]
-pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<MarkedAllRead>> {
-    let rooms = state.chat.members.mark_all_read(&who).await?;
+pub async fn mark_all_read(State(members): State<Arc<Members>>, Caller(who): Caller) -> ApiResult<Json<MarkedAllRead>> {
+    let rooms = members.mark_all_read(&who).await?;
     Ok(Json(MarkedAllRead { rooms }))
 }
 
@@ -64,11 +66,11 @@ pub async fn mark_all_read(State(state): State<AppState>, Caller(who): Caller) -
     params(("roomId" = String, Path)),
     responses((status = 200, body = [Receipt]), (status = "4XX", body = ErrorBody)))]
 pub async fn receipts(
-    State(state): State<AppState>,
+    State(members): State<Arc<Members>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Receipt>>> {
-    Ok(Json(state.chat.members.receipts(&who, &room).await?))
+    Ok(Json(members.receipts(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member. The body is optional (no body is a
@@ -78,12 +80,12 @@ pub async fn receipts(
     request_body(content = Kick, description = "Optional: the reason for the moderation log."),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn kick(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     OptionalJsonBody(input): OptionalJsonBody<Kick>,
 ) -> ApiResult<StatusCode> {
-    state.chat.moderation.kick(&who, &room, &user, input).await?;
+    moderation.kick(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -92,11 +94,11 @@ pub async fn kick(
     params(("roomId" = String, Path)),
     responses((status = 200, body = [BanEntry]), (status = "4XX", body = ErrorBody)))]
 pub async fn bans(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<BanEntry>>> {
-    Ok(Json(state.chat.moderation.list_bans(&who, &room).await?))
+    Ok(Json(moderation.list_bans(&who, &room).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member.
@@ -104,12 +106,12 @@ pub async fn bans(
     params(("roomId" = String, Path), ("userId" = String, Path)), request_body = Timeout,
     responses((status = 200, body = MemberSummary), (status = "4XX", body = ErrorBody)))]
 pub async fn timeout(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Timeout>,
 ) -> ApiResult<Json<MemberSummary>> {
-    Ok(Json(state.chat.moderation.timeout(&who, &room, &user, input).await?))
+    Ok(Json(moderation.timeout(&who, &room, &user, input).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member (if they are one).
@@ -117,12 +119,12 @@ pub async fn timeout(
     params(("roomId" = String, Path), ("userId" = String, Path)), request_body = Ban,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn ban(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<Ban>,
 ) -> ApiResult<StatusCode> {
-    state.chat.moderation.ban(&who, &room, &user, input).await?;
+    moderation.ban(&who, &room, &user, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -130,11 +132,11 @@ pub async fn ban(
     params(("roomId" = String, Path), ("userId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn unban(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.moderation.unban(&who, &room, &user).await?;
+    moderation.unban(&who, &room, &user).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -143,16 +145,10 @@ pub async fn unban(
     params(("roomId" = String, Path), ("userId" = String, Path)), request_body = MemberRoles,
     responses((status = 200, body = MemberSummary), (status = "4XX", body = ErrorBody)))]
 pub async fn set_roles(
-    State(state): State<AppState>,
+    State(moderation): State<Arc<Moderation>>,
     Caller(who): Caller,
     PathParams((room, user)): PathParams<(RoomId, UserId)>,
     JsonBody(input): JsonBody<MemberRoles>,
 ) -> ApiResult<Json<MemberSummary>> {
-    Ok(Json(
-        state
-            .chat
-            .moderation
-            .set_member_roles(&who, &room, &user, input)
-            .await?,
-    ))
+    Ok(Json(moderation.set_member_roles(&who, &room, &user, input).await?))
 }

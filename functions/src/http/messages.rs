@@ -1,6 +1,8 @@
 //! Message functions: send, read a page (or the page around a message), get one or several,
 //! the room's pins, and every operation on a message.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,9 +17,9 @@ use tabletalk::messages::reactions::ReactionCount;
 use tabletalk::messages::read::{GetMessages, MessageBatch, MessagePage, MessagesRead, ReadMessages, ReadPins};
 use tabletalk::messages::send::NewMessage;
 use tabletalk::messages::threads::{FollowedThread, Following, ReadThread, ThreadPage};
+use tabletalk::service::{changes::Editing, reactions::Reactions, read::Reading, send::Sending};
 use utoipa::ToSchema;
 
-use super::AppState;
 use super::error::{self, ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
@@ -28,12 +30,12 @@ use super::extract::{Caller, JsonBody, PathParams, QueryParams};
     responses((status = 201, body = Message), (status = 200, description = "a repeat of an earlier clientId", body = Message),
         (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
-    let sent = state.chat.sending.send_message(&who, &room, input).await?;
+    let sent = sending.send_message(&who, &room, input).await?;
     let status = if sent.created {
         StatusCode::CREATED
     } else {
@@ -47,14 +49,14 @@ pub async fn create(
     params(("roomId" = String, Path), ReadMessages),
     responses((status = 200, body = MessagesRead), (status = "4XX", body = ErrorBody)))]
 pub async fn read(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadMessages>,
 ) -> ApiResult<Json<MessagesRead>> {
     Ok(Json(match request.around {
-        Some(_) => MessagesRead::Around(state.chat.reading.read_around(&who, &room, request).await?),
-        None => MessagesRead::Page(state.chat.reading.read_messages(&who, &room, request).await?),
+        Some(_) => MessagesRead::Around(reading.read_around(&who, &room, request).await?),
+        None => MessagesRead::Page(reading.read_messages(&who, &room, request).await?),
     }))
 }
 
@@ -64,12 +66,12 @@ pub async fn read(
     params(("roomId" = String, Path)), request_body = GetMessages,
     responses((status = 200, body = MessageBatch), (status = "4XX", body = ErrorBody)))]
 pub async fn batch(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(request): JsonBody<GetMessages>,
 ) -> ApiResult<Json<MessageBatch>> {
-    Ok(Json(state.chat.reading.get_messages(&who, &room, request).await?))
+    Ok(Json(reading.get_messages(&who, &room, request).await?))
 }
 
 /// The room's pinned messages, newest message first, a page at a time.
@@ -77,35 +79,35 @@ pub async fn batch(
     params(("roomId" = String, Path), ReadPins),
     responses((status = 200, body = MessagePage), (status = "4XX", body = ErrorBody)))]
 pub async fn pins(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadPins>,
 ) -> ApiResult<Json<MessagePage>> {
-    Ok(Json(state.chat.reading.read_pins(&who, &room, request).await?))
+    Ok(Json(reading.read_pins(&who, &room, request).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "getMessage",
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.reading.get_message(&who, &room, &id).await?))
+    Ok(Json(reading.get_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/messages/{messageId}", tag = "messages", operation_id = "editMessage",
     params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Edit,
     responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
 pub async fn edit(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.editing.edit_message(&who, &room, &id, edit).await?))
+    Ok(Json(editing.edit_message(&who, &room, &id, edit).await?))
 }
 
 /// Leaves a tombstone: the message is gone from every read and operation.
@@ -113,11 +115,11 @@ pub async fn edit(
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.editing.delete_message(&who, &room, &id).await?;
+    editing.delete_message(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -125,34 +127,34 @@ pub async fn delete(
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
 pub async fn pin(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.editing.pin_message(&who, &room, &id).await?))
+    Ok(Json(editing.pin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/pin", tag = "messages", operation_id = "unpinMessage",
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
 pub async fn unpin(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.editing.unpin_message(&who, &room, &id).await?))
+    Ok(Json(editing.unpin_message(&who, &room, &id).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/vote", tag = "messages", operation_id = "votePoll",
     params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Vote,
     responses((status = 200, body = Message), (status = "4XX", body = ErrorBody)))]
 pub async fn vote(
-    State(state): State<AppState>,
+    State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(vote): JsonBody<Vote>,
 ) -> ApiResult<Json<Message>> {
-    Ok(Json(state.chat.reactions.vote(&who, &room, &id, vote).await?))
+    Ok(Json(reactions.vote(&who, &room, &id, vote).await?))
 }
 
 #[utoipa::path(put, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -160,11 +162,11 @@ pub async fn vote(
     params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = inline(tabletalk::messages::reactions::ReactionEmoji), Path)),
     responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
 pub async fn react(
-    State(state): State<AppState>,
+    State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
     PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(state.chat.reactions.react(&who, &room, &id, &emoji).await?))
+    Ok(Json(reactions.react(&who, &room, &id, &emoji).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/messages/{messageId}/reactions/{emoji}", tag = "messages",
@@ -172,11 +174,11 @@ pub async fn react(
     params(("roomId" = String, Path), ("messageId" = String, Path), ("emoji" = inline(tabletalk::messages::reactions::ReactionEmoji), Path)),
     responses((status = 200, body = [ReactionCount]), (status = "4XX", body = ErrorBody)))]
 pub async fn unreact(
-    State(state): State<AppState>,
+    State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
     PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
-    Ok(Json(state.chat.reactions.unreact(&who, &room, &id, &emoji).await?))
+    Ok(Json(reactions.unreact(&who, &room, &id, &emoji).await?))
 }
 
 /// How the forward into one room went, as the API answers it.
@@ -214,12 +216,12 @@ impl From<ForwardOutcome> for ForwardResult {
     params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = Forward,
     responses((status = 200, body = [ForwardResult]), (status = "4XX", body = ErrorBody)))]
 pub async fn forward(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(forward): JsonBody<Forward>,
 ) -> ApiResult<Json<Vec<ForwardResult>>> {
-    let outcomes = state.chat.editing.forward_message(&who, &room, &id, forward).await?;
+    let outcomes = editing.forward_message(&who, &room, &id, forward).await?;
     Ok(Json(outcomes.into_iter().map(ForwardResult::from).collect()))
 }
 
@@ -228,12 +230,12 @@ pub async fn forward(
     params(("roomId" = String, Path), ("messageId" = String, Path), ReadThread),
     responses((status = 200, body = ThreadPage), (status = "4XX", body = ErrorBody)))]
 pub async fn thread(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     QueryParams(request): QueryParams<ReadThread>,
 ) -> ApiResult<Json<ThreadPage>> {
-    Ok(Json(state.chat.reading.read_thread(&who, &room, &id, request).await?))
+    Ok(Json(reading.read_thread(&who, &room, &id, request).await?))
 }
 
 /// The change feed (docs/CATCHUP.md): what changed in these conversations since the stored cursors.
@@ -241,11 +243,11 @@ pub async fn thread(
     request_body = MessageChangesRequest,
     responses((status = 200, body = MessageChangesResult), (status = "4XX", body = ErrorBody)))]
 pub async fn changes(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     JsonBody(request): JsonBody<MessageChangesRequest>,
 ) -> ApiResult<Json<MessageChangesResult>> {
-    Ok(Json(state.chat.reading.message_changes(&who, request.input).await?))
+    Ok(Json(reading.message_changes(&who, request.input).await?))
 }
 
 /// Follows the thread of a message (a reply's: its root's): its replies push the caller,
@@ -255,11 +257,11 @@ pub async fn changes(
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 200, body = Following), (status = "4XX", body = ErrorBody)))]
 pub async fn follow(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(state.chat.reading.follow_thread(&who, &room, &id).await?))
+    Ok(Json(reading.follow_thread(&who, &room, &id).await?))
 }
 
 /// Stops following the thread of a message; not following it is no error.
@@ -268,11 +270,11 @@ pub async fn follow(
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 200, body = Following), (status = "4XX", body = ErrorBody)))]
 pub async fn unfollow(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Following>> {
-    Ok(Json(state.chat.reading.unfollow_thread(&who, &room, &id).await?))
+    Ok(Json(reading.unfollow_thread(&who, &room, &id).await?))
 }
 
 /// Marks a followed thread read up to now (409 when the caller does not follow it).
@@ -281,17 +283,20 @@ pub async fn unfollow(
     params(("roomId" = String, Path), ("messageId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn thread_read(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.reading.mark_thread_read(&who, &room, &id).await?;
+    reading.mark_thread_read(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The threads the caller follows, the most recent reply first, each with its unread replies.
 #[utoipa::path(get, path = "/api/threads", tag = "messages", operation_id = "listMyThreads",
     responses((status = 200, body = [FollowedThread]), (status = "4XX", body = ErrorBody)))]
-pub async fn my_threads(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<FollowedThread>>> {
-    Ok(Json(state.chat.reading.my_threads(&who).await?))
+pub async fn my_threads(
+    State(reading): State<Arc<Reading>>,
+    Caller(who): Caller,
+) -> ApiResult<Json<Vec<FollowedThread>>> {
+    Ok(Json(reading.my_threads(&who).await?))
 }

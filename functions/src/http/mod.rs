@@ -60,6 +60,33 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
 }
 
+/// A handler takes the one component it uses as its state (`State<Arc<Sending>>`), so no
+/// handler needs the whole service and nothing lists every use case.
+macro_rules! component_state {
+    ($field:ident: $module:ident::$component:ident) => {
+        impl axum::extract::FromRef<AppState> for Arc<tabletalk::service::$module::$component> {
+            fn from_ref(state: &AppState) -> Self {
+                state.chat.$field.clone()
+            }
+        }
+    };
+}
+component_state!(access: access::RoomAccess);
+component_state!(reading: read::Reading);
+component_state!(signals: live::Signals);
+component_state!(presence_keeper: presence::PresenceKeeper);
+component_state!(files: attachments::Files);
+component_state!(reactions: reactions::Reactions);
+component_state!(previewer: previews::Previewer);
+component_state!(accounts: subscriptions::Accounts);
+component_state!(sending: send::Sending);
+component_state!(editing: changes::Editing);
+component_state!(moderation: moderation::Moderation);
+component_state!(members: members::Members);
+component_state!(rooms: rooms::Rooms);
+component_state!(scheduler: scheduled::Scheduler);
+component_state!(eraser: erasure::Eraser);
+
 /// Every `/api` route of a host and the OpenAPI document that describes them, from one
 /// declaration: `routes!` registers each handler at the method and path of its
 /// `#[utoipa::path]` and records that operation in the document. Routes under `/api` are added

@@ -1,14 +1,16 @@
 //! Moderation functions: the moderation log, and reports (file one, read the queue, resolve a
 //! group).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::moderation::{ModerationLogPage, ReadModerationLog};
 use tabletalk::reports::{NewReport, Report, ReportQueue, ResolveReports};
+use tabletalk::service::{changes::Editing, read::Reading};
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
@@ -18,12 +20,12 @@ use super::extract::{Caller, JsonBody, PathParams, QueryParams};
     params(("roomId" = String, Path), ReadModerationLog),
     responses((status = 200, body = ModerationLogPage), (status = "4XX", body = ErrorBody)))]
 pub async fn log(
-    State(state): State<AppState>,
+    State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     QueryParams(request): QueryParams<ReadModerationLog>,
 ) -> ApiResult<Json<ModerationLogPage>> {
-    Ok(Json(state.chat.reading.moderation_log(&who, &room, request).await?))
+    Ok(Json(reading.moderation_log(&who, &room, request).await?))
 }
 
 /// 201 with the report; 200 with the member's earlier report of the message when they
@@ -33,12 +35,12 @@ pub async fn log(
     responses((status = 201, body = Report), (status = 200, description = "reported before", body = Report),
         (status = "4XX", body = ErrorBody)))]
 pub async fn report(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<NewReport>,
 ) -> ApiResult<(StatusCode, Json<Report>)> {
-    let filed = state.chat.editing.report_message(&who, &room, &id, input).await?;
+    let filed = editing.report_message(&who, &room, &id, input).await?;
     let status = if filed.created {
         StatusCode::CREATED
     } else {
@@ -52,11 +54,11 @@ pub async fn report(
     params(("roomId" = String, Path)),
     responses((status = 200, body = ReportQueue), (status = "4XX", body = ErrorBody)))]
 pub async fn queue(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<ReportQueue>> {
-    Ok(Json(state.chat.editing.report_queue(&who, &room).await?))
+    Ok(Json(editing.report_queue(&who, &room).await?))
 }
 
 /// Closes a message's open reports: `dismiss` keeps the message, `delete` deletes it (a
@@ -65,11 +67,11 @@ pub async fn queue(
     params(("roomId" = String, Path), ("messageId" = String, Path)), request_body = ResolveReports,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn resolve(
-    State(state): State<AppState>,
+    State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ResolveReports>,
 ) -> ApiResult<StatusCode> {
-    state.chat.editing.resolve_reports(&who, &room, &id, input).await?;
+    editing.resolve_reports(&who, &room, &id, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }

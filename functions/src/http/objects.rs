@@ -12,6 +12,8 @@
 //! (429 past it), and one that stalls gives up its place, so what a replayed link costs the
 //! server is bounded in memory and in workers.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -19,8 +21,8 @@ use axum::response::{IntoResponse, Response};
 use tabletalk::Error;
 use tabletalk::adapters::objects::ObjectKey;
 use tabletalk::adapters::objects::embedded::{SignedQuery, Uploaded};
+use tabletalk::service::attachments::Files;
 
-use super::AppState;
 use super::error::ApiError;
 
 fn refuse(error: Error) -> Response {
@@ -33,13 +35,13 @@ fn refuse(error: Error) -> Response {
 /// `Content-Length` is refused unread, and a body that runs over (sent without one) is cut off
 /// at the limit.
 pub async fn put(
-    State(state): State<AppState>,
+    State(files): State<Arc<Files>>,
     Path(key): Path<String>,
     Query(query): Query<SignedQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(store) = state.chat.files.embedded_objects() else {
+    let Some(store) = files.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
     };
     let Ok(key) = ObjectKey::parse(&key) else {
@@ -52,7 +54,7 @@ pub async fn put(
         Ok(permit) => permit,
         Err(e) => return refuse(e),
     };
-    let max = state.chat.files.attachment_max_bytes().unwrap_or(0);
+    let max = files.attachment_max_bytes().unwrap_or(0);
     let too_large = || {
         refuse(Error::PayloadTooLarge(
             "the file is larger than the largest attachment allowed".into(),
@@ -78,8 +80,12 @@ pub async fn put(
 }
 
 /// Answers a download.
-pub async fn get(State(state): State<AppState>, Path(key): Path<String>, Query(query): Query<SignedQuery>) -> Response {
-    let Some(store) = state.chat.files.embedded_objects() else {
+pub async fn get(
+    State(files): State<Arc<Files>>,
+    Path(key): Path<String>,
+    Query(query): Query<SignedQuery>,
+) -> Response {
+    let Some(store) = files.embedded_objects() else {
         return refuse(Error::not_found("no such route"));
     };
     let Ok(key) = ObjectKey::parse(&key) else {

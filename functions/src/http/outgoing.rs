@@ -2,13 +2,15 @@
 //! list, delete) and each one's deliveries. They need ManageWebhooks; a non-member is answered
 //! 404 as for a missing room. The receiver's side is docs/OUTGOING_WEBHOOKS.md.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::outgoing::{Delivery, NewOutgoingWebhook, OutgoingWebhook, OutgoingWebhookWithSecret};
+use tabletalk::service::send::Sending;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -19,12 +21,12 @@ use super::extract::{Caller, JsonBody, PathParams};
     params(("roomId" = String, Path)), request_body = NewOutgoingWebhook,
     responses((status = 201, body = OutgoingWebhookWithSecret), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewOutgoingWebhook>,
 ) -> ApiResult<(StatusCode, Json<OutgoingWebhookWithSecret>)> {
-    let hook = state.chat.sending.create_outgoing_webhook(&who, &room, input).await?;
+    let hook = sending.create_outgoing_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -33,11 +35,11 @@ pub async fn create(
     params(("roomId" = String, Path)),
     responses((status = 200, body = [OutgoingWebhook]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<OutgoingWebhook>>> {
-    Ok(Json(state.chat.sending.list_outgoing_webhooks(&who, &room).await?))
+    Ok(Json(sending.list_outgoing_webhooks(&who, &room).await?))
 }
 
 /// Deletes an endpoint; nothing more is sent to it. An id naming nothing is 404.
@@ -45,11 +47,11 @@ pub async fn list(
     params(("roomId" = String, Path), ("webhookId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.sending.delete_outgoing_webhook(&who, &room, &id).await?;
+    sending.delete_outgoing_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -59,9 +61,9 @@ pub async fn delete(
     params(("roomId" = String, Path), ("webhookId" = String, Path)),
     responses((status = 200, body = [Delivery]), (status = "4XX", body = ErrorBody)))]
 pub async fn deliveries(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Vec<Delivery>>> {
-    Ok(Json(state.chat.sending.list_deliveries(&who, &room, &id).await?))
+    Ok(Json(sending.list_deliveries(&who, &room, &id).await?))
 }

@@ -4,6 +4,8 @@
 //! with the hub's access key is its credential (`tabletalk::adapters::live::upstream`), checked
 //! before anything in the event is believed.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -11,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use tabletalk::Error;
 use tabletalk::adapters::live::upstream::EventHeaders;
 use tabletalk::presence::{NewStatus, Presence};
+use tabletalk::service::presence::PresenceKeeper;
 
-use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody};
 
@@ -23,25 +25,31 @@ use super::extract::{Caller, JsonBody};
     request_body = NewStatus,
     responses((status = 200, body = Presence), (status = "4XX", body = ErrorBody)))]
 pub async fn set_status(
-    State(state): State<AppState>,
+    State(presence_keeper): State<Arc<PresenceKeeper>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewStatus>,
 ) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.presence_keeper.set_status(&who, input).await?))
+    Ok(Json(presence_keeper.set_status(&who, input).await?))
 }
 
 /// Clears the caller's custom status.
 #[utoipa::path(delete, path = "/api/me/status", tag = "presence", operation_id = "clearMyStatus",
     responses((status = 200, body = Presence), (status = "4XX", body = ErrorBody)))]
-pub async fn clear_status(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.presence_keeper.clear_status(&who).await?))
+pub async fn clear_status(
+    State(presence_keeper): State<Arc<PresenceKeeper>>,
+    Caller(who): Caller,
+) -> ApiResult<Json<Presence>> {
+    Ok(Json(presence_keeper.clear_status(&who).await?))
 }
 
 /// The caller's own presence and custom status (an expired status reads as none).
 #[utoipa::path(get, path = "/api/me/status", tag = "presence", operation_id = "getMyStatus",
     responses((status = 200, body = Presence), (status = "4XX", body = ErrorBody)))]
-pub async fn my_status(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Presence>> {
-    Ok(Json(state.chat.presence_keeper.my_presence(&who).await?))
+pub async fn my_status(
+    State(presence_keeper): State<Arc<PresenceKeeper>>,
+    Caller(who): Caller,
+) -> ApiResult<Json<Presence>> {
+    Ok(Json(presence_keeper.my_presence(&who).await?))
 }
 
 /// Web PubSub's upstream event handler (CloudEvents binary mode): `connected` and
@@ -58,7 +66,10 @@ pub async fn my_status(State(state): State<AppState>, Caller(who): Caller) -> Ap
         ("ce-signature" = String, Header, description = "`sha256=<hex HMAC-SHA256(access key, connection id)>` per key, comma separated."),
     ),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
-pub async fn live_events(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<StatusCode> {
+pub async fn live_events(
+    State(presence_keeper): State<Arc<PresenceKeeper>>,
+    headers: HeaderMap,
+) -> ApiResult<StatusCode> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let event = EventHeaders {
         ce_type: header("ce-type"),
@@ -67,7 +78,7 @@ pub async fn live_events(State(state): State<AppState>, headers: HeaderMap) -> A
         user_id: header("ce-userid"),
         signature: header("ce-signature"),
     };
-    state.chat.presence_keeper.upstream_event(&event).await?;
+    presence_keeper.upstream_event(&event).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

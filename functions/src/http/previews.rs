@@ -1,11 +1,13 @@
 //! Link preview functions: the author removes their message's preview. Previews themselves
 //! are made by the server (`tabletalk::service::previews`) and read with the message.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
+use tabletalk::service::previews::Previewer;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, PathParams};
 
@@ -18,10 +20,10 @@ use super::extract::{Caller, PathParams};
         (status = 404, description = "no such room or message, or not a member", body = ErrorBody),
         (status = "4XX", body = ErrorBody)))]
 pub async fn remove(
-    State(state): State<AppState>,
+    State(previewer): State<Arc<Previewer>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.previewer.remove_preview(&who, &room, &id).await?;
+    previewer.remove_preview(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

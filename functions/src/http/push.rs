@@ -1,11 +1,14 @@
 //! Push functions: register, unregister and list the caller's Web Push subscriptions, and the
 //! VAPID public key browsers subscribe with.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use tabletalk::Error;
+use tabletalk::service::subscriptions::Accounts;
 use tabletalk::subscriptions::{DoNotDisturb, NewSubscription, PushSubscription, Unsubscribe};
 use utoipa::ToSchema;
 
@@ -18,29 +21,32 @@ use super::extract::{Caller, JsonBody};
     request_body = NewSubscription,
     responses((status = 200, body = PushSubscription), (status = "4XX", body = ErrorBody)))]
 pub async fn subscribe(
-    State(state): State<AppState>,
+    State(accounts): State<Arc<Accounts>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewSubscription>,
 ) -> ApiResult<Json<PushSubscription>> {
-    Ok(Json(state.chat.accounts.subscribe(&who, input).await?))
+    Ok(Json(accounts.subscribe(&who, input).await?))
 }
 
 #[utoipa::path(delete, path = "/api/push/subscriptions", tag = "push", operation_id = "unsubscribePush",
     request_body = Unsubscribe,
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn unsubscribe(
-    State(state): State<AppState>,
+    State(accounts): State<Arc<Accounts>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<Unsubscribe>,
 ) -> ApiResult<StatusCode> {
-    state.chat.accounts.unsubscribe(&who, input).await?;
+    accounts.unsubscribe(&who, input).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(get, path = "/api/push/subscriptions", tag = "push", operation_id = "listPushSubscriptions",
     responses((status = 200, body = [PushSubscription]), (status = "4XX", body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<PushSubscription>>> {
-    Ok(Json(state.chat.accounts.my_subscriptions(&who).await?))
+pub async fn list(
+    State(accounts): State<Arc<Accounts>>,
+    Caller(who): Caller,
+) -> ApiResult<Json<Vec<PushSubscription>>> {
+    Ok(Json(accounts.my_subscriptions(&who).await?))
 }
 
 #[derive(Serialize, ToSchema)]
@@ -69,16 +75,19 @@ pub async fn vapid_public_key(State(state): State<AppState>, Caller(_): Caller) 
     request_body = DoNotDisturb,
     responses((status = 200, body = DoNotDisturb), (status = "4XX", body = ErrorBody)))]
 pub async fn set_do_not_disturb(
-    State(state): State<AppState>,
+    State(accounts): State<Arc<Accounts>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<DoNotDisturb>,
 ) -> ApiResult<Json<DoNotDisturb>> {
-    Ok(Json(state.chat.accounts.set_do_not_disturb(&who, input).await?))
+    Ok(Json(accounts.set_do_not_disturb(&who, input).await?))
 }
 
 /// The caller's do-not-disturb (`until` null when none holds).
 #[utoipa::path(get, path = "/api/me/do-not-disturb", tag = "push", operation_id = "getDoNotDisturb",
     responses((status = 200, body = DoNotDisturb), (status = "4XX", body = ErrorBody)))]
-pub async fn do_not_disturb(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<DoNotDisturb>> {
-    Ok(Json(state.chat.accounts.do_not_disturb(&who).await?))
+pub async fn do_not_disturb(
+    State(accounts): State<Arc<Accounts>>,
+    Caller(who): Caller,
+) -> ApiResult<Json<DoNotDisturb>> {
+    Ok(Json(accounts.do_not_disturb(&who).await?))
 }

@@ -1,12 +1,14 @@
 //! Role functions: list, create, change, delete.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::roles::{NewRole, Role, RoleChange};
+use tabletalk::service::access::RoomAccess;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -14,11 +16,11 @@ use super::extract::{Caller, JsonBody, PathParams};
     params(("roomId" = String, Path)),
     responses((status = 200, body = [Role]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(access): State<Arc<RoomAccess>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Role>>> {
-    Ok(Json(state.chat.access.list_roles(&who, &room).await?))
+    Ok(Json(access.list_roles(&who, &room).await?))
 }
 
 /// Needs ManageRoles; the position must be below the caller's rank.
@@ -26,12 +28,12 @@ pub async fn list(
     params(("roomId" = String, Path)), request_body = NewRole,
     responses((status = 201, body = Role), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(access): State<Arc<RoomAccess>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewRole>,
 ) -> ApiResult<(StatusCode, Json<Role>)> {
-    let role = state.chat.access.create_role(&who, &room, input).await?;
+    let role = access.create_role(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(role)))
 }
 
@@ -39,22 +41,22 @@ pub async fn create(
     params(("roomId" = String, Path), ("roleId" = String, Path)), request_body = RoleChange,
     responses((status = 200, body = Role), (status = "4XX", body = ErrorBody)))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(access): State<Arc<RoomAccess>>,
     Caller(who): Caller,
     PathParams((room, role)): PathParams<(RoomId, String)>,
     JsonBody(change): JsonBody<RoleChange>,
 ) -> ApiResult<Json<Role>> {
-    Ok(Json(state.chat.access.update_role(&who, &room, &role, change).await?))
+    Ok(Json(access.update_role(&who, &room, &role, change).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/roles/{roleId}", tag = "roles", operation_id = "deleteRole",
     params(("roomId" = String, Path), ("roleId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(access): State<Arc<RoomAccess>>,
     Caller(who): Caller,
     PathParams((room, role)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.access.delete_role(&who, &room, &role).await?;
+    access.delete_role(&who, &room, &role).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,14 +1,16 @@
 //! Room functions: create, list mine, the directory, get, join, leave, change, hand over,
 //! delete, and opening a direct conversation.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::rooms::directory::{DirectoryPage, DirectoryQuery};
 use tabletalk::rooms::{NewDirect, NewRoom, OwnershipTransfer, Room, RoomChange, RoomEntry};
+use tabletalk::service::{rooms::Rooms, subscriptions::Accounts};
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams, QueryParams};
 
@@ -16,20 +18,17 @@ use super::extract::{Caller, JsonBody, PathParams, QueryParams};
     request_body = NewRoom,
     responses((status = 201, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewRoom>,
 ) -> ApiResult<(StatusCode, Json<Room>)> {
-    Ok((
-        StatusCode::CREATED,
-        Json(state.chat.rooms.create_room(&who, input).await?),
-    ))
+    Ok((StatusCode::CREATED, Json(rooms.create_room(&who, input).await?)))
 }
 
 #[utoipa::path(get, path = "/api/rooms", tag = "rooms", operation_id = "listRooms",
     responses((status = 200, body = [RoomEntry]), (status = "4XX", body = ErrorBody)))]
-pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Vec<RoomEntry>>> {
-    Ok(Json(state.chat.rooms.my_rooms(&who).await?))
+pub async fn list(State(rooms): State<Arc<Rooms>>, Caller(who): Caller) -> ApiResult<Json<Vec<RoomEntry>>> {
+    Ok(Json(rooms.my_rooms(&who).await?))
 }
 
 /// Public rooms, in name order, whose names have words beginning with each word of `q`.
@@ -37,11 +36,11 @@ pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResu
     params(DirectoryQuery),
     responses((status = 200, body = DirectoryPage), (status = "4XX", body = ErrorBody)))]
 pub async fn directory(
-    State(state): State<AppState>,
+    State(accounts): State<Arc<Accounts>>,
     Caller(_who): Caller,
     QueryParams(query): QueryParams<DirectoryQuery>,
 ) -> ApiResult<Json<DirectoryPage>> {
-    Ok(Json(state.chat.accounts.directory(query).await?))
+    Ok(Json(accounts.directory(query).await?))
 }
 
 /// Opens the caller's direct conversation with `userId`, or returns it: the same room from
@@ -50,22 +49,22 @@ pub async fn directory(
     request_body = NewDirect,
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn open_direct(
-    State(state): State<AppState>,
+    State(accounts): State<Arc<Accounts>>,
     Caller(who): Caller,
     JsonBody(input): JsonBody<NewDirect>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.accounts.open_direct(&who, input).await?))
+    Ok(Json(accounts.open_direct(&who, input).await?))
 }
 
 #[utoipa::path(get, path = "/api/rooms/{roomId}", tag = "rooms", operation_id = "getRoom",
     params(("roomId" = String, Path)),
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn get(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.get_room(&who, &room).await?))
+    Ok(Json(rooms.get_room(&who, &room).await?))
 }
 
 /// A public room only: a private one answers 404 (join it through an invitation).
@@ -73,11 +72,11 @@ pub async fn get(
     params(("roomId" = String, Path)),
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn join(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.join_room(&who, &room).await?))
+    Ok(Json(rooms.join_room(&who, &room).await?))
 }
 
 /// Only the owner; the new owner must be a member. The caller becomes an ordinary member, who
@@ -86,23 +85,23 @@ pub async fn join(
     params(("roomId" = String, Path)), request_body = OwnershipTransfer,
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn transfer(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<OwnershipTransfer>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.transfer_ownership(&who, &room, input).await?))
+    Ok(Json(rooms.transfer_ownership(&who, &room, input).await?))
 }
 
 #[utoipa::path(post, path = "/api/rooms/{roomId}/leave", tag = "rooms", operation_id = "leaveRoom",
     params(("roomId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn leave(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.rooms.leave_room(&who, &room).await?;
+    rooms.leave_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -111,12 +110,12 @@ pub async fn leave(
     params(("roomId" = String, Path)), request_body = RoomChange,
     responses((status = 200, body = Room), (status = "4XX", body = ErrorBody)))]
 pub async fn update(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(change): JsonBody<RoomChange>,
 ) -> ApiResult<Json<Room>> {
-    Ok(Json(state.chat.rooms.update_room(&who, &room, change).await?))
+    Ok(Json(rooms.update_room(&who, &room, change).await?))
 }
 
 /// Owner only. Removes every row of the room in every table.
@@ -124,10 +123,10 @@ pub async fn update(
     params(("roomId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(rooms): State<Arc<Rooms>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<StatusCode> {
-    state.chat.rooms.delete_room(&who, &room).await?;
+    rooms.delete_room(&who, &room).await?;
     Ok(StatusCode::NO_CONTENT)
 }

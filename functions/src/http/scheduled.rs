@@ -1,13 +1,15 @@
 //! Scheduled message functions: schedule, list, edit and cancel the caller's own. Sending them
 //! when due is a timer's work (`triggers::send_scheduled`, the self-hosted housekeeping loop).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
 use tabletalk::scheduled::{NewScheduled, Scheduled, ScheduledEdit};
+use tabletalk::service::scheduled::Scheduler;
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -17,12 +19,12 @@ use super::extract::{Caller, JsonBody, PathParams};
     params(("roomId" = String, Path)), request_body = NewScheduled,
     responses((status = 201, body = Scheduled), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(scheduler): State<Arc<Scheduler>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<NewScheduled>,
 ) -> ApiResult<(StatusCode, Json<Scheduled>)> {
-    let item = state.chat.scheduler.schedule_message(&who, &room, input).await?;
+    let item = scheduler.schedule_message(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(item)))
 }
 
@@ -31,11 +33,11 @@ pub async fn create(
     params(("roomId" = String, Path)),
     responses((status = 200, body = [Scheduled]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(scheduler): State<Arc<Scheduler>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Scheduled>>> {
-    Ok(Json(state.chat.scheduler.list_scheduled(&who, &room).await?))
+    Ok(Json(scheduler.list_scheduled(&who, &room).await?))
 }
 
 /// Only while it is `scheduled` (409 once it is being sent or done).
@@ -43,14 +45,12 @@ pub async fn list(
     params(("roomId" = String, Path), ("scheduledId" = String, Path)), request_body = ScheduledEdit,
     responses((status = 200, body = Scheduled), (status = "4XX", body = ErrorBody)))]
 pub async fn edit(
-    State(state): State<AppState>,
+    State(scheduler): State<Arc<Scheduler>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<ScheduledEdit>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(
-        state.chat.scheduler.edit_scheduled(&who, &room, &id, input).await?,
-    ))
+    Ok(Json(scheduler.edit_scheduled(&who, &room, &id, input).await?))
 }
 
 /// Cancels it: 200 with the item, `status: cancelled` (409 once it is being sent or done).
@@ -58,9 +58,9 @@ pub async fn edit(
     params(("roomId" = String, Path), ("scheduledId" = String, Path)),
     responses((status = 200, body = Scheduled), (status = "4XX", body = ErrorBody)))]
 pub async fn cancel(
-    State(state): State<AppState>,
+    State(scheduler): State<Arc<Scheduler>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<Scheduled>> {
-    Ok(Json(state.chat.scheduler.cancel_scheduled(&who, &room, &id).await?))
+    Ok(Json(scheduler.cancel_scheduled(&who, &room, &id).await?))
 }

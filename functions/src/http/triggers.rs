@@ -5,6 +5,8 @@
 //! (Event Grid redelivers, the timer runs again). Served only in custom-handler mode: the
 //! self-hosted server runs the timers itself and has no Event Grid.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -13,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use serde_json::{Value, json};
 use tabletalk::events;
+use tabletalk::service::{scheduled::Scheduler, send::Sending};
 
 use super::AppState;
 use super::error::is_client_error;
@@ -117,8 +120,8 @@ pub async fn housekeeping(State(state): State<AppState>) -> Response {
 
 /// The timer that sends the scheduled messages due. Two runs at once (a timer firing twice, two
 /// instances) send each message once (`tabletalk::scheduled`).
-pub async fn send_scheduled(State(state): State<AppState>) -> Response {
-    match state.chat.scheduler.send_due_messages().await {
+pub async fn send_scheduled(State(scheduler): State<Arc<Scheduler>>) -> Response {
+    match scheduler.send_due_messages().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }
@@ -126,8 +129,8 @@ pub async fn send_scheduled(State(state): State<AppState>) -> Response {
 
 /// The timer that fans outgoing webhook events out and posts the deliveries due. Two runs at
 /// once make one attempt of each delivery (`tabletalk::service::outgoing`).
-pub async fn deliver_webhooks(State(state): State<AppState>) -> Response {
-    match state.chat.sending.deliver_webhooks().await {
+pub async fn deliver_webhooks(State(sending): State<Arc<Sending>>) -> Response {
+    match sending.deliver_webhooks().await {
         Ok(report) => invocation(StatusCode::OK, vec![format!("{report:?}")]),
         Err(e) => invocation(StatusCode::INTERNAL_SERVER_ERROR, vec![format!("failed: {e}")]),
     }

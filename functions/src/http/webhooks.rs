@@ -2,14 +2,16 @@
 //! need ManageWebhooks), and the secret URL that posts with one (no bearer: the URL is the
 //! credential).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use tabletalk::ids::RoomId;
 use tabletalk::messages::Message;
+use tabletalk::service::send::Sending;
 use tabletalk::webhooks::{Webhook, WebhookName, WebhookPayload, WebhookWithUrl};
 
-use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
 
@@ -18,12 +20,12 @@ use super::extract::{Caller, JsonBody, PathParams};
     params(("roomId" = String, Path)), request_body = WebhookName,
     responses((status = 201, body = WebhookWithUrl), (status = "4XX", body = ErrorBody)))]
 pub async fn create(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<(StatusCode, Json<WebhookWithUrl>)> {
-    let hook = state.chat.sending.create_webhook(&who, &room, input).await?;
+    let hook = sending.create_webhook(&who, &room, input).await?;
     Ok((StatusCode::CREATED, Json(hook)))
 }
 
@@ -31,34 +33,34 @@ pub async fn create(
     params(("roomId" = String, Path)),
     responses((status = 200, body = [Webhook]), (status = "4XX", body = ErrorBody)))]
 pub async fn list(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams(room): PathParams<RoomId>,
 ) -> ApiResult<Json<Vec<Webhook>>> {
-    Ok(Json(state.chat.sending.list_webhooks(&who, &room).await?))
+    Ok(Json(sending.list_webhooks(&who, &room).await?))
 }
 
 #[utoipa::path(patch, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "renameWebhook",
     params(("roomId" = String, Path), ("webhookId" = String, Path)), request_body = WebhookName,
     responses((status = 200, body = Webhook), (status = "4XX", body = ErrorBody)))]
 pub async fn rename(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
     JsonBody(input): JsonBody<WebhookName>,
 ) -> ApiResult<Json<Webhook>> {
-    Ok(Json(state.chat.sending.rename_webhook(&who, &room, &id, input).await?))
+    Ok(Json(sending.rename_webhook(&who, &room, &id, input).await?))
 }
 
 #[utoipa::path(delete, path = "/api/rooms/{roomId}/webhooks/{webhookId}", tag = "webhooks", operation_id = "deleteWebhook",
     params(("roomId" = String, Path), ("webhookId" = String, Path)),
     responses((status = 204), (status = "4XX", body = ErrorBody)))]
 pub async fn delete(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<StatusCode> {
-    state.chat.sending.delete_webhook(&who, &room, &id).await?;
+    sending.delete_webhook(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -67,11 +69,11 @@ pub async fn delete(
     params(("roomId" = String, Path), ("webhookId" = String, Path)),
     responses((status = 200, body = WebhookWithUrl), (status = "4XX", body = ErrorBody)))]
 pub async fn rotate(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Json<WebhookWithUrl>> {
-    Ok(Json(state.chat.sending.rotate_webhook(&who, &room, &id).await?))
+    Ok(Json(sending.rotate_webhook(&who, &room, &id).await?))
 }
 
 /// Posts a `Webhook` message; no bearer token. The body is Slack's incoming-webhook body
@@ -85,7 +87,7 @@ pub async fn rotate(
     responses((status = 201, body = Message), (status = 200, description = "a repeat of an earlier Idempotency-Key", body = Message),
         (status = "4XX", body = ErrorBody)))]
 pub async fn post(
-    State(state): State<AppState>,
+    State(sending): State<Arc<Sending>>,
     PathParams((id, token)): PathParams<(String, String)>,
     headers: HeaderMap,
     JsonBody(payload): JsonBody<WebhookPayload>,
@@ -98,7 +100,7 @@ pub async fn post(
         ),
         None => None,
     };
-    let sent = state.chat.sending.post_to_webhook(&id, &token, payload, key).await?;
+    let sent = sending.post_to_webhook(&id, &token, payload, key).await?;
     let status = match sent.created {
         true => StatusCode::CREATED,
         false => StatusCode::OK,
