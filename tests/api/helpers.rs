@@ -293,7 +293,7 @@ pub fn spawn_app_with(backend: &Backend, settings: &[(&str, &str)]) -> TestApp {
 /// (`TABLETALK_TEST_CLOCK_FILE`), so a test moves time instead of sleeping. A server reads it
 /// only with the published development secret ([`TestClock::settings`] sets both).
 pub struct TestClock {
-    path: std::path::PathBuf,
+    pub path: std::path::PathBuf,
     now_ms: i64,
 }
 
@@ -316,6 +316,23 @@ impl TestClock {
     pub fn advance_ms(&mut self, ms: i64) {
         self.now_ms += ms;
         self.write();
+    }
+
+    pub fn advance_s(&mut self, seconds: i64) {
+        self.advance_ms(seconds * 1000);
+    }
+
+    /// `seconds` from the clock's now, as RFC 3339.
+    pub fn at(&self, seconds: i64) -> String {
+        let at = chrono::DateTime::from_timestamp_millis(self.now_ms + seconds * 1000).unwrap();
+        at.to_rfc3339()
+    }
+
+    /// A server reading this clock, with `extra` settings.
+    pub fn spawn(&self, backend: &Backend, extra: &[(&str, &str)]) -> TestApp {
+        let mut settings = self.settings().to_vec();
+        settings.extend_from_slice(extra);
+        spawn_app_with(backend, &settings)
     }
 
     /// The settings that make a server read this clock.

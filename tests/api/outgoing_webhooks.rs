@@ -5,7 +5,7 @@
 //! the receiver acted; an endpoint failing for a day is disabled, its deliveries abandoned,
 //! and its managers told. Bad input on every route is a documented 4xx.
 
-use crate::scheduled::Clock;
+use crate::helpers::TestClock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -31,7 +31,7 @@ backend_tests!(
 );
 
 /// A Functions custom handler on this clock, reaching the loopback receiver.
-fn handler(clock: &Clock, backend: &Backend) -> TestApp {
+fn handler(clock: &TestClock, backend: &Backend) -> TestApp {
     spawn_app_with(
         backend,
         &[
@@ -212,7 +212,7 @@ async fn register_receiver(app: &TestApp, room: &str, receiver: &Receiver, url: 
 }
 
 async fn the_receiver_sees_each_event_once_with_a_valid_signature_through_an_outage(backend: Backend) {
-    let mut clock = Clock::new();
+    let mut clock = TestClock::new();
     let (a, b) = (handler(&clock, &backend), handler(&clock, &backend));
     let (receiver, url) = start_receiver().await;
     let room = a.create_room("alice").await;
@@ -329,7 +329,7 @@ async fn pending_count(app: &TestApp, room: &str, hook: &str) -> usize {
 }
 
 async fn an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told(backend: Backend) {
-    let mut clock = Clock::new();
+    let mut clock = TestClock::new();
     let app = handler(&clock, &backend);
     let (receiver, url) = start_receiver().await;
     receiver.state().up = false;
@@ -500,7 +500,7 @@ async fn bad_input_on_the_outgoing_webhook_routes_is_a_documented_4xx(backend: B
 /// messages no longer reach it (what waits for it is abandoned), while another manager's
 /// endpoint in the same room goes on receiving them.
 async fn an_endpoint_gets_nothing_once_its_maker_is_banned(backend: Backend) {
-    let clock = Clock::new();
+    let clock = TestClock::new();
     let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
@@ -545,7 +545,7 @@ async fn an_endpoint_gets_nothing_once_its_maker_is_banned(backend: Backend) {
 /// down) is never posted: the waiting delivery is abandoned and its body dropped, and the
 /// endpoint gets the deletion alone once it is back.
 async fn a_message_deleted_or_erased_before_its_delivery_is_never_posted(backend: Backend) {
-    let mut clock = Clock::new();
+    let mut clock = TestClock::new();
     let app = handler(&clock, &backend);
     let (receiver, url) = start_receiver().await;
     let room = app.create_room("alice").await;

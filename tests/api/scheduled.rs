@@ -4,7 +4,6 @@
 //! in the item, when a check fails at that time; edited and cancelled by their owner. The timer
 //! is the Functions app's `sendScheduled` invocation, and self-hosted the housekeeping loop.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use reqwest::{Method, StatusCode};
@@ -13,7 +12,7 @@ use tabletalk::adapters::clock::FileClock;
 use tabletalk::config::DEVELOPMENT_JWT_SECRET;
 
 use crate::helpers::messages::assert_status;
-use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app_with};
+use crate::helpers::{Backend, Reply, TestApp, TestClock, backend_tests, posts};
 
 backend_tests!(
     a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_repeated_timer,
@@ -28,53 +27,9 @@ backend_tests!(
     a_file_held_for_a_scheduled_message_outlives_the_expiry_of_unattached_uploads,
 );
 
-/// The test clock: a file of Unix milliseconds both the test and the servers read.
-pub(crate) struct Clock {
-    pub(crate) path: PathBuf,
-    now_ms: i64,
-}
-
-impl Clock {
-    pub(crate) fn new() -> Clock {
-        let path = std::env::temp_dir().join(format!("tt-clock-{}", uuid::Uuid::new_v4().simple()));
-        let clock = Clock {
-            path,
-            now_ms: chrono::Utc::now().timestamp_millis(),
-        };
-        std::fs::write(&clock.path, clock.now_ms.to_string()).unwrap();
-        clock
-    }
-
-    pub(crate) fn advance_s(&mut self, seconds: i64) {
-        self.now_ms += seconds * 1000;
-        std::fs::write(&self.path, self.now_ms.to_string()).unwrap();
-    }
-
-    /// `seconds` from the clock's now, as RFC 3339.
-    fn at(&self, seconds: i64) -> String {
-        let at = chrono::DateTime::from_timestamp_millis(self.now_ms + seconds * 1000).unwrap();
-        at.to_rfc3339()
-    }
-
-    /// A Functions custom handler on this clock: its timers run when invoked.
-    fn handler(&self, backend: &Backend) -> TestApp {
-        self.spawn(backend, &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")])
-    }
-
-    pub(crate) fn spawn(&self, backend: &Backend, extra: &[(&str, &str)]) -> TestApp {
-        let mut settings = vec![
-            ("TABLETALK_JWT_SECRET", DEVELOPMENT_JWT_SECRET),
-            ("TABLETALK_TEST_CLOCK_FILE", self.path.to_str().unwrap()),
-        ];
-        settings.extend_from_slice(extra);
-        spawn_app_with(backend, &settings)
-    }
-}
-
-impl Drop for Clock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
+/// A Functions custom handler on `clock`: its timers run when invoked.
+fn handler(clock: &TestClock, backend: &Backend) -> TestApp {
+    clock.spawn(backend, &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")])
 }
 
 /// One invocation of the `sendScheduled` timer function; its log line.
@@ -133,8 +88,8 @@ async fn texts(app: &TestApp, room: &str) -> Vec<String> {
 }
 
 async fn a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_repeated_timer(backend: Backend) {
-    let mut clock = Clock::new();
-    let (a, b) = (clock.handler(&backend), clock.handler(&backend));
+    let mut clock = TestClock::new();
+    let (a, b) = (handler(&clock, &backend), handler(&clock, &backend));
     let room = a.create_room("alice").await;
     let mut ids = Vec::new();
     for text in ["first", "second", "third"] {
@@ -167,8 +122,8 @@ async fn a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_rep
 }
 
 async fn a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_claim_lapses(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     let id = schedule_text(&app, "alice", &room, "after the crash", &clock.at(10)).await;
     clock.advance_s(10);
@@ -197,8 +152,8 @@ async fn a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_cla
 }
 
 async fn each_refusal_at_send_time_is_recorded_in_the_items_status(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     let quiet = app.create_room("alice").await;
     let mut items = Vec::new();
@@ -279,8 +234,8 @@ async fn stored_item(backend: &Backend, room: &str, user: &str, id: &str) -> Val
 }
 
 async fn edit_and_cancel_change_what_is_sent_and_only_while_waiting(backend: Backend) {
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let moved = schedule_text(&app, "alice", &room, "draft", &clock.at(60)).await;
@@ -345,7 +300,7 @@ async fn edit_and_cancel_change_what_is_sent_and_only_while_waiting(backend: Bac
 }
 
 async fn the_self_hosted_housekeeping_loop_sends_what_is_due(backend: Backend) {
-    let mut clock = Clock::new();
+    let mut clock = TestClock::new();
     let app = clock.spawn(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "1")]);
     let room = app.create_room("alice").await;
     let id = schedule_text(&app, "alice", &room, "by the loop", &clock.at(120)).await;
@@ -359,8 +314,8 @@ async fn the_self_hosted_housekeeping_loop_sends_what_is_due(backend: Backend) {
 }
 
 async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend) {
-    let clock = Clock::new();
-    let app = clock.handler(&backend);
+    let clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     let later = clock.at(60);
     let poll = json!({ "question": "q", "options": ["a", "b"] });
@@ -455,7 +410,7 @@ async fn bad_input_on_the_scheduled_routes_is_a_documented_4xx(backend: Backend)
 }
 
 async fn a_refused_item_is_told_to_its_owner_by_a_live_notice(backend: Backend) {
-    let mut clock = Clock::new();
+    let mut clock = TestClock::new();
     let app = clock.spawn(&backend, &[("TABLETALK_HOUSEKEEPING_SECONDS", "1")]);
     let room = app.create_room("alice").await;
     app.join("frank", &room).await;
@@ -508,8 +463,8 @@ async fn sent_message(app: &TestApp, room: &str, item: &Value) -> Value {
 
 async fn a_scheduled_messages_attachments_are_checked_when_scheduled_held_for_it_and_sent_with_it(backend: Backend) {
     use crate::attachments::{declare, png, send_with, uploaded};
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let photo = uploaded(&app, "alice", &room, "photo.png", "image/png", &png(100)).await;
@@ -561,8 +516,8 @@ async fn a_scheduled_messages_attachments_are_checked_when_scheduled_held_for_it
 async fn a_file_gone_by_its_time_refuses_the_item_and_a_refused_or_cancelled_item_frees_its_files(backend: Backend) {
     use crate::attachments::{objects_under, png, send_with, uploaded};
     use tabletalk::adapters::objects::ObjectKey;
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     let kept = uploaded(&app, "alice", &room, "kept.png", "image/png", &png(10)).await;
     let gone = uploaded(&app, "alice", &room, "gone.png", "image/png", &png(10)).await;
@@ -616,8 +571,8 @@ async fn a_file_gone_by_its_time_refuses_the_item_and_a_refused_or_cancelled_ite
 /// days is attached to it, so it stays and is sent with it.
 async fn a_file_held_for_a_scheduled_message_outlives_the_expiry_of_unattached_uploads(backend: Backend) {
     use crate::attachments::{objects_under, png, uploaded};
-    let mut clock = Clock::new();
-    let app = clock.handler(&backend);
+    let mut clock = TestClock::new();
+    let app = handler(&clock, &backend);
     let room = app.create_room("alice").await;
     let held = uploaded(&app, "alice", &room, "held.png", "image/png", &png(10)).await;
     let two_days = 2 * 86_400;

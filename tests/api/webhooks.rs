@@ -398,7 +398,7 @@ async fn bad_input_on_the_webhook_routes_is_a_documented_4xx(backend: Backend) {
 }
 
 async fn a_webhook_draws_from_its_own_bucket_and_the_rooms_ceiling(backend: Backend) {
-    let clock = crate::scheduled::Clock::new();
+    let clock = crate::helpers::TestClock::new();
     let app = clock.spawn(&backend, &[("TABLETALK_WRITE_LIMITS", "on")]);
     let room = app.create_room("alice").await;
     let (_, url) = new_hook(&app, "alice", &room).await;
