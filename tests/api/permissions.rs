@@ -7,6 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tabletalk::messages::MessageType;
 use tabletalk::messages::operations::{Operation, Who, who_may};
+use tabletalk::service::send::Submission;
 
 use crate::helpers::{Backend, TestApp, backend_tests, principal, spawn_app};
 
@@ -54,10 +55,10 @@ async fn message_of(app: &TestApp, backend: &Backend, room: &str, kind: MessageT
             let room = tabletalk::ids::RoomId::parse(room).unwrap();
             let line = chat
                 .sending
-                .write_line(&room, kind, &principal("author"), "a line")
+                .submit(&room, Submission::line(kind, &principal("author"), "a line"))
                 .await
                 .unwrap();
-            return line.id;
+            return line.message.id;
         }
     };
     let reply = app

@@ -189,6 +189,44 @@ impl Post {
             public_room: false,
         }
     }
+
+    /// The message this post becomes when stored in `room` under `key` at `created_at`: new,
+    /// unedited, version 0 until its transaction says otherwise.
+    pub fn message_at(
+        &self,
+        room: &crate::ids::RoomId,
+        key: crate::keys::MessageKey,
+        created_at: chrono::DateTime<chrono::Utc>,
+    ) -> Message {
+        Message {
+            id: key.as_str().to_owned(),
+            room_id: room.to_string(),
+            kind: self.kind,
+            author_id: self.author_id.clone(),
+            author_name: self.author_name.clone(),
+            origin: self.origin,
+            avatar_url: self.avatar_url.clone(),
+            text: self.text.clone(),
+            created_at,
+            version: 0,
+            client_id: self.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
+            edited_at: None,
+            deleted_at: None,
+            deleted_by: None,
+            moderated: false,
+            is_pinned: false,
+            reply_to: self.reply_to.clone(),
+            thread_id: self.thread_id.clone(),
+            pinned_message_id: self.pinned_message_id.clone(),
+            forwarded_from: self.forwarded_from.clone(),
+            mentions: self.mentions.clone(),
+            poll: self.poll.clone(),
+            reactions: Vec::new(),
+            attachments: self.attachments.clone(),
+            thread: None,
+            preview: None,
+        }
+    }
 }
 
 /// Checks a sanitized body: something visible, and not too long.

@@ -16,6 +16,7 @@ use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Post, checked_text};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
+use crate::service::send::Submission;
 use crate::signals::Signal;
 use chrono::Utc;
 
@@ -24,6 +25,8 @@ use chrono::Utc;
 #[derive(Clone)]
 pub struct Editing {
     pub(crate) store: crate::store::Store,
+    /// Asks for a delivery of the room's outgoing webhooks after an edit or delete.
+    pub(crate) nudge: std::sync::Arc<crate::service::outgoing::OutgoingNudge>,
     pub(crate) access: std::sync::Arc<crate::service::access::RoomAccess>,
     pub(crate) files: std::sync::Arc<crate::service::attachments::Files>,
     pub(crate) limiter: std::sync::Arc<crate::service::limits::Limiter>,
@@ -68,7 +71,7 @@ impl Editing {
                 message: edited.clone(),
             },
         );
-        self.sending.nudge_outgoing(room);
+        self.nudge.nudge(room);
         Ok(edited)
     }
 
@@ -146,7 +149,7 @@ impl Editing {
                 moderated: deleted.moderated,
             },
         );
-        self.sending.nudge_outgoing(room);
+        self.nudge.nudge(room);
         self.resolve_reports_of_deleted(room, &deleted, log(&deleted)).await;
         // A tombstone carries no attachments: their rows and objects go too, before anything
         // that may fail leaves them downloadable.
@@ -182,7 +185,7 @@ impl Editing {
             let text = format!("{} pinned a message.", access.member.display_name());
             let mut line = Post::line(MessageType::PinMessage, who, text);
             line.pinned_message_id = Some(pinned.id.clone());
-            self.sending.announce_post(room, line).await;
+            self.sending.announce(room, Submission::Line(line)).await;
         }
         Ok(pinned)
     }

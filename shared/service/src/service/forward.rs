@@ -17,6 +17,7 @@ use crate::messages::forward::{Forward, ForwardOutcome, MAX_FORWARD_ROOMS};
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Draft, DraftAttachments};
 use crate::messages::{ForwardSource, MessageType};
+use crate::service::send::Submission;
 use futures::future::join_all;
 
 impl Editing {
@@ -61,7 +62,14 @@ impl Editing {
             let draft = draft.clone();
             async move {
                 let sent = match RoomId::parse(target) {
-                    Ok(target_room) => self.sending.send_as_member(who, &target_room, draft, None).await,
+                    Ok(target_room) => {
+                        let copy = Submission::Member {
+                            who: who.clone(),
+                            draft,
+                            client_id: None,
+                        };
+                        self.sending.submit(&target_room, copy).await
+                    }
                     Err(e) => Err(e),
                 };
                 ForwardOutcome {

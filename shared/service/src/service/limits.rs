@@ -35,7 +35,7 @@ use crate::ids::{ClientId, RoomId, UserId};
 use crate::limits::{
     BucketId, NEWCOMER_RATE, Rate, USER_RATE, Write, is_newcomer, newcomer_content, repeat_fingerprint, too_many,
 };
-use crate::messages::send::{Draft, Sent};
+use crate::messages::send::Draft;
 use crate::permissions::Permission;
 use crate::store::limits::{Leased, TextClaim};
 
@@ -77,9 +77,10 @@ impl WriteLimits {
 }
 
 /// A send's repeat-text claim as its first round left it (`Limiter::claim_text_ahead`).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) enum TextAhead {
     /// Not taken: the limits step claims the text after the other checks.
+    #[default]
     Later,
     /// Taken together with the membership reads: the store's answer, `None` for a text the
     /// rule ignores.
@@ -88,7 +89,7 @@ pub(crate) enum TextAhead {
 
 impl TextAhead {
     /// The claim it holds, if any: a send that ends before the limits step takes it back.
-    fn held(self) -> Option<TextClaim> {
+    pub(crate) fn held(self) -> Option<TextClaim> {
         match self {
             TextAhead::Taken(Ok(Some(Ok(claim)))) => Some(claim),
             _ => None,
@@ -106,16 +107,6 @@ pub(crate) enum SendEnd<'a> {
     Repeat,
     /// It was refused or failed.
     Failed(&'a Error),
-}
-
-impl<'a> SendEnd<'a> {
-    pub(crate) fn of(sent: &'a Result<Sent>) -> SendEnd<'a> {
-        match sent {
-            Ok(sent) if sent.created => SendEnd::Stored,
-            Ok(_) => SendEnd::Repeat,
-            Err(e) => SendEnd::Failed(e),
-        }
-    }
 }
 
 /// What this process knows of a bucket.
@@ -222,34 +213,39 @@ impl Limiter {
 
     /// The limits step of a send: [`Limiter::check_write_limits`], the room's ceiling (unless the
     /// sender has ManageMessages), then the repeat-text rule — its claim taken here, or `ahead`
-    /// in the send's first round (taken back here if the rates refuse) — whose claim the caller
-    /// takes back ([`Chat::release_text`]) if the send does not happen.
+    /// in the send's first round. Answers the claim the send now holds, refused or not (the
+    /// send's settlement keeps it or gives it back), and the verdict.
     pub(crate) async fn check_send_limits(
         &self,
         access: &Access,
         draft: &Draft,
         ahead: TextAhead,
         client: Option<&ClientId>,
-    ) -> Result<Option<TextClaim>> {
+    ) -> (Option<TextClaim>, Result<()>) {
         let Some(limits) = &self.limits else {
-            return Ok(None);
+            return (ahead.held(), Ok(()));
         };
         let text = draft.filter_text();
-        let room = crate::ids::RoomId::parse(&access.room.id)?;
+        let room = match crate::ids::RoomId::parse(&access.room.id) {
+            Ok(room) => room,
+            Err(e) => return (ahead.held(), Err(e)),
+        };
         let user = &access.member.user_id;
         if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
-            self.settle_text(ahead.held(), &room, user, client, SendEnd::Failed(&refused))
-                .await;
-            return Err(refused);
+            return (ahead.held(), Err(refused));
         }
         let claimed = match ahead {
-            TextAhead::Taken(claimed) => claimed?,
-            TextAhead::Later => self.claim_text(limits, &room, user, &text, client).await?,
+            TextAhead::Taken(claimed) => claimed,
+            TextAhead::Later => self.claim_text(limits, &room, user, &text, client).await,
         };
         match claimed {
-            None => Ok(None),
-            Some(Ok(claim)) => Ok(Some(claim)),
-            Some(Err(wait)) => Err(too_many("you sent this text here less than ten minutes ago", wait)),
+            Err(e) => (None, Err(e)),
+            Ok(None) => (None, Ok(())),
+            Ok(Some(Ok(claim))) => (Some(claim), Ok(())),
+            Ok(Some(Err(wait))) => (
+                None,
+                Err(too_many("you sent this text here less than ten minutes ago", wait)),
+            ),
         }
     }
 
@@ -315,19 +311,6 @@ impl Limiter {
         if let Some(limits) = &self.limits {
             limits.remember_sender(room, user);
         }
-    }
-
-    /// [`Limiter::settle_text`] for a claim taken ahead by a send that ended before its limits
-    /// step.
-    pub(crate) async fn settle_ahead(
-        &self,
-        ahead: TextAhead,
-        room: &RoomId,
-        user: &UserId,
-        client: Option<&ClientId>,
-        end: SendEnd<'_>,
-    ) {
-        self.settle_text(ahead.held(), room, user, client, end).await;
     }
 
     /// Keeps or takes back a send's repeat-text claim by how the send ended, so that the claim

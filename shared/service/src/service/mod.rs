@@ -246,9 +246,19 @@ impl Chat {
             automation: wiring.automation.clone(),
             tasks: wiring.tasks.clone(),
         });
+        // What happens after a message is committed: the send path's subscribers.
+        let (nudge, nudged) = outgoing::OutgoingNudge::new(wiring.store.clone(), wiring.outgoing.is_some());
+        let nudge = Arc::new(nudge);
+        let publisher = send::publish::Publisher::new(vec![
+            reading.clone(),
+            signals.clone(),
+            outbox.clone(),
+            previewer.clone(),
+            nudge.clone(),
+        ]);
         let sending = Arc::new(send::Sending {
             store: wiring.store.clone(),
-            clock: wiring.clock.clone(),
+            clock: wiring.clock,
             time: wiring.time.clone(),
             outgoing: wiring.outgoing.clone(),
             automation: wiring.automation.clone(),
@@ -257,12 +267,16 @@ impl Chat {
             files: files.clone(),
             limiter: limiter.clone(),
             outbox: outbox.clone(),
-            previewer: previewer.clone(),
             reading: reading.clone(),
             signals: signals.clone(),
+            publisher,
         });
+        if let Some(nudged) = nudged {
+            send::Sending::deliver_when_nudged(Arc::downgrade(&sending), nudged, &wiring.tasks);
+        }
         let editing = Arc::new(changes::Editing {
             store: wiring.store.clone(),
+            nudge,
             access: access.clone(),
             files: files.clone(),
             limiter: limiter.clone(),

@@ -17,6 +17,7 @@ use crate::members::{Ban, MAX_LISTED_MEMBERS, MAX_TIMEOUT, Member, MemberRoles, 
 use crate::messages::MessageType;
 use crate::moderation::{BanEntry, Kick, ModerationAction, ModerationEntry, checked_reason};
 use crate::permissions::Permission;
+use crate::service::send::Submission;
 use crate::store::members::BanRecord;
 use chrono::{Datelike, Utc};
 
@@ -70,7 +71,9 @@ impl Moderation {
         }
         self.signals.revoke_live(room_id, target).await;
         let line = format!("{} was removed from the room.", member.display_name());
-        self.sending.announce(room_id, MessageType::System, who, line).await;
+        self.sending
+            .announce(room_id, Submission::line(MessageType::System, who, &line))
+            .await;
         Ok(())
     }
 
@@ -154,7 +157,9 @@ impl Moderation {
         self.signals.revoke_live(room_id, target).await;
         if let Some(member) = member {
             let line = format!("{} was banned from the room.", member.display_name());
-            self.sending.announce(room_id, MessageType::System, who, line).await;
+            self.sending
+                .announce(room_id, Submission::line(MessageType::System, who, &line))
+                .await;
         }
         Ok(())
     }

@@ -19,7 +19,7 @@
 //! is never posted again. A receiver still dedupes by the delivery id: an answer lost after it
 //! acted makes a retry.
 
-use super::send::Sending;
+use super::send::{Sending, Submission};
 use chrono::{DateTime, Utc};
 use futures::StreamExt as _;
 
@@ -157,16 +157,24 @@ impl Sending {
         Ok(report)
     }
 
-    /// After a committed change: a delivery run for its room in the background, when the
-    /// change wrote an event. Never fails or waits for the caller.
-    pub(crate) fn nudge_outgoing(&self, room: &RoomId) {
-        if self.outgoing.is_none() || !self.store.outgoing.take_nudge(room) {
-            return;
-        }
-        let (chat, room) = (self.clone(), room.clone());
-        self.tasks.spawn(async move {
-            if let Err(e) = chat.deliver_room(&room).await {
-                tracing::warn!(%room, error = %e, "delivering webhooks failed; the timer will retry");
+    /// Runs a delivery for each room `rooms` names, each in the background, for as long as
+    /// `sending` is in use: the receiving end of [`OutgoingNudge`].
+    pub(crate) fn deliver_when_nudged(
+        sending: std::sync::Weak<Sending>,
+        mut rooms: tokio::sync::mpsc::UnboundedReceiver<RoomId>,
+        tasks: &crate::adapters::tasks::Supervisor,
+    ) {
+        tasks.spawn_until_stopped(async move {
+            while let Some(room) = rooms.recv().await {
+                let Some(sending) = sending.upgrade() else {
+                    return;
+                };
+                let tasks = sending.tasks.clone();
+                tasks.spawn(async move {
+                    if let Err(e) = sending.deliver_room(&room).await {
+                        tracing::warn!(%room, error = %e, "delivering webhooks failed; the timer will retry");
+                    }
+                });
             }
         });
     }
@@ -430,7 +438,8 @@ impl Sending {
             user_id: creator.clone(),
             name: "Outgoing webhooks".into(),
         };
-        self.announce(room, MessageType::System, &author, text).await;
+        self.announce(room, Submission::line(MessageType::System, &author, &text))
+            .await;
         self.signals.notice(
             room,
             &creator,
@@ -458,4 +467,41 @@ impl Sending {
 /// What a sealed secret is bound to: its room and endpoint.
 fn seal_context(room: &str, id: &str) -> String {
     format!("{room}/{id}")
+}
+
+/// After a committed change that wrote an event: a delivery run for its room in the
+/// background, never in the change's way. The nudge only names the room to
+/// [`Sending::deliver_when_nudged`], so the send path, which nudges, does not hold what
+/// delivers (which writes through the send path).
+pub struct OutgoingNudge {
+    store: crate::store::Store,
+    /// Where nudged rooms go: none when outgoing webhooks are not configured.
+    rooms: Option<tokio::sync::mpsc::UnboundedSender<RoomId>>,
+}
+
+impl OutgoingNudge {
+    /// A nudge, with the receiving end to hand to [`Sending::deliver_when_nudged`] when
+    /// outgoing webhooks are `configured`.
+    pub(crate) fn new(
+        store: crate::store::Store,
+        configured: bool,
+    ) -> (OutgoingNudge, Option<tokio::sync::mpsc::UnboundedReceiver<RoomId>>) {
+        let (rooms, nudged) = match configured {
+            true => {
+                let (rooms, nudged) = tokio::sync::mpsc::unbounded_channel();
+                (Some(rooms), Some(nudged))
+            }
+            false => (None, None),
+        };
+        (OutgoingNudge { store, rooms }, nudged)
+    }
+
+    /// Asks for a delivery run of `room` when a change since the last one wrote an event.
+    pub(crate) fn nudge(&self, room: &RoomId) {
+        if let Some(rooms) = &self.rooms
+            && self.store.outgoing.take_nudge(room)
+        {
+            let _ = rooms.send(room.clone());
+        }
+    }
 }

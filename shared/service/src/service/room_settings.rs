@@ -15,6 +15,7 @@ use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
 use crate::rooms::settings::{MAX_RETENTION_SECONDS, MAX_SLOWMODE_SECONDS, RoomChange, WordFilterSettings};
 use crate::rooms::{MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, Room, Visibility};
+use crate::service::send::Submission;
 use crate::text::{plain_lines, plain_text};
 
 impl Rooms {
@@ -155,7 +156,9 @@ impl Rooms {
         self.store.directory.relist(&room, held).await?;
         if renamed {
             let line = format!("{} renamed the room to {}.", access.member.display_name(), room.name);
-            self.sending.announce(room_id, MessageType::EditRoom, who, line).await;
+            self.sending
+                .announce(room_id, Submission::line(MessageType::EditRoom, who, &line))
+                .await;
         }
         Ok(room)
     }

@@ -21,6 +21,7 @@ use crate::rooms::{
     MAX_DESCRIPTION_CHARS, MAX_ROOM_NAME_CHARS, MAX_ROOMS_PER_USER, MAX_UNREAD_COUNTED, NewRoom, Room, RoomEntry,
 };
 use crate::rooms::{OwnershipTransfer, WordFilterSettings};
+use crate::service::send::Submission;
 use crate::store::members::Joined;
 use crate::store::rooms::Handover;
 use crate::store::stored_time;
@@ -135,7 +136,9 @@ impl Rooms {
             self.store.invitations.remove_invitation(&invitation, None).await?;
         }
         let line = format!("{} joined the room.", who.name);
-        self.sending.announce(room_id, MessageType::System, who, line).await;
+        self.sending
+            .announce(room_id, Submission::line(MessageType::System, who, &line))
+            .await;
         Ok(room)
     }
 
@@ -155,7 +158,9 @@ impl Rooms {
         self.store.members.end_membership(room_id, &who.user_id, None).await?;
         self.signals.revoke_live(room_id, &who.user_id).await;
         let line = format!("{} left the room.", access.member.display_name());
-        self.sending.announce(room_id, MessageType::System, who, line).await;
+        self.sending
+            .announce(room_id, Submission::line(MessageType::System, who, &line))
+            .await;
         Ok(())
     }
 
@@ -265,7 +270,9 @@ impl Rooms {
             access.member.display_name(),
             owner.display_name()
         );
-        self.sending.announce(room_id, MessageType::System, who, line).await;
+        self.sending
+            .announce(room_id, Submission::line(MessageType::System, who, &line))
+            .await;
         Ok(room)
     }
 }

@@ -1,6 +1,6 @@
 //! Inbound webhooks: members with ManageWebhooks create, list, rename, rotate and delete a
 //! room's webhooks; whoever holds a webhook's secret URL posts `Webhook` lines with it, through
-//! the one door (`service::send`, [`Sending::send_as_webhook`]).
+//! the one door (`service::send`, [`Submission::Webhook`]).
 //!
 //! A deleted webhook, a rotated-away token, a wrong token and an id that names nothing all
 //! answer the same 404, so the URL tells its holder nothing once it is no longer theirs.
@@ -15,6 +15,7 @@
 //! right back finds them working again, and any other manager can delete or replace them.
 
 use super::send::Sending;
+use crate::service::send::Submission;
 use chrono::Utc;
 
 use crate::auth::Principal;
@@ -134,7 +135,13 @@ impl Sending {
             return Ok(Sent::repeat(first));
         }
         let access = hook.access(room_row)?;
-        self.send_as_webhook(&room, &hook, access, checked, client_id).await
+        let webhook = Submission::Webhook {
+            hook,
+            access,
+            payload: checked,
+            client_id,
+        };
+        self.submit(&room, webhook).await
     }
 
     /// Whether a webhook made by `maker` may still act: they are a member of `room` who may

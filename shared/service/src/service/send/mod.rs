@@ -1,0 +1,509 @@
+//! The one door every message comes through, in three stages, a file each:
+//!
+//! 1. **admit** (this file): what the producer may send, decided over what was read — the
+//!    checks in their fixed order (`messages::checks`) and the limits' claims — ending in the
+//!    [`Post`] to write or the message an earlier attempt of the same send stored;
+//! 2. **commit** (`commit.rs`): the one entity-group transaction that stores the message with
+//!    its change-feed row, idempotency record, thread index row and outbox event;
+//! 3. **publish** (`publish.rs`): the committed message goes to the subscribers registered in
+//!    the composition root (`Chat::assemble`); this stage does not know who they are.
+//!
+//! What admission claimed (the repeat-text claim, attachments) is kept or given back in one
+//! step, [`Claims::settle`], by how the send ended. The producer is data ([`Submission`]), so
+//! a member's send, a reply, a scheduled send, each copy of a forward, an inbound webhook and
+//! the server's own lines take the same path; only admission looks at who sent it.
+
+mod commit;
+pub(crate) mod publish;
+
+use super::limits::{SendEnd, TextAhead};
+use crate::access::Access;
+use crate::attachments::Attachment;
+use crate::auth::Principal;
+use crate::error::{Error, Result};
+use crate::html;
+use crate::ids::{ClientId, RoomId, UserId};
+use crate::messages::checks::{self, Admission};
+use crate::messages::operations::{Operation, authorize};
+use crate::messages::send::{Draft, DraftAttachments, NewMessage, Post, Sent};
+use crate::messages::{Message, MessageType, Origin};
+use crate::permissions::Permission;
+use crate::rooms::Visibility;
+use crate::webhooks::{CheckedPayload, Webhook};
+use chrono::{DateTime, Duration, Utc};
+use commit::{Prefetched, Stored};
+use std::sync::Arc;
+
+/// A message on its way in, with who produces it.
+pub enum Submission {
+    /// A member's message: a send, a reply, a scheduled send, each copy of a forward. Every
+    /// check applies.
+    Member {
+        who: Principal,
+        draft: Draft,
+        client_id: Option<ClientId>,
+    },
+    /// An inbound webhook's message, with the access its maker's webhook has in the room. A
+    /// webhook is no member: no timeout, no slowmode, and a filtered text is refused without
+    /// the filter's timeout, which would have no member row to land on.
+    Webhook {
+        hook: Webhook,
+        access: Access,
+        payload: CheckedPayload,
+        client_id: Option<ClientId>,
+    },
+    /// A line in the room's own voice (a join, a rename, a pin): unchecked, the server decided
+    /// to write it.
+    Line(Post),
+}
+
+impl Submission {
+    /// A member's message as the API takes it: `Message` or `Poll`, its HTML sanitized.
+    pub fn member(who: &Principal, input: NewMessage) -> Result<Submission> {
+        let kind = input.kind.unwrap_or(MessageType::Message);
+        if !matches!(kind, MessageType::Message | MessageType::Poll) {
+            return Err(Error::Forbidden(format!(
+                "members send Message and Poll; {} lines are written by the server",
+                kind.as_str()
+            )));
+        }
+        Ok(Submission::Member {
+            who: who.clone(),
+            client_id: input.client_id.as_deref().map(ClientId::parse).transpose()?,
+            draft: Draft {
+                kind,
+                text: input.text.as_deref().map(html::sanitize),
+                poll: input.poll,
+                reply_to: input.reply_to,
+                forwarded_from: None,
+                attachments: match input.attachments {
+                    Some(ids) => DraftAttachments::Named(ids),
+                    None => DraftAttachments::None,
+                },
+            },
+        })
+    }
+
+    /// A server line of `kind` naming `author`. `Message` and `Webhook` text is sanitized like
+    /// a member's; every other type's is plain text.
+    pub fn line(kind: MessageType, author: &Principal, text: &str) -> Submission {
+        let text = match kind {
+            MessageType::Webhook | MessageType::Message => html::sanitize(text),
+            _ => text.to_owned(),
+        };
+        Submission::Line(Post::line(kind, author, text))
+    }
+}
+
+/// What admission decided.
+enum Admitted {
+    /// Write this post, given what was read on the way.
+    Post(Box<Post>, Prefetched),
+    /// An earlier attempt of this send (the same client id) stored this message.
+    Repeat(Message),
+}
+
+/// Sending: the one door, inbound and outgoing webhooks. Holds what it uses: the store, the
+/// adapters and settings, the components it calls and the publisher of committed messages.
+pub struct Sending {
+    pub(crate) store: crate::store::Store,
+    pub(crate) clock: fn() -> crate::keys::Ticks,
+    pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
+    pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
+    pub(crate) automation: Option<Arc<crate::adapters::events::EventGrid>>,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) access: Arc<crate::service::access::RoomAccess>,
+    pub(crate) files: Arc<crate::service::attachments::Files>,
+    pub(crate) limiter: Arc<crate::service::limits::Limiter>,
+    pub(crate) outbox: Arc<crate::service::outbox::Outbox>,
+    pub(crate) reading: Arc<crate::service::read::Reading>,
+    pub(crate) signals: Arc<crate::service::live::Signals>,
+    /// The subscribers of committed messages, registered in `Chat::assemble`.
+    pub(crate) publisher: publish::Publisher,
+}
+
+impl Sending {
+    /// A member's message from the API (`Submission::member`).
+    pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
+        self.submit(room, Submission::member(who, input)?).await
+    }
+
+    /// The one door: admit, commit, settle the claims, publish.
+    pub async fn submit(&self, room: &RoomId, submission: Submission) -> Result<Sent> {
+        let mut claims = Claims::default();
+        let stored = match self.admit(room, submission, &mut claims).await {
+            Ok(Admitted::Post(post, known)) => self.commit(room, *post, known).await,
+            Ok(Admitted::Repeat(first)) => Ok(Stored::Repeat(first)),
+            Err(refused) => Err(refused),
+        };
+        self.settle(room, claims, &stored).await;
+        match stored? {
+            Stored::Repeat(first) => Ok(Sent::repeat(first)),
+            Stored::New(committed) => {
+                self.publisher.publish(&committed).await;
+                Ok(Sent {
+                    message: committed.message,
+                    created: true,
+                })
+            }
+        }
+    }
+
+    /// `submit` for a server line that is a side effect: a failure is logged, never returned.
+    pub(crate) async fn announce(&self, room: &RoomId, line: Submission) {
+        if let Err(e) = self.submit(room, line).await {
+            tracing::warn!(%room, error = %e, "could not write a server line");
+        }
+    }
+
+    /// Stage 1 for any producer. What it claims goes into `claims` as it is taken, so the
+    /// send's one settlement sees it however admission ends.
+    async fn admit(&self, room: &RoomId, submission: Submission, claims: &mut Claims) -> Result<Admitted> {
+        match submission {
+            Submission::Member { who, draft, client_id } => {
+                self.admit_member(room, &who, draft, client_id, claims).await
+            }
+            Submission::Webhook {
+                hook,
+                access,
+                payload,
+                client_id,
+            } => self.admit_webhook(&hook, access, payload, client_id, claims).await,
+            Submission::Line(post) => Ok(Admitted::Post(Box::new(post), Prefetched::default())),
+        }
+    }
+
+    /// A member's message, in the checks' order:
+    /// 1. membership and the idempotency lookup, read together (with whether the room has
+    ///    outgoing webhooks and — for a member this process stored a message of lately — the
+    ///    repeat-text claim, so the limits add no round trip): a repeat of a client id is
+    ///    answered with the first stored message (only to a member of the room);
+    /// 2. member → timed out → read-only → slowmode → the limits (`service::limits`) → word
+    ///    filter, then content validation, the reply target and the attachments;
+    /// 3. the slowmode clock moves on the member row, conditionally on the row as step 1 read
+    ///    it: a send that cannot move it fails (closed), so slowmode never silently stops
+    ///    applying.
+    async fn admit_member(
+        &self,
+        room: &RoomId,
+        who: &Principal,
+        draft: Draft,
+        client_id: Option<ClientId>,
+        claims: &mut Claims,
+    ) -> Result<Admitted> {
+        let user = &who.user_id;
+        claims.sender = Some((user.clone(), client_id.clone()));
+        let record = async {
+            match &client_id {
+                Some(client_id) => self.store.messages.client_id_record(room, user, client_id).await,
+                None => Ok(None),
+            }
+        };
+        let (access, record, hooked, ahead) = tokio::join!(
+            self.sender_access(room, user),
+            record,
+            self.store.outgoing.wants_hook_events(room),
+            self.limiter.claim_text_ahead(room, user, &draft, client_id.as_ref())
+        );
+        claims.ahead = ahead;
+        // Membership first: only a member is answered with a message of the room, even a
+        // repeat of their own.
+        let access = access?;
+        if let Some(key) = record?
+            && let Some(first) = self.store.messages.message(room, &key).await?
+        {
+            return Ok(Admitted::Repeat(first));
+        }
+        let known = Prefetched { hooked: Some(hooked?) };
+        let now = self.time.now();
+        checks::before_limits(&access, now)?;
+        self.check_limits(&access, &draft, client_id.as_ref(), claims).await?;
+        if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
+            return Err(self.refuse_filtered(room, user, timeout, now).await);
+        }
+        let content = draft.validate(&access)?;
+        let (reply_to, thread_id) = match &draft.reply_to {
+            Some(id) => {
+                let target = self.reading.live_message(room, id).await?;
+                authorize(&access, &target, Operation::Reply)?;
+                let root = target.thread_id.clone().unwrap_or_else(|| target.id.clone());
+                (Some(target.id), Some(root))
+            }
+            None => (None, None),
+        };
+        // The attachments, last of the checks: each upload named is checked and claimed for
+        // this send (a forward's files are copied into this room).
+        let claim = crate::service::attachments::Files::attachment_claim(user, client_id.as_ref());
+        match &draft.attachments {
+            DraftAttachments::None => {}
+            DraftAttachments::Named(ids) => {
+                let claimed = self
+                    .files
+                    .claim_attachments(user, room, ids, &claim, client_id.as_ref())
+                    .await?;
+                claims.files = FileClaims::Taken {
+                    claim,
+                    files: claimed.files,
+                    taken: claimed.taken,
+                };
+            }
+            DraftAttachments::Copied { from, files } => {
+                let copied = self.files.copy_attachments(user, from, room, files, &claim).await?;
+                claims.files = FileClaims::Copied(copied);
+            }
+        }
+        let mut post = Post {
+            kind: draft.kind,
+            author_id: user.to_string(),
+            author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
+            avatar_url: None,
+            text: content.text,
+            poll: content.poll,
+            mentions: content.mentions,
+            idempotency: client_id.clone().map(|c| (user.clone(), c)),
+            reply_to,
+            thread_id,
+            pinned_message_id: None,
+            forwarded_from: draft.forwarded_from,
+            attachments: claims.files.attached().to_vec(),
+            reader: Some(user.clone()),
+            reader_row: Some(access.member.clone()),
+            origin: Origin::User,
+            public_room: access.room.visibility == Visibility::Public,
+        };
+        match self.advance_slowmode_clock(room, &access, now).await {
+            // The member row as the clock's write left it: the read position moves on it.
+            Ok(Some(moved)) => post.reader_row = Some(moved),
+            Ok(None) => {}
+            Err(refused) => {
+                // A concurrent retry of the same client id moved the clock first: answer with
+                // its message once it is stored.
+                if let Some(client_id) = &client_id
+                    && let Some(first) = self.store.messages.sent_with_client_id(room, user, client_id).await?
+                {
+                    return Ok(Admitted::Repeat(first));
+                }
+                return Err(refused);
+            }
+        }
+        Ok(Admitted::Post(Box::new(post), known))
+    }
+
+    /// A webhook's message, through the checks a webhook can meet: read-only, the limits (the
+    /// webhook's own bucket, the room's ceiling, the repeat-text rule), the word filter and
+    /// content validation.
+    async fn admit_webhook(
+        &self,
+        hook: &Webhook,
+        access: Access,
+        payload: CheckedPayload,
+        client_id: Option<ClientId>,
+        claims: &mut Claims,
+    ) -> Result<Admitted> {
+        if access.room.read_only {
+            return Err(Error::Forbidden("the room is read-only".into()));
+        }
+        let draft = Draft {
+            kind: MessageType::Webhook,
+            text: Some(payload.html),
+            poll: None,
+            reply_to: None,
+            forwarded_from: None,
+            attachments: DraftAttachments::None,
+        };
+        claims.sender = Some((access.member.user_id.clone(), client_id.clone()));
+        self.check_limits(&access, &draft, client_id.as_ref(), claims).await?;
+        if let Admission::Filtered { .. } = checks::word_filter(&access, &draft.filter_text()) {
+            return Err(Error::Forbidden("the message contains blocked content".into()));
+        }
+        let content = draft.validate(&access)?;
+        let post = Post {
+            kind: MessageType::Webhook,
+            author_id: hook.author_id(),
+            author_name: payload.username.unwrap_or_else(|| hook.name.clone()),
+            avatar_url: payload.icon_url,
+            text: content.text,
+            poll: None,
+            mentions: content.mentions,
+            idempotency: client_id.map(|c| (access.member.user_id.clone(), c)),
+            reply_to: None,
+            thread_id: None,
+            pinned_message_id: None,
+            forwarded_from: None,
+            attachments: Vec::new(),
+            reader: None,
+            reader_row: None,
+            origin: match hook.automation {
+                true => Origin::Automation,
+                false => Origin::Webhook,
+            },
+            public_room: access.room.visibility == Visibility::Public,
+        };
+        Ok(Admitted::Post(Box::new(post), Prefetched::default()))
+    }
+
+    /// The limits step: the rates, then the repeat-text claim (or the one taken ahead), which
+    /// goes into `claims` whether or not the rates refuse.
+    async fn check_limits(
+        &self,
+        access: &Access,
+        draft: &Draft,
+        client_id: Option<&ClientId>,
+        claims: &mut Claims,
+    ) -> Result<()> {
+        let ahead = std::mem::take(&mut claims.ahead);
+        let (claim, verdict) = self.limiter.check_send_limits(access, draft, ahead, client_id).await;
+        claims.text = claim;
+        verdict
+    }
+
+    /// Keeps or gives back what admission claimed, by how the send ended: the one place a
+    /// send's compensation happens. Never fails the send.
+    async fn settle(&self, room: &RoomId, claims: Claims, stored: &Result<Stored>) {
+        let Some((user, client_id)) = &claims.sender else {
+            return;
+        };
+        let end = match stored {
+            Ok(Stored::New(_)) => SendEnd::Stored,
+            Ok(Stored::Repeat(_)) => SendEnd::Repeat,
+            Err(e) => SendEnd::Failed(e),
+        };
+        let text = claims.text.or_else(|| claims.ahead.held());
+        self.limiter
+            .settle_text(text, room, user, client_id.as_ref(), end)
+            .await;
+        match (claims.files, stored) {
+            (FileClaims::None, _) => {}
+            (FileClaims::Copied(copies), Err(_)) => self.files.remove_attachments(room, &copies).await,
+            (FileClaims::Copied(_), Ok(_)) => {}
+            (FileClaims::Taken { claim, taken, .. }, Err(_)) => {
+                self.files
+                    .release_attachments(room, &taken, &claim, user, client_id.as_ref())
+                    .await
+            }
+            // Files another attempt of this send claimed: that attempt may have failed and
+            // released them while this one was storing its message.
+            (FileClaims::Taken { claim, files, taken }, Ok(Stored::New(_))) => {
+                if taken.len() < files.len() {
+                    self.files.keep_claims(room, &files, &taken, &claim).await
+                }
+            }
+            // Another attempt of this send stored its message first: what this attempt took
+            // and that message does not carry (a retry naming other files) is no message's.
+            (FileClaims::Taken { claim, taken, .. }, Ok(Stored::Repeat(first))) => {
+                let unused: Vec<_> = taken
+                    .into_iter()
+                    .filter(|t| !first.attachments.iter().any(|a| a.id == t.id))
+                    .collect();
+                if !unused.is_empty() {
+                    self.files.give_back(room, &unused, &claim).await
+                }
+            }
+        }
+        if let Ok(Stored::New(_)) = stored {
+            self.limiter.remember_sender(room, user);
+        }
+    }
+
+    /// The sender's access; a banned user is told so, anyone else outside the room gets 404.
+    async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<Access> {
+        match self.access.access(room, user).await {
+            Err(Error::NotFound(m)) => match self.access.is_banned(room, user).await? {
+                true => Err(Error::Forbidden("you are banned from this room".into())),
+                false => Err(Error::NotFound(m)),
+            },
+            other => other,
+        }
+    }
+
+    /// Moves the sender's slowmode clock to `now`, re-checking the window against the row as
+    /// it is (a concurrent send may have moved it), with one conditional write on the member
+    /// row as it was read (a lost race re-reads it). Only when slowmode applies; the row as
+    /// written when it does.
+    async fn advance_slowmode_clock(
+        &self,
+        room: &RoomId,
+        access: &Access,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::members::Member>> {
+        if access.room.slowmode_seconds == 0 || access.can(Permission::ManageMessages) {
+            return Ok(None);
+        }
+        let moved = self
+            .store
+            .members
+            .update_member_from(room, &access.member, |member| {
+                checks::slowmode(&access.room, member, now)?;
+                member.last_message_at = Some(now);
+                Ok(())
+            })
+            .await?;
+        Ok(Some(moved))
+    }
+
+    /// The refusal of a filtered send or edit, after the filter's timeout (if any) is applied:
+    /// it extends a running timeout, never shortens it.
+    pub(crate) async fn refuse_filtered(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        timeout: Option<Duration>,
+        now: DateTime<Utc>,
+    ) -> Error {
+        if let Some(timeout) = timeout {
+            let until = now + timeout;
+            let extended = self
+                .store
+                .members
+                .update_member(room, user, |member| {
+                    member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = extended {
+                return e.into();
+            }
+        }
+        Error::Forbidden("the message contains blocked content".into())
+    }
+}
+
+/// What a send claimed on its way through admission, settled once by [`Sending::settle`].
+#[derive(Default)]
+struct Claims {
+    /// The sender (a member, or a webhook's author) and the send's client id: none for a
+    /// server line, which claims nothing.
+    sender: Option<(UserId, Option<ClientId>)>,
+    /// The repeat-text claim taken with the membership reads, until the limits step takes it.
+    ahead: TextAhead,
+    /// The repeat-text claim the limits step holds.
+    text: Option<crate::store::limits::TextClaim>,
+    files: FileClaims,
+}
+
+/// The attachments a send holds.
+#[derive(Default)]
+enum FileClaims {
+    #[default]
+    None,
+    /// Uploads the sender named: all of them, and those this attempt claimed (the rest an
+    /// earlier attempt of the same send claimed), under `claim`.
+    Taken {
+        claim: String,
+        files: Vec<Attachment>,
+        taken: Vec<Attachment>,
+    },
+    /// A forward's copies of its source's files, made in this room for this send.
+    Copied(Vec<Attachment>),
+}
+
+impl FileClaims {
+    /// The attachments the message carries.
+    fn attached(&self) -> &[Attachment] {
+        match self {
+            FileClaims::None => &[],
+            FileClaims::Taken { files, .. } => files,
+            FileClaims::Copied(copies) => copies,
+        }
+    }
+}
