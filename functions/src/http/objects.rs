@@ -47,7 +47,7 @@ pub async fn put(
     let Ok(key) = ObjectKey::parse(&key) else {
         return refuse(Error::not_found("no such object"));
     };
-    if let Err(e) = store.verify("PUT", &key, &query, chrono::Utc::now()) {
+    if let Err(e) = store.verify("PUT", &key, &query, files.now()) {
         return refuse(e);
     }
     let _permit = match store.admit_request() {
@@ -91,7 +91,7 @@ pub async fn get(
     let Ok(key) = ObjectKey::parse(&key) else {
         return refuse(Error::not_found("no such object"));
     };
-    if let Err(e) = store.verify("GET", &key, &query, chrono::Utc::now()) {
+    if let Err(e) = store.verify("GET", &key, &query, files.now()) {
         return refuse(e);
     }
     match store.read_stream(&key).await {

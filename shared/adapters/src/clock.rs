@@ -1,47 +1,13 @@
-//! Where the limits read the time. Production reads the system clock. Tests must move time
-//! without sleeping: a service test advances a [`ManualClock`]; an end-to-end test, which
-//! drives the real binary, writes the time into a file that [`FileClock`] reads on every call,
-//! so two server processes given the same file share one clock (`TABLETALK_TEST_CLOCK_FILE`,
-//! honoured only with the published development secret: see the service's `config`).
+//! The clock, as the adapters and the layers above name it: the one clock of
+//! `tabletalk-clock`, and the file clock an end-to-end test moves. A test that drives the real
+//! binary writes the time into a file that [`FileClock`] reads on every call, so two server
+//! processes given the same file share one clock (`TABLETALK_TEST_CLOCK_FILE`, honoured only
+//! with the published development secret: see the service's `config`).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Duration, Utc};
-
-/// The time, as the limits see it.
-pub trait Clock: Send + Sync + std::fmt::Debug {
-    fn now(&self) -> DateTime<Utc>;
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock that stands still until a test moves it. Clones share one time.
-#[derive(Debug, Clone)]
-pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
-
-impl ManualClock {
-    pub fn at(now: DateTime<Utc>) -> ManualClock {
-        ManualClock(Arc::new(Mutex::new(now)))
-    }
-
-    pub fn advance(&self, by: Duration) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
+use chrono::{DateTime, Utc};
+pub use tabletalk_clock::{Clock, ManualClock, SystemClock};
 
 /// Test only: the time is the Unix milliseconds written in a file, read on every call (a few
 /// microseconds; only tests pay it). A file that cannot be read or parsed yields the system
@@ -59,10 +25,10 @@ impl Clock for FileClock {
     fn now(&self) -> DateTime<Utc> {
         let read = std::fs::read_to_string(&self.0).ok();
         match read.and_then(|text| text.trim().parse::<i64>().ok()) {
-            Some(millis) => DateTime::from_timestamp_millis(millis).unwrap_or_else(Utc::now),
+            Some(millis) => DateTime::from_timestamp_millis(millis).unwrap_or_else(|| SystemClock.now()),
             None => {
                 tracing::warn!(path = %self.0.display(), "the test clock file holds no time; using the system clock");
-                Utc::now()
+                SystemClock.now()
             }
         }
     }

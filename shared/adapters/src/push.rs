@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tabletalk_clock::{Clock as _, SystemClock};
 
 use web_push::{
     ContentEncoding, PartialVapidSignatureBuilder, SubscriptionInfo, Urgency, VapidSignature, VapidSignatureBuilder,
@@ -214,7 +215,7 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
         return Some(Duration::from_secs(seconds));
     }
     let at = httpdate::parse_http_date(value.trim()).ok()?;
-    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
+    Some(at.duration_since(SystemClock.system_time()).unwrap_or_default())
 }
 
 /// A new VAPID key pair, base64url: the 32-byte private key and the 65-byte public key.
@@ -255,7 +256,7 @@ pub mod testing {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },
-            created_at: chrono::Utc::now(),
+            created_at: SystemClock.now(),
         }
     }
 

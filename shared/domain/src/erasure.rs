@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn messages_sent_after_the_first_join_are_inside_the_authored_range() {
-        let joined = Utc::now() - Duration::hours(1);
+        let joined = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap() - Duration::hours(1);
         let (low, high) = authored_range(Some(joined));
         let after = Ticks::from_datetime(joined + Duration::seconds(1)).message_key();
         let before = Ticks::from_datetime(joined - Duration::hours(1)).message_key();

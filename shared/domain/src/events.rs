@@ -37,6 +37,16 @@ pub struct MessageEvent {
 }
 
 impl MessageEvent {
+    /// When its message was created: the time its key encodes (the epoch for a key that does
+    /// not parse, which no stored message has).
+    pub fn created_at(&self) -> DateTime<Utc> {
+        crate::keys::MessageKey::parse(&self.message_id)
+            .map(|key| key.ticks().to_datetime())
+            .unwrap_or(DateTime::UNIX_EPOCH)
+    }
+}
+
+impl MessageEvent {
     /// The event of a new message, for the kinds that notify (members' messages, polls and
     /// webhooks; not the server's own lines).
     pub fn of(message: &Message) -> Option<MessageEvent> {
@@ -94,7 +104,7 @@ impl<'a> CloudEvent<'a> {
             source: format!("/tabletalk/{workspace}"),
             kind: MESSAGE_CREATED,
             subject: format!("rooms/{}/messages/{}", event.room_id, event.message_id),
-            time: Utc::now(),
+            time: event.created_at(),
             datacontenttype: "application/json",
             data: event,
         }
@@ -142,7 +152,7 @@ impl<'a> AutomationEvent<'a> {
             source: format!("/tabletalk/{workspace}"),
             kind: AUTOMATION_MESSAGE_CREATED,
             subject: format!("rooms/{}/messages/{}", event.room_id, event.message_id),
-            time: Utc::now(),
+            time: event.created_at(),
             datacontenttype: "application/json",
             data: AutomationData {
                 room_id: &event.room_id,

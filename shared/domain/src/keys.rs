@@ -24,18 +24,7 @@ pub const KEY_WIDTH: usize = 19;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticks(u64);
 
-static LAST_TICK: AtomicU64 = AtomicU64::new(0);
-
 impl Ticks {
-    /// Now, strictly after every tick this process handed out before.
-    pub fn now() -> Ticks {
-        let wall = Ticks::from_datetime(Utc::now()).0;
-        let previous = LAST_TICK
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(wall.max(last + 1)))
-            .expect("the update closure always returns Some");
-        Ticks(wall.max(previous + 1))
-    }
-
     pub fn from_datetime(at: DateTime<Utc>) -> Ticks {
         let nanos = at.timestamp_nanos_opt().unwrap_or(0).max(0) as u64;
         Ticks(UNIX_EPOCH_TICKS + nanos / 100)
@@ -116,6 +105,38 @@ impl AscendingKey {
 /// with a letter, so they sort after every message and a message range never meets them.
 pub const MESSAGE_KEY_RANGE: (&str, &str) = ("0", ":");
 
+/// Where a service's sends take their ticks: at the clock's time, each strictly after the
+/// last one it handed out (two sends within one 100 ns of the clock get two), or — for a test
+/// that makes every send collide — always the same one. One per service, so a test's clock
+/// set in the future moves no other service's ticks.
+#[derive(Debug)]
+pub enum TickSource {
+    Clock(AtomicU64),
+    Frozen(Ticks),
+}
+
+impl Default for TickSource {
+    fn default() -> TickSource {
+        TickSource::Clock(AtomicU64::new(0))
+    }
+}
+
+impl TickSource {
+    /// The tick of a send at `now`.
+    pub fn at(&self, now: DateTime<Utc>) -> Ticks {
+        match self {
+            TickSource::Frozen(ticks) => *ticks,
+            TickSource::Clock(last) => {
+                let wall = Ticks::from_datetime(now).0;
+                let previous = last
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(wall.max(last + 1)))
+                    .expect("the update closure always returns Some");
+                Ticks(wall.max(previous + 1))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,7 +177,9 @@ mod tests {
 
     #[test]
     fn clock_never_repeats() {
-        let ticks: Vec<Ticks> = (0..10_000).map(|_| Ticks::now()).collect();
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let source = TickSource::default();
+        let ticks: Vec<Ticks> = (0..10_000).map(|_| source.at(at)).collect();
         assert!(ticks.windows(2).all(|w| w[0] < w[1]));
     }
 

@@ -90,10 +90,9 @@ pub struct ModerationEntry {
 }
 
 impl ModerationEntry {
-    /// An entry for `action` by `actor`, now. Its id is fixed here, once, so a retried write
-    /// of the same entry writes the same row.
-    pub fn new(action: ModerationAction, actor: Option<&UserId>) -> ModerationEntry {
-        let at = Utc::now();
+    /// An entry for `action` by `actor` at `at`. Its id is fixed here, once, so a retried
+    /// write of the same entry writes the same row.
+    pub fn new(action: ModerationAction, actor: Option<&UserId>, at: DateTime<Utc>) -> ModerationEntry {
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         ModerationEntry {
             id: format!("{}-{}", Ticks::from_datetime(at).message_key().as_str(), &suffix[..8]),
@@ -108,8 +107,8 @@ impl ModerationEntry {
         }
     }
 
-    pub fn by(action: ModerationAction, actor: &UserId) -> ModerationEntry {
-        ModerationEntry::new(action, Some(actor))
+    pub fn by(action: ModerationAction, actor: &UserId, at: DateTime<Utc>) -> ModerationEntry {
+        ModerationEntry::new(action, Some(actor), at)
     }
 
     pub fn user(mut self, user: &UserId) -> ModerationEntry {
@@ -258,9 +257,9 @@ mod tests {
     #[test]
     fn later_entries_sort_first_and_ids_are_checked() {
         let alice = UserId::parse("alice").unwrap();
-        let first = ModerationEntry::by(ModerationAction::Kick, &alice);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let second = ModerationEntry::by(ModerationAction::Ban, &alice);
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let first = ModerationEntry::by(ModerationAction::Kick, &alice, at);
+        let second = ModerationEntry::by(ModerationAction::Ban, &alice, at + chrono::Duration::milliseconds(2));
         assert!(second.id < first.id, "{} < {}", second.id, first.id);
         assert!(is_entry_id(&first.id));
         for garbage in ["", "123", "0000000000000000000-xyzxyzxy", "0000000000000000000-0000000"] {
@@ -271,7 +270,7 @@ mod tests {
     #[test]
     fn a_cursor_round_trips_only_in_its_room() {
         let room = RoomId::generate();
-        let id = ModerationEntry::new(ModerationAction::Unban, None).id;
+        let id = ModerationEntry::new(ModerationAction::Unban, None, DateTime::UNIX_EPOCH).id;
         let text = LogCursor(id.clone()).encode(&room);
         assert_eq!(LogCursor::decode(&text, &room).unwrap(), LogCursor(id));
         assert!(LogCursor::decode(&text, &RoomId::generate()).is_err());

@@ -338,7 +338,7 @@ mod tests {
 
     #[test]
     fn an_endpoint_is_disabled_only_after_a_whole_window_of_failures() {
-        let start = Utc::now();
+        let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let mut hook = OutgoingWebhook {
             id: new_id(),
             room_id: "r".into(),
@@ -366,7 +366,7 @@ mod tests {
                 url: "https://example.com".into(),
                 events: HookEvent::ALL.to_vec(),
                 created_by: "u".into(),
-                created_at: Utc::now(),
+                created_at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
                 status: EndpointStatus::Active,
                 failing_since: None,
                 disabled_at: None,

@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_status_is_trimmed_bounded_and_needs_text_or_an_emoji() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let ok = status(Some("  in a meeting "), Some("📅"), Some(now + Duration::hours(1)))
             .checked(now)
             .unwrap();
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn an_expired_status_no_longer_shows() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let presence = Presence {
             status: Some(CustomStatus {
                 text: Some("lunch".into()),

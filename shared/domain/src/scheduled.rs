@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn an_item_is_claimable_when_due_and_waiting_or_its_claim_lapsed() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         assert!(item(ScheduledStatus::Scheduled, now, None).claimable(now));
         assert!(!item(ScheduledStatus::Scheduled, now + Duration::seconds(1), None).claimable(now));
         let claimed = now - Duration::seconds(10);
@@ -294,14 +294,18 @@ mod tests {
 
     #[test]
     fn every_send_of_an_item_carries_the_same_client_id() {
-        let a = item(ScheduledStatus::Scheduled, Utc::now(), None);
+        let a = item(
+            ScheduledStatus::Scheduled,
+            chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            None,
+        );
         assert_eq!(a.message().client_id, a.message().client_id);
         assert_eq!(a.client_id().as_str(), "sched.0123456789abcdef0123456789abcdef");
     }
 
     #[test]
     fn the_time_and_body_are_checked() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         assert!(checked_send_at(now, now).is_err());
         assert!(checked_send_at(now + MAX_AHEAD + Duration::seconds(1), now).is_err());
         assert!(checked_send_at(now + Duration::seconds(1), now).is_ok());

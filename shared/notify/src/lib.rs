@@ -385,7 +385,7 @@ impl Notifier {
         let outcomes = loop {
             tokio::select! {
                 outcomes = &mut deliveries => break outcomes,
-                () = tokio::time::sleep(renew_every) => match self.store.claims.reclaim(&room, &key, &etag, chrono::Utc::now()).await {
+                () = tokio::time::sleep(renew_every) => match self.store.claims.reclaim(&room, &key, &etag, self.store.now()).await {
                     Ok(Some(renewed)) => etag = renewed,
                     Ok(None) => {
                         return Err(Error::Unavailable("the event's claim was taken over; its pushes stopped".into()));
@@ -429,7 +429,7 @@ impl Notifier {
         Ok(match self.store.claims.claim_row(room, &key).await? {
             ClaimRow::Missing => NotificationState::Unclaimed,
             ClaimRow::Done => NotificationState::Done,
-            ClaimRow::Claimed { at, .. } if at.is_some_and(|at| chrono::Utc::now() - at < lease) => {
+            ClaimRow::Claimed { at, .. } if at.is_some_and(|at| self.store.now() - at < lease) => {
                 NotificationState::Claimed
             }
             ClaimRow::Claimed { .. } => NotificationState::Unclaimed,
@@ -438,7 +438,7 @@ impl Notifier {
 
     /// Claims the event of `key`: a new claim, or one whose lease ran out, is ours.
     async fn claim(&self, room: &RoomId, key: &MessageKey) -> Result<Claim> {
-        let now = chrono::Utc::now();
+        let now = self.store.now();
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
         Ok(match self.store.claims.claim_row(room, key).await? {
             ClaimRow::Missing => match self.store.claims.insert_claim(room, key, now).await? {
@@ -505,7 +505,7 @@ impl Notifier {
                     .push_targets(&user, MAX_SUBSCRIPTIONS_PER_USER)
                     .await?;
                 // Under do-not-disturb, nothing is pushed, mentions included.
-                let subscriptions = match dnd.holds_at(chrono::Utc::now()) {
+                let subscriptions = match dnd.holds_at(self.store.now()) {
                     true => Vec::new(),
                     false => subscriptions,
                 };

@@ -198,7 +198,7 @@ fn unauthorized(message: &str) -> Error {
 
 /// An HS256 token for local development and tests.
 pub fn mint_dev_token(secret: &str, user_id: &str, name: Option<&str>, ttl: Duration) -> Result<String> {
-    let now = chrono::Utc::now().timestamp() as u64;
+    let now = tabletalk_clock::Clock::now(&tabletalk_clock::SystemClock).timestamp() as u64;
     let claims = Claims {
         sub: user_id.to_owned(),
         name: name.map(str::to_owned),

@@ -46,6 +46,8 @@ fn lost(e: &StoreError) -> bool {
 pub struct ClaimStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
 }
 
 impl ClaimStore {
@@ -120,7 +122,7 @@ impl ClaimStore {
     /// Records the event processed, if the claim `token` proves is still ours (`false` when
     /// another run took it over, which then records it itself).
     pub async fn record_done(&self, room: &RoomId, message: &MessageKey, token: &ClaimToken) -> Result<bool> {
-        let row = claim_row(room, message, "done", "notifiedAt", Utc::now());
+        let row = claim_row(room, message, "done", "notifiedAt", self.clock.now());
         let written = self
             .tables
             .update(&self.schema.metadata, &row, UpdateMode::Replace, &token.if_match())

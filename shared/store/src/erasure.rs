@@ -117,13 +117,15 @@ fn parse_job(row: &Entity) -> tabletalk_domain::error::Result<ErasureJob> {
 pub struct ErasureStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
 }
 
 impl ErasureStore {
     /// Records that `user` has been a member of `room`, keeping an earlier record (so its time
     /// is their first join).
     pub async fn record_membership(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        let row = Entity::new(user_key(user), room.as_str()).with("firstJoinedAt", Value::datetime(Utc::now()));
+        let row = Entity::new(user_key(user), room.as_str()).with("firstJoinedAt", Value::datetime(self.clock.now()));
         match self.tables.insert(&self.schema.user_history, &row).await {
             Ok(_) => Ok(()),
             Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(()),

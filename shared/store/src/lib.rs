@@ -42,6 +42,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use self::error::Result;
+use tabletalk_clock::{Clock, SystemClock};
 use tabletalk_tables::{ErrorKind, IfMatch, TableName, Tables};
 
 pub use schema::Schema;
@@ -61,6 +62,7 @@ pub struct Store(Arc<Surfaces>);
 pub struct Surfaces {
     pub tables: Tables,
     pub schema: Arc<Schema>,
+    pub clock: Arc<dyn Clock>,
     pub claims: claims::ClaimStore,
     pub companions: companions::CompanionStore,
     pub directory: directory::DirectoryStore,
@@ -96,14 +98,45 @@ impl std::ops::Deref for Store {
     }
 }
 
+/// What a store's surfaces share across processes' worth of calls, kept when the store is
+/// given another clock.
+#[derive(Default)]
+struct State {
+    ledger: Arc<ledger::Ledger>,
+    outbox_marks: Arc<outbox::Marks>,
+    outgoing_nudges: Arc<outgoing::Nudges>,
+}
+
 impl Store {
-    /// The store over `tables`, creating any missing table first.
+    /// The store over `tables`, creating any missing table first, stamping rows at the
+    /// system's time.
     pub async fn open(tables: Tables, schema: Schema) -> Result<Store> {
         schema.create_tables(&tables).await?;
-        let schema = Arc::new(schema);
+        let state = State::default();
+        Ok(Store::assemble(tables, Arc::new(schema), Arc::new(SystemClock), state))
+    }
+
+    /// The same store stamping rows at `clock`'s time (the clock the service reads).
+    pub fn with_clock(&self, clock: Arc<dyn Clock>) -> Store {
+        let state = State {
+            ledger: self.ledger.ledger.clone(),
+            outbox_marks: self.outbox.outbox_marks.clone(),
+            outgoing_nudges: self.outgoing.outgoing_nudges.clone(),
+        };
+        Store::assemble(self.tables.clone(), self.schema.clone(), clock, state)
+    }
+
+    /// The time by the store's clock, which the service shares.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Builds every surface, each from the ones below it.
+    fn assemble(tables: Tables, schema: Arc<Schema>, clock: Arc<dyn Clock>, state: State) -> Store {
         let claims = claims::ClaimStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            clock: clock.clone(),
         };
         let companions = companions::CompanionStore {
             tables: tables.clone(),
@@ -116,6 +149,7 @@ impl Store {
         let erasure = erasure::ErasureStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            clock: clock.clone(),
         };
         let follows = follows::FollowStore {
             tables: tables.clone(),
@@ -128,7 +162,7 @@ impl Store {
         let ledger = ledger::LedgerStore {
             tables: tables.clone(),
             schema: schema.clone(),
-            ledger: Arc::default(),
+            ledger: state.ledger,
         };
         let limits = limits::LimitStore {
             tables: tables.clone(),
@@ -149,6 +183,7 @@ impl Store {
         let purge = purge::PurgeStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            clock: clock.clone(),
             companions: companions.clone(),
             ledger: ledger.clone(),
             pins: pins.clone(),
@@ -156,6 +191,7 @@ impl Store {
         let members = members::MemberStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            clock: clock.clone(),
             moderation_log: moderation_log.clone(),
             erasure: erasure.clone(),
         };
@@ -172,7 +208,8 @@ impl Store {
         let outgoing = outgoing::OutgoingStore {
             tables: tables.clone(),
             schema: schema.clone(),
-            outgoing_nudges: Arc::default(),
+            clock: clock.clone(),
+            outgoing_nudges: state.outgoing_nudges,
         };
         let messages = messages::MessageStore {
             tables: tables.clone(),
@@ -183,7 +220,8 @@ impl Store {
         let outbox = outbox::OutboxStore {
             tables: tables.clone(),
             schema: schema.clone(),
-            outbox_marks: Arc::default(),
+            clock: clock.clone(),
+            outbox_marks: state.outbox_marks,
         };
         let presence = presence::PresenceStore {
             tables: tables.clone(),
@@ -196,6 +234,7 @@ impl Store {
         let reports = reports::ReportStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            clock: clock.clone(),
             moderation_log: moderation_log.clone(),
         };
         let roles = roles::RoleStore {
@@ -219,9 +258,10 @@ impl Store {
             tables: tables.clone(),
             schema: schema.clone(),
         };
-        Ok(Store(Arc::new(Surfaces {
+        Store(Arc::new(Surfaces {
             tables,
             schema,
+            clock,
             claims,
             companions,
             directory,
@@ -247,7 +287,7 @@ impl Store {
             subscriptions,
             uploads,
             webhooks,
-        })))
+        }))
     }
 
     /// The raw tables, for tests and tools that inspect what is stored.

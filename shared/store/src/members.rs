@@ -119,6 +119,8 @@ pub fn user_room_row(user: &UserId, room: &RoomId, joined_at: DateTime<Utc>) -> 
 pub struct MemberStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
     pub(crate) erasure: crate::erasure::ErasureStore,
 }
@@ -476,7 +478,7 @@ impl MemberStore {
     /// Lists `user` in the room's "my rooms" index (before their membership is written), and
     /// in their history, which an erasure reads (both at once: a join waits for neither alone).
     pub async fn index_user_room(&self, user: &UserId, room: &RoomId) -> Result<()> {
-        let row = user_room_row(user, room, Utc::now());
+        let row = user_room_row(user, room, self.clock.now());
         let listed = async {
             self.tables
                 .upsert(&self.schema.user_rooms, &row, UpdateMode::Replace)

@@ -8,7 +8,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chrono::Utc;
 use serde::Serialize;
 
 use super::activity::{Unread, parse_activity};
@@ -471,7 +470,7 @@ impl MessageStore {
         if let Some((user, client_id)) = client {
             let record = Entity::new(room.as_str(), idempotency_key(user, client_id))
                 .with("messageId", Value::String(message.id.clone()))
-                .with("createdAt", Value::datetime(Utc::now()));
+                .with("createdAt", Value::datetime(message.created_at));
             extra.push(BatchOp::Insert(record));
         }
         if let Some(root) = &message.thread_id {

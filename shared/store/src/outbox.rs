@@ -60,7 +60,7 @@ fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<E
     let json = serde_json::to_string(event).map_err(|e| Error::Internal(format!("an event: {e}")))?;
     Ok(Entity::new(room.as_str(), row_key)
         .with("event", Value::String(json))
-        .with("createdAt", Value::datetime(Utc::now())))
+        .with("createdAt", Value::datetime(event.created_at())))
 }
 
 /// The outbox: a send's notification event until it is published. Holds the tables it uses and, as
@@ -69,6 +69,8 @@ fn pending_row(room: &RoomId, row_key: String, event: &MessageEvent) -> Result<E
 pub struct OutboxStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     /// Rooms whose outbox marker this process wrote lately.
     pub(crate) outbox_marks: std::sync::Arc<Marks>,
 }
@@ -83,7 +85,7 @@ impl OutboxStore {
         if fresh {
             return Ok(());
         }
-        let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(Utc::now()));
+        let marker = Entity::new(OUTBOX_PARTITION, room.as_str()).with("markedAt", Value::datetime(self.clock.now()));
         self.tables
             .upsert(&self.schema.housekeeping, &marker, UpdateMode::Replace)
             .await?;

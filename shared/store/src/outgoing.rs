@@ -176,6 +176,8 @@ fn parse_delivery(row: &Entity) -> Option<Delivery> {
 pub struct OutgoingStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     /// Rooms whose outgoing webhooks have events this process committed and has not yet handed to a delivery run.
     pub(crate) outgoing_nudges: std::sync::Arc<Nudges>,
 }
@@ -192,7 +194,7 @@ impl OutgoingStore {
         }
         // After the endpoint: a run that removes the listing of a room it saw without
         // endpoints does so conditionally, and this write comes after ours is visible.
-        let listing = Entity::new(OUTGOING_PARTITION, &hook.room_id).with("at", Value::datetime(Utc::now()));
+        let listing = Entity::new(OUTGOING_PARTITION, &hook.room_id).with("at", Value::datetime(self.clock.now()));
         self.tables
             .upsert(&self.schema.housekeeping, &listing, UpdateMode::Replace)
             .await?;

@@ -47,6 +47,8 @@ pub enum RoomStanding {
 pub struct PurgeStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     pub(crate) companions: crate::companions::CompanionStore,
     pub(crate) ledger: crate::ledger::LedgerStore,
     pub(crate) pins: crate::pins::PinStore,
@@ -57,7 +59,8 @@ impl PurgeStore {
     /// row whose room has not appeared within [`REGISTRATION_GRACE`] is dropped (sooner, it may
     /// belong to a room being created right now).
     pub async fn register_room(&self, room: &RoomId) -> Result<()> {
-        let row = Entity::new(HOUSEKEEPING_PARTITION, room.as_str()).with("registeredAt", Value::datetime(Utc::now()));
+        let row =
+            Entity::new(HOUSEKEEPING_PARTITION, room.as_str()).with("registeredAt", Value::datetime(self.clock.now()));
         self.tables
             .upsert(&self.schema.housekeeping, &row, UpdateMode::Replace)
             .await?;

@@ -101,6 +101,8 @@ fn conflict() -> super::error::Error {
 pub struct ReportStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// What time it is when a row is stamped.
+    pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     pub(crate) moderation_log: crate::moderation_log::ModerationLogStore,
 }
 
@@ -293,7 +295,7 @@ impl ReportStore {
                 .with("round", Value::Int64(i64::from(group.round)))
                 .with("count", Value::Int64(i64::from(group.count)))
                 .with("resolution", Value::String(resolution.as_str().into()))
-                .with("resolvedAt", Value::datetime(Utc::now()));
+                .with("resolvedAt", Value::datetime(self.clock.now()));
             if let Some(by) = by {
                 closed.set("resolvedBy", Value::String(by.to_string()));
             }

@@ -18,6 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use tabletalk_clock::{Clock as _, SystemClock};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -244,7 +245,7 @@ impl LocalHub {
     /// it again (a member who left or was removed).
     pub fn revoke(&self, user: &str, group: &str) {
         let mut state = self.state.lock().expect("hub lock");
-        let now = Utc::now().timestamp();
+        let now = SystemClock.now().timestamp();
         if state.revoked.len() > 10_000 {
             let horizon = now - super::web_pubsub::CLIENT_TOKEN_TTL.num_seconds();
             state.revoked.retain(|_, at| *at > horizon);

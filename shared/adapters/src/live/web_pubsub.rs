@@ -8,6 +8,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
+use tabletalk_clock::{Clock as _, SystemClock};
 
 use super::room_group;
 use tabletalk_domain::error::{Error, Result};
@@ -173,7 +174,7 @@ impl WebPubSub {
             "{}/api/hubs/{}/{path}?api-version={API_VERSION}",
             self.endpoint, self.hub
         );
-        let now = Utc::now();
+        let now = SystemClock.now();
         let token = self.sign(&ServiceClaims {
             aud: url.clone(),
             iat: now.timestamp(),

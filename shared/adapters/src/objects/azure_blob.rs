@@ -17,6 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Duration, Utc};
 use reqwest::StatusCode;
+use tabletalk_clock::{Clock as _, SystemClock};
 
 use std::sync::Arc;
 
@@ -140,7 +141,7 @@ impl AzureBlobObjects {
             key,
             &Grant {
                 permissions,
-                expiry: Utc::now() + Duration::seconds(OWN_REQUEST_SAS),
+                expiry: SystemClock.now() + Duration::seconds(OWN_REQUEST_SAS),
                 account: &self.account,
                 container: &self.container,
                 blob: blob.map(ObjectKey::as_str),
@@ -203,7 +204,7 @@ impl AzureBlobObjects {
                 let mut cached = delegation.lock().await;
                 let fresh = cached.as_ref().is_some_and(|key| {
                     DateTime::parse_from_rfc3339(&key.signed_expiry)
-                        .is_ok_and(|end| end.to_utc() - Duration::hours(DELEGATION_RENEW_HOURS) > Utc::now())
+                        .is_ok_and(|end| end.to_utc() - Duration::hours(DELEGATION_RENEW_HOURS) > SystemClock.now())
                 });
                 if !fresh {
                     *cached = Some(self.delegation_key().await?);
@@ -220,7 +221,7 @@ impl AzureBlobObjects {
             .bearer()
             .await?
             .ok_or_else(|| unavailable("no identity", "an account key is configured"))?;
-        let now = Utc::now();
+        let now = SystemClock.now();
         let body = format!(
             "<?xml version=\"1.0\" encoding=\"utf-8\"?><KeyInfo><Start>{}</Start><Expiry>{}</Expiry></KeyInfo>",
             sas::iso(now - Duration::minutes(5)),
@@ -258,7 +259,7 @@ impl ObjectBackend for AzureBlobObjects {
             .map_err(|e| unavailable("bad URL", e))?
             .path()
             .to_owned();
-        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let date = httpdate::fmt_http_date(SystemClock.system_time());
         let authorization = match &self.credential {
             Credential::Key(key) => self.shared_key(key, "PUT", &path, &date, &[("restype", "container")]),
             Credential::Identity { .. } => self.bearer().await?.unwrap_or_default(),

@@ -102,7 +102,7 @@ mod tests {
     use crate::rooms::WordFilterSettings;
 
     fn access(role: MemberRole, permissions: Permissions) -> Access {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let who = Principal {
             user_id: UserId::parse("u").unwrap(),
             name: "U".into(),
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn the_order_is_timeout_read_only_slowmode_filter() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let mut a = access(MemberRole::Member, Permissions::default());
         a.room.read_only = true;
         a.room.slowmode_seconds = 60;
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn manage_messages_is_exempt_from_all_but_a_timeout() {
-        let now = Utc::now();
+        let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         let mut a = access(MemberRole::Member, [Permission::ManageMessages].into_iter().collect());
         a.room.read_only = true;
         a.room.slowmode_seconds = 60;

@@ -258,7 +258,7 @@ mod tests {
             room_id: "r".into(),
             name: "n".into(),
             created_by: "u".into(),
-            created_at: Utc::now(),
+            created_at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
             automation: false,
             token_hash: hash,
         };

@@ -33,7 +33,7 @@ fn test_key() -> &'static (Vec<u8>, Vec<u8>, Vec<u8>) {
 
 /// A token for `alice` signed with the test key, naming `kid`.
 pub fn token(kid: &str) -> String {
-    let now = chrono::Utc::now().timestamp();
+    let now = tabletalk_clock::Clock::now(&tabletalk_clock::SystemClock).timestamp();
     let claims = json!({ "sub": "alice", "name": "Alice", "iss": ISSUER, "aud": AUDIENCE, "exp": now + 600 });
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(kid.to_owned());

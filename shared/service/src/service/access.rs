@@ -16,7 +16,6 @@ use crate::members::{Member, MemberRole};
 use crate::permissions::Permissions;
 use crate::roles::Role;
 use crate::rooms::Room;
-use chrono::Utc;
 
 /// Hints remembered before they are all forgotten (a hint only saves a round trip).
 const MAX_ROLE_HINTS: usize = 100_000;
@@ -122,7 +121,7 @@ impl RoomAccess {
     /// True while a ban on `user` is in force.
     pub(crate) async fn is_banned(&self, room_id: &RoomId, user: &UserId) -> Result<bool> {
         let ban = self.store.members.ban_record(room_id, user).await?;
-        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > Utc::now())))
+        Ok(ban.is_some_and(|ban| ban.until.is_none_or(|until| until > self.store.now())))
     }
 
     /// A 409 while `user`'s erasure runs: for what would add to it (joining or creating a

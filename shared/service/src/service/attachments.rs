@@ -72,6 +72,12 @@ impl Files {
         self.attachments.as_ref()?.embedded.as_ref()
     }
 
+    /// The time by the service's clock, which the embedded object store's links are signed
+    /// and checked at.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.store.now()
+    }
+
     /// The largest upload allowed, when attachments are configured.
     pub fn attachment_max_bytes(&self) -> Option<u64> {
         Some(self.attachments.as_ref()?.rules.max_bytes)
@@ -89,7 +95,7 @@ impl Files {
         let access = self.access.access(room, &who.user_id).await?;
         let settings = self.attachment_settings()?;
         settings.rules.check(&input)?;
-        crate::messages::checks::before_limits(&access, Utc::now())?;
+        crate::messages::checks::before_limits(&access, self.store.now())?;
         self.limiter.check_user_limit(&who.user_id).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let key = attachments::object_key(room, &who.user_id, &id, &input.name);
@@ -102,7 +108,7 @@ impl Files {
             mime: input.mime.clone(),
             size: input.size,
             key,
-            created_at: crate::store::stored_time(Utc::now()),
+            created_at: crate::store::stored_time(self.store.now()),
             claimed_by: None,
         };
         self.store.uploads.insert_upload(&upload).await?;
@@ -267,7 +273,7 @@ impl Files {
             if let Err(e) = self
                 .store
                 .uploads
-                .release_upload(room, &attachment.id, claim, Utc::now())
+                .release_upload(room, &attachment.id, claim, self.store.now())
                 .await
             {
                 tracing::warn!(%room, attachment = %attachment.id, error = %e, "could not release an attachment");
@@ -324,14 +330,14 @@ impl Files {
                     room_id: target.clone(),
                     user_id: who.clone(),
                     key,
-                    created_at: crate::store::stored_time(Utc::now()),
+                    created_at: crate::store::stored_time(self.store.now()),
                     claimed_by: Some(claim.to_owned()),
                     ..source.clone()
                 };
                 let to = ObjectKey::parse(&copy.key)?;
                 // Before the object: should the copy be left with no row (a crash, or a failed
                 // write and then a failed delete), housekeeping finds it by its key a day later.
-                self.store.uploads.index_upload(&copy, Utc::now()).await?;
+                self.store.uploads.index_upload(&copy, self.store.now()).await?;
                 pending = Some(to.clone());
                 if !settings.objects.copy(&ObjectKey::parse(&source.key)?, &to).await? {
                     return Err(Error::Conflict(format!("attachment {} is gone", file.id)));
@@ -369,7 +375,7 @@ impl Files {
             let removed = async {
                 let upload = self.store.uploads.upload(room, &file.id).await?;
                 if let Some(upload) = &upload
-                    && let Err(e) = self.store.uploads.index_upload(upload, Utc::now()).await
+                    && let Err(e) = self.store.uploads.index_upload(upload, self.store.now()).await
                 {
                     // The file goes all the same; only a failure of its object's delete as
                     // well would then leave that object for good.

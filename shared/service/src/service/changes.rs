@@ -18,7 +18,6 @@ use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::service::send::Submission;
 use crate::signals::Signal;
-use chrono::Utc;
 
 /// Changing what was sent: edits, deletes, forwards and reports. Holds what it uses: the store, the
 /// adapters and settings, and the components it calls.
@@ -42,7 +41,7 @@ impl Editing {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Edit)?;
-        let now = Utc::now();
+        let now = self.store.now();
         refuse_timed_out(&access.member, now)?;
         let text = html::sanitize(&edit.text);
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
@@ -104,7 +103,7 @@ impl Editing {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Delete)?;
-        let now = Utc::now();
+        let now = self.store.now();
         self.tombstone(
             room,
             &message,
@@ -112,7 +111,7 @@ impl Editing {
             |deleted| {
                 let line = deleted.moderated.then(|| ModerationEntry {
                     target_user_id: Some(message.author_id.clone()),
-                    ..ModerationEntry::by(ModerationAction::ModeratedDelete, &who.user_id)
+                    ..ModerationEntry::by(ModerationAction::ModeratedDelete, &who.user_id, self.store.now())
                         .message(&message.id)
                         .reason(reason)
                 });

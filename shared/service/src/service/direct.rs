@@ -5,7 +5,6 @@
 //! in it pushes the other person as a mention does (see `notify`).
 
 use super::subscriptions::Accounts;
-use chrono::Utc;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -37,7 +36,7 @@ impl Accounts {
             name: other.to_string(),
             user_id: other,
         };
-        let now = stored_time(Utc::now());
+        let now = stored_time(self.store.now());
         let room = match self.store.rooms.room(&id).await? {
             Some(room) => room,
             None => {

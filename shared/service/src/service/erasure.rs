@@ -143,7 +143,7 @@ impl Eraser {
                 Some((_, held)) => Some(held),
                 None => None,
             };
-            let now = crate::store::stored_time(Utc::now());
+            let now = crate::store::stored_time(self.store.now());
             let job = ErasureJob::start(uuid::Uuid::new_v4().to_string(), now, lease_until(&self.erasure, now));
             // Another start that got there first is answered on the next read.
             let Some(held) = self.store.erasure.start_erasure(user, &job, replacing).await? else {
@@ -257,7 +257,7 @@ impl Eraser {
         self.store.live.forget_views(&run.user).await?;
         self.store.limits.delete_user_bucket(&run.user).await?;
         self.store.presence.delete_presence(&run.user).await?;
-        let now = crate::store::stored_time(Utc::now());
+        let now = crate::store::stored_time(self.store.now());
         run.job.status = ErasureStatus::Done;
         run.job.finished_at = Some(now);
         run.job.checkpoint = None;
@@ -440,7 +440,7 @@ impl Eraser {
             }
             return Ok(ours);
         }
-        let now = Utc::now();
+        let now = self.store.now();
         match self
             .editing
             .tombstone(room, message, |m| m.erase(now), |_| Vec::new())
@@ -465,7 +465,7 @@ impl Eraser {
 
     /// Writes the job as it is over the version held, renewing the lease.
     async fn checkpoint(&self, run: &mut Run) -> Result<(), Stop> {
-        let now = Utc::now();
+        let now = self.store.now();
         run.job.updated_at = crate::store::stored_time(now);
         run.job.lease_until = lease_until(&self.erasure, now);
         match self.store.erasure.save_erasure(&run.user, &run.job, &run.held).await? {

@@ -7,7 +7,6 @@
 //! root and one range read of its index rows after the caller's position, all at once.
 
 use super::read::Reading;
-use chrono::Utc;
 use futures::{StreamExt as _, TryStreamExt as _};
 
 use crate::auth::Principal;
@@ -25,7 +24,7 @@ impl Reading {
         let root = self.thread_root(room, id).await?;
         self.store
             .follows
-            .follow(room, &root, &who.user_id, stored_time(Utc::now()))
+            .follow(room, &root, &who.user_id, stored_time(self.store.now()))
             .await?;
         Ok(Following {
             thread_id: root,
@@ -53,7 +52,7 @@ impl Reading {
         match self
             .store
             .follows
-            .mark_thread_read(room, &root, &who.user_id, stored_time(Utc::now()))
+            .mark_thread_read(room, &root, &who.user_id, stored_time(self.store.now()))
             .await?
         {
             true => Ok(()),

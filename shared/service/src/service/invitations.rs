@@ -4,7 +4,7 @@
 //! member with ManageMembers any of the room's. Nobody is invited into a direct conversation.
 
 use super::rooms::Rooms;
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use futures::{StreamExt as _, TryStreamExt as _};
 
 use crate::auth::Principal;
@@ -37,7 +37,7 @@ impl Rooms {
         access.require(Permission::CreateInvites)?;
         // An invitation is a write in the inviter's name, drawn from their bucket.
         self.limiter.check_user_limit(&who.user_id).await?;
-        let now = stored_time(Utc::now());
+        let now = stored_time(self.store.now());
         let (id, code, user_id, max_uses) = match invitee {
             Invitee::User(user) => {
                 if self.store.members.member(room_id, &user).await?.is_some() {
@@ -92,7 +92,7 @@ impl Rooms {
         if invitation.created_by != who.user_id.as_str() {
             access.require(Permission::ManageMembers)?;
         }
-        let mut entry = ModerationEntry::by(ModerationAction::InvitationRevoked, &who.user_id)
+        let mut entry = ModerationEntry::by(ModerationAction::InvitationRevoked, &who.user_id, self.store.now())
             .detail("invitationId", &invitation.id);
         entry.target_user_id = invitation.user_id.clone();
         Ok(self
@@ -112,7 +112,7 @@ impl Rooms {
             return Ok(rooms);
         }
         let id = user_invitation_id(user);
-        let now = Utc::now();
+        let now = self.store.now();
         let mut waiting = Vec::with_capacity(rooms.len());
         for room in rooms {
             let (invitation, member) = tokio::try_join!(
@@ -130,7 +130,7 @@ impl Rooms {
     /// The invitations waiting for the caller: open ones, into rooms they are not in.
     pub async fn my_invitations(&self, who: &Principal) -> Result<Vec<PendingInvitation>> {
         let id = user_invitation_id(&who.user_id);
-        let now = Utc::now();
+        let now = self.store.now();
         let rooms = self.store.invitations.pending_invitations(&who.user_id).await?;
         // Collected first: a stream holding the mapping closure is not `Send` for every lifetime.
         let lookups: Vec<_> = rooms
@@ -196,7 +196,7 @@ impl Rooms {
     /// The open invitation `id` of `room_id` if it lets `user` in; anything else answers as a
     /// missing invitation.
     pub(crate) async fn open_invitation(&self, room_id: &RoomId, id: &str, user: &UserId) -> Result<Invitation> {
-        let now = Utc::now();
+        let now = self.store.now();
         self.store
             .invitations
             .invitation(room_id, id)

@@ -76,7 +76,7 @@ impl Signals {
     /// user and room (more are accepted and dropped), never stored.
     pub async fn typing(&self, who: &Principal, room: &RoomId) -> Result<()> {
         let access = self.access.access(room, &who.user_id).await?;
-        refuse_timed_out(&access.member, Utc::now())?;
+        refuse_timed_out(&access.member, self.store.now())?;
         if !self.typing.admit(room, who.user_id.as_str(), Instant::now()) {
             return Ok(());
         }
@@ -109,7 +109,7 @@ impl Signals {
         };
         // Arms a notice in every room of the caller's: each call draws from their bucket.
         self.limiter.check_user_limit(&who.user_id).await?;
-        let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], Utc::now())?;
+        let (url, expires_at) = live.client_url(local_endpoint, who.user_id.as_str(), &[], self.store.now())?;
         let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
         futures::stream::iter(rooms)
             .for_each_concurrent(8, |room| async move { self.arm_notice(&room, &who.user_id).await })
@@ -144,7 +144,7 @@ impl Signals {
         let known = self.store.live.shown_room(me, connection).await?;
         let seen = known.is_some();
         let previous = known.flatten().filter(|room| Some(room) != target.as_ref());
-        let now = stored_time(Utc::now());
+        let now = stored_time(self.store.now());
         if let Some(room) = &target {
             let group = room_group(room.as_str());
             if !live.add_connection_to_group(connection, me.as_str(), &group).await? {

@@ -73,7 +73,7 @@ impl Members {
         self.limiter.check_user_limit(&who.user_id).await?;
         let position = match &input.message_id {
             Some(id) => self.reading.live_message(room_id, id).await?.key(),
-            None => Ticks::now().message_key(),
+            None => Ticks::from_datetime(self.store.now()).message_key(),
         };
         self.store
             .members
@@ -100,7 +100,7 @@ impl Members {
         // A write in every room of the caller's: each call draws from their bucket.
         self.limiter.check_user_limit(&who.user_id).await?;
         let rooms = self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?;
-        let position = Ticks::now().message_key();
+        let position = Ticks::from_datetime(self.store.now()).message_key();
         let marks = rooms.into_iter().map(|room_id| {
             let position = position.clone();
             async move {

@@ -59,7 +59,6 @@ use crate::adapters::live::local_hub::LocalHub;
 use crate::adapters::push::PushSender;
 use crate::adapters::tasks::Supervisor;
 use crate::error::Result;
-use crate::keys::Ticks;
 use crate::notify::{Notifier, PushSettings};
 use crate::storage::Tables;
 use crate::store::{Schema, Store};
@@ -72,8 +71,8 @@ use self::live::TypingGate;
 pub(crate) struct Wiring {
     /// Every table and row the service reads and writes.
     pub(crate) store: Store,
-    /// Where send times come from; tests freeze it to force key collisions.
-    pub(crate) clock: fn() -> Ticks,
+    /// Where sends take their ticks; tests freeze it to force key collisions.
+    pub(crate) ticks: Arc<crate::keys::TickSource>,
     /// The workspace id the change feed answers for.
     pub(crate) workspace_id: Arc<str>,
     /// Where live signals go; none in a Functions app without Web PubSub.
@@ -156,7 +155,7 @@ impl Chat {
             notifier: Notifier::new(store.clone(), push.clone(), None, tasks.clone()),
             tasks,
             store,
-            clock: Ticks::now,
+            ticks: Arc::default(),
             workspace_id: Arc::from("default"),
             live: None,
             local_hub: None,
@@ -258,7 +257,7 @@ impl Chat {
         ]);
         let sending = Arc::new(send::Sending {
             store: wiring.store.clone(),
-            clock: wiring.clock,
+            ticks: wiring.ticks.clone(),
             time: wiring.time.clone(),
             outgoing: wiring.outgoing.clone(),
             automation: wiring.automation.clone(),
@@ -432,16 +431,19 @@ impl Chat {
         self.reassembled()
     }
 
-    /// The same service with another clock (tests: a frozen clock makes every send collide).
-    pub fn with_clock(mut self, clock: fn() -> Ticks) -> Chat {
-        self.wiring_mut().clock = clock;
+    /// The same service taking its sends' ticks from `ticks` (tests: frozen ticks make every
+    /// send collide).
+    pub fn with_ticks(mut self, ticks: crate::keys::TickSource) -> Chat {
+        self.wiring_mut().ticks = Arc::new(ticks);
         self.reassembled()
     }
 
-    /// The same service reading the time of scheduled messages from `clock`.
+    /// The same service, its store and its notification consumer reading the time from
+    /// `clock`: the one clock of the process.
     pub fn with_time(mut self, clock: Arc<dyn crate::adapters::clock::Clock>) -> Chat {
+        self.wiring_mut().store = self.wiring.store.with_clock(clock.clone());
         self.wiring_mut().time = clock;
-        self.reassembled()
+        self.rewired()
     }
 
     /// The time as the service's clock tells it: the system's, or the one a test moves

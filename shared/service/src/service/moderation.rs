@@ -19,7 +19,7 @@ use crate::moderation::{BanEntry, Kick, ModerationAction, ModerationEntry, check
 use crate::permissions::Permission;
 use crate::service::send::Submission;
 use crate::store::members::BanRecord;
-use chrono::{Datelike, Utc};
+use chrono::Datelike;
 
 /// Moderation of members: kick, ban, timeout, roles given. Holds what it uses: the store, the
 /// adapters and settings, and the components it calls.
@@ -62,7 +62,7 @@ impl Moderation {
     pub async fn kick(&self, who: &Principal, room_id: &RoomId, target: &UserId, input: Kick) -> Result<()> {
         let reason = checked_reason(input.reason.as_deref())?;
         let member = self.moderated(who, room_id, target).await?;
-        let entry = ModerationEntry::by(ModerationAction::Kick, &who.user_id)
+        let entry = ModerationEntry::by(ModerationAction::Kick, &who.user_id, self.store.now())
             .user(target)
             .reason(reason);
         if !self.store.members.kick(room_id, target, &entry).await? {
@@ -84,7 +84,7 @@ impl Moderation {
         target: &UserId,
         input: Timeout,
     ) -> Result<MemberSummary> {
-        let now = Utc::now();
+        let now = self.store.now();
         if let Some(until) = input.until
             && (until <= now || until > now + MAX_TIMEOUT)
         {
@@ -95,7 +95,7 @@ impl Moderation {
         let reason = checked_reason(input.reason.as_deref())?;
         self.moderated(who, room_id, target).await?;
         let entry = |_: &Member, after: &Member| {
-            let entry = ModerationEntry::by(ModerationAction::Timeout, &who.user_id)
+            let entry = ModerationEntry::by(ModerationAction::Timeout, &who.user_id, self.store.now())
                 .user(target)
                 .reason(reason.clone())
                 .detail("until", after.timeout_until);
@@ -124,7 +124,7 @@ impl Moderation {
         // Table storage keeps dates up to the end of year 9999.
         if input
             .until
-            .is_some_and(|until| until <= Utc::now() || until.year() > 9999)
+            .is_some_and(|until| until <= self.store.now() || until.year() > 9999)
         {
             return Err(Error::validation("until must be in the future, before the year 10000"));
         }
@@ -134,11 +134,11 @@ impl Moderation {
         let record = BanRecord {
             banned_by: who.user_id.to_string(),
             banner_rank: access.rank.0,
-            banned_at: Utc::now(),
+            banned_at: self.store.now(),
             until: input.until,
             reason: reason.clone(),
         };
-        let entry = ModerationEntry::by(ModerationAction::Ban, &who.user_id)
+        let entry = ModerationEntry::by(ModerationAction::Ban, &who.user_id, self.store.now())
             .user(target)
             .reason(reason)
             .detail("until", input.until);
@@ -174,7 +174,7 @@ impl Moderation {
         if access.rank < Rank(ban.banner_rank) {
             return Err(Error::Forbidden("a higher-ranked member made this ban".into()));
         }
-        let entry = ModerationEntry::by(ModerationAction::Unban, &who.user_id).user(target);
+        let entry = ModerationEntry::by(ModerationAction::Unban, &who.user_id, self.store.now()).user(target);
         self.store.members.lift_ban_logged(room_id, target, &entry).await?;
         Ok(())
     }
@@ -183,7 +183,7 @@ impl Moderation {
     pub async fn list_bans(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<BanEntry>> {
         let access = self.access.access(room_id, &who.user_id).await?;
         access.require(Permission::ManageMembers)?;
-        let now = Utc::now();
+        let now = self.store.now();
         let bans = self.store.members.bans(room_id, MAX_LISTED_MEMBERS).await?;
         Ok(bans
             .into_iter()
@@ -227,7 +227,7 @@ impl Moderation {
         }
         let entry = |before: &Member, after: &Member| {
             let changed = before.roles != after.roles;
-            let entry = ModerationEntry::by(ModerationAction::MemberRolesSet, &who.user_id)
+            let entry = ModerationEntry::by(ModerationAction::MemberRolesSet, &who.user_id, self.store.now())
                 .user(target)
                 .detail("roleIds", &after.roles);
             changed.then_some(entry).into_iter().collect()

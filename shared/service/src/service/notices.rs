@@ -15,7 +15,6 @@
 use super::live::Signals;
 use std::collections::HashSet;
 
-use chrono::Utc;
 use futures::stream::{self, StreamExt};
 
 use crate::error::Result;
@@ -38,7 +37,7 @@ impl Signals {
         if self.live.is_none() {
             return;
         }
-        let lookers = match self.store.live.lookers(room, Utc::now()).await {
+        let lookers = match self.store.live.lookers(room, self.store.now()).await {
             Ok(lookers) => lookers,
             Err(e) => return tracing::warn!(%room, error = %e, "could not read who looks at a room"),
         };
@@ -169,7 +168,7 @@ impl Signals {
         // What a retention period expired is not previewed either: only its time stays.
         let expired_before = room
             .retention_seconds
-            .map(|seconds| Utc::now() - chrono::Duration::seconds(i64::from(seconds)));
+            .map(|seconds| self.store.now() - chrono::Duration::seconds(i64::from(seconds)));
         let last_message = found.last.map(|preview| match expired_before {
             Some(cutoff) if preview.created_at < cutoff => preview.expired(),
             _ => preview,

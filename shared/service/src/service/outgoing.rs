@@ -99,7 +99,7 @@ impl Sending {
             url,
             events,
             created_by: who.user_id.to_string(),
-            created_at: stored_time(Utc::now()),
+            created_at: stored_time(self.store.now()),
             status: EndpointStatus::Active,
             failing_since: None,
             disabled_at: None,

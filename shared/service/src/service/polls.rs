@@ -25,7 +25,7 @@ impl Reactions {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Vote)?;
-        refuse_timed_out(&access.member, chrono::Utc::now())?;
+        refuse_timed_out(&access.member, self.store.now())?;
         self.limiter.check_write_limits(&access, Write::Vote).await?;
         match &vote.option_id {
             Some(option) => {

@@ -163,7 +163,7 @@ impl PresenceKeeper {
 
     /// Renews this hub's heartbeat and sweeps the hubs of stopped processes; best effort.
     async fn hub_heartbeat(&self, tag: &str) {
-        let now = Utc::now();
+        let now = self.store.now();
         if let Err(e) = self.store.presence.beat_hub(tag, now + HUB_LEASE).await {
             tracing::warn!(error = %e, "the live hub's heartbeat was not renewed");
         }
@@ -244,7 +244,7 @@ impl PresenceKeeper {
         // Closed first, then the room it showed is no longer looked at through it (tiered
         // delivery): a view racing this close either finds the connection closed when it
         // checks again, or wrote the rows this reads (`Signals::view_room`).
-        let now = Utc::now();
+        let now = self.store.now();
         self.store.presence.close_connection(&user, &connection, now).await?;
         self.signals.connection_closed(user.as_str(), &connection).await;
         self.settle(&user, now).await
@@ -253,7 +253,7 @@ impl PresenceKeeper {
     /// Records one connection of `user` opened or closed, and announces the state when this
     /// flipped it.
     pub(crate) async fn connection_changed(&self, user: &UserId, connection: &str, open: bool) -> Result<()> {
-        let now = Utc::now();
+        let now = self.store.now();
         match open {
             true => self.store.presence.open_connection(user, connection, now).await?,
             false => self.store.presence.close_connection(user, connection, now).await?,
@@ -271,11 +271,11 @@ impl PresenceKeeper {
 
     /// Sets the caller's custom status and tells their rooms.
     pub async fn set_status(&self, who: &Principal, input: NewStatus) -> Result<Presence> {
-        let mut status = input.checked(Utc::now())?;
+        let mut status = input.checked(self.store.now())?;
         status.expires_at = status.expires_at.map(crate::store::stored_time);
         let presence = self.store.presence.set_status(&who.user_id, Some(&status)).await?;
         self.announce_presence(&who.user_id);
-        Ok(presence.as_of(Utc::now()))
+        Ok(presence.as_of(self.store.now()))
     }
 
     /// Clears the caller's custom status and tells their rooms.
@@ -287,13 +287,18 @@ impl PresenceKeeper {
 
     /// The caller's own presence and status.
     pub async fn my_presence(&self, who: &Principal) -> Result<Presence> {
-        Ok(self.store.presence.presence(&who.user_id).await?.as_of(Utc::now()))
+        Ok(self
+            .store
+            .presence
+            .presence(&who.user_id)
+            .await?
+            .as_of(self.store.now()))
     }
 
     /// `members` with the presence of the first [`MAX_PRESENCE_LISTED`] filled in: one point
     /// read each, [`PRESENCE_READS_AT_ONCE`] at a time.
     pub(crate) async fn with_presence(&self, members: Vec<MemberSummary>) -> Result<Vec<MemberSummary>> {
-        let now = Utc::now();
+        let now = self.store.now();
         futures::stream::iter(members.into_iter().enumerate())
             .map(|(i, mut member)| async move {
                 if i < MAX_PRESENCE_LISTED
@@ -332,7 +337,7 @@ impl PresenceKeeper {
 
     /// Sends `user`'s presence as stored now to each of their rooms' groups.
     async fn send_presence(&self, user: &UserId) -> Result<()> {
-        let presence = self.store.presence.presence(user).await?.as_of(Utc::now());
+        let presence = self.store.presence.presence(user).await?.as_of(self.store.now());
         for room in self.store.members.user_rooms(user, MAX_ROOMS_PER_USER).await? {
             let signal = Signal::Presence {
                 user_id: user.to_string(),

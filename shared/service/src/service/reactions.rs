@@ -35,7 +35,7 @@ impl Reactions {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::React)?;
-        refuse_timed_out(&access.member, chrono::Utc::now())?;
+        refuse_timed_out(&access.member, self.store.now())?;
         self.limiter.check_write_limits(&access, Write::Reaction).await?;
         let current = self.reactions(room, &who.user_id, &message).await?;
         if current.len() >= MAX_EMOJI_PER_MESSAGE && !current.iter().any(|r| r.emoji == emoji) {

@@ -26,7 +26,6 @@ use crate::reports::{
 };
 use crate::store::reports::{OpenGroup, Reported};
 use crate::store::stored_time;
-use chrono::Utc;
 use futures::future::try_join_all;
 
 /// Open groups read to find the most reported (the queue shows [`MAX_LISTED_GROUPS`]).
@@ -53,7 +52,7 @@ impl Editing {
             reporter_id: who.user_id.to_string(),
             reporter_name: access.member.display_name().to_owned(),
             reason,
-            reported_at: stored_time(Utc::now()),
+            reported_at: stored_time(self.store.now()),
         };
         Ok(
             match self
@@ -135,8 +134,9 @@ impl Editing {
         match input.action {
             ResolveAction::Delete => self.delete_message_for(who, room, id, reason).await,
             ResolveAction::Dismiss => {
+                let now = self.store.now();
                 let resolved = |group: &OpenGroup| {
-                    resolution_entry(Some(&who.user_id), group, Resolution::Dismissed).reason(reason.clone())
+                    resolution_entry(Some(&who.user_id), group, Resolution::Dismissed, now).reason(reason.clone())
                 };
                 let closed = self
                     .store
@@ -158,7 +158,8 @@ impl Editing {
         entries: Vec<ModerationEntry>,
     ) {
         let by = deleted.deleted_by.as_deref().and_then(|by| UserId::parse(by).ok());
-        let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted);
+        let now = self.store.now();
+        let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted, now);
         if let Err(e) = self
             .store
             .reports
@@ -182,7 +183,8 @@ impl Editing {
         let by = tombstone
             .and_then(|m| m.deleted_by.as_deref())
             .and_then(|by| UserId::parse(by).ok());
-        let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted);
+        let now = self.store.now();
+        let resolved = |group: &OpenGroup| resolution_entry(by.as_ref(), group, Resolution::MessageDeleted, now);
         self.store
             .reports
             .close_reports(room, key, Resolution::MessageDeleted, by.as_ref(), &[], resolved)
@@ -192,8 +194,13 @@ impl Editing {
 }
 
 /// The log entry of a group's resolution.
-fn resolution_entry(by: Option<&UserId>, group: &OpenGroup, resolution: Resolution) -> ModerationEntry {
-    ModerationEntry::new(ModerationAction::ReportsResolved, by)
+fn resolution_entry(
+    by: Option<&UserId>,
+    group: &OpenGroup,
+    resolution: Resolution,
+    at: chrono::DateTime<chrono::Utc>,
+) -> ModerationEntry {
+    ModerationEntry::new(ModerationAction::ReportsResolved, by, at)
         .message(group.message.as_str())
         .detail("resolution", resolution)
         .detail("reports", group.count)

@@ -38,7 +38,7 @@ impl RoomAccess {
             permissions: input.permissions,
             position: input.position,
         };
-        let entry = ModerationEntry::by(ModerationAction::RoleCreated, &who.user_id)
+        let entry = ModerationEntry::by(ModerationAction::RoleCreated, &who.user_id, self.store.now())
             .role(&role.id)
             .detail("name", &role.name)
             .detail("permissions", role.permissions)
@@ -55,7 +55,7 @@ impl RoomAccess {
         let entry = |before: &Role, after: &Role| {
             let changed =
                 (&before.name, before.permissions, before.position) != (&after.name, after.permissions, after.position);
-            let entry = ModerationEntry::by(ModerationAction::RoleChanged, &who.user_id)
+            let entry = ModerationEntry::by(ModerationAction::RoleChanged, &who.user_id, self.store.now())
                 .role(id)
                 .detail("name", &after.name)
                 .detail("permissions", after.permissions)
@@ -77,7 +77,7 @@ impl RoomAccess {
         access.require(Permission::ManageRoles)?;
         let role = self.role(room_id, id).await?;
         access.require_outranks(Rank(role.position))?;
-        let entry = ModerationEntry::by(ModerationAction::RoleDeleted, &who.user_id)
+        let entry = ModerationEntry::by(ModerationAction::RoleDeleted, &who.user_id, self.store.now())
             .role(id)
             .detail("name", &role.name);
         Ok(self.store.roles.delete_role(room_id, id, &entry).await?)

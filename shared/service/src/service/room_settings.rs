@@ -100,7 +100,8 @@ impl Rooms {
         let mut renamed = false;
         let entries = |before: &Room, after: &Room| {
             let mut entries = Vec::new();
-            let mut settings = ModerationEntry::by(ModerationAction::RoomSettingsChanged, &who.user_id);
+            let mut settings =
+                ModerationEntry::by(ModerationAction::RoomSettingsChanged, &who.user_id, self.store.now());
             let diff = |a: serde_json::Value, b: serde_json::Value| (a != b).then_some(b);
             let fields = [
                 ("name", diff(before.name.clone().into(), after.name.clone().into())),
@@ -133,9 +134,13 @@ impl Rooms {
                 entries.push(settings);
             }
             if before.everyone_permissions != after.everyone_permissions {
-                let entry = ModerationEntry::by(ModerationAction::EveryonePermissionsChanged, &who.user_id)
-                    .detail("from", before.everyone_permissions)
-                    .detail("to", after.everyone_permissions);
+                let entry = ModerationEntry::by(
+                    ModerationAction::EveryonePermissionsChanged,
+                    &who.user_id,
+                    self.store.now(),
+                )
+                .detail("from", before.everyone_permissions)
+                .detail("to", after.everyone_permissions);
                 entries.push(entry);
             }
             entries

@@ -26,7 +26,6 @@ use crate::store::members::Joined;
 use crate::store::rooms::Handover;
 use crate::store::stored_time;
 use crate::text::{plain_lines, plain_text};
-use chrono::Utc;
 use futures::future::try_join_all;
 
 /// Rooms a listing reads at once, in a wave of two rounds (at most two reads of each in flight):
@@ -57,7 +56,7 @@ impl Rooms {
             MAX_DESCRIPTION_CHARS,
         )?;
         let id = RoomId::generate();
-        let now = stored_time(Utc::now());
+        let now = stored_time(self.store.now());
         let room = Room {
             id: id.to_string(),
             name,
@@ -114,15 +113,15 @@ impl Rooms {
         if let Some(invitation) = invitation.as_ref().filter(|i| i.user_id.is_none()) {
             self.store
                 .invitations
-                .use_invitation(room_id, &invitation.id, Utc::now())
+                .use_invitation(room_id, &invitation.id, self.store.now())
                 .await?;
         }
-        let mut member = Member::new(who, MemberRole::Member, Utc::now());
+        let mut member = Member::new(who, MemberRole::Member, self.store.now());
         // A timeout outlives leaving and rejoining, as a ban does.
         member.timeout_until = self
             .store
             .members
-            .kept_timeout(room_id, &who.user_id, Utc::now())
+            .kept_timeout(room_id, &who.user_id, self.store.now())
             .await?;
         if self.store.members.add_member(room_id, &member).await? == Joined::AlreadyMember {
             return Ok(room);
@@ -250,7 +249,8 @@ impl Rooms {
         if target == who.user_id {
             return Err(Error::validation("you own the room already"));
         }
-        let entry = ModerationEntry::by(ModerationAction::OwnershipTransferred, &who.user_id).user(&target);
+        let entry =
+            ModerationEntry::by(ModerationAction::OwnershipTransferred, &who.user_id, self.store.now()).user(&target);
         let handover = self
             .store
             .rooms

@@ -125,7 +125,12 @@ impl Scheduler {
         };
         let claim = crate::service::attachments::Files::attachment_claim(&user, Some(&item.client_id()));
         for id in &item.attachments {
-            if let Err(e) = self.store.uploads.release_upload(&room, id, &claim, Utc::now()).await {
+            if let Err(e) = self
+                .store
+                .uploads
+                .release_upload(&room, id, &claim, self.store.now())
+                .await
+            {
                 tracing::warn!(%room, attachment = %id, error = %e, "could not release a scheduled message's attachment");
             }
         }

@@ -17,7 +17,6 @@ use crate::subscriptions::{
     DoNotDisturb, MAX_ENDPOINT_CHARS, MAX_SUBSCRIPTIONS_PER_USER, NewSubscription, PushSubscription, Unsubscribe,
     check_keys,
 };
-use chrono::Utc;
 
 /// Checks an endpoint URL when it is registered: https to a public host, unless private
 /// endpoints are allowed ([`outbound::check_url`], the rule every push is sent under). What a
@@ -57,7 +56,7 @@ impl Accounts {
         let subscription = PushSubscription {
             endpoint: input.endpoint,
             keys: input.keys,
-            created_at: stored_time(Utc::now()),
+            created_at: stored_time(self.store.now()),
         };
         self.store
             .subscriptions
@@ -77,7 +76,7 @@ impl Accounts {
     /// Sets the caller's do-not-disturb (until a time; no time ends it): while it holds, no
     /// push reaches them at all.
     pub async fn set_do_not_disturb(&self, who: &Principal, input: DoNotDisturb) -> Result<DoNotDisturb> {
-        let dnd = input.checked(Utc::now())?;
+        let dnd = input.checked(self.store.now())?;
         let dnd = DoNotDisturb {
             until: dnd.until.map(stored_time),
         };
@@ -92,7 +91,7 @@ impl Accounts {
             .subscriptions
             .push_targets(&who.user_id, MAX_SUBSCRIPTIONS_PER_USER)
             .await?;
-        Ok(match dnd.holds_at(Utc::now()) {
+        Ok(match dnd.holds_at(self.store.now()) {
             true => dnd,
             false => DoNotDisturb::default(),
         })

@@ -16,7 +16,6 @@
 
 use super::send::Sending;
 use crate::service::send::Submission;
-use chrono::Utc;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
@@ -43,11 +42,12 @@ impl Sending {
             room_id: room.to_string(),
             name,
             created_by: who.user_id.to_string(),
-            created_at: stored_time(Utc::now()),
+            created_at: stored_time(self.store.now()),
             automation: input.automation.unwrap_or(false),
             token_hash,
         };
-        let logged = webhook_entry(ModerationAction::WebhookCreated, who, &hook.id).detail("name", &hook.name);
+        let logged =
+            webhook_entry(ModerationAction::WebhookCreated, who, &hook.id, self.store.now()).detail("name", &hook.name);
         self.store.webhooks.insert_webhook(&hook, &logged).await?;
         Ok(WebhookWithUrl {
             url: webhooks::url(&hook.id, &token),
@@ -70,7 +70,7 @@ impl Sending {
         let name = input.checked()?;
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
-        let logged = webhook_entry(ModerationAction::WebhookRenamed, who, id).detail("name", &name);
+        let logged = webhook_entry(ModerationAction::WebhookRenamed, who, id, self.store.now()).detail("name", &name);
         Ok(self
             .store
             .webhooks
@@ -83,7 +83,7 @@ impl Sending {
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
         let (token, token_hash) = webhooks::new_token();
-        let logged = webhook_entry(ModerationAction::WebhookRotated, who, id);
+        let logged = webhook_entry(ModerationAction::WebhookRotated, who, id, self.store.now());
         let hook = self
             .store
             .webhooks
@@ -98,7 +98,7 @@ impl Sending {
     pub async fn delete_webhook(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
         self.webhook_manager(room, who).await?;
         webhooks::check_id_of(room, id)?;
-        let logged = webhook_entry(ModerationAction::WebhookDeleted, who, id);
+        let logged = webhook_entry(ModerationAction::WebhookDeleted, who, id, self.store.now());
         Ok(self.store.webhooks.delete_webhook(room, id, &logged).await?)
     }
 
@@ -167,6 +167,11 @@ impl Sending {
 }
 
 /// The log line of a change to webhook `id` by `who`.
-fn webhook_entry(action: ModerationAction, who: &Principal, id: &str) -> ModerationEntry {
-    ModerationEntry::by(action, &who.user_id).detail("webhookId", id)
+fn webhook_entry(
+    action: ModerationAction,
+    who: &Principal,
+    id: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> ModerationEntry {
+    ModerationEntry::by(action, &who.user_id, at).detail("webhookId", id)
 }

@@ -7,7 +7,9 @@
 //! (connect errors, timeouts, a body cut short) become `Unavailable`: the caller may retry.
 //! Statuses are not interpreted here; see [`super::service_error`].
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+use tabletalk_clock::SystemClock;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
@@ -96,7 +98,8 @@ impl Transport {
     ) -> Result<Reply> {
         let url = Url::parse(&format!("{}{path_and_query}", self.account.table_endpoint))
             .map_err(|e| StoreError::internal(format!("cannot form a URL from {path_and_query:?}: {e}")))?;
-        let date = httpdate::fmt_http_date(SystemTime::now());
+        // Azure checks the date against its own clock: the system's, whatever a test's says.
+        let date = httpdate::fmt_http_date(SystemClock.system_time());
         let comp = url
             .query_pairs()
             .find(|(k, _)| k == "comp")

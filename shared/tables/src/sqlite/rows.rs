@@ -11,6 +11,7 @@ use std::ops::Bound;
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params};
+use tabletalk_clock::{Clock as _, SystemClock};
 
 use super::props;
 use super::session::sql_error;
@@ -18,9 +19,10 @@ use crate::entity::format_datetime;
 use crate::{Continuation, ETag, Entity, ErrorKind, IfMatch, Page, RangeQuery, Result, StoreError, UpdateMode, Value};
 
 /// A write's version: a fresh ETag, unique across processes (the commit time plus random
-/// bits), and that time as the row's timestamp stores it — formatted once for both.
+/// bits), and that time as the row's timestamp stores it — formatted once for both. The
+/// storage engine's own stamp, as Azure's `Timestamp` is the service's: the system clock.
 fn stamp() -> (ETag, String) {
-    let ts = format_datetime(&Utc::now());
+    let ts = format_datetime(&SystemClock.now());
     let etag = ETag(format!("W/\"datetime'{ts}'{:08x}\"", rand::random::<u32>()));
     (etag, ts)
 }

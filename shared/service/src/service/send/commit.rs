@@ -49,7 +49,7 @@ pub(super) enum Stored {
 impl Sending {
     /// Stores `post` as a new message of `room` at the next free tick.
     pub(super) async fn commit(&self, room: &RoomId, post: Post, known: Prefetched) -> Result<Stored> {
-        let mut ticks = (self.clock)();
+        let mut ticks = self.ticks.at(self.time.now());
         let client = post.idempotency.as_ref().map(|(user, client_id)| (user, client_id));
         let replier = post.reader.as_ref().filter(|_| post.thread_id.is_some());
         let mut outbox_marked = false;

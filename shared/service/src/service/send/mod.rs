@@ -107,7 +107,7 @@ enum Admitted {
 /// adapters and settings, the components it calls and the publisher of committed messages.
 pub struct Sending {
     pub(crate) store: crate::store::Store,
-    pub(crate) clock: fn() -> crate::keys::Ticks,
+    pub(crate) ticks: Arc<crate::keys::TickSource>,
     pub(crate) time: Arc<dyn crate::adapters::clock::Clock>,
     pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
     pub(crate) automation: Option<Arc<crate::adapters::events::EventGrid>>,

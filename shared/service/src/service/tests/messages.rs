@@ -55,11 +55,11 @@ async fn sends_in_the_same_tick_are_all_stored() {
     }
     let shared = store();
     let (first, room) = chat_on(Tables::new(shared.clone())).await;
-    let first = first.with_clock(frozen);
+    let first = first.with_ticks(crate::keys::TickSource::Frozen(frozen()));
     let second = Chat::open(Tables::new(shared), Schema::with_prefix("").unwrap())
         .await
         .unwrap()
-        .with_clock(frozen);
+        .with_ticks(crate::keys::TickSource::Frozen(frozen()));
     let mut sends = tokio::task::JoinSet::new();
     for i in 0..20 {
         let (chat, room) = (if i % 2 == 0 { first.clone() } else { second.clone() }, room.clone());
@@ -265,7 +265,7 @@ async fn a_send_whose_tick_holds_a_message_takes_the_next_tick(tables: Tables, s
         .await
         .unwrap();
     let room = RoomId::parse(&room.id).unwrap();
-    let chat = chat.with_clock(frozen);
+    let chat = chat.with_ticks(crate::keys::TickSource::Frozen(frozen()));
     let first = chat.sending.send_message(&alice(), &room, text("first")).await.unwrap();
     let second = chat
         .sending
