@@ -70,13 +70,6 @@ async fn invoke(app: &str, function: &str, data: Value) -> (u16, Value) {
     (status, response.json().await.unwrap())
 }
 
-async fn run_timer(app: &TestApp, function: &str) -> String {
-    let timer = json!({ "timer": { "Schedule": { "AdjustForDST": true }, "IsPastDue": false } });
-    let (status, response) = invoke(&app.base, function, timer).await;
-    assert_eq!(status, 200, "{response}");
-    response["Logs"][0].as_str().unwrap().to_owned()
-}
-
 /// The pushes `device` received, decrypted.
 fn pushes_to(service: &Service, device: &Device) -> Vec<Value> {
     service
@@ -140,7 +133,7 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     let stored = get_message(&app, "bob", &room, &id).await;
     assert_eq!(stored.status, StatusCode::OK, "{backend:?}: the message is stored");
     assert_eq!(
-        run_timer(&app, "republishEvents").await,
+        app.run_timer("republishEvents").await,
         "republished 0 events",
         "{backend:?}: too young to republish"
     );
@@ -166,7 +159,7 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
         topic.accepted.lock().unwrap().is_empty(),
         "{backend:?}: nothing published yet"
     );
-    assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
+    assert_eq!(app.run_timer("republishEvents").await, "republished 1 events");
     let received = wait_for(&service, 1).await;
     assert_eq!(received.len(), 1, "{backend:?}: exactly one push");
     let pushes = pushes_to(&service, &bobs);
@@ -178,7 +171,7 @@ async fn an_event_grid_outage_loses_no_event_and_repeats_push_nothing(backend: B
     assert_eq!(event["type"], "tabletalk.message.created");
 
     // Nothing is left to republish, and every repeat of the event is absorbed.
-    assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
+    assert_eq!(app.run_timer("republishEvents").await, "republished 0 events");
     let (status, _) = invoke(&app.base, "notify", json!({ "eventGridEvent": event })).await;
     assert_eq!(status, 200);
     let webhook = app
@@ -461,10 +454,10 @@ async fn a_fan_out_cut_short_after_the_answer_is_republished() {
     // one-second lease, which is kept in real time.
     clock.advance_ms(6000);
     tokio::time::sleep(Duration::from_millis(1100).saturating_sub(started.elapsed())).await;
-    assert_eq!(run_timer(&app, "republishEvents").await, "republished 1 events");
+    assert_eq!(app.run_timer("republishEvents").await, "republished 1 events");
     let received = service.received.lock().unwrap().len();
     assert_eq!(received, 2, "the event was pushed again after the restart");
-    assert_eq!(run_timer(&app, "republishEvents").await, "republished 0 events");
+    assert_eq!(app.run_timer("republishEvents").await, "republished 0 events");
     redeliver_until_accepted(&app, &event).await;
     assert_eq!(service.received.lock().unwrap().len(), 2, "and then it was done");
 }

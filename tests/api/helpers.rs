@@ -2,10 +2,8 @@
 //! directory, or a random table prefix on Azurite), plus a small HTTP client for the API.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -37,26 +35,10 @@ impl Backend {
         }
     }
 
-    /// Azurite, or `None` when it is unreachable outside CI. Under `CI` an unreachable Azurite
-    /// fails the test: it never skips there.
+    /// Azurite, when the backend matrix's rule runs it (`storage::matrix::azurite_account`:
+    /// always under `CI`, where an unreachable Azurite fails the test).
     pub fn azurite() -> Option<Backend> {
-        let connection =
-            std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".to_owned());
-        let port = connection
-            .split(';')
-            .find_map(|part| part.strip_prefix("TableEndpoint="))
-            .and_then(|url| url.split(':').nth(2))
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|p| p.parse::<u16>().ok())
-            .unwrap_or(10002);
-        let reachable = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)).is_ok();
-        if !reachable {
-            if std::env::var_os("CI").is_some() {
-                panic!("Azurite is not reachable on port {port} and CI is set: the Azurite tests must run");
-            }
-            eprintln!("note: Azurite not reachable on port {port}; skipping this Azurite test");
-            return None;
-        }
+        let connection = tabletalk::storage::matrix::azurite_account()?;
         let prefix = format!("e{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
         // The blob service: `tests/run` starts it and names it; under CI it must be named.
         let blob = match std::env::var("TABLETALK_TEST_AZURITE_BLOB") {
@@ -74,32 +56,16 @@ impl Backend {
     }
 }
 
-/// Runs each named `async fn(Backend)` of the calling module once per backend, as the tests
-/// `embedded::<name>` and `azurite::<name>`: a failure names the backend it failed on, and
-/// `cargo test embedded::` runs the embedded half alone. The Azurite test passes without
-/// running outside CI when Azurite is unreachable, and fails under CI ([`Backend::azurite`]).
-/// A function left out of the list is dead code, which the compiler reports.
+/// Runs each named `async fn(Backend)` of the calling module once per backend, through the
+/// one backend matrix (`storage::backend_matrix!`), as `embedded::<name>` and
+/// `azurite::<name>`.
 macro_rules! backend_tests {
     ($($name:ident),+ $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name($crate::helpers::Backend::embedded()).await;
-                }
-            )+
-        }
-
-        mod azurite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    if let Some(backend) = $crate::helpers::Backend::azurite() {
-                        super::$name(backend).await;
-                    }
-                }
-            )+
-        }
+        tabletalk::storage::backend_matrix!(
+            embedded: $crate::helpers::Backend::embedded(),
+            azurite: $crate::helpers::Backend::azurite();
+            $($name),+
+        );
     };
 }
 pub(crate) use backend_tests;
@@ -198,6 +164,27 @@ impl TestApp {
             .find_map(|line| line.strip_prefix("VmHWM:"))
             .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmHWM in /proc/<pid>/status")
+    }
+}
+
+impl TestApp {
+    /// One invocation of the timer function `function` as the Functions host makes it; its
+    /// log line.
+    pub async fn run_timer(&self, function: &str) -> String {
+        let invocation = json!({
+            "Data": { "timer": { "Schedule": { "AdjustForDST": true }, "IsPastDue": false } },
+            "Metadata": { "sys": { "MethodName": function, "UtcNow": chrono::Utc::now(), "RandGuid": "x" } }
+        });
+        let reply = self
+            .http
+            .post(format!("{}/{function}", self.base))
+            .json(&invocation)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), StatusCode::OK, "{function}");
+        let body: Value = reply.json().await.unwrap();
+        body["Logs"][0].as_str().unwrap_or_default().to_owned()
     }
 }
 

@@ -134,20 +134,6 @@ async fn start_receiver() -> (Receiver, String) {
     (receiver, url)
 }
 
-/// One invocation of the `deliverWebhooks` timer function; its log line.
-async fn run_timer(app: &TestApp) -> String {
-    let reply = app
-        .http
-        .post(format!("{}/deliverWebhooks", app.base))
-        .json(&json!({ "Data": {}, "Metadata": {} }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), StatusCode::OK);
-    let body: Value = reply.json().await.unwrap();
-    body["Logs"][0].as_str().unwrap_or_default().to_owned()
-}
-
 /// Runs the timer until the receiver has handled `count` events (a nudged run in the
 /// background may be holding one); bounded.
 async fn deliver_until(app: &TestApp, receiver: &Receiver, count: usize) {
@@ -155,7 +141,7 @@ async fn deliver_until(app: &TestApp, receiver: &Receiver, count: usize) {
         if receiver.state().handled.len() >= count {
             return;
         }
-        run_timer(app).await;
+        app.run_timer("deliverWebhooks").await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!(
@@ -231,7 +217,7 @@ async fn the_receiver_sees_each_event_once_with_a_valid_signature_through_an_out
         StatusCode::NO_CONTENT,
     );
     for _ in 0..12 {
-        tokio::join!(run_timer(&a), run_timer(&b));
+        tokio::join!(a.run_timer("deliverWebhooks"), b.run_timer("deliverWebhooks"));
         clock.advance_s(30);
     }
     let failed = receiver.state().hits.iter().filter(|h| h.answered == 503).count();
@@ -259,7 +245,7 @@ async fn the_receiver_sees_each_event_once_with_a_valid_signature_through_an_out
             break;
         }
         clock.advance_s(300);
-        tokio::join!(run_timer(&a), run_timer(&b));
+        tokio::join!(a.run_timer("deliverWebhooks"), b.run_timer("deliverWebhooks"));
     }
 
     let state = receiver.state();
@@ -336,22 +322,22 @@ async fn an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told(backend
     let room = app.create_room("alice").await;
     let hook = register_receiver(&app, &room, &receiver, &url).await;
     app.post("alice", &room, "nobody hears this").await;
-    run_timer(&app).await;
+    app.run_timer("deliverWebhooks").await;
     // Hourly for 23 hours: failing, still active.
     for _ in 0..23 {
         clock.advance_s(3600 + 1);
-        run_timer(&app).await;
+        app.run_timer("deliverWebhooks").await;
     }
     assert_eq!(hooks(&app, &room).await[0]["status"], "active");
     // Past a day of failures: disabled.
     for _ in 0..2 {
         clock.advance_s(3600 + 1);
-        run_timer(&app).await;
+        app.run_timer("deliverWebhooks").await;
     }
     let listed = hooks(&app, &room).await;
     assert_eq!(listed[0]["status"], "disabled", "{}", listed[0]);
     assert!(listed[0]["disabledAt"].is_string());
-    run_timer(&app).await;
+    app.run_timer("deliverWebhooks").await;
     let abandoned = deliveries(&app, &room, &hook).await;
     assert_eq!(abandoned.len(), 1);
     assert_eq!(abandoned[0]["status"], "abandoned", "{abandoned:?}");
@@ -370,8 +356,8 @@ async fn an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told(backend
     receiver.state().up = true;
     app.post("alice", &room, "after").await;
     clock.advance_s(3600);
-    run_timer(&app).await;
-    run_timer(&app).await;
+    app.run_timer("deliverWebhooks").await;
+    app.run_timer("deliverWebhooks").await;
     assert_eq!(receiver.state().hits.len(), hits);
     assert!(receiver.state().bad_signatures.is_empty());
 }
@@ -528,7 +514,7 @@ async fn an_endpoint_gets_nothing_once_its_maker_is_banned(backend: Backend) {
     app.post("alice", &room, "after the ban").await;
     deliver_until(&app, &alices, 2).await;
     for _ in 0..3 {
-        run_timer(&app).await;
+        app.run_timer("deliverWebhooks").await;
     }
     assert_eq!(bobs.state().handled.len(), 1, "the banned maker's endpoint got more");
     assert!(
@@ -555,7 +541,7 @@ async fn a_message_deleted_or_erased_before_its_delivery_is_never_posted(backend
     receiver.state().up = false;
     let deleted = app.post("alice", &room, "words deleted before delivery").await;
     app.post("bob", &room, "words erased before delivery").await;
-    run_timer(&app).await;
+    app.run_timer("deliverWebhooks").await;
     assert_status(
         &delete_message(&app, "alice", &room, &deleted).await,
         StatusCode::NO_CONTENT,
@@ -574,7 +560,7 @@ async fn a_message_deleted_or_erased_before_its_delivery_is_never_posted(backend
     clock.advance_s(3600);
     deliver_until(&app, &receiver, 2).await;
     for _ in 0..3 {
-        run_timer(&app).await;
+        app.run_timer("deliverWebhooks").await;
     }
     let handled: Vec<Value> = receiver.state().handled.values().cloned().collect();
     let kinds: Vec<&str> = handled.iter().map(|event| event["type"].as_str().unwrap()).collect();

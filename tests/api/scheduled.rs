@@ -32,20 +32,6 @@ fn handler(clock: &TestClock, backend: &Backend) -> TestApp {
     clock.spawn(backend, &[("FUNCTIONS_CUSTOMHANDLER_PORT", "0")])
 }
 
-/// One invocation of the `sendScheduled` timer function; its log line.
-async fn run_timer(app: &TestApp) -> String {
-    let reply = app
-        .http
-        .post(format!("{}/sendScheduled", app.base))
-        .json(&json!({ "Data": {}, "Metadata": {} }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), StatusCode::OK);
-    let body: Value = reply.json().await.unwrap();
-    body["Logs"][0].as_str().unwrap_or_default().to_owned()
-}
-
 async fn schedule(app: &TestApp, user: &str, room: &str, body: Value) -> Reply {
     app.act(Method::POST, user, &format!("/rooms/{room}/scheduled"), body)
         .await
@@ -100,10 +86,15 @@ async fn a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_rep
     assert_status(&poll, StatusCode::CREATED);
     ids.push(poll.body["id"].as_str().unwrap().to_owned());
 
-    run_timer(&a).await;
+    a.run_timer("sendScheduled").await;
     assert!(texts(&a, &room).await.is_empty(), "nothing before its time");
     clock.advance_s(60);
-    tokio::join!(run_timer(&a), run_timer(&b), run_timer(&a), run_timer(&b));
+    tokio::join!(
+        a.run_timer("sendScheduled"),
+        b.run_timer("sendScheduled"),
+        a.run_timer("sendScheduled"),
+        b.run_timer("sendScheduled")
+    );
     let mut sent = texts(&a, &room).await;
     sent.sort();
     assert_eq!(sent, ["first", "poll: lunch?", "second", "third"]);
@@ -117,7 +108,7 @@ async fn a_scheduled_message_is_sent_once_at_its_time_by_two_processes_and_a_rep
         assert!(message["clientId"].as_str().unwrap().starts_with("sched."));
     }
     clock.advance_s(3600);
-    run_timer(&b).await;
+    b.run_timer("sendScheduled").await;
     assert_eq!(texts(&a, &room).await.len(), 4, "sent once, for good");
 }
 
@@ -135,14 +126,14 @@ async fn a_sender_that_stopped_between_claim_and_send_is_taken_over_once_its_cla
     drop(crashed);
     assert_eq!(status_of(&app, "alice", &room, &id).await["status"], "sending");
 
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     assert!(
         texts(&app, &room).await.is_empty(),
         "the claim holds while its sender may be at it"
     );
     clock.advance_s(60);
-    run_timer(&app).await;
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
+    app.run_timer("sendScheduled").await;
     assert_eq!(texts(&app, &room).await, ["after the crash"]);
     let item = status_of(&app, "alice", &room, &id).await;
     assert_eq!(
@@ -197,7 +188,7 @@ async fn each_refusal_at_send_time_is_recorded_in_the_items_status(backend: Back
     assert_status(&read_only, StatusCode::OK);
 
     clock.advance_s(30);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     assert!(texts(&app, &room).await.is_empty() && texts(&app, &quiet).await.is_empty());
     let expected = [
         ("carol", "NOT_FOUND", "not found"),
@@ -272,13 +263,13 @@ async fn edit_and_cancel_change_what_is_sent_and_only_while_waiting(backend: Bac
         .assert_error(404, "NOT_FOUND");
 
     clock.advance_s(60);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     assert!(
         texts(&app, &room).await.is_empty(),
         "moved later, and the other cancelled"
     );
     clock.advance_s(60);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     assert_eq!(texts(&app, &room).await, ["final"]);
     assert_eq!(posts(app.read_all("alice", &room, "asc", 100).await).len(), 1);
     app.act(Method::PATCH, "alice", &path(&moved), json!({ "text": "too late" }))
@@ -499,7 +490,7 @@ async fn a_scheduled_messages_attachments_are_checked_when_scheduled_held_for_it
     );
 
     clock.advance_s(60);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     let message = sent_message(&app, &room, &status_of(&app, "alice", &room, &id).await).await;
     assert_eq!(message["text"], "see attached");
     let files = message["attachments"].as_array().unwrap();
@@ -558,7 +549,7 @@ async fn a_file_gone_by_its_time_refuses_the_item_and_a_refused_or_cancelled_ite
         }
     }
     clock.advance_s(60);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     let item = status_of(&app, "alice", &room, refused.body["id"].as_str().unwrap()).await;
     assert_eq!(item["status"], "refused", "{backend:?}: {item}");
     assert_eq!(item["refusal"]["code"], "NOT_FOUND", "{item}");
@@ -592,7 +583,7 @@ async fn a_file_held_for_a_scheduled_message_outlives_the_expiry_of_unattached_u
     assert_eq!(report.uploads_expired, 0, "{backend:?}: {report:?}");
     assert_eq!(objects_under(&backend, &format!("{room}/")).await.len(), 1);
     clock.advance_s(two_days);
-    run_timer(&app).await;
+    app.run_timer("sendScheduled").await;
     let message = sent_message(
         &app,
         &room,

@@ -1,10 +1,10 @@
 //! The conformance suite every backend passes: plain async functions over [`Tables`], in the
 //! style of object_store's `integration.rs`.
 //!
-//! A backend's test module invokes [`conformance_tests!`] with an async expression that yields
-//! `Option<Fixture>` (`None` = the service is not reachable and the run may skip; a backend
-//! that must not skip panics instead). Every function creates its own uniquely named tables
-//! through the fixture, so the suite runs in parallel against one shared service.
+//! The suite runs on both backends through the one backend matrix (`crate::backend_matrix!`),
+//! as `conformance::embedded::<name>` and `conformance::azurite::<name>`. Every function
+//! creates its own uniquely named tables through the fixture, so the suite runs in parallel
+//! against one shared service.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -33,25 +33,31 @@ impl Fixture {
     }
 }
 
-/// Generates one `#[tokio::test]` per conformance function for a backend.
-#[macro_export]
-macro_rules! conformance_tests {
-    ($fixture:expr) => {
-        $crate::conformance_tests!(@each $fixture;
-            crud, statuses, if_match_any, merge_vs_replace, upsert, range_and_continuation,
-            batch_applies_all, batch_atomicity, batch_limits, forbidden_keys, awkward_keys,
-            property_types, oversize, concurrent_conditional_updates, missing_table, etag_changes);
-    };
-    (@each $fixture:expr; $($name:ident),*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                if let Some(fixture) = $fixture {
-                    $crate::conformance::$name(&fixture).await;
-                }
-            }
-        )*
-    };
+#[cfg(test)]
+crate::backend_matrix!(
+    embedded: embedded_fixture(),
+    azurite: azurite_fixture();
+    crud, statuses, if_match_any, merge_vs_replace, upsert, range_and_continuation,
+    batch_applies_all, batch_atomicity, batch_limits, forbidden_keys, awkward_keys,
+    property_types, oversize, concurrent_conditional_updates, missing_table, etag_changes
+);
+
+/// A fresh embedded store in its own temporary directory (under the test run's scratch
+/// directory, which `tests/run` removes).
+#[cfg(test)]
+fn embedded_fixture() -> Fixture {
+    let dir = std::env::temp_dir().join(format!("tt-conformance-{}", uuid::Uuid::new_v4().simple()));
+    let store = crate::sqlite::SqliteTables::open(dir.join("tables.sqlite"), crate::sqlite::Durability::Normal)
+        .expect("open store");
+    Fixture::new(Tables::new(store))
+}
+
+/// Azurite, when the matrix's rule says it runs.
+#[cfg(test)]
+fn azurite_fixture() -> Option<Fixture> {
+    let account = crate::matrix::azurite_account()?;
+    let backend = crate::azure::AzureTables::from_connection_string(&account).expect("the Azurite account");
+    Some(Fixture::new(Tables::new(backend)))
 }
 
 fn sample(pk: &str, rk: &str) -> Entity {
@@ -76,7 +82,7 @@ async fn must_get(tables: &Tables, table: &TableName, pk: &str, rk: &str) -> Ent
 }
 
 /// Insert, read, replace, delete.
-pub async fn crud(f: &Fixture) {
+pub async fn crud(f: Fixture) {
     let t = f.table("crud").await;
     let etag = f.tables.insert(&t, &sample("p", "r")).await.unwrap();
     let got = must_get(&f.tables, &t, "p", "r").await;
@@ -96,7 +102,7 @@ pub async fn crud(f: &Fixture) {
 }
 
 /// 409 on a duplicate insert, 404 on a missing entity, 412 on a stale ETag.
-pub async fn statuses(f: &Fixture) {
+pub async fn statuses(f: Fixture) {
     let t = f.table("statuses").await;
     let first = f.tables.insert(&t, &sample("p", "r")).await.unwrap();
     assert_eq!(
@@ -135,7 +141,7 @@ pub async fn statuses(f: &Fixture) {
 }
 
 /// `If-Match: *` writes whatever version is there, but the entity must exist.
-pub async fn if_match_any(f: &Fixture) {
+pub async fn if_match_any(f: Fixture) {
     let t = f.table("ifmatchany").await;
     f.tables.insert(&t, &sample("p", "r")).await.unwrap();
     let replaced = Entity::new("p", "r").with("other", Value::Bool(true));
@@ -152,7 +158,7 @@ pub async fn if_match_any(f: &Fixture) {
 }
 
 /// Merge keeps properties the write does not name; replace drops them.
-pub async fn merge_vs_replace(f: &Fixture) {
+pub async fn merge_vs_replace(f: Fixture) {
     let t = f.table("merge").await;
     f.tables.insert(&t, &sample("p", "m")).await.unwrap();
     f.tables.insert(&t, &sample("p", "r")).await.unwrap();
@@ -173,7 +179,7 @@ pub async fn merge_vs_replace(f: &Fixture) {
 }
 
 /// Upsert inserts when missing, and replaces or merges when present.
-pub async fn upsert(f: &Fixture) {
+pub async fn upsert(f: Fixture) {
     let t = f.table("upsert").await;
     f.tables
         .upsert(&t, &sample("p", "r"), UpdateMode::Replace)
@@ -194,7 +200,7 @@ pub async fn upsert(f: &Fixture) {
 
 /// More than 1000 rows: pages of at most `$top`, each row once, in row-key order, across
 /// continuations; range bounds honoured; other partitions excluded.
-pub async fn range_and_continuation(f: &Fixture) {
+pub async fn range_and_continuation(f: Fixture) {
     let t = f.table("range").await;
     let total = 1234;
     let keys: Vec<String> = (0..total).map(|i| format!("{i:06}")).collect();
@@ -248,7 +254,7 @@ pub async fn range_and_continuation(f: &Fixture) {
 }
 
 /// A successful batch applies every operation and reports each new ETag.
-pub async fn batch_applies_all(f: &Fixture) {
+pub async fn batch_applies_all(f: Fixture) {
     let t = f.table("batchok").await;
     let b = f.tables.insert(&t, &sample("p", "b")).await.unwrap();
     f.tables.insert(&t, &sample("p", "c")).await.unwrap();
@@ -282,7 +288,7 @@ pub async fn batch_applies_all(f: &Fixture) {
 }
 
 /// A failing operation fails the whole batch, names its index, and leaves nothing behind.
-pub async fn batch_atomicity(f: &Fixture) {
+pub async fn batch_atomicity(f: Fixture) {
     let t = f.table("batchfail").await;
     let stale = f.tables.insert(&t, &sample("p", "b")).await.unwrap();
     f.tables
@@ -352,7 +358,7 @@ pub async fn batch_atomicity(f: &Fixture) {
 }
 
 /// Batches Azure refuses are refused here too, before anything is written.
-pub async fn batch_limits(f: &Fixture) {
+pub async fn batch_limits(f: Fixture) {
     let t = f.table("batchlimits").await;
     let too_many: Vec<BatchOp> = (0..101)
         .map(|i| BatchOp::Insert(sample("p", &format!("{i:03}"))))
@@ -396,7 +402,7 @@ pub async fn batch_limits(f: &Fixture) {
 }
 
 /// Keys with `/ \ # ?` or control characters are refused with a message naming the rule.
-pub async fn forbidden_keys(f: &Fixture) {
+pub async fn forbidden_keys(f: Fixture) {
     let t = f.table("forbidden").await;
     for bad in [
         "a/b",
@@ -425,7 +431,7 @@ pub async fn forbidden_keys(f: &Fixture) {
 }
 
 /// Quotes, spaces, percent signs and non-ASCII work in keys, through every operation.
-pub async fn awkward_keys(f: &Fixture) {
+pub async fn awkward_keys(f: Fixture) {
     let t = f.table("awkward").await;
     let keys = [
         "o'brien",
@@ -469,7 +475,7 @@ pub async fn awkward_keys(f: &Fixture) {
 }
 
 /// Every property type reads back as written.
-pub async fn property_types(f: &Fixture) {
+pub async fn property_types(f: Fixture) {
     let t = f.table("types").await;
     let at = Utc.with_ymd_and_hms(2026, 11, 30, 12, 34, 56).unwrap() + chrono::Duration::microseconds(123_456);
     let entity = Entity::new("p", "r")
@@ -503,7 +509,7 @@ pub async fn property_types(f: &Fixture) {
 }
 
 /// Oversize properties and entities are refused and nothing is stored.
-pub async fn oversize(f: &Fixture) {
+pub async fn oversize(f: Fixture) {
     let t = f.table("oversize").await;
     let at_limit = Entity::new("p", "ok").with("s", Value::String("x".repeat(32 * 1024)));
     f.tables.insert(&t, &at_limit).await.unwrap();
@@ -529,7 +535,7 @@ pub async fn oversize(f: &Fixture) {
 
 /// N writers race with the same ETag on one entity, round after round: exactly one wins each
 /// round and the others see 412.
-pub async fn concurrent_conditional_updates(f: &Fixture) {
+pub async fn concurrent_conditional_updates(f: Fixture) {
     let t = f.table("race").await;
     f.tables
         .insert(&t, &sample("p", "r").with("round", Value::Int64(0)))
@@ -567,7 +573,7 @@ pub async fn concurrent_conditional_updates(f: &Fixture) {
 }
 
 /// Writing to a table that was never created is a 404, not a silent create.
-pub async fn missing_table(f: &Fixture) {
+pub async fn missing_table(f: Fixture) {
     let t = TableName::parse(format!("{}never", f.prefix)).unwrap();
     assert_eq!(kind(f.tables.insert(&t, &sample("p", "r")).await), ErrorKind::NotFound);
     let batch = vec![BatchOp::Insert(sample("p", "r"))];
@@ -575,7 +581,7 @@ pub async fn missing_table(f: &Fixture) {
 }
 
 /// Every write gives the entity a new ETag, and reads report the current one.
-pub async fn etag_changes(f: &Fixture) {
+pub async fn etag_changes(f: Fixture) {
     let t = f.table("etags").await;
     let mut seen: Vec<ETag> = vec![f.tables.insert(&t, &sample("p", "r")).await.unwrap()];
     for _ in 0..3 {

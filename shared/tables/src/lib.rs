@@ -14,6 +14,7 @@ pub mod conformance;
 pub mod entity;
 pub mod error;
 pub mod faults;
+pub mod matrix;
 pub mod rules;
 pub mod sqlite;
 

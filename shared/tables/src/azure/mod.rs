@@ -221,43 +221,24 @@ impl TableBackend for AzureTables {
 
 #[cfg(test)]
 mod tests {
-    //! Runs the conformance suite against Azurite (or whatever `TABLETALK_TEST_AZURITE` names),
-    //! plus what only this backend has: table lifecycle, authentication and transport errors.
+    //! What only the Azure backend has: table lifecycle, authentication and transport errors,
+    //! against Azurite (or whatever `TABLETALK_TEST_AZURITE` names). The conformance suite
+    //! runs on it through the backend matrix (`crate::conformance`).
 
     use super::*;
-    use crate::conformance::Fixture;
-    use crate::{ErrorKind, Tables};
+    use crate::ErrorKind;
 
-    /// The account under test: `TABLETALK_TEST_AZURITE`, default the local emulator.
+    /// The account under test, when the backend matrix's rule runs Azurite tests
+    /// (`crate::matrix::azurite_account`).
     fn connection_string() -> String {
-        std::env::var("TABLETALK_TEST_AZURITE").unwrap_or_else(|_| "UseDevelopmentStorage=true".into())
+        crate::matrix::azurite_account().unwrap_or_else(|| "UseDevelopmentStorage=true".into())
     }
 
-    /// The backend, or `None` when the service does not answer. Under `CI` an unreachable
-    /// service fails the test instead: a skipped suite must not pass for a green one.
+    /// The backend, or `None` when the matrix's rule skips Azurite (never under `CI`).
     async fn backend() -> Option<AzureTables> {
-        let backend = AzureTables::from_connection_string(&connection_string()).expect("connection string");
-        let probe = TableName::parse(format!("probe{}", Uuid::new_v4().simple())).unwrap();
-        match backend.delete_table(&probe).await {
-            Err(e) if e.is(ErrorKind::NotFound) => Some(backend),
-            Err(e) if e.is(ErrorKind::Unavailable) => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("Azurite is required under CI but did not answer: {e}");
-                }
-                eprintln!(
-                    "skipping: Azurite is not reachable ({e}); start it on 127.0.0.1:10002 or set TABLETALK_TEST_AZURITE"
-                );
-                None
-            }
-            other => panic!("unexpected answer to the reachability probe: {other:?}"),
-        }
+        let account = crate::matrix::azurite_account()?;
+        Some(AzureTables::from_connection_string(&account).expect("connection string"))
     }
-
-    async fn fixture() -> Option<Fixture> {
-        backend().await.map(|b| Fixture::new(Tables::new(b)))
-    }
-
-    crate::conformance_tests!(fixture().await);
 
     fn unique(name: &str) -> TableName {
         TableName::parse(format!("{name}{}", &Uuid::new_v4().simple().to_string()[..12])).unwrap()

@@ -1,4 +1,4 @@
-//! The embedded store's own tests: the conformance suite, and the group commit's promises —
+//! The embedded store's own tests (the conformance suite runs through the backend matrix, `crate::conformance`): the group commit's promises —
 //! each call of a group gets its own answer, a failing `COMMIT` applies none of its group,
 //! reads never wait for the writer, and a process killed mid-load leaves no call half-applied.
 
@@ -15,7 +15,6 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::conformance::Fixture;
 use crate::{ErrorKind, Tables, Value};
 
 /// What the tests watch and steer inside a store: write calls made, `COMMIT`s tried,
@@ -49,15 +48,6 @@ impl Probe {
 fn temp_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tt-sqlite-{}", uuid::Uuid::new_v4()))
 }
-
-/// A fresh store in its own temporary directory. The directory is left for the OS to clean:
-/// tests run in parallel and each needs its file until the end.
-async fn fixture() -> Option<Fixture> {
-    let store = SqliteTables::open(temp_dir().join("tables.sqlite"), Durability::Normal).expect("open store");
-    Some(Fixture::new(Tables::new(store)))
-}
-
-crate::conformance_tests!(fixture().await);
 
 async fn store_with_table(name: &str) -> (SqliteTables, Tables, TableName) {
     let store = SqliteTables::open(temp_dir().join("tables.sqlite"), Durability::Full).expect("open store");

@@ -67,7 +67,7 @@ async fn chat(tables: &FaultyTables, schema: &crate::store::schema::Schema) -> C
 }
 
 async fn pending_invitations_are_capped_and_read_a_wave_at_a_time(backend: Backend) {
-    let (tables, schema) = counting(backend, "fi");
+    let (tables, schema) = counting(&backend, "fi");
     let chat = chat(&tables, &schema).await;
     let rooms = rooms_of_alice(&chat, MAX_PENDING_PER_USER + 1, "invited").await;
     let invite = async |room: &RoomId| {
@@ -98,7 +98,7 @@ async fn pending_invitations_are_capped_and_read_a_wave_at_a_time(backend: Backe
 }
 
 async fn followed_threads_are_read_a_wave_at_a_time(backend: Backend) {
-    let (tables, schema) = counting(backend, "ft");
+    let (tables, schema) = counting(&backend, "ft");
     let chat = chat(&tables, &schema).await;
     for (room, root) in rooms_of_alice(&chat, ROOMS, "threads").await {
         chat.rooms.join_room(&user("bob"), &room).await.unwrap();
@@ -110,7 +110,7 @@ async fn followed_threads_are_read_a_wave_at_a_time(backend: Backend) {
 }
 
 async fn a_change_feed_of_many_conversations_is_read_a_wave_at_a_time(backend: Backend) {
-    let (tables, schema) = counting(backend, "fc");
+    let (tables, schema) = counting(&backend, "fc");
     let chat = chat(&tables, &schema).await;
     let mut conversations = Vec::new();
     for (room, _) in rooms_of_alice(&chat, ROOMS, "feed").await {

@@ -101,7 +101,7 @@ fn shown(calls: &[RecordedCall]) -> String {
 }
 
 async fn listing_the_rooms_of_a_member_of_n_rooms_reads_one_plus_three_a_room_in_few_rounds(backend: Backend) {
-    let (tables, schema) = counting(backend, "rl");
+    let (tables, schema) = counting(&backend, "rl");
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, ROOMS).await;
     let (listed, calls, most) = counted_listing(&chat, &tables, &user("bob")).await;
@@ -160,7 +160,7 @@ async fn listing_the_rooms_of_a_member_of_n_rooms_reads_one_plus_three_a_room_in
 /// A `UserRooms` row whose membership is gone (a join whose member row was never written, or
 /// a leave cut short) shows no room and costs its two point reads, no `Messages` read.
 async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend: Backend) {
-    let (tables, schema) = counting(backend, "rl");
+    let (tables, schema) = counting(&backend, "rl");
     let chat = service(&tables, &schema).await;
     let rooms = rooms_of_bob(&chat, 2).await;
     let stale = &rooms[1];
@@ -191,7 +191,7 @@ async fn a_listed_room_without_its_membership_is_left_out_for_two_reads(backend:
 
 /// A member of no rooms costs the one `UserRooms` read.
 async fn a_member_of_no_rooms_costs_one_read(backend: Backend) {
-    let (tables, schema) = counting(backend, "rl");
+    let (tables, schema) = counting(&backend, "rl");
     let chat = service(&tables, &schema).await;
     let (listed, calls, _) = counted_listing(&chat, &tables, &user("carol")).await;
     assert!(listed.is_empty());

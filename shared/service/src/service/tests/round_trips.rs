@@ -139,7 +139,7 @@ async fn counted_send_of(chat: &Chat, tables: &FaultyTables, room: &RoomId, clie
 }
 
 async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let counted = counted_send(&chat, &tables, &room, "plain-1").await;
@@ -153,7 +153,7 @@ async fn a_plain_send_waits_for_at_most_two_round_trips(backend: Backend) {
 /// bucket is leased a few tokens at once and this send spends one of them). The limits' clock
 /// stands still, so the lease (good for a second) is current however slow the store is.
 async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await.with_limits(LimitSettings {
         newcomer_period: chrono::Duration::zero(),
         clock: std::sync::Arc::new(ManualClock::at(chrono::Utc::now())),
@@ -178,7 +178,7 @@ async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backe
 }
 
 async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let change = RoomChange {
@@ -203,7 +203,7 @@ async fn a_slowmode_send_waits_for_at_most_three_round_trips(backend: Backend) {
 }
 
 async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let role = NewRole {
@@ -235,7 +235,7 @@ async fn a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backe
 /// Slowmode and roles together: the roles read along with the member row, then the slowmode
 /// clock, then the commit.
 async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_trips(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
     let role = NewRole {
@@ -272,7 +272,7 @@ async fn a_slowmode_send_by_a_member_with_roles_waits_for_at_most_three_round_tr
 /// Another process sends into the room between two of this one's sends, so this process's
 /// copy of the room counter is stale and its commit loses the counter's race once.
 async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await;
     let other = service(&tables, &schema).await;
     let room = room_with_bob(&chat).await;
@@ -299,7 +299,7 @@ async fn a_send_that_lost_the_counter_race_waits_for_at_most_one_more(backend: B
 /// A link's preview job row is written after the durable write, counted with the side
 /// effects, never on the send's critical path.
 async fn a_link_preview_job_is_written_after_the_durable_write(backend: Backend) {
-    let (tables, schema) = counting(backend, "rt");
+    let (tables, schema) = counting(&backend, "rt");
     let client = OutboundClient::new(Reach::PublicAndLoopback, Duration::from_secs(5)).unwrap();
     // Jobs are left to the timer (as a host that freezes once it answered does): no fetch
     // runs beside the count.
