@@ -524,7 +524,11 @@ async fn the_local_server_runs_housekeeping_itself() {
         .unwrap();
     let still = chat
         .reading
-        .get_message(&crate::helpers::principal("alice"), &room_id, &expiring)
+        .get_message(
+            &crate::helpers::principal("alice"),
+            &room_id,
+            &tabletalk::keys::MessageKey::parse(&expiring).unwrap(),
+        )
         .await;
     panic!(
         "the expired message was never purged: {last:?}; listed {listed:?}; room {room_row:?}; \

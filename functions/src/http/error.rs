@@ -41,7 +41,7 @@ pub fn status(error: &Error) -> StatusCode {
         // Slow down: the response carries `Retry-After` (`into_response`).
         Error::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
         // The store is unreachable or overloaded; safe to retry.
-        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Unavailable(_) | Error::Unconfirmed => StatusCode::SERVICE_UNAVAILABLE,
         // A bug or an unexpected answer from a dependency.
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -85,9 +85,7 @@ pub fn body(error: &Error) -> ErrorBody {
             tracing::error!(%detail, "internal error");
             format!("internal error (request {request})")
         }
-        Error::Unavailable(detail) if error.is_unconfirmed() => {
-            format!("{detail} (request {request})")
-        }
+        Error::Unconfirmed => format!("{error} (request {request})"),
         Error::Unavailable(detail) => {
             tracing::warn!(%detail, "dependency unavailable");
             format!("temporarily unavailable; try again (request {request})")

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use tabletalk::Error;
 use tabletalk::auth::Principal;
 use tabletalk::ids::{RoomId, UserId};
+use tabletalk::keys::MessageKey;
 use tabletalk::members::target_user;
 
 use super::AppState;
@@ -194,6 +195,13 @@ impl PathSegment for RoomId {
     }
 }
 
+/// A message in a path: an id that is no message key names no message (404).
+impl PathSegment for MessageKey {
+    fn from_segment(text: &str) -> tabletalk::Result<MessageKey> {
+        MessageKey::of_message(text)
+    }
+}
+
 /// A user in a path is the member a moderator acts on: one that cannot exist is no member.
 impl PathSegment for UserId {
     fn from_segment(text: &str) -> tabletalk::Result<UserId> {
@@ -242,7 +250,7 @@ macro_rules! one_segment {
         }
     )+};
 }
-one_segment!(String, RoomId, UserId);
+one_segment!(String, RoomId, UserId, MessageKey);
 
 /// A JSON request body a route has not always taken: no body (or only whitespace) is
 /// `T::default()`, so a request from before the body existed still works; any other body is

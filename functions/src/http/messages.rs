@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use tabletalk::ids::RoomId;
+use tabletalk::keys::MessageKey;
 use tabletalk::messages::Message;
 use tabletalk::messages::changes::Edit;
 use tabletalk::messages::feed::{MessageChangesRequest, MessageChangesResult};
@@ -93,7 +94,7 @@ pub async fn pins(
 pub async fn get(
     State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(reading.get_message(&who, &room, &id).await?))
 }
@@ -104,7 +105,7 @@ pub async fn get(
 pub async fn edit(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     JsonBody(edit): JsonBody<Edit>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(editing.edit_message(&who, &room, &id, edit).await?))
@@ -117,7 +118,7 @@ pub async fn edit(
 pub async fn delete(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<StatusCode> {
     editing.delete_message(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -129,7 +130,7 @@ pub async fn delete(
 pub async fn pin(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(editing.pin_message(&who, &room, &id).await?))
 }
@@ -140,7 +141,7 @@ pub async fn pin(
 pub async fn unpin(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(editing.unpin_message(&who, &room, &id).await?))
 }
@@ -151,7 +152,7 @@ pub async fn unpin(
 pub async fn vote(
     State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     JsonBody(vote): JsonBody<Vote>,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(reactions.vote(&who, &room, &id, vote).await?))
@@ -164,7 +165,7 @@ pub async fn vote(
 pub async fn react(
     State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
-    PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(RoomId, MessageKey, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
     Ok(Json(reactions.react(&who, &room, &id, &emoji).await?))
 }
@@ -176,7 +177,7 @@ pub async fn react(
 pub async fn unreact(
     State(reactions): State<Arc<Reactions>>,
     Caller(who): Caller,
-    PathParams((room, id, emoji)): PathParams<(RoomId, String, String)>,
+    PathParams((room, id, emoji)): PathParams<(RoomId, MessageKey, String)>,
 ) -> ApiResult<Json<Vec<ReactionCount>>> {
     Ok(Json(reactions.unreact(&who, &room, &id, &emoji).await?))
 }
@@ -218,7 +219,7 @@ impl From<ForwardOutcome> for ForwardResult {
 pub async fn forward(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     JsonBody(forward): JsonBody<Forward>,
 ) -> ApiResult<Json<Vec<ForwardResult>>> {
     let outcomes = editing.forward_message(&who, &room, &id, forward).await?;
@@ -232,7 +233,7 @@ pub async fn forward(
 pub async fn thread(
     State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     QueryParams(request): QueryParams<ReadThread>,
 ) -> ApiResult<Json<ThreadPage>> {
     Ok(Json(reading.read_thread(&who, &room, &id, request).await?))
@@ -259,7 +260,7 @@ pub async fn changes(
 pub async fn follow(
     State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<Json<Following>> {
     Ok(Json(reading.follow_thread(&who, &room, &id).await?))
 }
@@ -272,7 +273,7 @@ pub async fn follow(
 pub async fn unfollow(
     State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<Json<Following>> {
     Ok(Json(reading.unfollow_thread(&who, &room, &id).await?))
 }
@@ -285,7 +286,7 @@ pub async fn unfollow(
 pub async fn thread_read(
     State(reading): State<Arc<Reading>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<StatusCode> {
     reading.mark_thread_read(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)

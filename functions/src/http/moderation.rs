@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
+use tabletalk::keys::MessageKey;
 use tabletalk::moderation::{ModerationLogPage, ReadModerationLog};
 use tabletalk::reports::{NewReport, Report, ReportQueue, ResolveReports};
 use tabletalk::service::{changes::Editing, read::Reading};
@@ -37,7 +38,7 @@ pub async fn log(
 pub async fn report(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     JsonBody(input): JsonBody<NewReport>,
 ) -> ApiResult<(StatusCode, Json<Report>)> {
     let filed = editing.report_message(&who, &room, &id, input).await?;
@@ -69,7 +70,7 @@ pub async fn queue(
 pub async fn resolve(
     State(editing): State<Arc<Editing>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
     JsonBody(input): JsonBody<ResolveReports>,
 ) -> ApiResult<StatusCode> {
     editing.resolve_reports(&who, &room, &id, input).await?;

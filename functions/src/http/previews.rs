@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::RoomId;
+use tabletalk::keys::MessageKey;
 use tabletalk::service::previews::Previewer;
 
 use super::error::{ApiResult, ErrorBody};
@@ -22,7 +23,7 @@ use super::extract::{Caller, PathParams};
 pub async fn remove(
     State(previewer): State<Arc<Previewer>>,
     Caller(who): Caller,
-    PathParams((room, id)): PathParams<(RoomId, String)>,
+    PathParams((room, id)): PathParams<(RoomId, MessageKey)>,
 ) -> ApiResult<StatusCode> {
     previewer.remove_preview(&who, &room, &id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tabletalk_clock::{Clock as _, SystemClock};
+use tabletalk_clock::SystemClock;
 
 use web_push::{
     ContentEncoding, PartialVapidSignatureBuilder, SubscriptionInfo, Urgency, VapidSignature, VapidSignatureBuilder,
@@ -256,7 +256,7 @@ pub mod testing {
                 p256dh: browser_key,
                 auth: "BwcHBwcHBwcHBwcHBwcHBw".into(),
             },
-            created_at: SystemClock.now(),
+            created_at: tabletalk_clock::Clock::now(&SystemClock),
         }
     }
 

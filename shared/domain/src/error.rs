@@ -44,6 +44,10 @@ pub enum Error {
     /// 503: the store is unreachable or overloaded; safe to retry.
     #[error("{0}")]
     Unavailable(String),
+    /// 503 as well: the store did not confirm a change, which may have been stored. Its own
+    /// variant, so that what depends on it (a claim kept for a retry) never reads a message.
+    #[error("{UNCONFIRMED}")]
+    Unconfirmed,
     /// 500: a bug or an unexpected answer from a dependency. The text is for logs only.
     #[error("{0}")]
     Internal(String),
@@ -65,7 +69,7 @@ impl Error {
             Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
             Error::Validation(_) => "VALIDATION",
             Error::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
-            Error::Unavailable(_) => "UNAVAILABLE",
+            Error::Unavailable(_) | Error::Unconfirmed => "UNAVAILABLE",
             Error::Internal(_) => "INTERNAL",
         }
     }
@@ -73,12 +77,12 @@ impl Error {
     /// A change the store did not confirm: it may have been stored. Its message is fixed and
     /// safe to show (a send retried with the same client id is the one message either way).
     pub fn unconfirmed() -> Error {
-        Error::Unavailable(UNCONFIRMED.into())
+        Error::Unconfirmed
     }
 
     /// Whether this answers a change the store did not confirm ([`Error::unconfirmed`]).
     pub fn is_unconfirmed(&self) -> bool {
-        matches!(self, Error::Unavailable(message) if message == UNCONFIRMED)
+        matches!(self, Error::Unconfirmed)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Error {

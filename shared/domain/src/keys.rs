@@ -68,7 +68,19 @@ fn parse_digits(key: &str) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MessageKey(String);
 
+impl std::fmt::Display for MessageKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl MessageKey {
+    /// The key of the message `id` names: an id that is no key names no message (404), as
+    /// one of a message that does not exist.
+    pub fn of_message(id: &str) -> crate::error::Result<MessageKey> {
+        MessageKey::parse(id).ok_or_else(|| crate::error::Error::not_found("message not found"))
+    }
+
     /// `None` unless `key` is exactly 19 digits within range.
     pub fn parse(key: &str) -> Option<MessageKey> {
         parse_digits(key).map(|_| MessageKey(key.to_owned()))

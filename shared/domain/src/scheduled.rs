@@ -248,7 +248,10 @@ pub fn checked_send_at(send_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<Dat
 /// the item; false for the server's trouble (the store unavailable, a race), which is tried
 /// again.
 pub fn refuses(error: &Error) -> bool {
-    !matches!(error, Error::Unavailable(_) | Error::Internal(_) | Error::Conflict(_))
+    !matches!(
+        error,
+        Error::Unavailable(_) | Error::Unconfirmed | Error::Internal(_) | Error::Conflict(_)
+    )
 }
 
 #[cfg(test)]

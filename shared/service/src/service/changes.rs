@@ -8,6 +8,7 @@ use crate::auth::Principal;
 use crate::error::Result;
 use crate::html;
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
 use crate::limits::Write;
 use crate::messages::changes::Edit;
 use crate::messages::checks::{self, Admission, refuse_timed_out};
@@ -37,7 +38,7 @@ pub struct Editing {
 impl Editing {
     /// Replaces a message's text: sets `editedAt` and recomputes its mentions. The sender's
     /// timeout, the limits and the room's word filter apply as they do to a send.
-    pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &str, edit: Edit) -> Result<Message> {
+    pub async fn edit_message(&self, who: &Principal, room: &RoomId, id: &MessageKey, edit: Edit) -> Result<Message> {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Edit)?;
@@ -78,7 +79,7 @@ impl Editing {
     /// mentions wiped, the row kept; `moderated` when someone else than the author did it.
     /// Its reactions and votes are deleted after it: nothing of it is shown again, so nothing
     /// of it is kept.
-    pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+    pub async fn delete_message(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<()> {
         self.delete_message_for(who, room, id, None).await
     }
 
@@ -97,7 +98,7 @@ impl Editing {
         &self,
         who: &Principal,
         room: &RoomId,
-        id: &str,
+        id: &MessageKey,
         reason: Option<String>,
     ) -> Result<()> {
         let access = self.access.access(room, &who.user_id).await?;
@@ -163,7 +164,7 @@ impl Editing {
 
     /// Pins a message (its flag and its pin row commit together: `Reading::read_pins`) and
     /// writes a `PinMessage` line pointing at it. Pinning a pinned message writes no line.
-    pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+    pub async fn pin_message(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<Message> {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;
@@ -190,7 +191,7 @@ impl Editing {
     }
 
     /// Unpins a message: it leaves the room's pins. Writes no line, and rewrites only `isPinned`.
-    pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+    pub async fn unpin_message(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<Message> {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Pin)?;

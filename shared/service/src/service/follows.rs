@@ -7,6 +7,7 @@
 //! root and one range read of its index rows after the caller's position, all at once.
 
 use super::read::Reading;
+use crate::keys::MessageKey;
 use futures::{StreamExt as _, TryStreamExt as _};
 
 use crate::auth::Principal;
@@ -19,7 +20,7 @@ use crate::store::stored_time;
 
 impl Reading {
     /// Follows the thread of message `id` (its root's thread when it is a reply).
-    pub async fn follow_thread(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Following> {
+    pub async fn follow_thread(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<Following> {
         self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         self.store
@@ -34,7 +35,7 @@ impl Reading {
     }
 
     /// Stops following the thread of message `id`; not following it is no error.
-    pub async fn unfollow_thread(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Following> {
+    pub async fn unfollow_thread(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<Following> {
         self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         self.store.follows.unfollow(room, &root, &who.user_id).await?;
@@ -46,7 +47,7 @@ impl Reading {
     }
 
     /// Marks the thread of message `id` read up to now for the caller, who must follow it.
-    pub async fn mark_thread_read(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+    pub async fn mark_thread_read(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<()> {
         self.access.access(room, &who.user_id).await?;
         let root = self.thread_root(room, id).await?;
         match self
@@ -69,7 +70,10 @@ impl Reading {
             .map(|thread| async move {
                 let member = async { Ok::<_, Error>(self.store.members.member(&thread.room, &who.user_id).await?) };
                 let root = async {
-                    match self.live_message(&thread.room, &thread.root).await {
+                    let Some(root) = MessageKey::parse(&thread.root) else {
+                        return Ok(None);
+                    };
+                    match self.live_message(&thread.room, &root).await {
                         Ok(root) => Ok(Some(root)),
                         Err(Error::NotFound(_)) => Ok(None),
                         Err(e) => Err(e),
@@ -113,7 +117,7 @@ impl Reading {
     }
 
     /// The root of the thread message `id` is in: itself, unless it is a reply.
-    async fn thread_root(&self, room: &RoomId, id: &str) -> Result<String> {
+    async fn thread_root(&self, room: &RoomId, id: &MessageKey) -> Result<String> {
         let message: Message = self.live_message(room, id).await?;
         Ok(message.thread_id.unwrap_or(message.id))
     }

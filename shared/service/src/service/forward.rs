@@ -13,6 +13,7 @@ use super::changes::Editing;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
 use crate::messages::forward::{Forward, ForwardOutcome, MAX_FORWARD_ROOMS};
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Draft, DraftAttachments};
@@ -26,7 +27,7 @@ impl Editing {
         &self,
         who: &Principal,
         room: &RoomId,
-        id: &str,
+        id: &MessageKey,
         forward: Forward,
     ) -> Result<Vec<ForwardOutcome>> {
         if !(1..=MAX_FORWARD_ROOMS).contains(&forward.room_ids.len()) {

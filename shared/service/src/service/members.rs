@@ -13,6 +13,7 @@
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
 use crate::keys::Ticks;
 use crate::members::{
     MAX_LISTED_MEMBERS, MarkRead, Member, MemberSummary, MembershipChange, Receipt, checked_nickname,
@@ -72,7 +73,11 @@ impl Members {
         // A write and a signal to the room, drawn from the reader's bucket.
         self.limiter.check_user_limit(&who.user_id).await?;
         let position = match &input.message_id {
-            Some(id) => self.reading.live_message(room_id, id).await?.key(),
+            Some(id) => self
+                .reading
+                .live_message(room_id, &MessageKey::of_message(id)?)
+                .await?
+                .key(),
             None => Ticks::from_datetime(self.store.now()).message_key(),
         };
         self.store

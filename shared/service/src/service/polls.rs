@@ -11,6 +11,7 @@ use super::reactions::Reactions;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
 use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
@@ -21,7 +22,7 @@ use crate::store::companions::Companion;
 
 impl Reactions {
     /// Votes on a poll, or withdraws the caller's vote; answers the poll with fresh counts.
-    pub async fn vote(&self, who: &Principal, room: &RoomId, id: &str, vote: Vote) -> Result<Message> {
+    pub async fn vote(&self, who: &Principal, room: &RoomId, id: &MessageKey, vote: Vote) -> Result<Message> {
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         authorize(&access, &message, Operation::Vote)?;

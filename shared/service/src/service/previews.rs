@@ -19,6 +19,7 @@
 //! write and the job's row loses that message's preview: it is a nicety, and writing the row
 //! first would put a write before every send that has a link.
 
+use crate::keys::MessageKey;
 use std::sync::OnceLock;
 
 use chrono::{DateTime, Duration, Utc};
@@ -200,7 +201,7 @@ impl Previewer {
 
     /// Removes the preview of `who`'s own message `id` (none attached yet: none will be).
     /// A non-member is answered as for a missing room; another member's message is 403.
-    pub async fn remove_preview(&self, who: &Principal, room: &RoomId, id: &str) -> Result<()> {
+    pub async fn remove_preview(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<()> {
         self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
         previews::may_remove(&message, &who.user_id)?;

@@ -9,6 +9,7 @@
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
+use crate::keys::MessageKey;
 use crate::limits::Write;
 use crate::messages::Message;
 use crate::messages::checks::refuse_timed_out;
@@ -30,7 +31,13 @@ pub struct Reactions {
 
 impl Reactions {
     /// Adds the caller's reaction (again is a no-op); answers the message's reactions.
-    pub async fn react(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+    pub async fn react(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &MessageKey,
+        emoji: &str,
+    ) -> Result<Vec<ReactionCount>> {
         let emoji = checked_emoji(emoji)?;
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
@@ -55,7 +62,13 @@ impl Reactions {
     }
 
     /// Removes the caller's own reaction (absent is a no-op); answers the message's reactions.
-    pub async fn unreact(&self, who: &Principal, room: &RoomId, id: &str, emoji: &str) -> Result<Vec<ReactionCount>> {
+    pub async fn unreact(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &MessageKey,
+        emoji: &str,
+    ) -> Result<Vec<ReactionCount>> {
         let emoji = checked_emoji(emoji)?;
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
@@ -86,7 +99,7 @@ impl Reactions {
     ) -> Result<()> {
         let key = message.key();
         self.store.companions.put_companion(room, &key, user, companion).await?;
-        if let Err(gone) = self.reading.live_message(room, &message.id).await {
+        if let Err(gone) = self.reading.live_message(room, &message.key()).await {
             self.store
                 .companions
                 .delete_companion(room, &key, user, companion)

@@ -95,7 +95,7 @@ impl Reading {
             return Err(Error::bad_request(format!("limit must be 1..={MAX_LIMIT}")));
         }
         self.access.access(room, &who.user_id).await?;
-        let target = self.live_message(room, around).await?;
+        let target = self.live_message(room, &MessageKey::of_message(around)?).await?;
         let key = target.key();
         let newer_room = (limit - 1) / 2;
         let older_room = limit - 1 - newer_room;
@@ -172,7 +172,7 @@ impl Reading {
     }
 
     /// One message by id; missing or deleted answers as missing.
-    pub async fn get_message(&self, who: &Principal, room: &RoomId, id: &str) -> Result<Message> {
+    pub async fn get_message(&self, who: &Principal, room: &RoomId, id: &MessageKey) -> Result<Message> {
         self.access.access(room, &who.user_id).await?;
         let mut message = self.live_message(room, id).await?;
         self.decorate(room, &who.user_id, std::slice::from_mut(&mut message))
@@ -182,13 +182,11 @@ impl Reading {
 
     /// The message `id` names, unless it is missing or deleted (both 404): every operation on
     /// a message starts here.
-    pub(crate) async fn live_message(&self, room: &RoomId, id: &str) -> Result<Message> {
-        let missing = || Error::not_found("message not found");
-        let key = MessageKey::parse(id).ok_or_else(missing)?;
-        self.find_message(room, &key)
+    pub(crate) async fn live_message(&self, room: &RoomId, id: &MessageKey) -> Result<Message> {
+        self.find_message(room, id)
             .await?
             .filter(Message::is_live)
-            .ok_or_else(missing)
+            .ok_or_else(|| Error::not_found("message not found"))
     }
 
     pub(crate) async fn find_message(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {

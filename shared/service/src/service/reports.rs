@@ -41,7 +41,13 @@ pub struct Filed {
 impl Editing {
     /// Reports a live message in a room the caller belongs to. A repeat by the same member is
     /// a no-op answering their first report.
-    pub async fn report_message(&self, who: &Principal, room: &RoomId, id: &str, input: NewReport) -> Result<Filed> {
+    pub async fn report_message(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &MessageKey,
+        input: NewReport,
+    ) -> Result<Filed> {
         let reason = checked_report_reason(&input.reason)?;
         let access = self.access.access(room, &who.user_id).await?;
         let message = self.reading.live_message(room, id).await?;
@@ -122,13 +128,18 @@ impl Editing {
 
     /// Resolves a message's open reports (ManageMessages): dismissed, or the message deleted
     /// as a moderated tombstone through the normal delete path. No open reports is 404.
-    pub async fn resolve_reports(&self, who: &Principal, room: &RoomId, id: &str, input: ResolveReports) -> Result<()> {
+    pub async fn resolve_reports(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        id: &MessageKey,
+        input: ResolveReports,
+    ) -> Result<()> {
         let reason = checked_reason(input.reason.as_deref())?;
         let access = self.access.access(room, &who.user_id).await?;
         access.require(Permission::ManageMessages)?;
         let none_open = || Error::not_found("no open reports for this message");
-        let key = MessageKey::parse(id).ok_or_else(none_open)?;
-        if self.store.reports.open_reports(room, &key).await?.is_none() {
+        if self.store.reports.open_reports(room, id).await?.is_none() {
             return Err(none_open());
         }
         match input.action {
@@ -141,7 +152,7 @@ impl Editing {
                 let closed = self
                     .store
                     .reports
-                    .close_reports(room, &key, Resolution::Dismissed, Some(&who.user_id), &[], resolved)
+                    .close_reports(room, id, Resolution::Dismissed, Some(&who.user_id), &[], resolved)
                     .await?;
                 closed.map(|_| ()).ok_or_else(none_open)
             }

@@ -11,6 +11,7 @@ use super::read::Reading;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
 use crate::messages::Message;
 use crate::messages::cursor::{Cursor, Order};
 use crate::messages::read::{DEFAULT_LIMIT, MAX_LIMIT};
@@ -22,7 +23,7 @@ impl Reading {
         &self,
         who: &Principal,
         room: &RoomId,
-        id: &str,
+        id: &MessageKey,
         request: ReadThread,
     ) -> Result<ThreadPage> {
         let limit = request.limit.unwrap_or(DEFAULT_LIMIT);

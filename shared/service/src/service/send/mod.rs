@@ -23,6 +23,7 @@ use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
+use crate::keys::MessageKey;
 use crate::messages::checks::{self, Admission};
 use crate::messages::operations::{Operation, authorize};
 use crate::messages::send::{Draft, DraftAttachments, NewMessage, Post, Sent};
@@ -224,7 +225,7 @@ impl Sending {
         let content = draft.validate(&access)?;
         let (reply_to, thread_id) = match &draft.reply_to {
             Some(id) => {
-                let target = self.reading.live_message(room, id).await?;
+                let target = self.reading.live_message(room, &MessageKey::of_message(id)?).await?;
                 authorize(&access, &target, Operation::Reply)?;
                 let root = target.thread_id.clone().unwrap_or_else(|| target.id.clone());
                 (Some(target.id), Some(root))

@@ -148,7 +148,7 @@ async fn a_tombstone_that_fails_half_way_leaves_no_file_downloadable() {
         1,
         StoreError::unavailable("disk gone"),
     );
-    let deleted = chat.editing.delete_message(&alice(), &room, &sent.message.id).await;
+    let deleted = chat.editing.delete_message(&alice(), &room, &sent.message.key()).await;
     assert_eq!(
         deleted.unwrap_err().code(),
         "UNAVAILABLE",
@@ -400,7 +400,7 @@ async fn a_forward_whose_second_copy_fails_leaves_no_copied_object_behind() {
     };
     let outcome = chat
         .editing
-        .forward_message(&alice(), &room, &source.id, forward)
+        .forward_message(&alice(), &room, &source.key(), forward)
         .await
         .unwrap();
     assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
@@ -435,7 +435,7 @@ async fn a_forward_whose_store_fails_after_a_copy_leaves_no_copied_object_behind
     };
     let outcome = chat
         .editing
-        .forward_message(&alice(), &room, &source.id, forward)
+        .forward_message(&alice(), &room, &source.key(), forward)
         .await
         .unwrap();
     assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");
@@ -512,7 +512,7 @@ async fn a_forward_that_fails_in_one_of_two_rooms_leaves_no_copy_in_that_room() 
     };
     let outcomes = chat
         .editing
-        .forward_message(&alice(), &room, &source.id, forward)
+        .forward_message(&alice(), &room, &source.key(), forward)
         .await
         .unwrap();
     assert_eq!(outcomes.iter().filter(|o| o.copy.is_err()).count(), 1, "{outcomes:?}");
@@ -638,7 +638,11 @@ async fn a_failed_attempt_of_a_due_scheduled_send_keeps_the_items_files_for_the_
         .unwrap();
     let message = chat
         .reading
-        .get_message(&alice(), &room, done.message_id.as_deref().unwrap())
+        .get_message(
+            &alice(),
+            &room,
+            &crate::keys::MessageKey::parse(done.message_id.as_deref().unwrap()).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -701,7 +705,7 @@ async fn an_object_a_tombstone_could_not_delete_is_deleted_by_housekeeping_a_day
         .unwrap();
     faulty.fail_nth("delete", 1);
     chat.editing
-        .delete_message(&alice(), &room, &sent.message.id)
+        .delete_message(&alice(), &room, &sent.message.key())
         .await
         .unwrap();
     assert!(objects.head(&key).await.unwrap().is_some(), "the delete failed");
@@ -747,7 +751,7 @@ async fn a_copied_object_a_failed_forward_could_not_delete_is_deleted_by_houseke
     };
     let outcome = chat
         .editing
-        .forward_message(&alice(), &room, &source.id, forward)
+        .forward_message(&alice(), &room, &source.key(), forward)
         .await
         .unwrap();
     assert_eq!(outcome[0].copy.as_ref().unwrap_err().code(), "UNAVAILABLE");

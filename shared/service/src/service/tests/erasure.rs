@@ -88,9 +88,14 @@ async fn world(tables: Tables) -> World {
             .await
             .unwrap()
             .message;
-        chat.reactions.react(&alice(), room, &theirs.id, "👍").await.unwrap();
+        chat.reactions.react(&alice(), room, &theirs.key(), "👍").await.unwrap();
         chat.reactions
-            .react(&bob, room, first.as_deref().unwrap(), "🎉")
+            .react(
+                &bob,
+                room,
+                &crate::keys::MessageKey::parse(first.as_deref().unwrap()).unwrap(),
+                "🎉",
+            )
             .await
             .unwrap();
     }
@@ -104,7 +109,7 @@ async fn world(tables: Tables) -> World {
     let vote = crate::messages::polls::Vote {
         option_id: Some(option),
     };
-    chat.reactions.vote(&alice(), &joined, &poll.id, vote).await.unwrap();
+    chat.reactions.vote(&alice(), &joined, &poll.key(), vote).await.unwrap();
     let mut versions = HashMap::new();
     for room in [&owned, &joined] {
         versions.insert(
@@ -470,7 +475,7 @@ async fn an_erasure_removes_the_reports_the_user_filed() {
         reason: "alice's own words about it".into(),
     };
     chat.editing
-        .report_message(&alice(), &world.joined, &theirs.id, report)
+        .report_message(&alice(), &world.joined, &theirs.key(), report)
         .await
         .unwrap();
     assert_eq!(

@@ -102,7 +102,10 @@ async fn followed_threads_are_read_a_wave_at_a_time(backend: Backend) {
     let chat = chat(&tables, &schema).await;
     for (room, root) in rooms_of_alice(&chat, ROOMS, "threads").await {
         chat.rooms.join_room(&user("bob"), &room).await.unwrap();
-        chat.reading.follow_thread(&user("bob"), &room, &root).await.unwrap();
+        chat.reading
+            .follow_thread(&user("bob"), &room, &crate::keys::MessageKey::parse(&root).unwrap())
+            .await
+            .unwrap();
     }
     let (threads, most) = most_in_flight(&tables, chat.reading.my_threads(&user("bob"))).await;
     assert_eq!(threads.unwrap().len(), ROOMS);

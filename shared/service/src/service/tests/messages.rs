@@ -472,7 +472,7 @@ async fn idempotency_records_expire_after_their_window() {
     assert!(again.created && again.message.id != first.message.id);
     assert!(
         chat.reading
-            .get_message(&alice(), &room, &first.message.id)
+            .get_message(&alice(), &room, &first.message.key())
             .await
             .is_ok()
     );
@@ -500,7 +500,11 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
     let mut deletes = tokio::task::JoinSet::new();
     for id in ids.clone() {
         let (chat, room) = (chat.clone(), room.clone());
-        deletes.spawn(async move { chat.editing.delete_message(&alice(), &room, &id).await });
+        deletes.spawn(async move {
+            chat.editing
+                .delete_message(&alice(), &room, &crate::keys::MessageKey::parse(&id).unwrap())
+                .await
+        });
     }
     let outcomes = deletes.join_all().await;
     faults.set_latency(None);
@@ -512,7 +516,11 @@ async fn forty_concurrent_deletes_in_one_room_all_succeed() {
         before + 40
     );
     for id in &ids {
-        let gone = chat.reading.get_message(&alice(), &room, id).await.unwrap_err();
+        let gone = chat
+            .reading
+            .get_message(&alice(), &room, &crate::keys::MessageKey::parse(id).unwrap())
+            .await
+            .unwrap_err();
         assert_eq!(gone.code(), "NOT_FOUND", "{id} is a tombstone");
     }
 }
@@ -572,7 +580,7 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let edited = chat
         .editing
-        .edit_message(&alice(), &room, &sent.message.id, edit)
+        .edit_message(&alice(), &room, &sent.message.key(), edit)
         .await
         .unwrap();
     assert_eq!(
@@ -752,7 +760,7 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let err = chat
         .editing
-        .edit_message(&alice(), &room, &sent.message.id, edit)
+        .edit_message(&alice(), &room, &sent.message.key(), edit)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
@@ -763,7 +771,7 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
     );
     let stored = chat
         .reading
-        .get_message(&alice(), &room, &sent.message.id)
+        .get_message(&alice(), &room, &sent.message.key())
         .await
         .unwrap();
     assert_eq!(

@@ -140,7 +140,10 @@ async fn a_dismissal_that_fails_leaves_the_reports_open_and_unlogged() {
         .unwrap();
     let id = sent.message.id.clone();
     let reason = NewReport { reason: "rude".into() };
-    chat.editing.report_message(&bob, &room, &id, reason).await.unwrap();
+    chat.editing
+        .report_message(&bob, &room, &crate::keys::MessageKey::parse(&id).unwrap(), reason)
+        .await
+        .unwrap();
 
     faults.fail_operation("transact", Some(&chat.wiring.store.schema().rooms), 1, unavailable());
     let dismiss = || crate::reports::ResolveReports {
@@ -149,7 +152,12 @@ async fn a_dismissal_that_fails_leaves_the_reports_open_and_unlogged() {
     };
     assert!(
         chat.editing
-            .resolve_reports(&alice(), &room, &id, dismiss())
+            .resolve_reports(
+                &alice(),
+                &room,
+                &crate::keys::MessageKey::parse(&id).unwrap(),
+                dismiss()
+            )
             .await
             .is_err()
     );
@@ -159,7 +167,12 @@ async fn a_dismissal_that_fails_leaves_the_reports_open_and_unlogged() {
     );
     assert_eq!(logged(&chat, &room).await, []);
     chat.editing
-        .resolve_reports(&alice(), &room, &id, dismiss())
+        .resolve_reports(
+            &alice(),
+            &room,
+            &crate::keys::MessageKey::parse(&id).unwrap(),
+            dismiss(),
+        )
         .await
         .unwrap();
     assert!(
@@ -187,7 +200,12 @@ async fn the_queue_closes_the_reports_of_a_message_deleted_around_the_delete_pat
         .unwrap();
     let id = sent.message.id.clone();
     chat.editing
-        .report_message(&alice(), &room, &id, NewReport { reason: "x".into() })
+        .report_message(
+            &alice(),
+            &room,
+            &crate::keys::MessageKey::parse(&id).unwrap(),
+            NewReport { reason: "x".into() },
+        )
         .await
         .unwrap();
     chat.wiring

@@ -68,13 +68,13 @@ async fn a_message_pinned_before_pin_rows_is_listed_once_pinned_again_without_a_
     pin_as_before(&chat, &room, &old.id).await;
     assert!(
         chat.reading
-            .get_message(&alice(), &room, &old.id)
+            .get_message(&alice(), &room, &old.key())
             .await
             .unwrap()
             .is_pinned
     );
     assert_eq!(pinned(&chat, &room).await, Vec::<String>::new(), "no row, not listed");
-    let again = chat.editing.pin_message(&alice(), &room, &old.id).await.unwrap();
+    let again = chat.editing.pin_message(&alice(), &room, &old.key()).await.unwrap();
     assert!(again.is_pinned);
     assert_eq!(pinned(&chat, &room).await, vec![old.id.clone()]);
     assert_eq!(pin_lines(&chat, &room).await, 0, "it was pinned already: no line");
@@ -85,12 +85,12 @@ async fn an_unpin_of_a_message_pinned_before_pin_rows_lands() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let old = send(&chat, &room, "pinned long ago").await;
     pin_as_before(&chat, &room, &old.id).await;
-    let unpinned = chat.editing.unpin_message(&alice(), &room, &old.id).await.unwrap();
+    let unpinned = chat.editing.unpin_message(&alice(), &room, &old.key()).await.unwrap();
     assert!(!unpinned.is_pinned);
     assert!(
         !chat
             .reading
-            .get_message(&alice(), &room, &old.id)
+            .get_message(&alice(), &room, &old.key())
             .await
             .unwrap()
             .is_pinned
@@ -102,7 +102,7 @@ async fn an_unpin_of_a_message_pinned_before_pin_rows_lands() {
 async fn a_purged_pinned_message_leaves_the_pins_and_takes_its_row() {
     let (chat, room) = chat_on(Tables::new(store())).await;
     let message = send(&chat, &room, "expires").await;
-    chat.editing.pin_message(&alice(), &room, &message.id).await.unwrap();
+    chat.editing.pin_message(&alice(), &room, &message.key()).await.unwrap();
     assert_eq!(pinned(&chat, &room).await, vec![message.id.clone()]);
     let cutoff = chrono::Utc::now() + chrono::Duration::minutes(1);
     let expired = chat.wiring.store.purge.expired_messages(&room, cutoff).await.unwrap();
@@ -121,7 +121,10 @@ async fn a_pin_row_whose_message_is_gone_is_skipped_and_removed() {
     let kept = send(&chat, &room, "kept").await;
     let gone = send(&chat, &room, "gone").await;
     for id in [&kept.id, &gone.id] {
-        chat.editing.pin_message(&alice(), &room, id).await.unwrap();
+        chat.editing
+            .pin_message(&alice(), &room, &crate::keys::MessageKey::parse(id).unwrap())
+            .await
+            .unwrap();
     }
     // A crash between a purge's deletes: the message went, its pin row stayed.
     chat.wiring
@@ -153,14 +156,14 @@ async fn a_pin_whose_transaction_fails_leaves_neither_flag_nor_row() {
     );
     let err = chat
         .editing
-        .pin_message(&alice(), &room, &message.id)
+        .pin_message(&alice(), &room, &message.key())
         .await
         .unwrap_err();
     assert_eq!(err.code(), "UNAVAILABLE");
     assert!(
         !chat
             .reading
-            .get_message(&alice(), &room, &message.id)
+            .get_message(&alice(), &room, &message.key())
             .await
             .unwrap()
             .is_pinned

@@ -71,7 +71,11 @@ async fn chat_leaving_jobs(tables: Tables) -> (Chat, RoomId, ManualClock) {
 }
 
 async fn preview_shown(chat: &Chat, room: &RoomId, id: &str) -> Option<String> {
-    let message = chat.reading.get_message(&alice(), room, id).await.unwrap();
+    let message = chat
+        .reading
+        .get_message(&alice(), room, &crate::keys::MessageKey::parse(id).unwrap())
+        .await
+        .unwrap();
     message.preview.map(|p| p.title)
 }
 
@@ -110,7 +114,7 @@ async fn a_job_a_stopped_process_left_is_tried_once_by_housekeeping() {
     assert_eq!(
         good.version,
         chat.reading
-            .get_message(&alice(), &room, &good.id)
+            .get_message(&alice(), &room, &good.key())
             .await
             .unwrap()
             .version
@@ -202,7 +206,7 @@ async fn a_message_deleted_before_its_fetch_gets_no_preview() {
         .await
         .unwrap()
         .message;
-    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.key()).await.unwrap();
     clock.advance(RETRY_AFTER + Duration::seconds(1));
     chat.housekeeping(clock.now()).await.unwrap();
     let row = chat
@@ -354,7 +358,7 @@ async fn a_link_whose_message_was_deleted_before_its_job_ran_is_not_fetched() {
         .await
         .unwrap()
         .message;
-    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.key()).await.unwrap();
     clock.advance(RETRY_AFTER + Duration::seconds(1));
     let report = chat.housekeeping(clock.now()).await.unwrap();
     assert_eq!(report.preview_jobs_retried, 1, "the job is done with");

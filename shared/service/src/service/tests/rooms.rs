@@ -108,9 +108,9 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
         .await
         .unwrap()
         .message;
-    chat.reactions.react(&alice(), &room, &sent.id, "👍").await.unwrap();
-    chat.reactions.react(&alice(), &room, &sent.id, "🎉").await.unwrap();
-    chat.editing.delete_message(&alice(), &room, &sent.id).await.unwrap();
+    chat.reactions.react(&alice(), &room, &sent.key(), "👍").await.unwrap();
+    chat.reactions.react(&alice(), &room, &sent.key(), "🎉").await.unwrap();
+    chat.editing.delete_message(&alice(), &room, &sent.key()).await.unwrap();
     let companions = crate::store::companions::companion_rows(&room, &sent.key());
     let (rows, _) = chat
         .wiring
@@ -121,7 +121,7 @@ async fn a_deleted_message_leaves_no_reactions_or_votes() {
         .unwrap();
     assert!(rows.is_empty(), "{rows:?}");
     // And a reaction arriving after the delete is refused, not stored.
-    let late = chat.reactions.react(&alice(), &room, &sent.id, "👍").await;
+    let late = chat.reactions.react(&alice(), &room, &sent.key(), "👍").await;
     assert_eq!(late.unwrap_err().code(), "NOT_FOUND");
 }
 
