@@ -6,13 +6,14 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::helpers::messages::get_message;
-use crate::helpers::{Backend, TestApp, backend_tests, posts, spawn_app};
+use crate::helpers::{Backend, TestApp, backend_tests, posts, spawn_app, spawn_app_with};
 
 backend_tests!(
     two_users_250_messages_read_in_both_orders,
     a_resend_with_the_same_client_id_stores_nothing_new,
     concurrent_retries_of_one_client_id_store_one_message,
     two_processes_25_concurrent_sends_each,
+    two_processes_200_concurrent_sends_into_one_room_all_stored_once,
     a_non_member_can_neither_read_nor_write,
 );
 
@@ -124,6 +125,70 @@ async fn two_processes_25_concurrent_sends_each(backend: Backend) {
     let mut asc_ids = ids(&asc);
     asc_ids.reverse();
     assert_eq!(asc_ids, ids(&desc), "{backend:?}: both orders agree");
+}
+
+/// Contention, end to end: two server processes on one store, 200 sends into one room at
+/// once. A send that loses the room's counter to the other process waits its turn: every
+/// send is answered 201, every message is stored once, and the room's versions have no gap.
+async fn two_processes_200_concurrent_sends_into_one_room_all_stored_once(backend: Backend) {
+    let unlimited = [("TABLETALK_WRITE_LIMITS", "off")];
+    let apps = [
+        spawn_app_with(&backend, &unlimited),
+        spawn_app_with(&backend, &unlimited),
+    ];
+    let room = apps[0].create_room("alice").await;
+    let senders: Vec<String> = (0..8).map(|k| format!("sender{k}")).collect();
+    for (k, sender) in senders.iter().enumerate() {
+        apps[k % 2].join(sender, &room).await;
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let app = &apps[i % 2];
+        let (base, http, room) = (app.base.clone(), app.http.clone(), room.clone());
+        let sender = senders[i % senders.len()].clone();
+        tasks.spawn(async move {
+            let reply = http
+                .post(format!("{base}/api/rooms/{room}/messages"))
+                .bearer_auth(crate::helpers::token(&sender))
+                .json(&serde_json::json!({ "text": format!("contended {i}"), "clientId": format!("c-{i}") }))
+                .send()
+                .await
+                .unwrap();
+            let status = reply.status();
+            let body = reply.text().await.unwrap();
+            (i, status, body)
+        });
+    }
+    let answers = tasks.join_all().await;
+    let refused: Vec<_> = answers
+        .iter()
+        .filter(|(_, status, _)| *status != StatusCode::CREATED)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{backend:?}: {} sends refused: {:?}",
+        refused.len(),
+        refused.first()
+    );
+
+    let everything = apps[1].read_all("alice", &room, "asc", 100).await;
+    let texts: Vec<String> = posts(everything.clone())
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect();
+    for i in 0..200 {
+        let text = format!("contended {i}");
+        let copies = texts
+            .iter()
+            .filter(|t| t.trim_start_matches("<p>").trim_end_matches("</p>") == text)
+            .count();
+        assert_eq!(copies, 1, "{backend:?}: send {i} stored {copies} times");
+    }
+    let mut versions: Vec<u64> = everything.iter().map(|m| m["version"].as_u64().unwrap()).collect();
+    versions.sort_unstable();
+    let first = versions[0];
+    let expected: Vec<u64> = (first..first + versions.len() as u64).collect();
+    assert_eq!(versions, expected, "{backend:?}: the room's versions have no gap");
 }
 
 async fn a_non_member_can_neither_read_nor_write(backend: Backend) {

@@ -205,6 +205,8 @@ struct Run {
 enum Start {
     /// Processed before: nothing to do.
     Repeat,
+    /// Nobody to push to: nothing to claim, nothing to record.
+    Nothing(Report),
     Run(Run),
 }
 
@@ -268,6 +270,7 @@ impl Notifier {
                 repeat: true,
                 ..Report::default()
             }),
+            Start::Nothing(report) => Ok(report),
             Start::Run(run) => self.fan_out(&sender, run).await,
         }
     }
@@ -296,9 +299,7 @@ impl Notifier {
                     ..Report::default()
                 }));
             }
-            Start::Run(run) if run.plan.pushes.is_empty() => {
-                return self.fan_out(&sender, run).await.map(Accepted::Finished);
-            }
+            Start::Nothing(report) => return Ok(Accepted::Finished(report)),
             Start::Run(run) => run,
         };
         let pending = match self.store.outbox.record_fan_out(&run.room, event).await {
@@ -328,30 +329,32 @@ impl Notifier {
         Ok(accepted)
     }
 
-    /// Claims the event and reads what it will push; a failure to read releases the claim.
+    /// Reads what the event will push and, when there is something, claims the event. An
+    /// event with nobody to push to writes nothing — no claim, no record that it is done: a
+    /// later delivery plans again and, at most, pushes to a subscription made since. So a
+    /// send in a room without push subscribers costs the store no write after its own.
     async fn start(&self, event: &MessageEvent) -> Result<Start> {
         let room = RoomId::parse(&event.room_id)?;
         let key =
             MessageKey::parse(&event.message_id).ok_or_else(|| Error::validation("the event names no message"))?;
-        let etag = match self.claim(&room, &key).await? {
+        let row = self.store.claims.claim_row(&room, &key).await?;
+        if let ClaimRow::Done = row {
+            return Ok(Start::Repeat);
+        }
+        let plan = self.plan(&room, &key).await?;
+        if plan.pushes.is_empty() {
+            return Ok(Start::Nothing(Report {
+                recipients: plan.recipients,
+                online: plan.online,
+                ..Report::default()
+            }));
+        }
+        let etag = match self.claim(&room, &key, row).await? {
             Claim::Ours(etag) => etag,
             Claim::Done => return Ok(Start::Repeat),
             Claim::Busy => return Err(Error::Unavailable("the event is being processed".into())),
         };
-        let mut run = Run {
-            room,
-            key: key.clone(),
-            etag,
-            plan: Plan::default(),
-        };
-        match self.plan(&run.room, &key).await {
-            Ok(plan) => run.plan = plan,
-            Err(e) => {
-                self.release(&run).await;
-                return Err(e);
-            }
-        }
-        Ok(Start::Run(run))
+        Ok(Start::Run(Run { room, key, etag, plan }))
     }
 
     /// Gives a run's claim up, so that a retry starts clean.
@@ -436,11 +439,12 @@ impl Notifier {
         })
     }
 
-    /// Claims the event of `key`: a new claim, or one whose lease ran out, is ours.
-    async fn claim(&self, room: &RoomId, key: &MessageKey) -> Result<Claim> {
+    /// Claims the event of `key`, whose claim row read `row`: a new claim, or one whose lease
+    /// ran out, is ours.
+    async fn claim(&self, room: &RoomId, key: &MessageKey, row: ClaimRow) -> Result<Claim> {
         let now = self.store.now();
         let lease = chrono::Duration::from_std(self.push.claim_lease).unwrap_or(chrono::Duration::MAX);
-        Ok(match self.store.claims.claim_row(room, key).await? {
+        Ok(match row {
             ClaimRow::Missing => match self.store.claims.insert_claim(room, key, now).await? {
                 Some(etag) => Claim::Ours(etag),
                 None => Claim::Busy,

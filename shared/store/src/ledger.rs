@@ -192,6 +192,12 @@ impl RoomLog {
     }
 }
 
+/// How long a group keeps trying for the counter while other processes win it, before it is
+/// answered "busy". A lost race is never the store's failure — the winner committed — so a
+/// loser waits its turn rather than failing after a fixed number of rounds; this bounds only
+/// what one request can be made to wait.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
+
 fn contended() -> StoreError {
     StoreError::new(ErrorKind::Unavailable, "the room is busy; try again")
 }
@@ -275,6 +281,7 @@ impl LedgerStore {
     /// come from the operations as built for the versions assigned, not from the estimate
     /// the group was formed with.
     async fn commit_group(&self, room: &RoomId, counter: &mut Option<Entity>, mut group: Vec<Pending>) {
+        let waiting_since = std::time::Instant::now();
         while !group.is_empty() {
             let known = match counter.take() {
                 Some(entity) => entity,
@@ -361,7 +368,10 @@ impl LedgerStore {
                         StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
                     );
                 }
-                // Other processes kept winning the counter for every attempt the helper makes.
+                // Other processes kept winning the counter for every attempt the helper makes:
+                // each loss was another commit's progress, so the group waits its turn, reading
+                // the counter afresh, for as long as a request may wait.
+                Err(ConditionalError::Conflict) if waiting_since.elapsed() < PATIENCE => {}
                 Err(ConditionalError::Conflict) => return answer_all(group, contended()),
                 Err(ConditionalError::Rejected(never)) => match never {},
             }

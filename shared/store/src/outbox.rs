@@ -127,6 +127,18 @@ impl OutboxStore {
         crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), row_key).await
     }
 
+    /// [`OutboxStore::clear_pending`] for an event just published, whose row may linger: it
+    /// rides in a later commit ([`tabletalk_tables::TableBackend::delete_deferred`]).
+    pub async fn clear_published(&self, room: &RoomId, row_key: &str) -> Result<()> {
+        match (self.tables)
+            .delete_deferred(&self.schema.messages, room.as_str(), row_key, &IfMatch::Any)
+            .await
+        {
+            Err(e) if !e.is(ErrorKind::NotFound) => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
     /// Every room whose marker says it may hold pending events.
     pub async fn outbox_markers(&self) -> Result<Vec<Marker>> {
         let markers = RangeQuery::partition(OUTBOX_PARTITION, 1000);

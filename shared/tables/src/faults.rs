@@ -360,6 +360,21 @@ impl TableBackend for FaultyTables {
         .await
     }
 
+    async fn delete_deferred(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        row_key: &str,
+        if_match: &IfMatch,
+    ) -> Result<()> {
+        self.run(
+            "delete",
+            Some(table),
+            self.inner.delete_deferred(table, partition_key, row_key, if_match),
+        )
+        .await
+    }
+
     async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {
         self.run("query", Some(table), self.inner.query(table, query)).await
     }

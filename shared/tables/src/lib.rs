@@ -185,6 +185,19 @@ pub trait TableBackend: fmt::Debug + Send + Sync + 'static {
     async fn upsert(&self, table: &TableName, entity: &Entity, mode: UpdateMode) -> Result<ETag>;
     /// Deletes; `NotFound`, or `PreconditionFailed` on an ETag mismatch.
     async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()>;
+    /// [`TableBackend::delete`] for a row whose lingering a while is harmless (a published
+    /// event's outbox row): a backend that pays per commit may hold it for the next commit
+    /// other work causes, so it costs none of its own. Answers once it is durable, like any
+    /// write. Azure has nothing to save and deletes at once.
+    async fn delete_deferred(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        row_key: &str,
+        if_match: &IfMatch,
+    ) -> Result<()> {
+        self.delete(table, partition_key, row_key, if_match).await
+    }
     /// One page of a row-key range inside one partition.
     async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page>;
     /// Applies all operations or none. Returns each operation's new ETag (`None` for deletes).
@@ -258,6 +271,20 @@ impl Tables {
     ) -> Result<()> {
         rules::check_keys(partition_key, row_key)?;
         self.backend.delete(table, partition_key, row_key, if_match).await
+    }
+
+    /// See [`TableBackend::delete_deferred`].
+    pub async fn delete_deferred(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        row_key: &str,
+        if_match: &IfMatch,
+    ) -> Result<()> {
+        rules::check_keys(partition_key, row_key)?;
+        self.backend
+            .delete_deferred(table, partition_key, row_key, if_match)
+            .await
     }
 
     pub async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {

@@ -57,7 +57,14 @@ impl Outbox {
         }
         let (chat, room) = (self.clone(), room.clone());
         self.tasks.spawn(async move {
-            if let Err(e) = chat.publish(&room, &event, &event_row_key(&event)).await {
+            // Its row's clearing rides in a later commit (`delete_deferred`): on the embedded
+            // store a send then costs one fsync, not two. Should the process stop first, the
+            // timer finds the row and, the event being handled already, pushes nothing twice.
+            let published = async {
+                chat.hand_over(&event).await?;
+                Ok::<_, crate::error::Error>(chat.store.outbox.clear_published(&room, &event_row_key(&event)).await?)
+            };
+            if let Err(e) = published.await {
                 tracing::warn!(event = %event.id, error = %e, "an event was not published; the timer will retry");
             }
         });
@@ -71,6 +78,12 @@ impl Outbox {
 
     /// Publishes one event and deletes its outbox row (`row_key`).
     async fn publish(&self, room: &RoomId, event: &MessageEvent, row_key: &str) -> Result<()> {
+        self.hand_over(event).await?;
+        Ok(self.store.outbox.clear_pending(room, row_key).await?)
+    }
+
+    /// Hands one event to its consumers.
+    async fn hand_over(&self, event: &MessageEvent) -> Result<()> {
         // The automation event first: a notification consumer that has handled the event
         // (which lets the timer drop its row) implies the automation topic took it too.
         if event.automation
@@ -81,7 +94,7 @@ impl Outbox {
         if let Some(events) = &self.events {
             events.publish(event).await?;
         }
-        Ok(self.store.outbox.clear_pending(room, row_key).await?)
+        Ok(())
     }
 
     /// The timer's part: republishes every event pending longer than [`REPUBLISH_AFTER`] and

@@ -137,11 +137,13 @@ impl SqliteTables {
         work: impl FnOnce(&mut Session) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply, answer) = oneshot::channel();
-        let sent = together::send(
-            self.inner.id,
-            &self.inner.writes,
-            Box::new(writer::Call::new(undo, work, reply)),
-        );
+        self.send_and_wait(Box::new(writer::Call::new(undo, work, reply)), answer)
+            .await
+    }
+
+    /// Sends `call` to the writer thread and waits for its `answer`.
+    async fn send_and_wait<T>(&self, call: Box<dyn writer::Job>, answer: oneshot::Receiver<Result<T>>) -> Result<T> {
+        let sent = together::send(self.inner.id, &self.inner.writes, call);
         #[cfg(test)]
         self.inner.probe.sent();
         sent.map_err(|()| StoreError::internal("the sqlite writer has stopped"))?;
@@ -240,6 +242,30 @@ impl TableBackend for SqliteTables {
             rows::delete(&s.conn, &table, &pk, &rk, &if_match)
         })
         .await
+    }
+
+    /// Rides in the next group commit another write causes, or waits
+    /// [`writer::DEFERRED_WAIT`] for one: no fsync of its own.
+    async fn delete_deferred(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        row_key: &str,
+        if_match: &IfMatch,
+    ) -> Result<()> {
+        let (table, pk, rk, if_match) = (
+            table_key(table),
+            partition_key.to_owned(),
+            row_key.to_owned(),
+            if_match.clone(),
+        );
+        let (reply, answer) = oneshot::channel();
+        let work = move |s: &mut Session| {
+            s.require_table(&table)?;
+            rows::delete(&s.conn, &table, &pk, &rk, &if_match)
+        };
+        let call = writer::Call::new(Undo::Statement, work, reply).deferred();
+        self.send_and_wait(Box::new(call), answer).await
     }
 
     async fn query(&self, table: &TableName, query: &RangeQuery) -> Result<Page> {

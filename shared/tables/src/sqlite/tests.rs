@@ -193,6 +193,56 @@ async fn calls_made_in_one_step_inside_together_commit_in_one_group() {
     assert_eq!(store.group_commits() - before, 2);
 }
 
+/// A deferred delete causes no commit of its own: it rides in the next commit another write
+/// causes, and alone it is committed after the wait all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_delete_rides_in_the_next_group_commit() {
+    let (store, tables, t) = store_with_table("Deferred").await;
+    for key in ["a", "b", "c"] {
+        tables.insert(&t, &row("p", key)).await.unwrap();
+    }
+
+    let before = store.group_commits();
+    let deferred = tokio::spawn({
+        let tables = tables.clone();
+        let t = t.clone();
+        async move { tables.delete_deferred(&t, "p", "a", &IfMatch::Any).await }
+    });
+    // Queued, not committed: the writer waits for other work.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        store.group_commits(),
+        before,
+        "a deferred delete alone starts no commit"
+    );
+    assert!(!deferred.is_finished());
+    tables.insert(&t, &row("p", "d")).await.unwrap();
+    deferred.await.unwrap().unwrap();
+    assert_eq!(
+        store.group_commits() - before,
+        1,
+        "the delete rode in the insert's commit"
+    );
+    assert!(tables.get(&t, "p", "a").await.unwrap().is_none());
+
+    // Alone, it is committed once the wait is over, and answers only then.
+    let started = std::time::Instant::now();
+    tables.delete_deferred(&t, "p", "b", &IfMatch::Any).await.unwrap();
+    assert!(
+        started.elapsed() >= writer::DEFERRED_WAIT / 2,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(tables.get(&t, "p", "b").await.unwrap().is_none());
+
+    // A refused one answers as a delete does, and refuses nothing else.
+    let e = row("p", "e");
+    let missing = tables.delete_deferred(&t, "p", "zz", &IfMatch::Any);
+    let (missing, inserted) = tokio::join!(missing, tables.insert(&t, &e));
+    assert!(missing.unwrap_err().is(ErrorKind::NotFound));
+    inserted.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_held_for_two_stores_each_reach_their_own_writer() {
     let (one_store, one, t1) = store_with_table("One").await;

@@ -24,12 +24,18 @@
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use super::session::{Session, commit_error, sql_error};
 use crate::{ErrorKind, Result, StoreError};
+
+/// How long a deferred call waits for a commit other calls cause before it causes its own. A
+/// deferred call's row lingers meanwhile, which its caller chose to accept; its caller's answer
+/// waits as long.
+pub(super) const DEFERRED_WAIT: Duration = Duration::from_millis(200);
 
 /// The most calls one group commit takes. A longer queue is committed in several groups, so
 /// the first caller's wait stays bounded.
@@ -60,6 +66,10 @@ pub(super) enum Ran {
 pub(super) trait Job: Send {
     /// How its writes are undone if it fails.
     fn undo(&self) -> Undo;
+    /// Whether it waits for a commit other calls cause ([`DEFERRED_WAIT`]).
+    fn deferred(&self) -> bool {
+        false
+    }
     /// Runs the call in the current transaction.
     fn run(&mut self, session: &mut Session) -> Ran;
     /// Answers the caller once the group's fate is known: its own failure if it failed, else
@@ -70,6 +80,7 @@ pub(super) trait Job: Send {
 /// A call and the channel its caller awaits.
 pub(super) struct Call<T, F> {
     undo: Undo,
+    deferred: bool,
     work: Option<F>,
     result: Option<Result<T>>,
     reply: oneshot::Sender<Result<T>>,
@@ -79,10 +90,16 @@ impl<T, F> Call<T, F> {
     pub(super) fn new(undo: Undo, work: F, reply: oneshot::Sender<Result<T>>) -> Call<T, F> {
         Call {
             undo,
+            deferred: false,
             work: Some(work),
             result: None,
             reply,
         }
+    }
+
+    /// This call, waiting for a commit other calls cause ([`DEFERRED_WAIT`]).
+    pub(super) fn deferred(self) -> Call<T, F> {
+        Call { deferred: true, ..self }
     }
 }
 
@@ -93,6 +110,10 @@ where
 {
     fn undo(&self) -> Undo {
         self.undo
+    }
+
+    fn deferred(&self) -> bool {
+        self.deferred
     }
 
     fn run(&mut self, session: &mut Session) -> Ran {
@@ -171,22 +192,49 @@ pub(super) fn supervise(
     }
 }
 
-/// The writer thread's loop; returns when every handle to the store is gone.
-/// Each message on `calls` is the calls one task step made ([`super::together`]).
+/// The writer thread's loop; returns when every handle to the store is gone, once everything
+/// sent has been committed. Each message on `calls` is the calls one task step made
+/// ([`super::together`]). Deferred calls alone start no commit: they wait, in their place in
+/// the queue, for the next call that does, or for [`DEFERRED_WAIT`].
 fn run(mut session: Session, calls: &Receiver<Vec<Box<dyn Job>>>) {
     let mut queue: VecDeque<Box<dyn Job>> = VecDeque::new();
-    while let Ok(first) = calls.recv() {
-        queue.extend(first);
+    // When the deferred calls now queued began waiting (none queued: `None`).
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        let received = match waiting_since {
+            None => calls.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(since) => calls.recv_timeout(DEFERRED_WAIT.saturating_sub(since.elapsed())),
+        };
+        let (mut due, stopping) = match received {
+            Ok(first) => (take(&mut queue, first), false),
+            Err(RecvTimeoutError::Timeout) => (true, false),
+            Err(RecvTimeoutError::Disconnected) => (true, true),
+        };
         while queue.len() < MAX_GROUP {
             match calls.try_recv() {
-                Ok(more) => queue.extend(more),
+                Ok(more) => due |= take(&mut queue, more),
                 Err(_) => break,
             }
         }
-        while !queue.is_empty() {
-            commit_group(&mut session, &mut queue);
+        if due || queue.len() >= MAX_GROUP {
+            while !queue.is_empty() {
+                commit_group(&mut session, &mut queue);
+            }
+            waiting_since = None;
+        } else if !queue.is_empty() {
+            waiting_since.get_or_insert_with(Instant::now);
+        }
+        if stopping {
+            return;
         }
     }
+}
+
+/// Queues `calls`; true when one of them starts a commit (is not deferred).
+fn take(queue: &mut VecDeque<Box<dyn Job>>, calls: Vec<Box<dyn Job>>) -> bool {
+    let due = calls.iter().any(|call| !call.deferred());
+    queue.extend(calls);
+    due
 }
 
 /// Runs the queued calls (up to [`MAX_GROUP`]) in one transaction and commits it. Takes them

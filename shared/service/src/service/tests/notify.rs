@@ -18,6 +18,18 @@ fn vapid_key() -> String {
     crate::adapters::push::generate_vapid_key().unwrap().0
 }
 
+/// Gives bob a push subscription, so an event of the room has someone to push to (an event
+/// with nobody to push to is neither claimed nor recorded). Its pushes fail at once: the
+/// endpoint is a loopback address the push client does not reach, and a failed push counts
+/// as tried.
+async fn subscribe_bob(chat: &crate::Chat) {
+    let subscription = subscription_at("http://127.0.0.1:9/push/bob");
+    (chat.wiring.store.subscriptions)
+        .put_subscription(&user("bob").user_id, &subscription)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_redelivered_event_pushes_nothing_again() {
     let (mut chat, room) = chat_on(Tables::new(store())).await;
@@ -27,6 +39,7 @@ async fn a_redelivered_event_pushes_nothing_again() {
         ..PushSettings::default()
     });
     chat.rooms.join_room(&user("bob"), &room).await.unwrap();
+    subscribe_bob(&chat).await;
     let sent = chat
         .sending
         .send_message(&alice(), &room, NewMessage::text("hi"))
@@ -55,6 +68,7 @@ async fn a_done_record_that_fails_once_is_written_again() {
     let faults = crate::storage::faults::FaultyTables::new(store());
     let (mut chat, room) = chat_on(Tables::new(faults.clone())).await;
     chat.rooms.join_room(&user("bob"), &room).await.unwrap();
+    subscribe_bob(&chat).await;
     // Sent before push is configured, so no delivery of its own runs alongside this one.
     let sent = chat
         .sending

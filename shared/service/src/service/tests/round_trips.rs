@@ -27,8 +27,8 @@ use crate::rooms::{NewRoom, RoomChange, Visibility};
 use crate::service::Chat;
 use crate::service::limits::LimitSettings;
 use crate::service::testing::{alice, user};
-use crate::storage::Tables;
 use crate::storage::faults::{FaultyTables, RecordedCall};
+use crate::storage::{RangeQuery, Tables};
 use crate::store::schema::Schema;
 
 /// The targets: sequential round trips on a send's critical path.
@@ -351,4 +351,56 @@ async fn a_plain_send_is_one_group_commit_of_the_embedded_store() {
         assert!(sent.created);
         assert_eq!(store.group_commits() - before, 1, "{line}");
     }
+}
+
+/// With events on (push configured, nobody subscribed), sends one after another still cost one
+/// group commit each once everything after their answers has run: the outbox row's clearing
+/// rides in the next send's commit (`delete_deferred`), and an event with nobody to push to
+/// writes nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_with_events_on_cost_one_group_commit_each() {
+    use crate::adapters::push::{PushSender, generate_vapid_key};
+    use crate::notify::PushSettings;
+    let store = crate::service::testing::store();
+    let key = generate_vapid_key().unwrap().0;
+    let chat = Chat::open(Tables::new(store.clone()), Schema::with_prefix("ev").unwrap())
+        .await
+        .unwrap()
+        .with_local_hub("ev")
+        .with_push(PushSettings {
+            sender: Some(PushSender::new(&key, "mailto:test@example.com").unwrap()),
+            ..PushSettings::default()
+        });
+    let room = room_with_bob(&chat).await;
+    let settled = || async {
+        while chat.supervisor().running() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    // The first send writes the room's outbox marker; the count starts after it.
+    crate::service::one_request(
+        chat.sending
+            .send_message(&user("bob"), &room, NewMessage::text("first")),
+    )
+    .await
+    .unwrap();
+    settled().await;
+    const SENDS: u64 = 20;
+    let before = store.group_commits();
+    for i in 0..SENDS {
+        let text = format!("line {i}");
+        crate::service::one_request(chat.sending.send_message(&user("bob"), &room, NewMessage::text(&text)))
+            .await
+            .unwrap();
+    }
+    settled().await;
+    let commits = store.group_commits() - before;
+    // The last clearings have no later send to ride with: they commit together, alone.
+    assert!(commits <= SENDS + 1, "{commits} group commits for {SENDS} sends");
+    let pending = RangeQuery::prefix(room.as_str(), crate::store::schema::OUTBOX_PREFIX, 100);
+    let rows = (chat.wiring.store.tables())
+        .query(&chat.wiring.store.schema().messages, &pending)
+        .await
+        .unwrap();
+    assert!(rows.entities.is_empty(), "every published event's row is cleared");
 }
