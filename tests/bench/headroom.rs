@@ -507,6 +507,9 @@ async fn embedded(dir: &Path, sizes: &Sizes, summary: &mut Vec<String>) {
     send_table_header();
     send_row(1, &one, ceiling_1);
     send_row(32, &many, ceiling_32);
+    let fsyncs = fsyncs_a_send_at_1();
+    println!("\nfsyncs a send at concurrency 1 (tests/bench/sends-per-fsync.sh, a fresh store): {fsyncs}");
+    summary.push(format!("embedded fsyncs a send at concurrency 1: {fsyncs} (target 1)"));
     summary.push(format!(
         "embedded sends ÷ raw ceiling ({ceiling_1:.0} and {ceiling_32:.0} sends/s): {:.2} at concurrency 1, {:.2} at 32 (target ≥ 0.50); p99 at 32 {:.1} ms (≤ 10); CPU/send {:.3} ms (≤ 0.10); p50 at 1 {:.2} ms (≤ 0.8)",
         one.rate / ceiling_1,
@@ -655,6 +658,7 @@ async fn azurite(connection: String, sizes: &Sizes, summary: &mut Vec<String>) {
     ));
 
     azurite_list_rooms(&backend, &http, &base, sizes, summary).await;
+    azurite_send_requests(&backend, &http, &room, summary).await;
 
     // Scale-out: one process, then four, at concurrency 8 each.
     let extra: Vec<(Server, String)> = (0..3).map(|_| backend.spawn(false)).collect();
@@ -764,6 +768,68 @@ async fn azurite_list_rooms(
         "listRooms of {} rooms: {reads} store reads, {writes} writes (Azurite, counted at a proxy)",
         sizes.rooms
     ));
+}
+
+/// The store requests of one plain send by a member on Azurite, counted by a proxy in front of
+/// it: the fewest of five sends one after another, so the proxied server's own background
+/// work (housekeeping timers) does not count.
+async fn azurite_send_requests(backend: &Backend, http: &reqwest::Client, room: &RoomId, summary: &mut Vec<String>) {
+    let upstream = std::env::var("TABLETALK_BENCH_AZURITE_TABLES").unwrap_or_else(|_| "http://127.0.0.1:10002".into());
+    let proxy = CountingProxy::start(&upstream).await;
+    let (proxied, base) = backend.spawn_via(false, Some(&proxy.connection));
+    let url = format!("{base}/api/rooms/{room}/messages");
+    let token = token(&sender(1));
+    let send = |i: usize| {
+        let body = json!({ "text": format!("counted {i}"), "clientId": format!("counted-{i}") });
+        http.post(&url).bearer_auth(&token).json(&body).send()
+    };
+    // The first send warms the process's caches, as a running server has them.
+    assert!(send(0).await.unwrap().status().is_success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut counts = Vec::new();
+    for i in 1..=5 {
+        proxy.take();
+        assert!(send(i).await.unwrap().status().is_success());
+        // What the send does after its answer counts too.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        counts.push(proxy.take());
+    }
+    drop(proxied);
+    let (reads, writes, per_table) = counts.into_iter().min_by_key(|(r, w, _)| r + w).unwrap();
+    let per_table = match backend {
+        Backend::Azurite { prefix, .. } => per_table.replace(prefix.as_str(), ""),
+        Backend::Embedded(_) => per_table,
+    };
+    println!(
+        "\na plain send makes {} store requests: {reads} reads, {writes} writes ({per_table}; counted by a proxy, after-the-answer work included)",
+        reads + writes
+    );
+    summary.push(format!(
+        "Azure requests a plain send: {} ({reads} reads, {writes} writes; target ≤ 4)",
+        reads + writes
+    ));
+}
+
+/// Fsyncs a send of the embedded server at concurrency 1, counted by
+/// `tests/bench/sends-per-fsync.sh` (perf's system-call tracepoints; needs root and perf), or
+/// why it could not be counted.
+fn fsyncs_a_send_at_1() -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/bench/sends-per-fsync.sh");
+    let out = std::process::Command::new("bash")
+        .args([script, env!("CARGO_BIN_EXE_tabletalk"), "1", "3"])
+        .output();
+    let Ok(out) = out else {
+        return "not counted (bash is missing)".into();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let per_fsync = text
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" sends per fsync"))
+        .and_then(|n| n.parse::<f64>().ok());
+    match per_fsync {
+        Some(n) if n > 0.0 => format!("{:.2} ({text})", 1.0 / n, text = text.trim()),
+        _ => format!("not counted: {}", String::from_utf8_lossy(&out.stderr).trim()),
+    }
 }
 
 /// Only `listRooms` on Azurite (`-- listrooms`): the lister's rooms seeded, one server, the
