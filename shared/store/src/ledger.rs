@@ -18,15 +18,14 @@
 //! colliding writers.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use tokio::sync::oneshot;
 
-use super::schema::{COUNTER_ROW, feed_key};
+use super::schema::{COUNTER_ROW, OUTGOING_PARTITION, feed_key};
 use tabletalk_domain::ids::RoomId;
-use tabletalk_tables::conditional::{ConditionalError, update_conditionally_reading_along};
+use tabletalk_tables::conditional::{ConditionalError, ReadAlong, update_conditionally_reading_along};
 use tabletalk_tables::rules::MAX_BATCH_OPS;
 use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, StoreError, UpdateMode, Value};
 
@@ -46,6 +45,13 @@ pub struct Counter {
     /// the counter so that of two commits racing, the one that wins the counter decides, and
     /// the newest message stays shown whatever order they commit in.
     pub activity: Option<u64>,
+    /// Whether the room's changes commit an event row for its outgoing webhooks (none when
+    /// the row predates the flag: then the listing of rooms with endpoints tells, once).
+    pub hooked: Option<bool>,
+    /// Moves with every change to the room row: a send admitted on a copy of the room row
+    /// read under this stamp commits only while it is still the counter's, so a cached room
+    /// row never admits a send the current one refuses ([`LedgerStore::note_room_changed`]).
+    pub room_stamp: u64,
 }
 
 impl Counter {
@@ -55,6 +61,8 @@ impl Counter {
             version: number("version"),
             floor: number("floor"),
             activity: entity.i64(ACTIVITY_PROPERTY).and_then(|v| u64::try_from(v).ok()),
+            hooked: entity.bool(HOOKED_PROPERTY),
+            room_stamp: number(ROOM_STAMP_PROPERTY),
         }
     }
 
@@ -64,9 +72,18 @@ impl Counter {
         if let Some(ticks) = self.activity {
             entity.set(ACTIVITY_PROPERTY, Value::Int64(ticks as i64));
         }
+        if let Some(hooked) = self.hooked {
+            entity.set(HOOKED_PROPERTY, Value::Bool(hooked));
+        }
+        entity.set(ROOM_STAMP_PROPERTY, Value::Int64(self.room_stamp as i64));
         entity
     }
 }
+
+/// The counter row's property saying whether changes commit outgoing webhook event rows.
+const HOOKED_PROPERTY: &str = "hooked";
+/// The counter row's property holding the room row's stamp.
+const ROOM_STAMP_PROPERTY: &str = "roomStamp";
 
 /// The counter row's property naming the message the activity row shows.
 const ACTIVITY_PROPERTY: &str = "activityTicks";
@@ -84,14 +101,41 @@ pub struct ActivityChange {
     pub new: bool,
 }
 
+/// What a change's operations are built for: its version, and whether the room's changes
+/// commit an outgoing webhook event row, both as of the counter the transaction moves (so a
+/// webhook registered through another process is never missed by a change that commits
+/// after it).
+#[derive(Debug, Clone, Copy)]
+pub struct Numbered {
+    pub version: u64,
+    pub hooked: bool,
+}
+
 /// A change waiting for its version: the operations it commits, given that version. It may
 /// need fewer operations at some versions than at others (an edit deletes its old feed row
-/// only when it had one), but never more than at [`SIZING_VERSION`].
-pub type Build = Box<dyn Fn(u64) -> Vec<BatchOp> + Send + Sync>;
+/// only when it had one), but never more than at [`SIZING`].
+pub type Build = Box<dyn Fn(Numbered) -> Vec<BatchOp> + Send + Sync>;
 
-/// The version a change is sized at before it has one: above any real version, so every
-/// operation a change can need is in it (an edit's `Delete v:<old>` among them).
-const SIZING_VERSION: u64 = u64::MAX;
+/// What a change is sized at before it has a version: above any real version, so every
+/// operation a change can need is in it (an edit's `Delete v:<old>` among them), and hooked.
+const SIZING: Numbered = Numbered {
+    version: u64::MAX,
+    hooked: true,
+};
+
+/// Why a change was not committed.
+#[derive(Debug)]
+pub enum Unnumbered {
+    /// The store failed it (its own operation's index kept).
+    Store(StoreError),
+    /// The room row changed since the copy the change was admitted on: admit it again.
+    RoomChanged,
+}
+
+/// A counter step that met a room stamp other than the one its changes were admitted under:
+/// the counter row as read.
+#[derive(Debug)]
+pub struct RoomChanged(pub Entity);
 
 /// Commits the counter row remembers, newest last: enough to tell, after an ambiguous answer,
 /// whether a commit landed even when others committed after it.
@@ -105,6 +149,8 @@ const RECENT_COMMITS_PROPERTY: &str = "commits";
 pub struct Committed {
     pub version: u64,
     pub etags: Vec<Option<ETag>>,
+    /// Whether it was built with the outgoing webhooks' event row.
+    pub hooked: bool,
 }
 
 /// A counter step that committed: the counter row as now known (a stale copy only costs the
@@ -124,7 +170,9 @@ struct Pending {
     /// touch a row once, so changes to the same row go in different groups.
     rows: Vec<String>,
     activity: Option<ActivityChange>,
-    reply: oneshot::Sender<Result<Committed, StoreError>>,
+    /// The room stamp it was admitted under, if its admission read a cached room row.
+    admitted_under: Option<u64>,
+    reply: oneshot::Sender<Result<Committed, Unnumbered>>,
 }
 
 /// Every room's queue of changes, in this process. Cloning the service shares it.
@@ -146,6 +194,11 @@ struct RoomLog {
     queue: Mutex<VecDeque<Pending>>,
     /// The turn to commit, holding the counter row as this process last wrote it.
     turn: Arc<tokio::sync::Mutex<Option<Entity>>>,
+    /// Until when the counter is taken for one other processes move too: its commits read it
+    /// along (`ReadAlong::Always`) since a commit last lost a race to another writer.
+    contended_until: Mutex<Option<std::time::Instant>>,
+    /// The room stamp of the counter row this process saw last.
+    stamp: Mutex<Option<u64>>,
 }
 
 impl Ledger {
@@ -160,7 +213,32 @@ impl Ledger {
     }
 }
 
+/// How long after a lost race a room's commits keep reading its counter along.
+const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl RoomLog {
+    /// How a commit reads the counter along: with every write while other processes were
+    /// seen moving it lately, else only once a write lost (a quiet room's commit reads
+    /// nothing but the transaction).
+    fn read_along(&self) -> ReadAlong {
+        let until = *self.contended_until.lock().unwrap_or_else(|e| e.into_inner());
+        match until {
+            Some(until) if std::time::Instant::now() < until => ReadAlong::Always,
+            _ => ReadAlong::AfterALoss,
+        }
+    }
+
+    /// Notes the counter row as last read or written.
+    fn remember(&self, row: &Entity) {
+        *self.stamp.lock().unwrap_or_else(|e| e.into_inner()) = Some(Counter::from_entity(row).room_stamp);
+    }
+
+    /// Notes that a commit lost the counter to another writer.
+    fn note_lost_race(&self) {
+        *self.contended_until.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(std::time::Instant::now() + CONTENDED_FOR);
+    }
+
     /// The oldest queued changes that fit one transaction with the counter (at least one),
     /// passing over any that touches a row already in the group.
     fn take_group(&self) -> Vec<Pending> {
@@ -229,14 +307,38 @@ impl LedgerStore {
         build: Build,
         activity: Option<ActivityChange>,
     ) -> Result<Committed, StoreError> {
+        match self.commit_admitted(room, build, activity, None).await {
+            Ok(committed) => Ok(committed),
+            Err(Unnumbered::Store(e)) => Err(e),
+            Err(Unnumbered::RoomChanged) => Err(StoreError::internal("a change admitted under no stamp was refused")),
+        }
+    }
+
+    /// [`LedgerStore::commit_change`] for a change admitted on a copy of the room row read
+    /// under the room stamp `admitted_under` ([`LedgerStore::room_stamp`]): it commits only
+    /// while that stamp is the counter's, else it is answered [`Unnumbered::RoomChanged`].
+    pub async fn commit_admitted(
+        &self,
+        room: &RoomId,
+        build: Build,
+        activity: Option<ActivityChange>,
+        admitted_under: Option<u64>,
+    ) -> Result<Committed, Unnumbered> {
         let (store, room) = (self.clone(), room.clone());
-        let mut change = Box::pin(async move { store.queue_and_commit(&room, build, activity).await });
+        let mut change = Box::pin(async move { store.queue_and_commit(&room, build, activity, admitted_under).await });
         if let Poll::Ready(done) = futures::poll!(change.as_mut()) {
             return done;
         }
         tokio::spawn(change)
             .await
-            .map_err(|e| StoreError::internal(format!("a commit failed: {e}")))?
+            .map_err(|e| Unnumbered::Store(StoreError::internal(format!("a commit failed: {e}"))))?
+    }
+
+    /// The room stamp of the counter this process saw last, if it saw one: a copy of the
+    /// room row read after this was taken may admit sends under it.
+    pub fn room_stamp(&self, room: &RoomId) -> Option<u64> {
+        let log = self.ledger.log(room);
+        *log.stamp.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn queue_and_commit(
@@ -244,11 +346,12 @@ impl LedgerStore {
         room: &RoomId,
         build: Build,
         activity: Option<ActivityChange>,
-    ) -> Result<Committed, StoreError> {
-        let sample = build(SIZING_VERSION);
+        admitted_under: Option<u64>,
+    ) -> Result<Committed, Unnumbered> {
+        let sample = build(SIZING);
         let (tx, mut rx) = oneshot::channel();
         let log = self.ledger.log(room);
-        let unnumbered = feed_key(SIZING_VERSION);
+        let unnumbered = feed_key(SIZING.version);
         log.queue.lock().expect("queue lock").push_back(Pending {
             ops: sample.len(),
             bytes: sample.iter().map(op_bytes).sum(),
@@ -259,6 +362,7 @@ impl LedgerStore {
                 .collect(),
             build,
             activity,
+            admitted_under,
             reply: tx,
         });
         loop {
@@ -267,7 +371,9 @@ impl LedgerStore {
             match rx.try_recv() {
                 Ok(done) => return done,
                 Err(oneshot::error::TryRecvError::Closed) => {
-                    return Err(StoreError::internal("a group commit ended without an answer"));
+                    return Err(Unnumbered::Store(StoreError::internal(
+                        "a group commit ended without an answer",
+                    )));
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
@@ -282,11 +388,41 @@ impl LedgerStore {
     /// the group was formed with.
     async fn commit_group(&self, room: &RoomId, counter: &mut Option<Entity>, mut group: Vec<Pending>) {
         let waiting_since = std::time::Instant::now();
+        let log = self.ledger.log(room);
         while !group.is_empty() {
             let known = match counter.take() {
                 Some(entity) => entity,
                 None => match self.counter_row(room).await {
                     Ok(entity) => entity,
+                    Err(e) => return answer_all(group, e),
+                },
+            };
+            log.remember(&known);
+            let current = Counter::from_entity(&known);
+            // Changes admitted on a room row older than the counter's stamp go back to be
+            // admitted again; the step below checks the stamp once more against the counter it
+            // moves.
+            let (admitted, stale): (Vec<Pending>, Vec<Pending>) = group
+                .into_iter()
+                .partition(|p| p.admitted_under.is_none_or(|s| s == current.room_stamp));
+            for pending in stale {
+                let _ = pending.reply.send(Err(Unnumbered::RoomChanged));
+            }
+            group = admitted;
+            if group.is_empty() {
+                *counter = Some(known);
+                return;
+            }
+            let stamped = group
+                .iter()
+                .any(|p| p.admitted_under.is_some())
+                .then_some(current.room_stamp);
+            // A counter from before the hooked flag: the listing of rooms with endpoints
+            // decides, and the step writes the flag.
+            let listed = match current.hooked {
+                Some(_) => None,
+                None => match self.listed_for_hooks(room).await {
+                    Ok(listed) => Some(listed),
                     Err(e) => return answer_all(group, e),
                 },
             };
@@ -303,11 +439,21 @@ impl LedgerStore {
                     |counter| Counter {
                         version: counter.version + n,
                         activity: counter.activity.max(newest),
+                        hooked: counter.hooked.or(listed),
                         ..counter
                     },
                     |after| {
                         let first = after.version - n + 1;
-                        let built: Vec<Vec<BatchOp>> = (0..).zip(&builds).map(|(i, build)| build(first + i)).collect();
+                        let hooked = after.hooked.unwrap_or(false);
+                        let built: Vec<Vec<BatchOp>> = (0..)
+                            .zip(&builds)
+                            .map(|(i, build)| {
+                                build(Numbered {
+                                    version: first + i,
+                                    hooked,
+                                })
+                            })
+                            .collect();
                         *sizes.lock().expect("sizes lock") = built.iter().map(Vec::len).collect();
                         let mut ops: Vec<BatchOp> = built.into_iter().flatten().collect();
                         // Last, after every change's operations, so a failure's index still
@@ -322,12 +468,15 @@ impl LedgerStore {
                         }
                         ops
                     },
+                    stamped,
                 )
                 .await;
             let sizes = sizes.into_inner().expect("sizes lock");
             match outcome {
                 Ok(stepped) => {
                     let last = stepped.counter.version;
+                    let hooked = stepped.counter.hooked.unwrap_or(false);
+                    log.remember(&stepped.row);
                     *counter = Some(stepped.row);
                     let mut at = 0;
                     for (i, (pending, size)) in group.into_iter().zip(&sizes).enumerate() {
@@ -337,7 +486,11 @@ impl LedgerStore {
                         };
                         at += size;
                         let version = last - n + 1 + i as u64;
-                        let _ = pending.reply.send(Ok(Committed { version, etags: mine }));
+                        let _ = pending.reply.send(Ok(Committed {
+                            version,
+                            etags: mine,
+                            hooked,
+                        }));
                     }
                     return;
                 }
@@ -356,10 +509,10 @@ impl LedgerStore {
                         return answer_all(group, e);
                     };
                     let pending = group.remove(culprit);
-                    let _ = pending.reply.send(Err(StoreError {
+                    let _ = pending.reply.send(Err(Unnumbered::Store(StoreError {
                         batch_index: Some(index),
                         ..e
-                    }));
+                    })));
                 }
                 Err(ConditionalError::Store(e)) => return answer_all(group, e),
                 Err(ConditionalError::NotFound) => {
@@ -373,7 +526,8 @@ impl LedgerStore {
                 // the counter afresh, for as long as a request may wait.
                 Err(ConditionalError::Conflict) if waiting_since.elapsed() < PATIENCE => {}
                 Err(ConditionalError::Conflict) => return answer_all(group, contended()),
-                Err(ConditionalError::Rejected(never)) => match never {},
+                // The room row changed meanwhile: the changes admitted on the old one go back.
+                Err(ConditionalError::Rejected(RoomChanged(row))) => *counter = Some(row),
             }
         }
     }
@@ -397,21 +551,30 @@ impl LedgerStore {
         known: Entity,
         apply: impl Fn(Counter) -> Counter,
         ops: impl Fn(Counter) -> Vec<BatchOp>,
-    ) -> Result<Stepped, ConditionalError<Infallible>> {
+        admitted_under: Option<u64>,
+    ) -> Result<Stepped, ConditionalError<RoomChanged>> {
         // What the attempt being written carries: its commit id, the newest commit of the row
         // it was computed from, the counter it writes; after it lands, the rows' ETags and, if
         // confirmed by looking, the counter row as read.
         let attempt = Mutex::new(Attempt::default());
-        // Other processes write the counter too: reading it along with each commit makes a
-        // lost race cost one more round trip, not two.
-        let entity = update_conditionally_reading_along(
+        // Other processes write the counter too: reading it along with a commit makes a lost
+        // race cost one more round trip, not two, where races are being lost.
+        let log = self.ledger.log(room);
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let stepped = update_conditionally_reading_along(
             &self.tables,
             &self.schema.messages,
             room.as_str(),
             COUNTER_ROW,
             Some(known),
+            log.read_along(),
             |entity| {
-                let counter = apply(Counter::from_entity(&entity));
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let before = Counter::from_entity(&entity);
+                if admitted_under.is_some_and(|stamp| stamp != before.room_stamp) {
+                    return Err(RoomChanged(entity));
+                }
+                let counter = apply(before);
                 let mut attempt = attempt.lock().expect("attempt lock");
                 attempt.id = format!("{:016x}", rand::random::<u64>());
                 attempt.seen_newest = recent_commits(&entity).last().map(|id| id.to_string());
@@ -459,7 +622,11 @@ impl LedgerStore {
                 }
             },
         )
-        .await?;
+        .await;
+        if tries.into_inner() > 1 {
+            log.note_lost_race();
+        }
+        let entity = stepped?;
         let attempt = attempt.into_inner().expect("attempt lock");
         Ok(Stepped {
             row: attempt.confirmed.unwrap_or(entity),
@@ -586,8 +753,55 @@ impl LedgerStore {
             None => self.counter_row(room).await?,
         };
         let (result, written) = commit(current).await?;
+        log.remember(&written);
         *counter = Some(written);
         Ok(result)
+    }
+
+    /// Moves the room stamp after a change to the room row, holding the room's turn (so this
+    /// process's next commit does not lose a race to it): a send admitted on the row as it
+    /// was commits no more and is admitted again. The room row is written first, so a copy
+    /// read under the new stamp is the new row.
+    pub async fn note_room_changed(&self, room: &RoomId) -> Result<(), StoreError> {
+        self.change_counter(room, |counter| Counter {
+            room_stamp: counter.room_stamp + 1,
+            ..counter
+        })
+        .await
+    }
+
+    /// Sets whether the room's changes commit outgoing webhook event rows.
+    pub async fn set_hooked(&self, room: &RoomId, hooked: bool) -> Result<(), StoreError> {
+        self.change_counter(room, |counter| Counter {
+            hooked: Some(hooked),
+            ..counter
+        })
+        .await
+    }
+
+    async fn change_counter(
+        &self,
+        room: &RoomId,
+        change: impl Fn(Counter) -> Counter + Send,
+    ) -> Result<(), StoreError> {
+        self.with_counter(room, |known| async move {
+            let written = self
+                .step_counter(room, known, change, |_| Vec::new(), None)
+                .await
+                .map_err(step_failed)?;
+            Ok(((), written.row))
+        })
+        .await
+    }
+
+    /// Whether the room is listed as having outgoing webhook endpoints (`store::outgoing`):
+    /// read once for a counter from before its hooked flag.
+    async fn listed_for_hooks(&self, room: &RoomId) -> Result<bool, StoreError> {
+        let listing = self
+            .tables
+            .get(&self.schema.housekeeping, OUTGOING_PARTITION, room.as_str())
+            .await?;
+        Ok(listing.is_some())
     }
 }
 
@@ -621,7 +835,17 @@ fn stamp_commit(mut row: Entity, id: &str) -> Entity {
 
 fn answer_all(group: Vec<Pending>, error: StoreError) {
     for pending in group {
-        let _ = pending.reply.send(Err(error.clone()));
+        let _ = pending.reply.send(Err(Unnumbered::Store(error.clone())));
+    }
+}
+
+/// A counter step's failure as a store error, for a step no change was admitted to.
+pub fn step_failed(e: ConditionalError<RoomChanged>) -> StoreError {
+    match e {
+        ConditionalError::Store(e) => e,
+        ConditionalError::NotFound => StoreError::new(ErrorKind::NotFound, "the room's counter is gone"),
+        ConditionalError::Conflict => contended(),
+        ConditionalError::Rejected(_) => StoreError::internal("a step admitted under no stamp met one"),
     }
 }
 
@@ -689,9 +913,9 @@ mod tests {
     /// A change inserting one row, `key`, stamped with its version.
     fn insert(room: &RoomId, key: &'static str) -> Build {
         let room = room.to_string();
-        Box::new(move |version| {
+        Box::new(move |numbered: Numbered| {
             vec![BatchOp::Insert(
-                Entity::new(room.clone(), key).with("v", Value::Int64(version as i64)),
+                Entity::new(room.clone(), key).with("v", Value::Int64(numbered.version as i64)),
             )]
         })
     }
@@ -752,9 +976,9 @@ mod tests {
         chat.tables.insert(&chat.schema.messages, &taken).await.unwrap();
         let grows: Build = {
             let room = room.to_string();
-            Box::new(move |version| {
+            Box::new(move |numbered: Numbered| {
                 let mut ops = vec![BatchOp::Insert(Entity::new(room.clone(), "grown"))];
-                if version > 0 {
+                if numbered.version > 0 {
                     ops.push(BatchOp::Insert(Entity::new(room.clone(), "grown-extra")));
                 }
                 ops

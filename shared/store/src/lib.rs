@@ -198,6 +198,7 @@ impl Store {
         let rooms = rooms::RoomStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            ledger: ledger.clone(),
             directory: directory.clone(),
             invitations: invitations.clone(),
             limits: limits.clone(),
@@ -210,6 +211,7 @@ impl Store {
             schema: schema.clone(),
             clock: clock.clone(),
             outgoing_nudges: state.outgoing_nudges,
+            ledger: ledger.clone(),
         };
         let messages = messages::MessageStore {
             tables: tables.clone(),

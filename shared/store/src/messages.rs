@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
+use super::ledger::{Numbered, Unnumbered};
 use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
 use tabletalk_domain::error::Error;
 use tabletalk_domain::events::MessageEvent;
@@ -53,6 +54,9 @@ pub enum Inserted {
     /// Not stored: another send took the message's tick (its message row exists); the send
     /// takes the next tick.
     TickTaken,
+    /// Not stored: the room row changed since the copy the send was admitted on; admit it
+    /// again on the room as it is.
+    RoomChanged,
 }
 
 /// The `Messages` row of a message.
@@ -446,8 +450,10 @@ impl MessageStore {
 
     /// Writes a new message with the room's next version, in one transaction with its feed
     /// row, and its idempotency record (`client`), thread index row and outbox event if it has
-    /// them, and the outgoing webhooks' event row when the room has endpoints (`hooked`, as
-    /// the send read it alongside its membership; read here when not given). A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
+    /// them, and the outgoing webhooks' event row when the room has endpoints (as the counter
+    /// the transaction moves says). A send admitted on a cached room row commits only under
+    /// the room stamp it was admitted under (`admitted_under`), else it is answered
+    /// [`Inserted::RoomChanged`]. A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
     /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
     /// commits again, which is safe because nothing of the failed transaction landed.
     pub async fn insert_message(
@@ -457,7 +463,7 @@ impl MessageStore {
         client: Option<(&UserId, &ClientId)>,
         event: Option<&MessageEvent>,
         follower: Option<&UserId>,
-        hooked: Option<bool>,
+        admitted_under: Option<u64>,
     ) -> Result<Inserted, NotInserted> {
         let not_inserted = |error: Error| NotInserted {
             may_be_stored: false,
@@ -487,15 +493,7 @@ impl MessageStore {
             extra.push(BatchOp::Insert(row));
         }
         // The room's outgoing webhooks get the event through a row committed with the message.
-        let hooked = match hooked {
-            Some(known) => Ok(known),
-            None => self.outgoing.wants_hook_events(room).await,
-        };
-        let hook_event = match hooked {
-            Ok(true) => tabletalk_domain::outgoing::HookEvent::of_change(message, true),
-            Ok(false) => None,
-            Err(e) => return Err(not_inserted(e.into())),
-        };
+        let hook_event = tabletalk_domain::outgoing::HookEvent::of_change(message, true);
         let extra = &extra;
         let attempt = move || async move {
             let mut extra = extra.clone();
@@ -512,24 +510,35 @@ impl MessageStore {
                 None => None,
             };
             let draft = message.clone();
-            let build = move |version| {
+            let build = move |numbered: Numbered| {
                 let mut message = draft.clone();
-                message.version = version;
+                message.version = numbered.version;
                 let mut ops = vec![
                     BatchOp::Insert(message_row(&message)),
                     BatchOp::Insert(feed_row(&message)),
                 ];
                 ops.extend(extra.iter().cloned());
                 // Last, so the indexes of the rows above stay as they are.
-                if let Some(event) = hook_event {
+                if numbered.hooked
+                    && let Some(event) = hook_event
+                {
                     ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
                 }
                 ops
             };
             let activity = super::activity::activity_change(room, message, true);
-            match self.ledger.commit_change(room, Box::new(build), Some(activity)).await {
+            let committed = self
+                .ledger
+                .commit_admitted(room, Box::new(build), Some(activity), admitted_under)
+                .await;
+            let committed = match committed {
+                Ok(committed) => Ok(committed),
+                Err(Unnumbered::RoomChanged) => return Ok(Attempt::Done(Inserted::RoomChanged)),
+                Err(Unnumbered::Store(e)) => Err(e),
+            };
+            match committed {
                 Ok(committed) => {
-                    if hook_event.is_some() {
+                    if committed.hooked && hook_event.is_some() {
                         self.outgoing.nudge(room);
                     }
                     Ok(Attempt::Done(Inserted::Committed(committed.version)))
@@ -594,14 +603,14 @@ impl MessageStore {
         change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
-        let hooked = self.outgoing.wants_hook_events(room).await?;
         let write = |next: Entity, seen: ETag| {
             let given = given.clone();
             async move {
                 let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
                 // The room list's preview follows an edit or a delete of the message it shows.
                 let activity = super::activity::activity_change(room, &current, false);
-                let build = move |version| {
+                let build = move |numbered: Numbered| {
+                    let (version, hooked) = (numbered.version, numbered.hooked);
                     let mut message = current.clone();
                     let old = message.version;
                     message.version = version;
@@ -630,7 +639,7 @@ impl MessageStore {
                 };
                 let committed = self.ledger.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
-                if hooked {
+                if committed.hooked {
                     self.outgoing.nudge(room);
                 }
                 match committed.etags[0].clone() {

@@ -180,6 +180,8 @@ pub struct OutgoingStore {
     pub(crate) clock: std::sync::Arc<dyn tabletalk_clock::Clock>,
     /// Rooms whose outgoing webhooks have events this process committed and has not yet handed to a delivery run.
     pub(crate) outgoing_nudges: std::sync::Arc<Nudges>,
+    /// Where the room's counter says whether its changes commit event rows.
+    pub(crate) ledger: crate::ledger::LedgerStore,
 }
 
 impl OutgoingStore {
@@ -198,6 +200,9 @@ impl OutgoingStore {
         self.tables
             .upsert(&self.schema.housekeeping, &listing, UpdateMode::Replace)
             .await?;
+        // Then the room's counter: every change committed after this carries its event row.
+        let room = RoomId::parse(&hook.room_id)?;
+        self.ledger.set_hooked(&room, true).await?;
         Ok(())
     }
 
@@ -282,9 +287,13 @@ impl OutgoingStore {
             .collect())
     }
 
-    /// Removes a room's listing, unless it was written again since it was read.
+    /// Removes a room's listing, unless it was written again since it was read, and with it
+    /// the counter's hooked flag: cleared before the listing goes and set again when the
+    /// listing turns out rewritten (an endpoint registered meanwhile sets it too, after its
+    /// listing), so no change of a room with endpoints commits without its event row.
     pub async fn unlist_outgoing_room(&self, room: &RoomId, etag: Option<ETag>) -> Result<()> {
         let Some(etag) = etag else { return Ok(()) };
+        self.ledger.set_hooked(room, false).await?;
         match self
             .tables
             .delete(
@@ -296,19 +305,13 @@ impl OutgoingStore {
             .await
         {
             Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
+            Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(self.ledger.set_hooked(room, true).await?),
+            Err(e) => {
+                self.ledger.set_hooked(room, true).await?;
+                Err(e.into())
+            }
         }
-    }
-
-    /// Whether a change in `room` is to commit an event row: the room is listed as having
-    /// endpoints (one point read; a stale listing only makes rows the next run drops).
-    pub async fn wants_hook_events(&self, room: &RoomId) -> Result<bool> {
-        Ok(self
-            .tables
-            .get(&self.schema.housekeeping, OUTGOING_PARTITION, room.as_str())
-            .await?
-            .is_some())
     }
 
     /// Notes that `room` has events to deliver (after a commit that wrote one).

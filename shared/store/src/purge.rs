@@ -22,7 +22,6 @@ use super::schema::{
 use tabletalk_domain::ids::RoomId;
 use tabletalk_domain::keys::{MESSAGE_KEY_RANGE, Ticks};
 use tabletalk_domain::messages::Message;
-use tabletalk_tables::conditional::ConditionalError;
 use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
 /// Messages purged per transaction: each takes up to three operations, plus the counter.
@@ -191,16 +190,9 @@ impl PurgeStore {
                 };
                 let written = self
                     .ledger
-                    .step_counter(room, known, step, |_| deletes.clone())
+                    .step_counter(room, known, step, |_| deletes.clone(), None)
                     .await
-                    .map_err(|e| match e {
-                        ConditionalError::Store(e) => e,
-                        ConditionalError::NotFound => {
-                            StoreError::new(ErrorKind::NotFound, "the room's counter is gone")
-                        }
-                        ConditionalError::Conflict => StoreError::new(ErrorKind::Unavailable, "the room is busy"),
-                        ConditionalError::Rejected(never) => match never {},
-                    })?
+                    .map_err(super::ledger::step_failed)?
                     .row;
                 Ok(((), written))
             })

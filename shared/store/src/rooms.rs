@@ -115,6 +115,8 @@ pub struct RoomRow {
 pub struct RoomStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// Where the room stamp moves after each change to the room row.
+    pub(crate) ledger: crate::ledger::LedgerStore,
     pub(crate) directory: crate::directory::DirectoryStore,
     pub(crate) invitations: crate::invitations::InvitationStore,
     pub(crate) limits: crate::limits::LimitStore,
@@ -219,9 +221,22 @@ impl RoomStore {
             }
             parse_room(entity)
         };
-        self.moderation_log
+        let changed = self
+            .moderation_log
             .update_logged(room, ROOM_ROW, "room not found", parse, room_row, change, log)
-            .await
+            .await?;
+        self.note_room_changed(room).await;
+        Ok(changed)
+    }
+
+    /// Moves the room stamp after a change to the room row (`LedgerStore::note_room_changed`),
+    /// so sends admitted on a copy of the row as it was are admitted again. The change is
+    /// made either way: a stamp that could not move leaves other processes' copies to expire
+    /// (`service::access`), and is logged.
+    async fn note_room_changed(&self, room: &RoomId) {
+        if let Err(e) = self.ledger.note_room_changed(room).await {
+            tracing::warn!(%room, error = %e, "the room stamp did not move after a room change");
+        }
     }
 
     /// Makes `to` the owner of the room `from` owns, and `from` an ordinary member: the room
@@ -273,10 +288,13 @@ impl RoomStore {
         ];
         ops.extend(entry.map(|entry| log_op(room, entry)));
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
-            Ok(_) => Ok(Handover::Done {
-                room: owned,
-                owner: taker,
-            }),
+            Ok(_) => {
+                self.note_room_changed(room).await;
+                Ok(Handover::Done {
+                    room: owned,
+                    owner: taker,
+                })
+            }
             Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(Handover::Changed),
             Err(e) => Err(e.into()),
         }
@@ -294,6 +312,7 @@ impl RoomStore {
         )
         .await
         .map_err(|e| settle(e, "room not found"))?;
+        self.note_room_changed(room).await;
         Ok(())
     }
 

@@ -84,21 +84,33 @@ where
     W: Future<Output = Result<ETag, StoreError>>,
 {
     let target = (tables, table, partition_key, row_key);
-    conditionally(target, known, apply, write, false).await
+    conditionally(target, known, apply, write, None).await
 }
 
-/// [`update_conditionally_with`] that reads the entity alongside every write, in the same
-/// round trip: a write that loses a race then has the winner's entity at hand and tries again
-/// without reading it, so a lost race costs one more round trip instead of two. For a hot row that other
-/// processes write too (a room's counter), at the price of one more request per write. When
-/// the read along was answered before the winner's write (it shows the version this write was
-/// conditional on), the entity is read again as [`update_conditionally_with`] does.
+/// When [`update_conditionally_reading_along`] reads the entity alongside a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAlong {
+    /// With every write: for a row other writers are known to be moving now.
+    Always,
+    /// Only with the writes after a lost race: the first write of a row this writer alone
+    /// moved lately costs no read, and a loss shows the row is contended.
+    AfterALoss,
+}
+
+/// [`update_conditionally_with`] that reads the entity alongside its writes (as `along`
+/// says), in the same round trip: a write that loses a race then has the winner's entity at
+/// hand and tries again without reading it, so a lost race costs one more round trip instead
+/// of two. For a hot row that other processes write too (a room's counter), at the price of
+/// one more request per write read along. When the read along was answered before the
+/// winner's write (it shows the version this write was conditional on), the entity is read
+/// again as [`update_conditionally_with`] does.
 pub async fn update_conditionally_reading_along<E, W>(
     tables: &Tables,
     table: &TableName,
     partition_key: &str,
     row_key: &str,
     known: Option<Entity>,
+    along: ReadAlong,
     apply: impl FnMut(Entity) -> Result<Entity, E>,
     write: impl FnMut(Entity, ETag) -> W,
 ) -> Result<Entity, ConditionalError<E>>
@@ -106,7 +118,7 @@ where
     W: Future<Output = Result<ETag, StoreError>>,
 {
     let target = (tables, table, partition_key, row_key);
-    conditionally(target, known, apply, write, true).await
+    conditionally(target, known, apply, write, Some(along)).await
 }
 
 async fn conditionally<E, W>(
@@ -114,7 +126,7 @@ async fn conditionally<E, W>(
     known: Option<Entity>,
     mut apply: impl FnMut(Entity) -> Result<Entity, E>,
     mut write: impl FnMut(Entity, ETag) -> W,
-    read_along: bool,
+    reading: Option<ReadAlong>,
 ) -> Result<Entity, ConditionalError<E>>
 where
     W: Future<Output = Result<ETag, StoreError>>,
@@ -135,6 +147,11 @@ where
         next.partition_key = partition_key.to_owned();
         next.row_key = row_key.to_owned();
         let written = write(next.clone(), seen.clone());
+        let read_along = match reading {
+            Some(ReadAlong::Always) => true,
+            Some(ReadAlong::AfterALoss) => attempt > 1,
+            None => false,
+        };
         let (written, along) = match read_along {
             true => {
                 // The read first, so it is always the first of the two calls to start.
@@ -341,6 +358,7 @@ mod tests {
             "p",
             "r",
             Some(stale),
+            ReadAlong::Always,
             |e| Ok(add_vote(e)),
             write,
         )
@@ -365,6 +383,61 @@ mod tests {
         );
     }
 
+    /// Reading along only after a loss, a write on a current copy reads nothing, and a write
+    /// on a stale one costs the re-read the loss needs, then reads along with its retry.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn reading_along_after_a_loss_reads_only_once_a_race_is_lost() {
+        let s = setup().await;
+        let current = s.tables.get(&s.table, "p", "r").await.unwrap().unwrap();
+        s.faults.set_latency(Some(std::time::Duration::from_millis(10)));
+        s.faults.forget_calls();
+        let write = plain_write(&s.tables, &s.table);
+        let written = update_conditionally_reading_along::<(), _>(
+            &s.tables,
+            &s.table,
+            "p",
+            "r",
+            Some(current),
+            ReadAlong::AfterALoss,
+            |e| Ok(add_vote(e)),
+            write,
+        )
+        .await
+        .unwrap();
+        let calls = s.faults.calls_made();
+        let rounds: Vec<(usize, &str, bool)> = calls.iter().map(|c| (c.round, c.operation, c.failed)).collect();
+        assert_eq!(rounds, vec![(1, "update", false)], "{calls:#?}");
+        s.faults.set_latency(None);
+        write_concurrently(&s.tables, &s.table, 10);
+        s.faults.set_latency(Some(std::time::Duration::from_millis(10)));
+        s.faults.forget_calls();
+        let write = plain_write(&s.tables, &s.table);
+        update_conditionally_reading_along::<(), _>(
+            &s.tables,
+            &s.table,
+            "p",
+            "r",
+            Some(written),
+            ReadAlong::AfterALoss,
+            |e| Ok(add_vote(e)),
+            write,
+        )
+        .await
+        .unwrap();
+        let calls = s.faults.calls_made();
+        let rounds: Vec<(usize, &str, bool)> = calls.iter().map(|c| (c.round, c.operation, c.failed)).collect();
+        assert_eq!(
+            rounds,
+            vec![
+                (1, "update", true),
+                (2, "get", false),
+                (3, "get", false),
+                (3, "update", false)
+            ],
+            "{calls:#?}"
+        );
+    }
+
     /// A write that fails for its own reason while the read along shows the row unchanged is
     /// answered with its own error after the re-read that tells so, as without reading along.
     #[tokio::test(flavor = "multi_thread")]
@@ -379,6 +452,7 @@ mod tests {
             "p",
             "r",
             None,
+            ReadAlong::Always,
             |e| Ok(add_vote(e)),
             write,
         )

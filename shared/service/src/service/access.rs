@@ -6,7 +6,7 @@
 //! everyone, others rank at their highest role's position (0 without roles), and a member may
 //! only act on someone ranked strictly below them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use crate::access::{Access, Rank};
@@ -48,28 +48,110 @@ impl RoleHints {
     }
 }
 
+/// Room rows kept before they are all forgotten.
+const MAX_ROOM_ROWS: usize = 10_000;
+
+/// How long a kept room row may admit sends at most. The room stamp retires a copy as soon
+/// as the room changes; this bounds only a change whose stamp did not move (its process
+/// stopped between the two writes, `RoomStore::note_room_changed`).
+const ROOM_ROW_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Copies of room rows that sends are admitted on, each with the room stamp it was read under
+/// (`LedgerStore::room_stamp`): a send admitted on a copy commits only while that stamp is
+/// still the room counter's, so a copy can save the room row's read without ever admitting a
+/// send the current row refuses. A copy is used only while this process saw no newer stamp.
+#[derive(Debug, Default)]
+pub(crate) struct RoomRows(Mutex<HashMap<RoomId, (Room, u64, std::time::Instant)>>);
+
+impl RoomRows {
+    fn get(&self, room: &RoomId, stamp: u64) -> Option<Room> {
+        let rows = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match rows.get(room) {
+            Some((row, kept, at)) if *kept == stamp && at.elapsed() < ROOM_ROW_LIFETIME => Some(row.clone()),
+            _ => None,
+        }
+    }
+
+    fn keep(&self, room: &RoomId, row: &Room, stamp: u64) {
+        let mut rows = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if rows.len() >= MAX_ROOM_ROWS {
+            rows.clear();
+        }
+        rows.insert(room.clone(), (row.clone(), stamp, std::time::Instant::now()));
+    }
+}
+
+/// A sender's access, as [`RoomAccess::access_for_send`] read it.
+pub(crate) struct SendAccess {
+    pub(crate) access: Access,
+    /// The room stamp the room row was read under, when this process knows one.
+    pub(crate) stamp: Option<u64>,
+    /// Whether the room row is a kept copy rather than read now.
+    pub(crate) kept: bool,
+}
+
 /// Who may do what in a room: membership, roles, bans and ranks. Holds what it uses: the store, the
 /// adapters and settings, and the components it calls.
 #[derive(Clone)]
 pub struct RoomAccess {
     pub(crate) store: crate::store::Store,
     pub(crate) role_hints: std::sync::Arc<crate::service::access::RoleHints>,
+    pub(crate) room_rows: std::sync::Arc<RoomRows>,
 }
 
 impl RoomAccess {
     /// The caller's access to a room; a room they are not in answers exactly like a missing one.
     pub async fn access(&self, room_id: &RoomId, user: &UserId) -> Result<Access> {
+        self.access_given(room_id, user, None).await
+    }
+
+    /// [`RoomAccess::access`] for a send, which may be admitted on a kept copy of the room row:
+    /// with the room stamp it must then commit under (`LedgerStore::commit_admitted`). A copy
+    /// with slowmode on is never used: its send moves the member's slowmode clock, which an
+    /// admission made again would find moved.
+    pub(crate) async fn access_for_send(&self, room_id: &RoomId, user: &UserId) -> Result<SendAccess> {
+        // Taken before the room row is read, so a copy read now is at least as new as it.
+        let stamp = self.store.ledger.room_stamp(room_id);
+        let kept = stamp
+            .and_then(|stamp| self.room_rows.get(room_id, stamp))
+            .filter(|room| room.slowmode_seconds == 0);
+        let reused = kept.is_some();
+        let access = self.access_given(room_id, user, kept).await;
+        if let Some(stamp) = stamp
+            && !reused
+            && let Ok(access) = &access
+        {
+            self.room_rows.keep(room_id, &access.room, stamp);
+        }
+        Ok(SendAccess {
+            access: access?,
+            stamp,
+            kept: reused,
+        })
+    }
+
+    /// Forgets the kept copy of a room row: a send refused on it is admitted again on the row
+    /// as it is, which another process may have changed without this one knowing yet.
+    pub(crate) fn forget_room_row(&self, room_id: &RoomId) {
+        let mut rows = self.room_rows.0.lock().unwrap_or_else(|e| e.into_inner());
+        rows.remove(room_id);
+    }
+
+    /// The caller's access, given the room row when a kept copy stands for it.
+    async fn access_given(&self, room_id: &RoomId, user: &UserId, kept: Option<Room>) -> Result<Access> {
         let roles = async {
             match self.role_hints.holds_roles(room_id, user) {
                 true => Some(self.store.roles.roles(room_id).await),
                 false => None,
             }
         };
-        let (room, member, roles) = tokio::join!(
-            self.store.rooms.room(room_id),
-            self.store.members.member(room_id, user),
-            roles
-        );
+        let room = async {
+            match kept {
+                Some(room) => Ok(Some(room)),
+                None => self.store.rooms.room(room_id).await,
+            }
+        };
+        let (room, member, roles) = tokio::join!(room, self.store.members.member(room_id, user), roles);
         let (Some(room), Some(member)) = (room?, member?) else {
             return Err(Error::not_found("room not found"));
         };

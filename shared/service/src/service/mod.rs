@@ -114,6 +114,8 @@ pub(crate) struct Wiring {
     pub(crate) automation: Option<Arc<EventGrid>>,
     /// Which members last held roles, so their access reads the roles at once.
     pub(crate) role_hints: Arc<access::RoleHints>,
+    /// The room rows sends are admitted on, with the room stamp each was read under.
+    pub(crate) room_rows: Arc<access::RoomRows>,
     /// Every task that runs on after the call that started it.
     pub(crate) tasks: Supervisor,
 }
@@ -174,6 +176,7 @@ impl Chat {
             outgoing: None,
             automation: None,
             role_hints: Arc::default(),
+            room_rows: Arc::default(),
         }))
     }
 
@@ -186,6 +189,7 @@ impl Chat {
         let access = Arc::new(access::RoomAccess {
             store: wiring.store.clone(),
             role_hints: wiring.role_hints.clone(),
+            room_rows: wiring.room_rows.clone(),
         });
         let reading = Arc::new(read::Reading {
             store: wiring.store.clone(),

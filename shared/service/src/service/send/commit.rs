@@ -31,11 +31,14 @@ const MAX_TICK_ATTEMPTS: usize = 64;
 /// Writes of a stored message's index row tried before it is given up (and logged).
 const INDEX_ROW_ATTEMPTS: usize = 3;
 
-/// What admission read that the write needs too, so it is not read again.
+/// What admission read that the write depends on.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Prefetched {
-    /// Whether the room has outgoing webhooks (`store::outgoing`): none when not read.
-    pub(super) hooked: Option<bool>,
+    /// The room stamp the room row admission read was read under (`RoomAccess::access_for_send`):
+    /// the message commits only under it. None when admission read no room row (a server
+    /// line, a webhook's message: their rows were read fresh by the caller) or this process
+    /// knows no stamp of the room yet.
+    pub(super) room_stamp: Option<u64>,
 }
 
 /// How a commit ended.
@@ -44,6 +47,8 @@ pub(super) enum Stored {
     New(Committed),
     /// A concurrent attempt of the same send (the same client id) stored its message first.
     Repeat(Message),
+    /// The room row changed since admission read it: nothing was stored; admit it again.
+    RoomChanged,
 }
 
 impl Sending {
@@ -72,7 +77,7 @@ impl Sending {
             let insert =
                 self.store
                     .messages
-                    .insert_message(room, &message, client, event.as_ref(), replier, known.hooked);
+                    .insert_message(room, &message, client, event.as_ref(), replier, known.room_stamp);
             let index = self.store.messages.insert_index_row(room, ticks);
             // The index row and the sender's read position are written alongside the message's
             // transaction, not before or after it, so they add no round trip to the send.
@@ -102,6 +107,12 @@ impl Sending {
                 // Another send took the tick: its message keeps the index row, and this one
                 // takes the next tick.
                 Ok(Inserted::TickTaken) => ticks = ticks.next(),
+                Ok(Inserted::RoomChanged) => {
+                    if let Ok(row) = index {
+                        self.store.messages.release_index_row(room, ticks, row).await;
+                    }
+                    return Ok(Stored::RoomChanged);
+                }
                 // A concurrent retry with the same client id stored its message first: answer
                 // with that one, as for any repeat.
                 Ok(Inserted::ClientIdTaken) => {

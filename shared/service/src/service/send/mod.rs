@@ -36,6 +36,7 @@ use commit::{Prefetched, Stored};
 use std::sync::Arc;
 
 /// A message on its way in, with who produces it.
+#[derive(Clone)]
 pub enum Submission {
     /// A member's message: a send, a reply, a scheduled send, each copy of a forward. Every
     /// check applies.
@@ -96,6 +97,10 @@ impl Submission {
     }
 }
 
+/// Admissions a send may take when the room keeps changing under it, each after another
+/// process changed the room row between its admission and its commit.
+const ADMISSIONS: usize = 4;
+
 /// What admission decided.
 enum Admitted {
     /// Write this post, given what was read on the way.
@@ -129,25 +134,47 @@ impl Sending {
         self.submit(room, Submission::member(who, input)?).await
     }
 
-    /// The one door: admit, commit, settle the claims, publish.
+    /// The one door: admit, commit, settle the claims, publish. A member's message admitted on
+    /// a kept copy of the room row that changed before it committed is admitted again.
     pub async fn submit(&self, room: &RoomId, submission: Submission) -> Result<Sent> {
-        let mut claims = Claims::default();
-        let stored = match self.admit(room, submission, &mut claims).await {
-            Ok(Admitted::Post(post, known)) => self.commit(room, *post, known).await,
-            Ok(Admitted::Repeat(first)) => Ok(Stored::Repeat(first)),
-            Err(refused) => Err(refused),
-        };
-        self.settle(room, claims, &stored).await;
-        match stored? {
-            Stored::Repeat(first) => Ok(Sent::repeat(first)),
-            Stored::New(committed) => {
-                self.publisher.publish(&committed).await;
-                Ok(Sent {
-                    message: committed.message,
-                    created: true,
-                })
+        let mut submission = submission;
+        for _ in 0..ADMISSIONS {
+            let again = match &submission {
+                Submission::Member { .. } => Some(submission.clone()),
+                _ => None,
+            };
+            let mut claims = Claims::default();
+            let stored = match self.admit(room, submission, &mut claims).await {
+                Ok(Admitted::Post(post, known)) => self.commit(room, *post, known).await,
+                Ok(Admitted::Repeat(first)) => Ok(Stored::Repeat(first)),
+                Err(refused) => Err(refused),
+            };
+            let kept_room = claims.kept_room;
+            self.settle(room, claims, &stored).await;
+            let refused = match stored {
+                Ok(Stored::Repeat(first)) => return Ok(Sent::repeat(first)),
+                Ok(Stored::New(committed)) => {
+                    self.publisher.publish(&committed).await;
+                    return Ok(Sent {
+                        message: committed.message,
+                        created: true,
+                    });
+                }
+                Ok(Stored::RoomChanged) => Error::Unavailable("the room kept changing; try again".into()),
+                // Refused on a kept copy of the room row (read-only, the everyone permissions,
+                // the word filter): the row as it is now may admit it.
+                Err(refused @ Error::Forbidden(_)) if kept_room => {
+                    self.access.forget_room_row(room);
+                    refused
+                }
+                Err(refused) => return Err(refused),
+            };
+            match again {
+                Some(again) => submission = again,
+                None => return Err(refused),
             }
         }
+        Err(Error::Unavailable("the room kept changing; try again".into()))
     }
 
     /// `submit` for a server line that is a side effect: a failure is logged, never returned.
@@ -175,15 +202,20 @@ impl Sending {
     }
 
     /// A member's message, in the checks' order:
-    /// 1. membership and the idempotency lookup, read together (with whether the room has
-    ///    outgoing webhooks and — for a member this process stored a message of lately — the
-    ///    repeat-text claim, so the limits add no round trip): a repeat of a client id is
-    ///    answered with the first stored message (only to a member of the room);
+    /// 1. membership (with whether the room has outgoing webhooks and — for a member this
+    ///    process stored a message of lately — the repeat-text claim, read together so the
+    ///    limits add no round trip);
     /// 2. member → timed out → read-only → slowmode → the limits (`service::limits`) → word
     ///    filter, then content validation, the reply target and the attachments;
     /// 3. the slowmode clock moves on the member row, conditionally on the row as step 1 read
     ///    it: a send that cannot move it fails (closed), so slowmode never silently stops
     ///    applying.
+    ///
+    /// A repeat of a client id is not looked up ahead: the transaction's insert of the
+    /// idempotency record tells it (`Stored::Repeat`), and a repeat the checks refuse (a
+    /// retry inside the slowmode window, or past a rate) looks its record up then — so a send
+    /// reads nothing for the rare retry, and only a member is answered with a message of the
+    /// room, even a repeat of their own.
     async fn admit_member(
         &self,
         room: &RoomId,
@@ -194,32 +226,57 @@ impl Sending {
     ) -> Result<Admitted> {
         let user = &who.user_id;
         claims.sender = Some((user.clone(), client_id.clone()));
-        let record = async {
-            match &client_id {
-                Some(client_id) => self.store.messages.client_id_record(room, user, client_id).await,
-                None => Ok(None),
-            }
-        };
-        let (access, record, hooked, ahead) = tokio::join!(
+        let (access, ahead) = tokio::join!(
             self.sender_access(room, user),
-            record,
-            self.store.outgoing.wants_hook_events(room),
             self.limiter.claim_text_ahead(room, user, &draft, client_id.as_ref())
         );
         claims.ahead = ahead;
-        // Membership first: only a member is answered with a message of the room, even a
-        // repeat of their own.
         let access = access?;
-        if let Some(key) = record?
-            && let Some(first) = self.store.messages.message(room, &key).await?
-        {
-            return Ok(Admitted::Repeat(first));
+        claims.kept_room = access.kept;
+        let known = Prefetched {
+            room_stamp: access.stamp,
+        };
+        let access = access.access;
+        let admitted = self
+            .admit_checked(room, who, access, draft, client_id.as_ref(), known, claims)
+            .await;
+        match admitted {
+            Ok(admitted) => Ok(admitted),
+            // A lookup that fails leaves the refusal as it was.
+            Err(refused) => match client_id {
+                Some(client_id) => match self.store.messages.sent_with_client_id(room, user, &client_id).await {
+                    Ok(Some(first)) => Ok(Admitted::Repeat(first)),
+                    _ => Err(refused),
+                },
+                None => Err(refused),
+            },
         }
-        let known = Prefetched { hooked: Some(hooked?) };
+    }
+
+    /// Steps 2 and 3 of [`Sending::admit_member`], for a member whose access was read.
+    #[allow(clippy::too_many_arguments)]
+    async fn admit_checked(
+        &self,
+        room: &RoomId,
+        who: &Principal,
+        access: Access,
+        draft: Draft,
+        client_id: Option<&ClientId>,
+        known: Prefetched,
+        claims: &mut Claims,
+    ) -> Result<Admitted> {
+        let user = &who.user_id;
         let now = self.time.now();
         checks::before_limits(&access, now)?;
-        self.check_limits(&access, &draft, client_id.as_ref(), claims).await?;
+        self.check_limits(&access, &draft, client_id, claims).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
+            // A retry of a send stored before the filter changed is answered with its message,
+            // and times nobody out.
+            if let Some(client_id) = client_id
+                && let Some(first) = self.store.messages.sent_with_client_id(room, user, client_id).await?
+            {
+                return Ok(Admitted::Repeat(first));
+            }
             return Err(self.refuse_filtered(room, user, timeout, now).await);
         }
         let content = draft.validate(&access)?;
@@ -234,14 +291,11 @@ impl Sending {
         };
         // The attachments, last of the checks: each upload named is checked and claimed for
         // this send (a forward's files are copied into this room).
-        let claim = crate::service::attachments::Files::attachment_claim(user, client_id.as_ref());
+        let claim = crate::service::attachments::Files::attachment_claim(user, client_id);
         match &draft.attachments {
             DraftAttachments::None => {}
             DraftAttachments::Named(ids) => {
-                let claimed = self
-                    .files
-                    .claim_attachments(user, room, ids, &claim, client_id.as_ref())
-                    .await?;
+                let claimed = self.files.claim_attachments(user, room, ids, &claim, client_id).await?;
                 claims.files = FileClaims::Taken {
                     claim,
                     files: claimed.files,
@@ -261,7 +315,7 @@ impl Sending {
             text: content.text,
             poll: content.poll,
             mentions: content.mentions,
-            idempotency: client_id.clone().map(|c| (user.clone(), c)),
+            idempotency: client_id.map(|c| (user.clone(), c.clone())),
             reply_to,
             thread_id,
             pinned_message_id: None,
@@ -272,20 +326,11 @@ impl Sending {
             origin: Origin::User,
             public_room: access.room.visibility == Visibility::Public,
         };
-        match self.advance_slowmode_clock(room, &access, now).await {
-            // The member row as the clock's write left it: the read position moves on it.
-            Ok(Some(moved)) => post.reader_row = Some(moved),
-            Ok(None) => {}
-            Err(refused) => {
-                // A concurrent retry of the same client id moved the clock first: answer with
-                // its message once it is stored.
-                if let Some(client_id) = &client_id
-                    && let Some(first) = self.store.messages.sent_with_client_id(room, user, client_id).await?
-                {
-                    return Ok(Admitted::Repeat(first));
-                }
-                return Err(refused);
-            }
+        // The member row as the clock's write left it: the read position moves on it. A
+        // concurrent retry of the same client id that moved the clock first is answered by
+        // the caller with its message.
+        if let Some(moved) = self.advance_slowmode_clock(room, &access, now).await? {
+            post.reader_row = Some(moved);
         }
         Ok(Admitted::Post(Box::new(post), known))
     }
@@ -364,9 +409,11 @@ impl Sending {
         let Some((user, client_id)) = &claims.sender else {
             return;
         };
+        let changed = Error::Unavailable("the room changed".into());
         let end = match stored {
             Ok(Stored::New(_)) => SendEnd::Stored,
             Ok(Stored::Repeat(_)) => SendEnd::Repeat,
+            Ok(Stored::RoomChanged) => SendEnd::Failed(&changed),
             Err(e) => SendEnd::Failed(e),
         };
         let text = claims.text.or_else(|| claims.ahead.held());
@@ -375,9 +422,11 @@ impl Sending {
             .await;
         match (claims.files, stored) {
             (FileClaims::None, _) => {}
-            (FileClaims::Copied(copies), Err(_)) => self.files.remove_attachments(room, &copies).await,
+            (FileClaims::Copied(copies), Err(_) | Ok(Stored::RoomChanged)) => {
+                self.files.remove_attachments(room, &copies).await
+            }
             (FileClaims::Copied(_), Ok(_)) => {}
-            (FileClaims::Taken { claim, taken, .. }, Err(_)) => {
+            (FileClaims::Taken { claim, taken, .. }, Err(_) | Ok(Stored::RoomChanged)) => {
                 self.files
                     .release_attachments(room, &taken, &claim, user, client_id.as_ref())
                     .await
@@ -406,9 +455,10 @@ impl Sending {
         }
     }
 
-    /// The sender's access; a banned user is told so, anyone else outside the room gets 404.
-    async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<Access> {
-        match self.access.access(room, user).await {
+    /// The sender's access, with the room stamp its room row was read under; a banned user is
+    /// told so, anyone else outside the room gets 404.
+    async fn sender_access(&self, room: &RoomId, user: &UserId) -> Result<crate::service::access::SendAccess> {
+        match self.access.access_for_send(room, user).await {
             Err(Error::NotFound(m)) => match self.access.is_banned(room, user).await? {
                 true => Err(Error::Forbidden("you are banned from this room".into())),
                 false => Err(Error::NotFound(m)),
@@ -477,6 +527,8 @@ struct Claims {
     sender: Option<(UserId, Option<ClientId>)>,
     /// The repeat-text claim taken with the membership reads, until the limits step takes it.
     ahead: TextAhead,
+    /// Whether admission read the room row from a kept copy (`RoomAccess::access_for_send`).
+    kept_room: bool,
     /// The repeat-text claim the limits step holds.
     text: Option<crate::store::limits::TextClaim>,
     files: FileClaims,

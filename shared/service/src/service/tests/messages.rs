@@ -752,11 +752,11 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
         1,
         StoreError::unavailable("connection reset"),
     );
-    // The edit's calls: the room and the member (access), the message, whether the room has
-    // outgoing webhooks, the message again (the conditional helper), the counter read along
-    // with the transaction (it starts first) and the transaction, the counter (the look that
-    // confirms the commit), and then the message row's read-back, which fails.
-    faults.fail_nth_call(9, StoreError::unavailable("still down"));
+    // The edit's calls: the room and the member (access), the message, the message again (the
+    // conditional helper), the transaction (the counter is this process's, not read along),
+    // the counter (the look that confirms the commit), and then the message row's read-back,
+    // which fails.
+    faults.fail_nth_call(7, StoreError::unavailable("still down"));
     let edit = crate::messages::changes::Edit { text: "second".into() };
     let err = chat
         .editing

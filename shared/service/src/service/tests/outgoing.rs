@@ -676,3 +676,53 @@ async fn a_run_that_loses_a_claim_posts_nothing_after_it() {
     assert_eq!(posted.len(), 3);
     assert_eq!(posted, in_order);
 }
+
+/// Whether a room's changes commit an event row comes from the counter the change's
+/// transaction moves: an endpoint registered through another process gets the very next send
+/// of a process that sent into the room before it existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_registered_through_another_process_gets_the_next_send() {
+    let tables = Tables::new(FaultyTables::new(store()));
+    let clock = ManualClock::at(Utc::now());
+    let (a, room) = chat_on(tables.clone()).await;
+    let a = with_webhooks(a, &clock);
+    let b = sender_on(tables.clone()).await;
+    a_message(&b, &room).await;
+    assert_eq!(pending_events(&b, &room).await, 0);
+    let (_receiver, url) = start_receiver().await;
+    register(&a, &room, &url).await;
+    a_message(&b, &room).await;
+    assert_eq!(
+        pending_events(&b, &room).await,
+        1,
+        "the send after the endpoint made its event"
+    );
+}
+
+/// A counter from before the hooked flag: the listing of rooms with endpoints decides, and
+/// the commit writes the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_from_before_the_hooked_flag_takes_it_from_the_listing() {
+    let tables = Tables::new(FaultyTables::new(store()));
+    let clock = ManualClock::at(Utc::now());
+    let (a, room) = chat_on(tables.clone()).await;
+    let a = with_webhooks(a, &clock);
+    let (_receiver, url) = start_receiver().await;
+    register(&a, &room, &url).await;
+    let messages = a.wiring.store.schema().messages.clone();
+    let mut counter = tables
+        .get(&messages, room.as_str(), crate::store::schema::COUNTER_ROW)
+        .await
+        .unwrap()
+        .unwrap();
+    counter.properties.remove("hooked");
+    tables
+        .upsert(&messages, &counter, crate::storage::UpdateMode::Replace)
+        .await
+        .unwrap();
+    let b = sender_on(tables.clone()).await;
+    a_message(&b, &room).await;
+    assert_eq!(pending_events(&b, &room).await, 1);
+    let counter = b.wiring.store.ledger.counter(&room).await.unwrap();
+    assert_eq!(counter.hooked, Some(true), "the commit wrote the flag");
+}
