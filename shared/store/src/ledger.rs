@@ -795,8 +795,8 @@ impl LedgerStore {
     }
 
     /// Whether the room is listed as having outgoing webhook endpoints (`store::outgoing`):
-    /// read once for a counter from before its hooked flag.
-    async fn listed_for_hooks(&self, room: &RoomId) -> Result<bool, StoreError> {
+    /// read once for a counter from before its hooked flag, and after an unlisting.
+    pub(crate) async fn listed_for_hooks(&self, room: &RoomId) -> Result<bool, StoreError> {
         let listing = self
             .tables
             .get(&self.schema.housekeeping, OUTGOING_PARTITION, room.as_str())

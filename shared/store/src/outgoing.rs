@@ -287,14 +287,13 @@ impl OutgoingStore {
             .collect())
     }
 
-    /// Removes a room's listing, unless it was written again since it was read, and with it
-    /// the counter's hooked flag: cleared before the listing goes and set again when the
-    /// listing turns out rewritten (an endpoint registered meanwhile sets it too, after its
-    /// listing), so no change of a room with endpoints commits without its event row.
+    /// Removes a room's listing, unless it was written again since it was read, and then the
+    /// counter's hooked flag — set again when a listing is back by then (an endpoint
+    /// registered meanwhile lists its room before it sets the flag), so a room with endpoints
+    /// keeps committing their event rows.
     pub async fn unlist_outgoing_room(&self, room: &RoomId, etag: Option<ETag>) -> Result<()> {
         let Some(etag) = etag else { return Ok(()) };
-        self.ledger.set_hooked(room, false).await?;
-        match self
+        let deleted = self
             .tables
             .delete(
                 &self.schema.housekeeping,
@@ -302,16 +301,26 @@ impl OutgoingStore {
                 room.as_str(),
                 &IfMatch::Etag(etag),
             )
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Ok(()),
-            Err(e) if e.is(ErrorKind::PreconditionFailed) => Ok(self.ledger.set_hooked(room, true).await?),
-            Err(e) => {
-                self.ledger.set_hooked(room, true).await?;
-                Err(e.into())
-            }
+            .await;
+        match deleted {
+            Ok(()) => {}
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => return Ok(()),
+            Err(e) => return Err(e.into()),
         }
+        self.ledger.set_hooked(room, false).await?;
+        if self.ledger.listed_for_hooks(room).await? {
+            self.ledger.set_hooked(room, true).await?;
+        }
+        Ok(())
+    }
+
+    /// Sets the counter's hooked flag of a listed room with endpoints if it is not set: what
+    /// an endpoint's registration that stopped between its listing and its flag left.
+    pub async fn ensure_hooked(&self, room: &RoomId) -> Result<()> {
+        if self.ledger.counter(room).await?.hooked != Some(true) {
+            self.ledger.set_hooked(room, true).await?;
+        }
+        Ok(())
     }
 
     /// Notes that `room` has events to deliver (after a commit that wrote one).

@@ -149,7 +149,12 @@ impl Sending {
         while let Some((room, listing, done)) = runs.next().await {
             // One room's trouble never holds up the others; the next run tries it again.
             match done {
-                Ok(Some(done)) => report.add(done),
+                Ok(Some(done)) => {
+                    report.add(done);
+                    if let Err(e) = self.store.outgoing.ensure_hooked(&room).await {
+                        tracing::warn!(%room, error = %e, "could not check a room's hooked flag");
+                    }
+                }
                 Ok(None) => self.store.outgoing.unlist_outgoing_room(&room, listing).await?,
                 Err(e) => tracing::warn!(%room, error = %e, "delivering a room's webhooks failed"),
             }

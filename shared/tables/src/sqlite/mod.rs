@@ -162,6 +162,25 @@ impl SqliteTables {
     }
 }
 
+/// The writer's work of deleting one row, conditional on `if_match`.
+fn deletion(
+    table: &TableName,
+    partition_key: &str,
+    row_key: &str,
+    if_match: &IfMatch,
+) -> impl FnOnce(&mut Session) -> Result<()> + Send + 'static {
+    let (table, pk, rk, if_match) = (
+        table_key(table),
+        partition_key.to_owned(),
+        row_key.to_owned(),
+        if_match.clone(),
+    );
+    move |s: &mut Session| {
+        s.require_table(&table)?;
+        rows::delete(&s.conn, &table, &pk, &rk, &if_match)
+    }
+}
+
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<()> {
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -231,17 +250,7 @@ impl TableBackend for SqliteTables {
     }
 
     async fn delete(&self, table: &TableName, partition_key: &str, row_key: &str, if_match: &IfMatch) -> Result<()> {
-        let (table, pk, rk, if_match) = (
-            table_key(table),
-            partition_key.to_owned(),
-            row_key.to_owned(),
-            if_match.clone(),
-        );
-        self.write(move |s| {
-            s.require_table(&table)?;
-            rows::delete(&s.conn, &table, &pk, &rk, &if_match)
-        })
-        .await
+        self.write(deletion(table, partition_key, row_key, if_match)).await
     }
 
     /// Rides in the next group commit another write causes, or waits
@@ -253,17 +262,8 @@ impl TableBackend for SqliteTables {
         row_key: &str,
         if_match: &IfMatch,
     ) -> Result<()> {
-        let (table, pk, rk, if_match) = (
-            table_key(table),
-            partition_key.to_owned(),
-            row_key.to_owned(),
-            if_match.clone(),
-        );
         let (reply, answer) = oneshot::channel();
-        let work = move |s: &mut Session| {
-            s.require_table(&table)?;
-            rows::delete(&s.conn, &table, &pk, &rk, &if_match)
-        };
+        let work = deletion(table, partition_key, row_key, if_match);
         let call = writer::Call::new(Undo::Statement, work, reply).deferred();
         self.send_and_wait(Box::new(call), answer).await
     }

@@ -726,3 +726,26 @@ async fn a_counter_from_before_the_hooked_flag_takes_it_from_the_listing() {
     let counter = b.wiring.store.ledger.counter(&room).await.unwrap();
     assert_eq!(counter.hooked, Some(true), "the commit wrote the flag");
 }
+
+/// A registration that stopped between its room's listing and the counter's hooked flag: the
+/// next delivery run sets the flag, and the sends after it commit their events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_run_sets_the_hooked_flag_a_stopped_registration_left_unset() {
+    let tables = Tables::new(FaultyTables::new(store()));
+    let clock = ManualClock::at(Utc::now());
+    let (a, room) = chat_on(tables.clone()).await;
+    let a = with_webhooks(a, &clock);
+    let (_receiver, url) = start_receiver().await;
+    register(&a, &room, &url).await;
+    a.wiring.store.ledger.set_hooked(&room, false).await.unwrap();
+    a_message(&a, &room).await;
+    assert_eq!(
+        pending_events(&a, &room).await,
+        0,
+        "the flag unset, the send made no event"
+    );
+    a.sending.deliver_webhooks().await.unwrap();
+    assert_eq!(a.wiring.store.ledger.counter(&room).await.unwrap().hooked, Some(true));
+    a_message(&a, &room).await;
+    assert_eq!(pending_events(&a, &room).await, 1);
+}
