@@ -783,9 +783,16 @@ async fn azurite_send_requests(backend: &Backend, http: &reqwest::Client, room: 
         let body = json!({ "text": format!("counted {i}"), "clientId": format!("counted-{i}") });
         http.post(&url).bearer_auth(&token).json(&body).send()
     };
-    // The first send warms the process's caches, as a running server has them.
+    // The first send warms the process's caches, as a running server has them; then the
+    // count waits for the process's start-up housekeeping (a pass over every room) to end.
     assert!(send(0).await.unwrap().status().is_success());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (reads, writes, _) = proxy.take();
+        if reads + writes == 0 {
+            break;
+        }
+    }
     let mut counts = Vec::new();
     for i in 1..=5 {
         proxy.take();

@@ -213,6 +213,10 @@ impl Ledger {
     }
 }
 
+/// The longest pause a commit makes before taking its group while other processes move the
+/// room's counter too.
+const CONTENDED_PAUSE: std::time::Duration = std::time::Duration::from_millis(4);
+
 /// How long after a lost race a room's commits keep reading its counter along.
 const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -376,6 +380,13 @@ impl LedgerStore {
                     )));
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            // Where other processes move the counter too, the turn first lets them in for a
+            // moment (the winner of the last race holds a current copy and would otherwise
+            // win again and again) and gathers what queues meanwhile into one transaction.
+            if log.read_along() == ReadAlong::Always {
+                let pause = rand::random_range(0..=CONTENDED_PAUSE.as_micros() as u64);
+                tokio::time::sleep(std::time::Duration::from_micros(pause)).await;
             }
             let group = log.take_group();
             self.commit_group(room, &mut counter, group).await;

@@ -188,7 +188,10 @@ where
             Ok(Some(reread)) => {
                 tracing::debug!(table = %table, attempt, error = %write_error, "conditional write lost a race; re-applying");
                 current = reread;
-                backoff(attempt).await;
+                // A hot row read along is retried on the winner's copy after a short pause
+                // that does not grow: the pause only spreads colliding writers, and growing it
+                // would put a writer that lost a few times behind everyone for good.
+                backoff(if reading.is_some() { 1 } else { attempt }).await;
             }
             Err(read_error) => {
                 tracing::warn!(table = %table, %write_error, %read_error, "re-read after a failed conditional write failed");
