@@ -25,6 +25,7 @@ pub mod reports;
 pub mod roles;
 pub mod rooms;
 pub mod scheduled;
+pub mod search;
 pub mod signals;
 pub mod subscriptions;
 pub mod text;
