@@ -267,6 +267,8 @@ await run(async (browser) => {
   });
 
   await step("with the network up, a dropped live connection catches up when it is back", async () => {
+    // A catch-up still running from the last reconnect would read the edit below over HTTP.
+    await bob.evaluate(() => tabletalk.catchUp.settled());
     const before = await bob.evaluate(() => tabletalk.live.connectionId);
     check(before, "bob is connected");
     // Only the WebSocket goes: the browser stays online (no `online` event to catch up on).
