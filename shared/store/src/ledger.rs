@@ -163,14 +163,14 @@ pub struct Stepped {
 
 struct Pending {
     build: Build,
-    /// Operations at most (at [`SIZING_VERSION`]), for fitting a group into one transaction.
+    /// Operations at most (built at [`SIZING`]), for fitting a group into one transaction.
     ops: usize,
     bytes: usize,
     /// The rows it writes (its feed row aside, which is unique by version): a transaction may
     /// touch a row once, so changes to the same row go in different groups.
     rows: Vec<String>,
     activity: Option<ActivityChange>,
-    /// The room stamp it was admitted under, if its admission read a cached room row.
+    /// The room stamp it was admitted under, if its admission read the room row under one.
     admitted_under: Option<u64>,
     reply: oneshot::Sender<Result<Committed, Unnumbered>>,
 }

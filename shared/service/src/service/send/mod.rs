@@ -101,6 +101,10 @@ impl Submission {
 /// process changed the room row between its admission and its commit.
 const ADMISSIONS: usize = 4;
 
+fn room_kept_changing() -> Error {
+    Error::Unavailable("the room kept changing; try again".into())
+}
+
 /// What admission decided.
 enum Admitted {
     /// Write this post, given what was read on the way.
@@ -160,21 +164,21 @@ impl Sending {
                         created: true,
                     });
                 }
-                Ok(Stored::RoomChanged) => Error::Unavailable("the room kept changing; try again".into()),
+                Ok(Stored::RoomChanged) => None,
                 // Refused on a kept copy of the room row (read-only, the everyone permissions,
                 // the word filter): the row as it is now may admit it.
                 Err(refused @ Error::Forbidden(_)) if kept_room => {
                     self.access.forget_room_row(room);
-                    refused
+                    Some(refused)
                 }
                 Err(refused) => return Err(refused),
             };
             match again {
                 Some(again) => submission = again,
-                None => return Err(refused),
+                None => return Err(refused.unwrap_or_else(room_kept_changing)),
             }
         }
-        Err(Error::Unavailable("the room kept changing; try again".into()))
+        Err(room_kept_changing())
     }
 
     /// `submit` for a server line that is a side effect: a failure is logged, never returned.
@@ -202,9 +206,9 @@ impl Sending {
     }
 
     /// A member's message, in the checks' order:
-    /// 1. membership (with whether the room has outgoing webhooks and — for a member this
-    ///    process stored a message of lately — the repeat-text claim, read together so the
-    ///    limits add no round trip);
+    /// 1. membership (the room row from a kept copy while the room stamp allows,
+    ///    `RoomAccess::access_for_send`) and — for a member this process stored a message of
+    ///    lately — the repeat-text claim, read together so the limits add no round trip;
     /// 2. member → timed out → read-only → slowmode → the limits (`service::limits`) → word
     ///    filter, then content validation, the reply target and the attachments;
     /// 3. the slowmode clock moves on the member row, conditionally on the row as step 1 read
