@@ -48,9 +48,10 @@ pub struct Counter {
     /// Whether the room's changes commit an event row for its outgoing webhooks (none when
     /// the row predates the flag: then the listing of rooms with endpoints tells, once).
     pub hooked: Option<bool>,
-    /// Moves with every change to the room row: a send admitted on a copy of the room row
-    /// read under this stamp commits only while it is still the counter's, so a cached room
-    /// row never admits a send the current one refuses ([`LedgerStore::note_room_changed`]).
+    /// Moves after every change to the room row ([`LedgerStore::note_room_changed`]): a send
+    /// admitted on a copy of the room row read under this stamp commits only while it is
+    /// still the counter's, so once a change's stamp has moved, no copy of the row before it
+    /// admits a send.
     pub room_stamp: u64,
 }
 
@@ -790,19 +791,42 @@ impl LedgerStore {
         .await
     }
 
+    /// Changes the counter row holding the room's turn, waiting its turn against other
+    /// processes as a group does (`PATIENCE`). A room without a counter is left without one:
+    /// no send has committed there for a stamp to retire (a deleted room's swept partition
+    /// stays empty), and its first commit reads whether it is hooked from the listing.
     async fn change_counter(
         &self,
         room: &RoomId,
         change: impl Fn(Counter) -> Counter + Send,
     ) -> Result<(), StoreError> {
-        self.with_counter(room, |known| async move {
-            let written = self
-                .step_counter(room, known, change, |_| Vec::new(), None)
-                .await
-                .map_err(step_failed)?;
-            Ok(((), written.row))
-        })
-        .await
+        let log = self.ledger.log(room);
+        let mut turn = log.turn.clone().lock_owned().await;
+        let mut known = match turn.take() {
+            Some(entity) => entity,
+            None => match self
+                .tables
+                .get(&self.schema.messages, room.as_str(), COUNTER_ROW)
+                .await?
+            {
+                Some(entity) => entity,
+                None => return Ok(()),
+            },
+        };
+        let waiting_since = std::time::Instant::now();
+        loop {
+            match self.step_counter(room, known, &change, |_| Vec::new(), None).await {
+                Ok(stepped) => {
+                    log.remember(&stepped.row);
+                    *turn = Some(stepped.row);
+                    return Ok(());
+                }
+                Err(ConditionalError::Conflict) if waiting_since.elapsed() < PATIENCE => {
+                    known = self.counter_row(room).await?;
+                }
+                Err(e) => return Err(step_failed(e)),
+            }
+        }
     }
 
     /// Whether the room is listed as having outgoing webhook endpoints (`store::outgoing`):

@@ -224,15 +224,16 @@ impl RoomStore {
         let changed = self
             .moderation_log
             .update_logged(room, ROOM_ROW, "room not found", parse, room_row, change, log)
-            .await?;
+            .await;
+        // After a failure too: the write may have applied without saying so.
         self.note_room_changed(room).await;
-        Ok(changed)
+        changed
     }
 
     /// Moves the room stamp after a change to the room row (`LedgerStore::note_room_changed`),
     /// so sends admitted on a copy of the row as it was are admitted again. The change is
-    /// made either way: a stamp that could not move leaves other processes' copies to expire
-    /// (`service::access`), and is logged.
+    /// made either way: a stamp that could not move leaves the copies kept of the old row, in
+    /// this process and others, to expire (`service::access`), and is logged.
     async fn note_room_changed(&self, room: &RoomId) {
         if let Err(e) = self.ledger.note_room_changed(room).await {
             tracing::warn!(%room, error = %e, "the room stamp did not move after a room change");
@@ -296,13 +297,17 @@ impl RoomStore {
                 })
             }
             Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(Handover::Changed),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                // The transaction may have applied without saying so.
+                self.note_room_changed(room).await;
+                Err(e.into())
+            }
         }
     }
 
     /// Marks the room row as being deleted: from then on the room answers as missing.
     pub async fn mark_room_deleted(&self, room: &RoomId) -> Result<()> {
-        update_conditionally(
+        let marked = update_conditionally(
             &self.tables,
             &self.schema.rooms,
             room.as_str(),
@@ -311,8 +316,10 @@ impl RoomStore {
             |row| Ok::<_, Error>(row.with("deleting", Value::Bool(true))),
         )
         .await
-        .map_err(|e| settle(e, "room not found"))?;
+        .map_err(|e| settle(e, "room not found"));
+        // After a failure too: the write may have applied without saying so.
         self.note_room_changed(room).await;
+        marked?;
         Ok(())
     }
 

@@ -52,8 +52,8 @@ impl RoleHints {
 const MAX_ROOM_ROWS: usize = 10_000;
 
 /// How long a kept room row may admit sends at most. The room stamp retires a copy as soon
-/// as the room changes; this bounds only a change whose stamp did not move (its process
-/// stopped between the two writes, `RoomStore::note_room_changed`).
+/// as the room changes; this bounds a change whose stamp did not move (its process stopped
+/// between the two writes, or the stamp's write failed: `RoomStore::note_room_changed`).
 const ROOM_ROW_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Copies of room rows that sends are admitted on, each with the room stamp it was read under
@@ -84,7 +84,7 @@ impl RoomRows {
 /// A sender's access, as [`RoomAccess::access_for_send`] read it.
 pub(crate) struct SendAccess {
     pub(crate) access: Access,
-    /// The room stamp the room row was read under, when this process knows one.
+    /// The room stamp of the kept copy the room row came from: the send commits only under it.
     pub(crate) stamp: Option<u64>,
     /// Whether the room row is a kept copy rather than read now.
     pub(crate) kept: bool,
@@ -123,9 +123,12 @@ impl RoomAccess {
         {
             self.room_rows.keep(room_id, &access.room, stamp);
         }
+        // Only a send admitted on a kept copy commits under its stamp: one admitted on the row
+        // read now is as good as before copies were kept, and is never admitted again (which
+        // would find its own slowmode clock moved).
         Ok(SendAccess {
             access: access?,
-            stamp,
+            stamp: stamp.filter(|_| reused),
             kept: reused,
         })
     }

@@ -34,10 +34,10 @@ const INDEX_ROW_ATTEMPTS: usize = 3;
 /// What admission read that the write depends on.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Prefetched {
-    /// The room stamp the room row admission read was read under (`RoomAccess::access_for_send`):
-    /// the message commits only under it. None when admission read no room row (a server
-    /// line, a webhook's message: their rows were read fresh by the caller) or this process
-    /// knows no stamp of the room yet.
+    /// The room stamp of the kept copy of the room row admission used
+    /// (`RoomAccess::access_for_send`): the message commits only under it. None when admission
+    /// read the row itself, or read none (a server line; a webhook's message, whose row the
+    /// caller read).
     pub(super) room_stamp: Option<u64>,
 }
 

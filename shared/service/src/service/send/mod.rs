@@ -281,6 +281,12 @@ impl Sending {
             {
                 return Ok(Admitted::Repeat(first));
             }
+            // On a kept copy of the room row the filter may be out of date: the refusal times
+            // nobody out, and the send is admitted again on the row as it is (`submit`), whose
+            // filter applies its own timeout.
+            if claims.kept_room {
+                return Err(Error::Forbidden("the message contains blocked content".into()));
+            }
             return Err(self.refuse_filtered(room, user, timeout, now).await);
         }
         let content = draft.validate(&access)?;

@@ -707,6 +707,8 @@ async fn a_counter_from_before_the_hooked_flag_takes_it_from_the_listing() {
     let clock = ManualClock::at(Utc::now());
     let (a, room) = chat_on(tables.clone()).await;
     let a = with_webhooks(a, &clock);
+    // The room's counter exists (a message was sent) before the endpoint.
+    a_message(&a, &room).await;
     let (_receiver, url) = start_receiver().await;
     register(&a, &room, &url).await;
     let messages = a.wiring.store.schema().messages.clone();
@@ -735,6 +737,7 @@ async fn a_delivery_run_sets_the_hooked_flag_a_stopped_registration_left_unset()
     let clock = ManualClock::at(Utc::now());
     let (a, room) = chat_on(tables.clone()).await;
     let a = with_webhooks(a, &clock);
+    a_message(&a, &room).await;
     let (_receiver, url) = start_receiver().await;
     register(&a, &room, &url).await;
     a.wiring.store.ledger.set_hooked(&room, false).await.unwrap();

@@ -221,6 +221,35 @@ async fn a_send_after_a_room_change_through_another_process_applies(backend: Bac
     assert_eq!(stored, 1, "{backend:?}: {}", counted.shown());
 }
 
+/// In a slowmode room (whose row is never kept: its send moves the sender's slowmode clock), a
+/// room change made through another process between a send's admission and its commit leaves
+/// the send stored, not refused by its own clock.
+async fn a_slowmode_send_after_a_room_change_through_another_process_is_stored(backend: Backend) {
+    let (tables, schema) = counting(&backend, "rt");
+    let chat = service(&tables, &schema).await;
+    let other = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let slow = RoomChange {
+        slowmode_seconds: Some(30),
+        ..RoomChange::default()
+    };
+    chat.rooms.update_room(&alice(), &room, slow).await.unwrap();
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("the stamp is known"))
+        .await
+        .unwrap();
+    let described = RoomChange {
+        description: Some("changed elsewhere".into()),
+        ..RoomChange::default()
+    };
+    other.rooms.update_room(&alice(), &room, described).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&user("bob"), &room, NewMessage::text("first in the window"))
+        .await;
+    assert!(sent.is_ok_and(|s| s.created), "{backend:?}: the send is stored");
+}
+
 /// With the limits on, as a server runs by default: a member this process stored a message of
 /// claims the text in the send's first round, so the limits add no round trip (the user's
 /// bucket is leased a few tokens at once and this send spends one of them). The limits' clock
@@ -403,6 +432,7 @@ on_both_backends!(
     a_plain_send_waits_for_at_most_two_round_trips,
     a_plain_send_makes_at_most_four_store_requests,
     a_send_after_a_room_change_through_another_process_applies,
+    a_slowmode_send_after_a_room_change_through_another_process_is_stored,
     a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips,
     a_slowmode_send_waits_for_at_most_three_round_trips,
     a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
