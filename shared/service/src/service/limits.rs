@@ -221,6 +221,7 @@ impl Limiter {
         draft: &Draft,
         ahead: TextAhead,
         client: Option<&ClientId>,
+        rates_drawn: &mut bool,
     ) -> (Option<TextClaim>, Result<()>) {
         let Some(limits) = &self.limits else {
             return (ahead.held(), Ok(()));
@@ -231,8 +232,12 @@ impl Limiter {
             Err(e) => return (ahead.held(), Err(e)),
         };
         let user = &access.member.user_id;
-        if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
-            return (ahead.held(), Err(refused));
+        // A send admitted again (`Sending::submit`) drew its rates in its first admission.
+        if !*rates_drawn {
+            if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
+                return (ahead.held(), Err(refused));
+            }
+            *rates_drawn = true;
         }
         let claimed = match ahead {
             TextAhead::Taken(claimed) => claimed,

@@ -142,18 +142,24 @@ impl Sending {
     /// a kept copy of the room row that changed before it committed is admitted again.
     pub async fn submit(&self, room: &RoomId, submission: Submission) -> Result<Sent> {
         let mut submission = submission;
+        // A send admitted again draws the rate buckets once, not once an admission.
+        let mut rates_drawn = false;
         for _ in 0..ADMISSIONS {
             let again = match &submission {
                 Submission::Member { .. } => Some(submission.clone()),
                 _ => None,
             };
-            let mut claims = Claims::default();
+            let mut claims = Claims {
+                rates_drawn,
+                ..Claims::default()
+            };
             let stored = match self.admit(room, submission, &mut claims).await {
                 Ok(Admitted::Post(post, known)) => self.commit(room, *post, known).await,
                 Ok(Admitted::Repeat(first)) => Ok(Stored::Repeat(first)),
                 Err(refused) => Err(refused),
             };
             let kept_room = claims.kept_room;
+            rates_drawn = claims.rates_drawn;
             self.settle(room, claims, &stored).await;
             let refused = match stored {
                 Ok(Stored::Repeat(first)) => return Ok(Sent::repeat(first)),
@@ -408,7 +414,10 @@ impl Sending {
         claims: &mut Claims,
     ) -> Result<()> {
         let ahead = std::mem::take(&mut claims.ahead);
-        let (claim, verdict) = self.limiter.check_send_limits(access, draft, ahead, client_id).await;
+        let (claim, verdict) = self
+            .limiter
+            .check_send_limits(access, draft, ahead, client_id, &mut claims.rates_drawn)
+            .await;
         claims.text = claim;
         verdict
     }
@@ -539,6 +548,8 @@ struct Claims {
     ahead: TextAhead,
     /// Whether admission read the room row from a kept copy (`RoomAccess::access_for_send`).
     kept_room: bool,
+    /// Whether this send drew its rates (in this admission or an earlier one of it).
+    rates_drawn: bool,
     /// The repeat-text claim the limits step holds.
     text: Option<crate::store::limits::TextClaim>,
     files: FileClaims,

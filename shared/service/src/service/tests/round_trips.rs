@@ -250,6 +250,41 @@ async fn a_slowmode_send_after_a_room_change_through_another_process_is_stored(b
     assert!(sent.is_ok_and(|s| s.created), "{backend:?}: the send is stored");
 }
 
+/// A send admitted on a kept room row that another process changed is admitted again, and
+/// draws the rate buckets once: in a room that takes one message a second, it is stored, not
+/// refused by its own first admission's token.
+async fn a_send_admitted_again_draws_its_rates_once(backend: Backend) {
+    let (tables, schema) = counting(&backend, "rt");
+    let clock = ManualClock::at(chrono::Utc::now());
+    let chat = service(&tables, &schema).await.with_limits(LimitSettings {
+        newcomer_period: chrono::Duration::zero(),
+        clock: std::sync::Arc::new(clock.clone()),
+    });
+    let other = service(&tables, &schema).await;
+    let room = room_with_bob(&chat).await;
+    let ceiling = RoomChange {
+        max_sends_per_second: Some(1),
+        ..RoomChange::default()
+    };
+    chat.rooms.update_room(&alice(), &room, ceiling).await.unwrap();
+    clock.advance(chrono::Duration::seconds(2));
+    chat.sending
+        .send_message(&user("bob"), &room, NewMessage::text("the row is kept"))
+        .await
+        .unwrap();
+    clock.advance(chrono::Duration::seconds(2));
+    let described = RoomChange {
+        description: Some("changed elsewhere".into()),
+        ..RoomChange::default()
+    };
+    other.rooms.update_room(&alice(), &room, described).await.unwrap();
+    let sent = chat
+        .sending
+        .send_message(&user("bob"), &room, NewMessage::text("admitted again"))
+        .await;
+    assert!(sent.as_ref().is_ok_and(|s| s.created), "{backend:?}: {sent:?}");
+}
+
 /// With the limits on, as a server runs by default: a member this process stored a message of
 /// claims the text in the send's first round, so the limits add no round trip (the user's
 /// bucket is leased a few tokens at once and this send spends one of them). The limits' clock
@@ -433,6 +468,7 @@ on_both_backends!(
     a_plain_send_makes_at_most_four_store_requests,
     a_send_after_a_room_change_through_another_process_applies,
     a_slowmode_send_after_a_room_change_through_another_process_is_stored,
+    a_send_admitted_again_draws_its_rates_once,
     a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips,
     a_slowmode_send_waits_for_at_most_three_round_trips,
     a_send_by_a_member_with_roles_waits_for_at_most_three_round_trips,
