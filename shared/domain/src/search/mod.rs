@@ -24,6 +24,10 @@ use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
 use crate::word_filter::normalised;
 
+pub mod index;
+pub mod matching;
+pub mod page;
+
 /// The longest query accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 256;
 /// The most words (plain, in phrases and excluded) a query may look up: each is a read.
@@ -100,7 +104,7 @@ impl SearchQuery {
         if let Some(word) = token.strip_prefix('-')
             && !word.is_empty()
         {
-            self.excluded.extend(terms(word));
+            self.excluded.extend(matching::without_covered_characters(&terms(word)));
             return Ok(());
         }
         if let Some((name, value)) = token.split_once(':')
@@ -109,7 +113,7 @@ impl SearchQuery {
         {
             return self.filter(name, value);
         }
-        self.words.extend(terms(token));
+        self.words.extend(matching::without_covered_characters(&terms(token)));
         Ok(())
     }
 
@@ -192,7 +196,7 @@ fn bad(reason: impl Into<String>) -> Error {
 }
 
 /// Whether `c` belongs to a script written without spaces between words.
-fn is_unspaced(c: char) -> bool {
+pub(crate) fn is_unspaced(c: char) -> bool {
     matches!(c,
         '\u{3040}'..='\u{30FF}'   // Hiragana, Katakana
         | '\u{3400}'..='\u{4DBF}' // CJK Extension A
