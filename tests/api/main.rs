@@ -47,6 +47,7 @@ mod room_list;
 mod rooms;
 mod scheduled;
 mod schema_fuzz;
+mod search;
 mod send_checks;
 mod serve;
 mod shutdown;

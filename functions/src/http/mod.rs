@@ -24,6 +24,7 @@ pub mod push;
 pub mod roles;
 pub mod rooms;
 pub mod scheduled;
+pub mod search;
 pub mod triggers;
 pub mod web;
 pub mod webhooks;
@@ -86,6 +87,7 @@ component_state!(members: members::Members);
 component_state!(rooms: rooms::Rooms);
 component_state!(scheduler: scheduled::Scheduler);
 component_state!(eraser: erasure::Eraser);
+component_state!(searching: search::Searching);
 
 /// Every `/api` route of a host and the OpenAPI document that describes them, from one
 /// declaration: `routes!` registers each handler at the method and path of its
@@ -106,6 +108,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(rooms::create, rooms::list))
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
         .routes(routes!(rooms::directory))
+        .routes(routes!(search::search))
         .routes(routes!(rooms::open_direct))
         .routes(routes!(invitations::create, invitations::list))
         .routes(routes!(invitations::revoke))

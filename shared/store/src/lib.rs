@@ -36,6 +36,7 @@ pub mod schema;
 pub mod subscriptions;
 pub mod uploads;
 pub mod webhooks;
+pub mod words;
 
 use std::sync::Arc;
 
@@ -88,6 +89,7 @@ pub struct Surfaces {
     pub subscriptions: subscriptions::SubscriptionStore,
     pub uploads: uploads::UploadStore,
     pub webhooks: webhooks::WebhookStore,
+    pub words: words::WordStore,
 }
 
 impl std::ops::Deref for Store {
@@ -133,6 +135,16 @@ impl Store {
 
     /// Builds every surface, each from the ones below it.
     fn assemble(tables: Tables, schema: Arc<Schema>, clock: Arc<dyn Clock>, state: State) -> Store {
+        let outbox = outbox::OutboxStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+            clock: clock.clone(),
+            outbox_marks: state.outbox_marks,
+        };
+        let words = words::WordStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
         let claims = claims::ClaimStore {
             tables: tables.clone(),
             schema: schema.clone(),
@@ -187,6 +199,7 @@ impl Store {
             companions: companions.clone(),
             ledger: ledger.clone(),
             pins: pins.clone(),
+            words: words.clone(),
         };
         let members = members::MemberStore {
             tables: tables.clone(),
@@ -218,12 +231,8 @@ impl Store {
             schema: schema.clone(),
             ledger: ledger.clone(),
             outgoing: outgoing.clone(),
-        };
-        let outbox = outbox::OutboxStore {
-            tables: tables.clone(),
-            schema: schema.clone(),
-            clock: clock.clone(),
-            outbox_marks: state.outbox_marks,
+            outbox: outbox.clone(),
+            words: words.clone(),
         };
         let presence = presence::PresenceStore {
             tables: tables.clone(),
@@ -289,6 +298,7 @@ impl Store {
             subscriptions,
             uploads,
             webhooks,
+            words,
         }))
     }
 

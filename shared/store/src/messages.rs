@@ -195,6 +195,8 @@ pub struct MessageStore {
     pub(crate) schema: std::sync::Arc<crate::Schema>,
     pub(crate) ledger: crate::ledger::LedgerStore,
     pub(crate) outgoing: crate::outgoing::OutgoingStore,
+    pub(crate) outbox: crate::outbox::OutboxStore,
+    pub(crate) words: crate::words::WordStore,
 }
 
 impl MessageStore {
@@ -494,7 +496,14 @@ impl MessageStore {
         }
         // The room's outgoing webhooks get the event through a row committed with the message.
         let hook_event = tabletalk_domain::outgoing::HookEvent::of_change(message, true);
-        let extra = &extra;
+        let words = super::words::word_change(room, message, &Default::default());
+        if words.job.is_some() {
+            self.outbox.mark_outbox(room).await.map_err(|e| NotInserted {
+                may_be_stored: false,
+                error: e.into(),
+            })?;
+        }
+        let (extra, words) = (&extra, &words);
         let attempt = move || async move {
             let mut extra = extra.clone();
             // The root's summary goes last, so its index names it.
@@ -510,6 +519,7 @@ impl MessageStore {
                 None => None,
             };
             let draft = message.clone();
+            let word_ops: Vec<BatchOp> = words.ops().collect();
             let build = move |numbered: Numbered| {
                 let mut message = draft.clone();
                 message.version = numbered.version;
@@ -524,6 +534,7 @@ impl MessageStore {
                 {
                     ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
                 }
+                ops.extend(word_ops.iter().cloned());
                 ops
             };
             let activity = super::activity::activity_change(room, message, true);
@@ -540,6 +551,9 @@ impl MessageStore {
                 Ok(committed) => {
                     if committed.hooked && hook_event.is_some() {
                         self.outgoing.nudge(room);
+                    }
+                    if words.job.is_some() {
+                        self.complete_words(room, &message.id).await;
                     }
                     Ok(Attempt::Done(Inserted::Committed(committed.version)))
                 }
@@ -571,6 +585,14 @@ impl MessageStore {
             .ok_or_else(|| not_inserted(Error::Conflict("the thread is busy; send the reply again".into())))
     }
 
+    /// Writes the index rows a committed change left to its job; a failure leaves the job to
+    /// the outbox timer.
+    async fn complete_words(&self, room: &RoomId, id: &str) {
+        if let Err(e) = self.words.complete(room, id).await {
+            tracing::warn!(%room, message = id, error = %e, "the rest of a message's index rows wait for the timer");
+        }
+    }
+
     /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;
     /// none when the root row is gone (purged).
     async fn root_summary_op(&self, room: &RoomId, root: &str, reply: &Message) -> Result<Option<BatchOp>> {
@@ -600,13 +622,30 @@ impl MessageStore {
         &self,
         room: &RoomId,
         key: &MessageKey,
-        change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
+        mut change: impl FnMut(&mut Message) -> tabletalk_domain::error::Result<()>,
     ) -> Result<Message> {
         let given = Arc::new(AtomicU64::new(0));
+        // The buckets the message had before the change (as last read: the helper applies the
+        // change again after a lost race), whose rows the change empties if it drops them.
+        let before = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let change = |message: &mut Message| {
+            *before.lock().expect("not poisoned") = super::words::indexed_buckets(message);
+            change(message)
+        };
         let write = |next: Entity, seen: ETag| {
             let given = given.clone();
+            let before = before.lock().expect("not poisoned").clone();
             async move {
                 let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
+                let words = super::words::word_change(room, &current, &before);
+                if words.job.is_some() {
+                    self.outbox
+                        .mark_outbox(room)
+                        .await
+                        .map_err(|e| StoreError::internal(e.to_string()))?;
+                }
+                let has_job = words.job.is_some();
+                let id = current.id.clone();
                 // The room list's preview follows an edit or a delete of the message it shows.
                 let activity = super::activity::activity_change(room, &current, false);
                 let build = move |numbered: Numbered| {
@@ -635,12 +674,16 @@ impl MessageStore {
                     if hooked && let Some(event) = tabletalk_domain::outgoing::HookEvent::of_change(&message, false) {
                         ops.push(BatchOp::Insert(super::outgoing::hook_event_row(&message, event)));
                     }
+                    ops.extend(words.ops());
                     ops
                 };
                 let committed = self.ledger.commit_change(room, Box::new(build), Some(activity)).await?;
                 given.store(committed.version, Ordering::Relaxed);
                 if committed.hooked {
                     self.outgoing.nudge(room);
+                }
+                if has_job {
+                    self.complete_words(room, &id).await;
                 }
                 match committed.etags[0].clone() {
                     Some(etag) => Ok(etag),

@@ -42,8 +42,10 @@ pub struct Pending {
     /// Its row, which the event's publication deletes.
     pub row_key: String,
     pub created_at: Option<DateTime<Utc>>,
-    /// `None` for a row that cannot be read.
+    /// `None` for a row that cannot be read, and for a job row.
     pub event: Option<MessageEvent>,
+    /// The message whose index rows a job row waits to complete (`store::words`).
+    pub words_of: Option<String>,
 }
 
 /// The send's outbox row of `event`, to commit with its message.
@@ -172,6 +174,7 @@ impl OutboxStore {
                 event: row
                     .str("event")
                     .and_then(|json| serde_json::from_str::<MessageEvent>(json).ok()),
+                words_of: super::words::job_message(&row).map(str::to_owned),
                 row_key: row.row_key,
             })
             .collect())

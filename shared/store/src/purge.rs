@@ -51,6 +51,7 @@ pub struct PurgeStore {
     pub(crate) companions: crate::companions::CompanionStore,
     pub(crate) ledger: crate::ledger::LedgerStore,
     pub(crate) pins: crate::pins::PinStore,
+    pub(crate) words: crate::words::WordStore,
 }
 
 impl PurgeStore {
@@ -131,6 +132,7 @@ impl PurgeStore {
             let index = message.key().ticks().ascending_key();
             crate::delete_if_present(&self.tables, &self.schema.ascending, room.as_str(), index.as_str()).await?;
             self.companions.delete_companions(room, &message.key()).await?;
+            self.words.forget(room, message).await?;
             // Before the message, so a pin row never outlives it but by a crash.
             if message.is_pinned {
                 self.pins.delete_pin_row(room, &message.key()).await?;

@@ -15,6 +15,8 @@
 //!   The room's activity row (`!activity`: the newest message's preview) sorts before every
 //!   message, so the room list reads it in the same range read as a member's unread messages,
 //!   and it is written in the transaction of the message it shows (`store::activity`).
+//!   The word index lives here too: one row per term bucket and message
+//!   (`w:<bucket> <message key>`), written in the transaction of the message (`store::words`).
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
 //! - `MessagesMetadata` (partition = room): per-user companion rows of a message, keyed
 //!   `<message key>:r:<emoji>:<user>` (a reaction) and `<message key>:v:<user>` (a poll vote),
@@ -111,6 +113,8 @@ pub const SCHEDULED_ITEM_PREFIX: &str = "item:";
 pub const SCHEDULED_DUE_PREFIX: &str = "due:";
 /// Prefix of expiry rows of finished scheduled messages (`done:<20-digit Unix ms>:<id>`).
 pub const SCHEDULED_DONE_PREFIX: &str = "done:";
+/// Prefix of word index rows in a `Messages` partition (`store::words`).
+pub const WORD_PREFIX: &str = "w:";
 /// Prefix of outbox rows (a send's pending event) in a `Messages` partition.
 pub const OUTBOX_PREFIX: &str = "outbox:";
 /// The `Housekeeping` partition of link previews still to be fetched.
@@ -393,6 +397,23 @@ pub fn outbox_key(message_id: &str) -> String {
 /// the fan-out.
 pub fn fan_out_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}:fanout")
+}
+
+/// The row, among a room's outbox rows, of a message whose index rows did not all fit its
+/// transaction (`store::words`): the timer finds it as it finds pending events.
+pub fn words_job_key(message_id: &str) -> String {
+    format!("{OUTBOX_PREFIX}{message_id}:words")
+}
+
+/// The prefix of a word index bucket's rows in a `Messages` partition: a space ends the
+/// bucket, below any character a term has.
+pub fn word_bucket_prefix(bucket: &str) -> String {
+    format!("{WORD_PREFIX}{} ", encode_key_part(bucket))
+}
+
+/// A message's row in a word index bucket.
+pub fn word_key(bucket: &str, message: &MessageKey) -> String {
+    format!("{}{}", word_bucket_prefix(bucket), message.as_str())
 }
 
 /// A public room's directory row key: its name's sort key, then its id.

@@ -35,6 +35,7 @@ pub mod room_deletion;
 pub mod room_settings;
 pub mod rooms;
 pub mod scheduled;
+pub mod search;
 pub mod send;
 pub mod subscriptions;
 pub mod threads;
@@ -144,6 +145,7 @@ pub struct Chat {
     pub rooms: Arc<rooms::Rooms>,
     pub scheduler: Arc<scheduled::Scheduler>,
     pub eraser: Arc<erasure::Eraser>,
+    pub searching: Arc<search::Searching>,
 }
 
 impl Chat {
@@ -327,6 +329,11 @@ impl Chat {
             scheduler: scheduler.clone(),
             signals: signals.clone(),
         });
+        let searching = Arc::new(search::Searching {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            reading: reading.clone(),
+        });
         Chat {
             wiring: Arc::new(wiring),
             limiter,
@@ -346,6 +353,7 @@ impl Chat {
             rooms,
             scheduler,
             eraser,
+            searching,
         }
     }
 

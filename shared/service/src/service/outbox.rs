@@ -119,6 +119,14 @@ impl Outbox {
             if row.created_at.is_some_and(|at| now - at < REPUBLISH_AFTER) {
                 continue;
             }
+            // A message whose index rows did not all fit its transaction, and whose process
+            // stopped before writing the rest.
+            if let Some(message) = &row.words_of {
+                if let Err(e) = self.store.words.complete(room, message).await {
+                    tracing::warn!(%room, message, error = %e, "completing a message's index rows failed; next run");
+                }
+                continue;
+            }
             let Some(event) = &row.event else {
                 tracing::error!(%room, row = %row.row_key, "an unreadable outbox row was dropped");
                 self.store.outbox.clear_pending(room, &row.row_key).await?;
