@@ -147,6 +147,9 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
             tabletalk::adapters::outgoing::Sealer::new(material.as_bytes()),
         ));
     }
+    if !settings.search_index {
+        chat = chat.without_search_index();
+    }
     chat = chat.with_erasure(settings.erasure);
     chat = chat.with_attachments(attachments(settings).await?);
     let clock = clock(settings);

@@ -249,6 +249,18 @@ async fn a_long_room_scrolls_back_windowed_and_opens_at_permalinks_and_the_first
     run_browser_script(&app, "long_room.mjs", &modules).await;
 }
 
+/// Search: the keyboard shortcut, results labelled by room with the matched words marked as
+/// text, a filter without syntax, and a click that lands on the message in its room
+/// (tests/web/search.mjs).
+#[tokio::test]
+async fn search_finds_a_word_marks_it_and_a_click_lands_on_the_message() {
+    let Some(modules) = browser() else {
+        return;
+    };
+    let app = spawn_dev_app();
+    run_browser_script(&app, "search.mjs", &modules).await;
+}
+
 /// Sending safely: a failed send goes again with the same clientId; one whose
 /// answer was lost shows and is stored once; one made offline waits and is delivered once
 /// back online; a refused one says why and can be discarded (tests/web/sending.mjs).

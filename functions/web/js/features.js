@@ -1,4 +1,4 @@
-// Threads, pins, polls, attachments and presence, wired to the page's parts (app.js hands
+// Threads, pins, polls, attachments, presence and search, wired to the page's parts (app.js hands
 // them over once, after its own modules). Each feature is its own module and reaches the
 // others only through the hooks the shared modules offer: message actions (actions.js), parts
 // drawn under a message and what decides its redraw (message_view.js), parts of a send
@@ -12,6 +12,7 @@ import { createPanel } from "./panel.js";
 import { addPins } from "./pins.js";
 import { addPolls } from "./polls.js";
 import { addPresence } from "./presence.js";
+import { addSearch } from "./search.js";
 import { addThreads } from "./threads.js";
 
 export function addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, composer }) {
@@ -23,5 +24,6 @@ export function addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, c
   const polls = addPolls(shared);
   const attachments = addAttachments({ ...shared, composerParts: composer.parts });
   const presence = addPresence(shared);
-  return { panel, threads, pins, polls, attachments, presence };
+  const search = addSearch(shared);
+  return { panel, threads, pins, polls, attachments, presence, search };
 }

@@ -63,6 +63,8 @@ pub const WRITE_LIMITS: &str = "TABLETALK_WRITE_LIMITS";
 /// Link previews of members' messages (the server fetches each message's first link): `on`
 /// (default) or `off`.
 pub const LINK_PREVIEWS: &str = "TABLETALK_LINK_PREVIEWS";
+/// `on` (default) or `off`: whether messages are written to the word index search reads.
+pub const SEARCH_INDEX: &str = "TABLETALK_SEARCH_INDEX";
 /// Development and tests only: `true` lets link previews fetch pages on IPv4 loopback
 /// (127.0.0.0/8), and no other private address, so a redirect elsewhere is still refused.
 pub const LINK_PREVIEWS_ALLOW_LOOPBACK: &str = "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK";
@@ -219,6 +221,8 @@ pub struct Settings {
     pub write_limits: bool,
     /// Whether members' links get previews.
     pub link_previews: bool,
+    /// Whether messages are written to the word index.
+    pub search_index: bool,
     /// Development only: link previews may fetch from IPv4 loopback.
     pub link_previews_allow_loopback: bool,
     /// How long a member is a newcomer in a room they joined (zero: never).
@@ -285,6 +289,7 @@ impl fmt::Debug for Settings {
             .field("web_pubsub_hub", &self.web_pubsub_hub)
             .field("write_limits", &self.write_limits)
             .field("link_previews", &self.link_previews)
+            .field("search_index", &self.search_index)
             .field("link_previews_allow_loopback", &self.link_previews_allow_loopback)
             .field("newcomer_period", &self.newcomer_period)
             .field("test_clock_file", &self.test_clock_file)
@@ -430,6 +435,11 @@ impl Settings {
             Some("off") => false,
             Some(other) => return Err(config_error(LINK_PREVIEWS, &format!("{other:?} is not on or off"))),
         };
+        let search_index = match get(SEARCH_INDEX).as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => return Err(config_error(SEARCH_INDEX, &format!("{other:?} is not on or off"))),
+        };
         let link_previews_allow_loopback = match get(LINK_PREVIEWS_ALLOW_LOOPBACK).as_deref() {
             None | Some("false") => false,
             Some("true") => true,
@@ -477,6 +487,7 @@ impl Settings {
             erasure,
             write_limits,
             link_previews,
+            search_index,
             link_previews_allow_loopback,
             newcomer_period,
             test_clock_file,

@@ -102,11 +102,23 @@ impl std::ops::Deref for Store {
 
 /// What a store's surfaces share across processes' worth of calls, kept when the store is
 /// given another clock.
-#[derive(Default)]
 struct State {
     ledger: Arc<ledger::Ledger>,
     outbox_marks: Arc<outbox::Marks>,
     outgoing_nudges: Arc<outgoing::Nudges>,
+    /// Whether messages write word index rows (`store::words`).
+    index_words: bool,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            ledger: Arc::default(),
+            outbox_marks: Arc::default(),
+            outgoing_nudges: Arc::default(),
+            index_words: true,
+        }
+    }
 }
 
 impl Store {
@@ -120,12 +132,27 @@ impl Store {
 
     /// The same store stamping rows at `clock`'s time (the clock the service reads).
     pub fn with_clock(&self, clock: Arc<dyn Clock>) -> Store {
+        Store::assemble(self.tables.clone(), self.schema.clone(), clock, self.state())
+    }
+
+    /// The same store writing no word index rows: messages stored or changed meanwhile are
+    /// not found by search (for an operator who does not want search, and for measuring
+    /// what the index costs a send).
+    pub fn without_word_index(&self) -> Store {
         let state = State {
+            index_words: false,
+            ..self.state()
+        };
+        Store::assemble(self.tables.clone(), self.schema.clone(), self.clock.clone(), state)
+    }
+
+    fn state(&self) -> State {
+        State {
             ledger: self.ledger.ledger.clone(),
             outbox_marks: self.outbox.outbox_marks.clone(),
             outgoing_nudges: self.outgoing.outgoing_nudges.clone(),
-        };
-        Store::assemble(self.tables.clone(), self.schema.clone(), clock, state)
+            index_words: self.messages.index_words,
+        }
     }
 
     /// The time by the store's clock, which the service shares.
@@ -233,6 +260,7 @@ impl Store {
             outgoing: outgoing.clone(),
             outbox: outbox.clone(),
             words: words.clone(),
+            index_words: state.index_words,
         };
         let presence = presence::PresenceStore {
             tables: tables.clone(),

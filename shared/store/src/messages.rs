@@ -14,6 +14,7 @@ use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
 use super::ledger::{Numbered, Unnumbered};
 use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
+use super::words::WordChange;
 use tabletalk_domain::error::Error;
 use tabletalk_domain::events::MessageEvent;
 use tabletalk_domain::ids::{ClientId, RoomId, UserId};
@@ -197,6 +198,8 @@ pub struct MessageStore {
     pub(crate) outgoing: crate::outgoing::OutgoingStore,
     pub(crate) outbox: crate::outbox::OutboxStore,
     pub(crate) words: crate::words::WordStore,
+    /// Whether changes write word index rows (`Store::without_word_index`).
+    pub(crate) index_words: bool,
 }
 
 impl MessageStore {
@@ -496,7 +499,7 @@ impl MessageStore {
         }
         // The room's outgoing webhooks get the event through a row committed with the message.
         let hook_event = tabletalk_domain::outgoing::HookEvent::of_change(message, true);
-        let words = super::words::word_change(room, message, &Default::default());
+        let words = self.word_change(room, message, &Default::default());
         if words.job.is_some() {
             self.outbox.mark_outbox(room).await.map_err(|e| NotInserted {
                 may_be_stored: false,
@@ -585,6 +588,14 @@ impl MessageStore {
             .ok_or_else(|| not_inserted(Error::Conflict("the thread is busy; send the reply again".into())))
     }
 
+    /// What committing `message` does to the word index (nothing when the store keeps none).
+    fn word_change(&self, room: &RoomId, message: &Message, old: &std::collections::BTreeSet<String>) -> WordChange {
+        match self.index_words {
+            true => super::words::word_change(room, message, old),
+            false => WordChange::default(),
+        }
+    }
+
     /// Writes the index rows a committed change left to its job; a failure leaves the job to
     /// the outbox timer.
     async fn complete_words(&self, room: &RoomId, id: &str) {
@@ -637,7 +648,7 @@ impl MessageStore {
             let before = before.lock().expect("not poisoned").clone();
             async move {
                 let current = parse_message(room, &next).map_err(|e| StoreError::internal(e.to_string()))?;
-                let words = super::words::word_change(room, &current, &before);
+                let words = self.word_change(room, &current, &before);
                 if words.job.is_some() {
                     self.outbox
                         .mark_outbox(room)

@@ -34,6 +34,7 @@ pub struct SearchParams {
     /// words it begins), `"a phrase"`, `-word`, and the filters `from:<userId>`,
     /// `in:<roomId>`, `has:file`, `has:link`, `is:pinned`, `is:thread`, `before:<date>`,
     /// `after:<date>`. At most 256 characters and 12 words.
+    #[param(min_length = 1, max_length = 256)]
     pub q: String,
     /// Only this room (as `in:` does).
     pub room_id: Option<String>,

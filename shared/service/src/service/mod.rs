@@ -499,6 +499,12 @@ impl Chat {
     }
 
     /// The same service applying the limits to members' writes.
+    /// The same service writing no word index rows (`TABLETALK_SEARCH_INDEX=off`).
+    pub fn without_search_index(mut self) -> Chat {
+        self.wiring_mut().store = self.wiring.store.without_word_index();
+        self.rewired()
+    }
+
     pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
         self.wiring_mut().limits = Some(Arc::new(WriteLimits::new(settings)));
         self.reassembled()

@@ -20,3 +20,4 @@ mod room_list;
 mod rooms;
 mod round_trips;
 mod scheduled;
+mod search;
