@@ -106,7 +106,13 @@ impl Backend {
 
     /// As [`Backend::spawn`], reaching Azurite through `connection` instead (a proxy).
     pub fn spawn_via(&self, limits: bool, connection: Option<&str>) -> (Server, String) {
+        self.spawn_with(limits, connection, &[])
+    }
+
+    /// As [`Backend::spawn_via`], with `settings` in the server's environment besides.
+    pub fn spawn_with(&self, limits: bool, connection: Option<&str>, settings: &[(&str, &str)]) -> (Server, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tabletalk"));
+        command.envs(settings.iter().copied());
         command
             .args(["serve", "--port", "0", "--settings", "none"])
             .env("TABLETALK_WRITE_LIMITS", if limits { "on" } else { "off" })

@@ -1,17 +1,18 @@
 //! Search: messages of the caller's rooms that answer a query, newest first.
 //!
 //! A page looks in a window of the caller's rooms (`search::page`). Each round reads, in every
-//! room of the window still holding candidates, each word's bucket of the word index from the
-//! position reached (at most [`ROWS_PER_READ`] rows per word and room), and keeps the messages
-//! every word found. A room whose rows ran out answered fully; one with more answered only as
-//! far as it read, so the round's results stop at the newest point any such room reached, and
-//! the next round (or page) goes on from there. Each candidate is then checked against the
-//! message itself (`SearchQuery::matches`), in a room the caller is a member of now: the index
-//! proposes, the message decides.
+//! room of the window with rows left, each word's bucket of the word index on from where that
+//! room's last round stopped ([`ROWS_PER_READ`] rows per word and room, more each round), and
+//! keeps the messages every word found. A room whose rows ran out has answered fully; one with
+//! more only as far as it read, so a round decides the candidates up to the newest point any
+//! such room reached, and keeps the rest for a later round. Each decided candidate is checked
+//! against the message itself (`SearchQuery::matches`), in a room the caller is a member of
+//! now: the index proposes, the message decides.
 //!
-//! A page costs at most [`ROUNDS`] × rooms × words range reads, the membership checks of the
-//! rooms with candidates, and one read per candidate checked; it may answer fewer results
-//! than asked (or none) with `hasMore`, and the next page goes on where it stopped.
+//! A page costs at most three rounds × rooms × words range reads (525 rows per word and room in
+//! all), the membership checks of the rooms with candidates, and one read per candidate
+//! checked; it may answer fewer results than asked (or none) with `hasMore`, and the next page
+//! goes on where it stopped.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
@@ -29,10 +30,10 @@ use crate::search::matching::Lookup;
 use crate::search::page::{Position, ROOMS_PER_PAGE, SearchCursor, SearchPage, SearchParams, SearchResult};
 use crate::store::words::Posting;
 
-/// Index rows one read of one word's bucket in one room takes.
-const ROWS_PER_READ: usize = 200;
-/// Rounds of reads a page makes before it answers with what it found.
-const ROUNDS: usize = 3;
+/// Index rows one read of one word's bucket in one room takes, round by round: a page of the
+/// newest results of common words needs few, a rare pair reads on further each round. The
+/// rounds a page makes before it answers with what it found.
+const ROWS_PER_READ: [usize; 3] = [25, 100, 400];
 /// Rooms read at once, and candidates checked at once.
 const AT_ONCE: usize = 8;
 
@@ -91,15 +92,30 @@ impl Searching {
 
         let mut results = Vec::new();
         let mut standing: HashMap<RoomId, Standing> = HashMap::new();
+        // Each room reads on from where its last round stopped; what it found beyond the
+        // round's boundary waits for a later round.
+        let mut reading: Vec<(RoomId, Bound<MessageKey>)> = window
+            .into_iter()
+            .map(|room| {
+                let from = match &cursor.after {
+                    None => Bound::Unbounded,
+                    Some(after) if after.room.as_ref().is_some_and(|done| room.as_str() > done.as_str()) => {
+                        Bound::Included(after.key.clone())
+                    }
+                    Some(after) => Bound::Excluded(after.key.clone()),
+                };
+                (room, from)
+            })
+            .collect();
+        let mut waiting: Vec<(MessageKey, RoomId, Vec<Posting>)> = Vec::new();
         let mut position = cursor.after.clone();
-        let mut active = window;
-        for _ in 0..ROUNDS {
-            if active.is_empty() {
+        for rows in ROWS_PER_READ {
+            if reading.is_empty() {
                 break;
             }
-            let (lookups, from) = (&lookups, position.as_ref());
-            let scans: Vec<Scan> = futures::stream::iter(std::mem::take(&mut active))
-                .map(|room| async move { self.scan(room, lookups, from).await })
+            let lookups = &lookups;
+            let scans: Vec<Scan> = futures::stream::iter(std::mem::take(&mut reading))
+                .map(|(room, from)| async move { self.scan(room, lookups, from, rows).await })
                 .buffer_unordered(AT_ONCE)
                 .collect::<Vec<_>>()
                 .await
@@ -110,20 +126,19 @@ impl Searching {
                 .iter()
                 .filter_map(|scan| scan.reached.clone())
                 .min_by(|a, b| a.as_str().cmp(b.as_str()));
-            active = scans
-                .iter()
-                .filter(|scan| scan.reached.is_some())
-                .map(|scan| scan.room.clone())
-                .collect();
-            let mut candidates: Vec<(MessageKey, RoomId, Vec<Posting>)> = scans
-                .into_iter()
-                .flat_map(|scan| {
-                    let room = scan.room;
-                    scan.hits.into_iter().map(move |(key, rows)| (key, room.clone(), rows))
-                })
-                .filter(|(key, _, _)| boundary.as_ref().is_none_or(|b| key.as_str() <= b.as_str()))
-                .collect();
-            candidates.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));
+            for scan in scans {
+                if let Some(reached) = &scan.reached {
+                    reading.push((scan.room.clone(), Bound::Excluded(reached.clone())));
+                }
+                let room = scan.room;
+                waiting.extend(scan.hits.into_iter().map(|(key, rows)| (key, room.clone(), rows)));
+            }
+            waiting.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));
+            let decided = match &boundary {
+                Some(b) => waiting.partition_point(|(key, _, _)| key.as_str() <= b.as_str()),
+                None => waiting.len(),
+            };
+            let candidates: Vec<_> = waiting.drain(..decided).collect();
             for chunk in candidates.chunks(AT_ONCE) {
                 for (_, room, _) in chunk {
                     if !standing.contains_key(room) {
@@ -178,23 +193,13 @@ impl Searching {
         })
     }
 
-    /// One round in one room: each lookup's rows after `from`, and the messages all of them
+    /// One round in one room: each lookup's rows from `from` on, and the messages all of them
     /// found within the span every lookup covered.
-    async fn scan(&self, room: RoomId, lookups: &[Lookup], from: Option<&Position>) -> Result<Scan> {
+    async fn scan(&self, room: RoomId, lookups: &[Lookup], from: Bound<MessageKey>, rows: usize) -> Result<Scan> {
         let room = &room;
-        let from = match from {
-            None => Bound::Unbounded,
-            Some(position) if position.room.as_ref().is_some_and(|done| room.as_str() > done.as_str()) => {
-                Bound::Included(&position.key)
-            }
-            Some(position) => Bound::Excluded(&position.key),
-        };
+        let from = from.as_ref();
         let reads = futures::future::try_join_all(lookups.iter().map(|lookup| async move {
-            let (rows, more) = self
-                .store
-                .words
-                .postings(room, &lookup.bucket, from, ROWS_PER_READ)
-                .await?;
+            let (rows, more) = self.store.words.postings(room, &lookup.bucket, from, rows).await?;
             Ok::<_, Error>((lookup, rows, more))
         }))
         .await?;
