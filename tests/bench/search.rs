@@ -182,6 +182,22 @@ async fn query_latency(backend: &Backend, messages: usize) {
         "\nseeded {messages} messages of {WORDS_A_MESSAGE} words in {ROOMS} rooms in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    // What one read of the index costs this store, the unit a query is made of.
+    let mut reads = Vec::new();
+    for i in 0..40 {
+        let bucket: String = words[10 + i].chars().take(3).collect();
+        let t = std::time::Instant::now();
+        let (rows, _) = chat
+            .store()
+            .words
+            .postings(&rooms[i % ROOMS], &bucket, std::ops::Bound::Unbounded, 25)
+            .await
+            .unwrap();
+        reads.push(t.elapsed());
+        assert!(!rows.is_empty());
+    }
+    let (read_p50, _) = p50_p99(&mut reads);
+    println!("one range read of 25 index rows: p50 {read_p50:.2} ms");
     drop(chat);
 
     let (_server, base) = backend.spawn(false);
