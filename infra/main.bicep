@@ -488,6 +488,10 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
           value: 'on'
         }
         {
+          name: 'TABLETALK_SEARCH_INDEX'
+          value: 'on'
+        }
+        {
           name: 'TABLETALK_NEWCOMER_SECONDS'
           value: string(newcomerSeconds)
         }
