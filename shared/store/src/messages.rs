@@ -599,9 +599,20 @@ impl MessageStore {
     /// Writes the index rows a committed change left to its job; a failure leaves the job to
     /// the outbox timer.
     async fn complete_words(&self, room: &RoomId, id: &str) {
-        if let Err(e) = self.words.complete(room, id).await {
+        if let Err(e) = self.finish_words(room, id).await {
             tracing::warn!(%room, message = id, error = %e, "the rest of a message's index rows wait for the timer");
         }
+    }
+
+    /// Does the word index job of message `id` from the message as it is now (nothing when the
+    /// job is done already): right after its commit, or the outbox timer's after a crash.
+    pub async fn finish_words(&self, room: &RoomId, id: &str) -> Result<()> {
+        let Some(job) = self.words.job(room, id).await? else {
+            return Ok(());
+        };
+        let key = MessageKey::of_message(id)?;
+        let message = self.message(room, &key).await?;
+        self.words.finish(room, message.as_ref(), job).await
     }
 
     /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;

@@ -9,7 +9,7 @@
 //! index, or one whose follow-up has not run — costs nothing). Only the first
 //! [`INLINE_ROWS`] ride in that transaction; a message with more gets a job row in the same
 //! transaction (`outbox:<message id>:words`) and its room the outbox marker, and the rest is
-//! written by [`WordStore::complete`] right after the commit, or by the outbox timer if the
+//! written by `MessageStore::complete_words` right after the commit, or by the outbox timer if the
 //! process stopped in between. Until then a search may miss the message by a word whose row
 //! is not yet written; it never shows what a message no longer says, because every result is
 //! checked against the message itself.
@@ -29,7 +29,6 @@ use tabletalk_tables::rules::MAX_BATCH_OPS;
 use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 use super::error::Result;
-use super::messages::parse_message;
 use super::schema::{word_bucket_prefix, word_key, words_job_key};
 
 /// Index rows a message's own transaction carries; the rest are a follow-up's. With the
@@ -114,6 +113,15 @@ fn changed_at(message: &Message) -> chrono::DateTime<chrono::Utc> {
 /// The message id a job row (an outbox row) names, if it is one.
 pub fn job_message(row: &Entity) -> Option<&str> {
     row.str(JOB_MESSAGE)
+}
+
+/// The rows a message's transaction left to a follow-up: its job row, and the buckets its
+/// change emptied that did not fit either.
+#[derive(Debug, Clone)]
+pub struct WordJob {
+    row_key: String,
+    clear: BTreeSet<String>,
+    etag: ETag,
 }
 
 /// One index row read: a message that has terms in the bucket.
@@ -208,44 +216,51 @@ impl WordStore {
         Ok(())
     }
 
-    /// Writes the rows a message's transaction left to its job (`id`: the message's id) from
-    /// the message as it is now, and deletes the job with the last of them. Nothing when the
-    /// job is gone (done already); run again after a failure, it does the same.
-    pub async fn complete(&self, room: &RoomId, id: &str) -> Result<()> {
-        let table = &self.schema.messages;
-        let Some(job) = self.tables.get(table, room.as_str(), &words_job_key(id)).await? else {
-            return Ok(());
+    /// The job of message `id` (its transaction's rows did not all fit), if it is still to do.
+    pub async fn job(&self, room: &RoomId, id: &str) -> Result<Option<WordJob>> {
+        let Some(row) = self
+            .tables
+            .get(&self.schema.messages, room.as_str(), &words_job_key(id))
+            .await?
+        else {
+            return Ok(None);
         };
-        let old: BTreeSet<String> = job
+        let clear = row
             .str(JOB_CLEAR)
             .unwrap_or("")
             .split(' ')
             .filter(|b| !b.is_empty())
             .map(str::to_owned)
             .collect();
-        let message = match self.tables.get(table, room.as_str(), id).await? {
-            Some(row) => Some(parse_message(room, &row)?),
-            None => None,
-        };
-        let mut ops = match &message {
-            Some(message) => rows(room, message, &old),
-            // Purged meanwhile: the purge took its rows.
-            None => Vec::new(),
-        };
-        let etag = job
+        let etag = row
             .etag
             .clone()
             .ok_or_else(|| Error::Internal("a job row without an ETag".into()))?;
+        Ok(Some(WordJob {
+            row_key: row.row_key,
+            clear,
+            etag,
+        }))
+    }
+
+    /// Does `job` from `message` as it is now (none: purged, its rows went with it): writes
+    /// every row it should have, empties the job's buckets it no longer has, and deletes the
+    /// job with the last of them. Run again after a failure, it does the same.
+    pub async fn finish(&self, room: &RoomId, message: Option<&Message>, job: WordJob) -> Result<()> {
+        let table = &self.schema.messages;
+        let mut ops = match message {
+            Some(message) => rows(room, message, &job.clear),
+            None => Vec::new(),
+        };
         let done = BatchOp::Delete {
             partition_key: room.to_string(),
-            row_key: job.row_key.clone(),
-            if_match: IfMatch::Etag(etag),
+            row_key: job.row_key,
+            if_match: IfMatch::Etag(job.etag),
         };
-        let last = ops.split_off(ops.len() - ops.len() % (MAX_BATCH_OPS - 1));
+        let mut last = ops.split_off(ops.len() - ops.len() % (MAX_BATCH_OPS - 1));
         for batch in ops.chunks(MAX_BATCH_OPS - 1) {
             self.tables.transact(table, room.as_str(), batch).await?;
         }
-        let mut last = last;
         last.push(done);
         match self.tables.transact(table, room.as_str(), &last).await {
             Ok(_) => Ok(()),

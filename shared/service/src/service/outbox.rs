@@ -122,7 +122,7 @@ impl Outbox {
             // A message whose index rows did not all fit its transaction, and whose process
             // stopped before writing the rest.
             if let Some(message) = &row.words_of {
-                if let Err(e) = self.store.words.complete(room, message).await {
+                if let Err(e) = self.store.messages.finish_words(room, message).await {
                     tracing::warn!(%room, message, error = %e, "completing a message's index rows failed; next run");
                 }
                 continue;
