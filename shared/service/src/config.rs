@@ -425,21 +425,15 @@ impl Settings {
             }),
             lease: std::time::Duration::from_secs(positive(ERASURE_LEASE_SECONDS, 60)?),
         };
-        let write_limits = match get(WRITE_LIMITS).as_deref() {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => return Err(config_error(WRITE_LIMITS, &format!("{other:?} is not on or off"))),
+        // A switch that is on unless set `off`.
+        let on_unless_off = |name: &str| match get(name).as_deref() {
+            None | Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            Some(other) => Err(config_error(name, &format!("{other:?} is not on or off"))),
         };
-        let link_previews = match get(LINK_PREVIEWS).as_deref() {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => return Err(config_error(LINK_PREVIEWS, &format!("{other:?} is not on or off"))),
-        };
-        let search_index = match get(SEARCH_INDEX).as_deref() {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(other) => return Err(config_error(SEARCH_INDEX, &format!("{other:?} is not on or off"))),
-        };
+        let write_limits = on_unless_off(WRITE_LIMITS)?;
+        let link_previews = on_unless_off(LINK_PREVIEWS)?;
+        let search_index = on_unless_off(SEARCH_INDEX)?;
         let link_previews_allow_loopback = match get(LINK_PREVIEWS_ALLOW_LOOPBACK).as_deref() {
             None | Some("false") => false,
             Some("true") => true,
