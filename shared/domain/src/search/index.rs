@@ -98,10 +98,7 @@ mod tests {
     use super::*;
 
     fn message(text: &str) -> Message {
-        let mut message = crate::messages::sample("0000000000000000001", text);
-        message.author_id = "ana".into();
-        message.created_at = "2026-12-01T00:00:00Z".parse().unwrap();
-        message
+        super::super::sample_message(text)
     }
 
     #[test]

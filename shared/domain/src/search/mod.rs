@@ -275,6 +275,15 @@ pub fn lookup_terms(word: &str) -> Vec<String> {
     chars.windows(2).map(|pair| pair.iter().collect()).collect()
 }
 
+/// Ana's message of `text` on 2026-12-01, for the search tests.
+#[cfg(test)]
+fn sample_message(text: &str) -> crate::messages::Message {
+    let mut message = crate::messages::sample("0000000000000000001", text);
+    message.author_id = "ana".into();
+    message.created_at = "2026-12-01T00:00:00Z".parse().unwrap();
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

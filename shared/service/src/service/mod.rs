@@ -498,13 +498,13 @@ impl Chat {
         self.reassembled()
     }
 
-    /// The same service applying the limits to members' writes.
     /// The same service writing no word index rows (`TABLETALK_SEARCH_INDEX=off`).
     pub fn without_search_index(mut self) -> Chat {
         self.wiring_mut().store = self.wiring.store.without_word_index();
         self.rewired()
     }
 
+    /// The same service applying the limits to members' writes.
     pub fn with_limits(mut self, settings: LimitSettings) -> Chat {
         self.wiring_mut().limits = Some(Arc::new(WriteLimits::new(settings)));
         self.reassembled()
