@@ -588,31 +588,57 @@ impl MessageStore {
             .ok_or_else(|| not_inserted(Error::Conflict("the thread is busy; send the reply again".into())))
     }
 
-    /// What committing `message` does to the word index (nothing when the store keeps none).
+    /// What committing `message` does to the word index (with the index off, only removals).
     fn word_change(&self, room: &RoomId, message: &Message, old: &std::collections::BTreeSet<String>) -> WordChange {
-        match self.index_words {
-            true => super::words::word_change(room, message, old),
-            false => WordChange::default(),
-        }
+        super::words::word_change(room, message, old, self.index_words)
     }
 
-    /// Writes the index rows a committed change left to its job; a failure leaves the job to
+    /// Does what a committed change left to its word index job; a failure leaves the job to
     /// the outbox timer.
     async fn complete_words(&self, room: &RoomId, id: &str) {
         if let Err(e) = self.finish_words(room, id).await {
-            tracing::warn!(%room, message = id, error = %e, "the rest of a message's index rows wait for the timer");
+            tracing::warn!(%room, message = id, error = %e, "a message's word index job waits for the timer");
         }
     }
 
-    /// Does the word index job of message `id` from the message as it is now (nothing when the
-    /// job is done already): right after its commit, or the outbox timer's after a crash.
+    /// Does the word index jobs of message `id` from the message as it is now (nothing when
+    /// they are done already): right after its commit, or the outbox timer's after a crash.
+    /// Rows are written from the message as last read and read again until it stays the same,
+    /// so a change committed meanwhile never has its rows overwritten by older ones.
     pub async fn finish_words(&self, room: &RoomId, id: &str) -> Result<()> {
-        let Some(job) = self.words.job(room, id).await? else {
-            return Ok(());
-        };
+        const ATTEMPTS: usize = 4;
         let key = MessageKey::of_message(id)?;
-        let message = self.message(room, &key).await?;
-        self.words.finish(room, message.as_ref(), job).await
+        for job in self.words.jobs(room, id).await? {
+            let held = self.words.held_rows(room, &key, &job).await?;
+            let mut message = self.message(room, &key).await?;
+            if job.rest && self.index_words {
+                let mut settled = false;
+                for _ in 0..ATTEMPTS {
+                    let Some(current) = &message else {
+                        settled = true;
+                        break;
+                    };
+                    self.words.write_rows(room, current).await?;
+                    let again = self.message(room, &key).await?;
+                    settled = again.as_ref().map(|m| m.version) == Some(current.version);
+                    message = again;
+                    if settled {
+                        break;
+                    }
+                }
+                if !settled {
+                    return Err(
+                        Error::Conflict("the message keeps changing; its index waits for the timer".into()).into(),
+                    );
+                }
+            }
+            let kept = match (&message, self.index_words) {
+                (Some(message), true) => super::words::indexed_buckets(message),
+                _ => Default::default(),
+            };
+            self.words.finish(room, job, held, &kept).await?;
+        }
+        Ok(())
     }
 
     /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;

@@ -399,9 +399,15 @@ pub fn fan_out_key(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}:fanout")
 }
 
-/// The row, among a room's outbox rows, of a message whose index rows did not all fit its
-/// transaction (`store::words`): the timer finds it as it finds pending events.
-pub fn words_job_key(message_id: &str) -> String {
+/// The row, among a room's outbox rows, of a change of a message whose index work did not
+/// all fit its transaction (`store::words`): the timer finds it as it finds pending events.
+/// `change` (when the message changed) keeps two changes' jobs apart.
+pub fn words_job_key(message_id: &str, change: &str) -> String {
+    format!("{}:{change}", words_jobs_prefix(message_id))
+}
+
+/// The prefix of every job row of a message (`words_job_key`).
+pub fn words_jobs_prefix(message_id: &str) -> String {
     format!("{OUTBOX_PREFIX}{message_id}:words")
 }
 

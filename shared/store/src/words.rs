@@ -7,15 +7,17 @@
 //! change upserts the rows of its new text and empties those of buckets its old text had and
 //! the new one lacks (upserts, so a row that was never written — a message older than the
 //! index, or one whose follow-up has not run — costs nothing). Only the first
-//! [`INLINE_ROWS`] ride in that transaction; a message with more gets a job row in the same
-//! transaction (`outbox:<message id>:words`) and its room the outbox marker, and the rest is
-//! written by `MessageStore::complete_words` right after the commit, or by the outbox timer if the
-//! process stopped in between. Until then a search may miss the message by a word whose row
-//! is not yet written; it never shows what a message no longer says, because every result is
+//! [`INLINE_ROWS`] ride in that transaction. A change that has more, or that emptied rows, also
+//! commits a job row (`outbox:<message id>:words:<when it changed>`) and marks its room in the
+//! outbox; `MessageStore::finish_words` does the job right after the commit, or the outbox
+//! timer if the process stopped in between: it writes the rows that did not fit and deletes
+//! the emptied ones, so what a message no longer says leaves no row behind, not even a
+//! bucket's name in a key. Until then a search may miss the message by a word whose row is not
+//! yet written; it never shows what a message no longer says, because every result is
 //! checked against the message itself.
 //!
-//! A row the index kept for a message that is gone or no longer has those terms (an emptied
-//! row, or one a crash left behind) is dropped when a search reads it ([`WordStore::drop`]).
+//! A row a search finds stale (its message gone, or no longer with terms in its bucket) is
+//! dropped when read ([`WordStore::drop`]).
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -29,23 +31,27 @@ use tabletalk_tables::rules::MAX_BATCH_OPS;
 use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
 
 use super::error::Result;
-use super::schema::{word_bucket_prefix, word_key, words_job_key};
+use super::schema::{word_bucket_prefix, word_key, words_job_key, words_jobs_prefix};
 
 /// Index rows a message's own transaction carries; the rest are a follow-up's. With the
 /// message's other rows (at most ten) a change still fits one transaction of 100.
 pub const INLINE_ROWS: usize = 64;
+/// Job rows' follow-up reads and deletes made at once.
+const AT_ONCE: usize = 8;
 
 /// The property listing a row's terms, space-separated; absent on an emptied row.
 const TERMS: &str = "terms";
-/// The job row's properties: the message's key, and the buckets to empty.
+/// The job row's properties: the message's id; the buckets the change emptied, to delete;
+/// whether rows of the message's own did not fit its transaction.
 const JOB_MESSAGE: &str = "message";
 const JOB_CLEAR: &str = "clear";
+const JOB_REST: &str = "rest";
 
-/// The index rows a message's commit carries, and the job row for those that do not fit.
+/// The index rows a message's commit carries, and the job row of what they leave to do.
 #[derive(Debug, Clone, Default)]
 pub struct WordChange {
     pub inline: Vec<BatchOp>,
-    /// The job row of the rows left to [`WordStore::complete`], committed with `inline`.
+    /// The job row of what `inline` leaves to do, committed with it.
     pub job: Option<BatchOp>,
 }
 
@@ -61,53 +67,67 @@ pub fn indexed_buckets(message: &Message) -> BTreeSet<String> {
     buckets(message).into_keys().collect()
 }
 
-/// Every row `message` as it is now should have, and emptied rows for the buckets in `old` it
-/// no longer has: upserts, one per bucket.
-fn rows(room: &RoomId, message: &Message, old: &BTreeSet<String>) -> Vec<BatchOp> {
+/// Every row `message` as it is now has: upserts, one per bucket.
+fn rows(room: &RoomId, message: &Message) -> Vec<BatchOp> {
     let key = message.key();
-    let now = buckets(message);
-    let written = now.iter().map(|(bucket, terms)| {
-        let terms = terms.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
-        Entity::new(room.as_str(), word_key(bucket, &key)).with(TERMS, Value::String(terms))
-    });
-    let emptied = old
-        .iter()
-        .filter(|bucket| !now.contains_key(*bucket))
-        .map(|bucket| Entity::new(room.as_str(), word_key(bucket, &key)));
-    written
-        .chain(emptied)
-        .map(|entity| BatchOp::Upsert {
-            entity,
-            mode: UpdateMode::Replace,
+    buckets(message)
+        .into_iter()
+        .map(|(bucket, terms)| {
+            let terms = terms.into_iter().collect::<Vec<_>>().join(" ");
+            upsert(Entity::new(room.as_str(), word_key(&bucket, &key)).with(TERMS, Value::String(terms)))
         })
         .collect()
 }
 
-/// What committing `message` (new, or changed from a text whose buckets were `old`) does to
-/// the index.
-pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>) -> WordChange {
-    let mut inline = rows(room, message, old);
-    if inline.len() <= INLINE_ROWS {
-        return WordChange { inline, job: None };
-    }
-    inline.truncate(INLINE_ROWS);
-    let clear = old.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
-    let job = Entity::new(room.as_str(), words_job_key(&message.id))
-        .with(JOB_MESSAGE, Value::String(message.id.clone()))
-        .with(JOB_CLEAR, Value::String(clear))
-        .with("createdAt", Value::datetime(changed_at(message)));
-    WordChange {
-        inline,
-        job: Some(BatchOp::Upsert {
-            entity: job,
-            mode: UpdateMode::Replace,
-        }),
+fn upsert(entity: Entity) -> BatchOp {
+    BatchOp::Upsert {
+        entity,
+        mode: UpdateMode::Replace,
     }
 }
 
-/// When `message` last changed: when its job was made.
-fn changed_at(message: &Message) -> chrono::DateTime<chrono::Utc> {
-    message.deleted_at.or(message.edited_at).unwrap_or(message.created_at)
+/// What committing `message` (new, or changed from a text whose buckets were `old`) does to
+/// the index: with `index` off no row is written, but the rows of `old` still go.
+pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, index: bool) -> WordChange {
+    let written = match index {
+        true => rows(room, message),
+        false => Vec::new(),
+    };
+    let kept = match index {
+        true => indexed_buckets(message),
+        false => BTreeSet::new(),
+    };
+    let emptied: Vec<&String> = old.iter().filter(|bucket| !kept.contains(*bucket)).collect();
+    let rest = written.len() > INLINE_ROWS;
+    let mut inline = written;
+    if index {
+        let key = message.key();
+        inline.extend(
+            emptied
+                .iter()
+                .map(|bucket| upsert(Entity::new(room.as_str(), word_key(bucket, &key)))),
+        );
+    }
+    if !rest && emptied.is_empty() {
+        return WordChange { inline, job: None };
+    }
+    inline.truncate(INLINE_ROWS);
+    let changed_at = message.deleted_at.or(message.edited_at).unwrap_or(message.created_at);
+    let change = changed_at.format("%Y%m%dT%H%M%S%.6fZ").to_string();
+    let clear = emptied
+        .iter()
+        .map(|bucket| bucket.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let job = Entity::new(room.as_str(), words_job_key(&message.id, &change))
+        .with(JOB_MESSAGE, Value::String(message.id.clone()))
+        .with(JOB_CLEAR, Value::String(clear))
+        .with(JOB_REST, Value::Bool(rest))
+        .with("createdAt", Value::datetime(changed_at));
+    WordChange {
+        inline,
+        job: Some(upsert(job)),
+    }
 }
 
 /// The message id a job row (an outbox row) names, if it is one.
@@ -115,12 +135,22 @@ pub fn job_message(row: &Entity) -> Option<&str> {
     row.str(JOB_MESSAGE)
 }
 
-/// The rows a message's transaction left to a follow-up: its job row, and the buckets its
-/// change emptied that did not fit either.
+/// What a message's change left to its follow-up: rows to write, and emptied buckets.
 #[derive(Debug, Clone)]
 pub struct WordJob {
     row_key: String,
     clear: BTreeSet<String>,
+    /// Rows of the message's own did not fit its transaction.
+    pub rest: bool,
+    etag: ETag,
+}
+
+/// A row of a bucket a job empties, as read before the message was: deleted only if it
+/// is still that row (a later change that wrote the bucket again changed its ETag).
+#[derive(Debug, Clone)]
+pub struct HeldRow {
+    bucket: String,
+    row_key: String,
     etag: ETag,
 }
 
@@ -128,6 +158,7 @@ pub struct WordJob {
 #[derive(Debug, Clone)]
 pub struct Posting {
     pub message: MessageKey,
+    pub bucket: String,
     pub terms: Vec<String>,
     row_key: String,
     etag: Option<ETag>,
@@ -171,6 +202,7 @@ impl WordStore {
                     .collect();
                 Some(Posting {
                     message,
+                    bucket: bucket.to_owned(),
                     terms,
                     etag: row.etag.clone(),
                     row_key: row.row_key,
@@ -202,7 +234,8 @@ impl WordStore {
         }
     }
 
-    /// Deletes the rows of `message` as it is (a purge, before the message row goes).
+    /// Deletes the rows of `message` as it is (a purge, before the message row goes). A job
+    /// of it still to do deletes the rest once the message is gone.
     pub async fn forget(&self, room: &RoomId, message: &Message) -> Result<()> {
         for bucket in indexed_buckets(message) {
             crate::delete_if_present(
@@ -216,55 +249,103 @@ impl WordStore {
         Ok(())
     }
 
-    /// The job of message `id` (its transaction's rows did not all fit), if it is still to do.
-    pub async fn job(&self, room: &RoomId, id: &str) -> Result<Option<WordJob>> {
-        let Some(row) = self
-            .tables
-            .get(&self.schema.messages, room.as_str(), &words_job_key(id))
-            .await?
-        else {
-            return Ok(None);
-        };
-        let clear = row
-            .str(JOB_CLEAR)
-            .unwrap_or("")
-            .split(' ')
-            .filter(|b| !b.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let etag = row
-            .etag
-            .clone()
-            .ok_or_else(|| Error::Internal("a job row without an ETag".into()))?;
-        Ok(Some(WordJob {
-            row_key: row.row_key,
-            clear,
-            etag,
+    /// The jobs of message `id` still to do, oldest change first.
+    pub async fn jobs(&self, room: &RoomId, id: &str) -> Result<Vec<WordJob>> {
+        let query = RangeQuery::prefix(room.as_str(), &words_jobs_prefix(id), 100);
+        let (rows, _) = self.tables.query_up_to(&self.schema.messages, &query, 100).await?;
+        rows.into_iter()
+            .map(|row| {
+                let clear = row
+                    .str(JOB_CLEAR)
+                    .unwrap_or("")
+                    .split(' ')
+                    .filter(|b| !b.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                // A job written before jobs said so was always one of rows that did not fit.
+                let rest = row.bool(JOB_REST).unwrap_or(true);
+                let etag = row
+                    .etag
+                    .clone()
+                    .ok_or_else(|| Error::Internal("a job row without an ETag".into()))?;
+                Ok(WordJob {
+                    row_key: row.row_key,
+                    clear,
+                    rest,
+                    etag,
+                })
+            })
+            .collect()
+    }
+
+    /// The rows of the buckets `job` emptied that are still there; read before the message
+    /// is, so that [`WordStore::finish`] deletes none a later change wrote again.
+    pub async fn held_rows(&self, room: &RoomId, message: &MessageKey, job: &WordJob) -> Result<Vec<HeldRow>> {
+        let buckets: Vec<&String> = job.clear.iter().collect();
+        let mut held = Vec::new();
+        for chunk in buckets.chunks(AT_ONCE) {
+            let rows =
+                futures::future::try_join_all(chunk.iter().map(|bucket| self.held_row(room, message, bucket))).await?;
+            held.extend(rows.into_iter().flatten());
+        }
+        Ok(held)
+    }
+
+    async fn held_row(&self, room: &RoomId, message: &MessageKey, bucket: &str) -> Result<Option<HeldRow>> {
+        let row_key = word_key(bucket, message);
+        let row = self.tables.get(&self.schema.messages, room.as_str(), &row_key).await?;
+        Ok(row.and_then(|row| {
+            Some(HeldRow {
+                bucket: bucket.to_owned(),
+                etag: row.etag?,
+                row_key,
+            })
         }))
     }
 
-    /// Does `job` from `message` as it is now (none: purged, its rows went with it): writes
-    /// every row it should have, empties the job's buckets it no longer has, and deletes the
-    /// job with the last of them. Run again after a failure, it does the same.
-    pub async fn finish(&self, room: &RoomId, message: Option<&Message>, job: WordJob) -> Result<()> {
-        let table = &self.schema.messages;
-        let mut ops = match message {
-            Some(message) => rows(room, message, &job.clear),
-            None => Vec::new(),
-        };
-        let done = BatchOp::Delete {
-            partition_key: room.to_string(),
-            row_key: job.row_key,
-            if_match: IfMatch::Etag(job.etag),
-        };
-        let mut last = ops.split_off(ops.len() - ops.len() % (MAX_BATCH_OPS - 1));
-        for batch in ops.chunks(MAX_BATCH_OPS - 1) {
-            self.tables.transact(table, room.as_str(), batch).await?;
+    /// Writes every row `message` has, in transactions of at most 100: the rows its own
+    /// transaction could not carry.
+    pub async fn write_rows(&self, room: &RoomId, message: &Message) -> Result<()> {
+        for batch in rows(room, message).chunks(MAX_BATCH_OPS) {
+            self.tables
+                .transact(&self.schema.messages, room.as_str(), batch)
+                .await?;
         }
-        last.push(done);
-        match self.tables.transact(table, room.as_str(), &last).await {
-            Ok(_) => Ok(()),
-            // A later change of the message wrote its own job: that one finishes the index.
+        Ok(())
+    }
+
+    /// Deletes `row` unless it is gone already or was written again since it was read.
+    async fn delete_held(&self, room: &RoomId, row: &HeldRow) -> Result<()> {
+        let deleted = self
+            .tables
+            .delete(
+                &self.schema.messages,
+                room.as_str(),
+                &row.row_key,
+                &IfMatch::Etag(row.etag.clone()),
+            )
+            .await;
+        match deleted {
+            Err(e) if !e.is(ErrorKind::PreconditionFailed) && !e.is(ErrorKind::NotFound) => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends `job`: deletes the `held` rows of buckets not in `kept` (the buckets the message
+    /// has now, none when it is gone or the index is off), then the job row. Run again after
+    /// a failure, it does the same.
+    pub async fn finish(&self, room: &RoomId, job: WordJob, held: Vec<HeldRow>, kept: &BTreeSet<String>) -> Result<()> {
+        let table = &self.schema.messages;
+        let stale: Vec<HeldRow> = held.into_iter().filter(|row| !kept.contains(&row.bucket)).collect();
+        for chunk in stale.chunks(AT_ONCE) {
+            futures::future::try_join_all(chunk.iter().map(|row| self.delete_held(room, row))).await?;
+        }
+        match self
+            .tables
+            .delete(table, room.as_str(), &job.row_key, &IfMatch::Etag(job.etag))
+            .await
+        {
+            Ok(()) => Ok(()),
             Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -2,7 +2,13 @@
 //! term's first [`BUCKET_CHARS`] characters. The index has one row per bucket and message,
 //! listing the message's terms in that bucket, so a word of at least that length is looked
 //! up as one bucket (newest message first) whatever term it begins, and a message costs one
-//! row per distinct bucket rather than per word.
+//! row per distinct bucket rather than per word. A term of a script written without spaces
+//! (its characters and pairs of neighbours, see `search::terms`) is in the bucket of its first
+//! character, so such a text costs a row per distinct character.
+//!
+//! What a message costs the index is bounded whatever its text: its first [`MAX_BUCKETS`]
+//! buckets (in the order their terms appear) and the first [`MAX_BUCKET_TERMS`] terms of each
+//! are indexed, and nothing further finds it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,9 +19,19 @@ use crate::messages::{Message, MessageType};
 /// term equal to it (a one- or two-letter prefix would match most of a room).
 pub const BUCKET_CHARS: usize = 3;
 
+/// Rows one message has at most. A text of the longest a message may be has a few hundred
+/// distinct buckets in words, or a thousand or two distinct characters of an unspaced script.
+pub const MAX_BUCKETS: usize = 2000;
+/// Terms one row lists at most: the row stays within a property's 32 Ki characters.
+pub const MAX_BUCKET_TERMS: usize = 200;
+
 /// The bucket a term is stored in, or a query word is looked up in.
 pub fn bucket(term: &str) -> String {
-    term.chars().take(BUCKET_CHARS).collect()
+    let length = match term.chars().next().is_some_and(super::is_unspaced) {
+        true => 1,
+        false => BUCKET_CHARS,
+    };
+    term.chars().take(length).collect()
 }
 
 /// Whether `term`, stored, is found by the query word `word`: a word of at least
@@ -84,11 +100,19 @@ fn link_hosts(html: &str) -> Vec<&str> {
     hosts
 }
 
-/// A message's index: each bucket with the distinct terms of the message in it.
+/// A message's index: each bucket with the distinct terms of the message in it, within
+/// [`MAX_BUCKETS`] and [`MAX_BUCKET_TERMS`].
 pub fn buckets(message: &Message) -> BTreeMap<String, BTreeSet<String>> {
     let mut buckets: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for term in message_terms(message) {
-        buckets.entry(bucket(&term)).or_default().insert(term);
+        let key = bucket(&term);
+        if buckets.len() == MAX_BUCKETS && !buckets.contains_key(&key) {
+            continue;
+        }
+        let terms = buckets.entry(key).or_default();
+        if terms.len() < MAX_BUCKET_TERMS {
+            terms.insert(term);
+        }
     }
     buckets
 }
@@ -120,6 +144,22 @@ mod tests {
         assert!(!finds("de", "deployment"));
         assert!(finds("de", "de"));
         assert!(!finds("deployments", "deployment"));
+    }
+
+    #[test]
+    fn an_unspaced_text_has_a_row_per_character_and_a_bounded_number_in_all() {
+        let m = message("我们明天开会");
+        let buckets = buckets(&m);
+        assert_eq!(buckets.len(), 6);
+        assert_eq!(buckets["我"], BTreeSet::from(["我".to_owned(), "我们".to_owned()]));
+        // Ten thousand characters, each distinct: bounded rows, each within a property.
+        let long: String = (0..10_000u32).map(|i| char::from_u32(0x4E00 + i).unwrap()).collect();
+        let buckets = super::buckets(&message(&long));
+        assert_eq!(buckets.len(), MAX_BUCKETS);
+        assert!(buckets.contains_key("一"), "the first characters are kept");
+        let words: Vec<String> = (0..1000).map(|i| format!("abc{i:04}")).collect();
+        let buckets = super::buckets(&message(&words.join(" ")));
+        assert_eq!(buckets["abc"].len(), MAX_BUCKET_TERMS);
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //!
 //! A page costs at most three rounds × rooms × words range reads (525 rows per word and room in
 //! all), the membership checks of the rooms with candidates, and one read per candidate
-//! checked; it may answer fewer results than asked (or none) with `hasMore`, and the next page
-//! goes on where it stopped.
+//! checked (at most [`MAX_CHECKED`]) and one per result shown (its reactions and votes); it may
+//! answer fewer results than asked (or none) with `hasMore`, and the next page goes on where it
+//! stopped. A room the query names is read only once the caller is known to be a member.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
@@ -28,7 +29,7 @@ use crate::rooms::MAX_ROOMS_PER_USER;
 use crate::search::SearchQuery;
 use crate::search::matching::Lookup;
 use crate::search::page::{Position, ROOMS_PER_PAGE, SearchCursor, SearchPage, SearchParams, SearchResult};
-use crate::store::words::Posting;
+use crate::store::words::{Posting, indexed_buckets};
 
 /// Index rows one read of one word's bucket in one room takes, round by round: a page of the
 /// newest results of common words needs few, a rare pair reads on further each round. The
@@ -36,6 +37,9 @@ use crate::store::words::Posting;
 const ROWS_PER_READ: [usize; 3] = [25, 100, 400];
 /// Rooms read at once, and candidates checked at once.
 const AT_ONCE: usize = 8;
+/// Candidates a page checks at most: a page of common words that most messages fail (a
+/// filter, an exclusion) ends there, and the next goes on after the last one checked.
+const MAX_CHECKED: usize = 200;
 
 /// Search. Holds what it uses: the store, and the components it calls.
 pub struct Searching {
@@ -76,8 +80,19 @@ impl Searching {
             Some(text) => SearchCursor::decode(text)?,
             None => SearchCursor::default(),
         };
+        let mut standing: HashMap<RoomId, Standing> = HashMap::new();
         let mut rooms = match named.or(query.room.clone()) {
-            Some(room) => vec![room],
+            // A room the caller is no member of is not read at all: even what a page's
+            // `hasMore` would say of it is not theirs to learn.
+            Some(room) => {
+                let name = self.standing(&room, who).await?;
+                let member = name.is_some();
+                standing.insert(room.clone(), name);
+                match member {
+                    true => vec![room],
+                    false => Vec::new(),
+                }
+            }
             None => self.store.members.user_rooms(&who.user_id, MAX_ROOMS_PER_USER).await?,
         };
         rooms.sort_by(|a, b| a.as_str().cmp(b.as_str()));
@@ -91,7 +106,7 @@ impl Searching {
         let lookups = query.lookups();
 
         let mut results = Vec::new();
-        let mut standing: HashMap<RoomId, Standing> = HashMap::new();
+        let mut checked = 0;
         // Each room reads on from where its last round stopped; what it found beyond the
         // round's boundary waits for a later round.
         let mut reading: Vec<(RoomId, Bound<MessageKey>)> = window
@@ -108,7 +123,8 @@ impl Searching {
             })
             .collect();
         let mut waiting: Vec<(MessageKey, RoomId, Vec<Posting>)> = Vec::new();
-        let mut position = cursor.after.clone();
+        // A window with no room left to read has nothing after it.
+        let mut position = cursor.after.clone().filter(|_| !reading.is_empty());
         for rows in ROWS_PER_READ {
             if reading.is_empty() {
                 break;
@@ -145,16 +161,17 @@ impl Searching {
                         standing.insert(room.clone(), self.standing(room, who).await?);
                     }
                 }
-                let checked = futures::future::join_all(chunk.iter().map(|(key, room, rows)| {
+                let found = futures::future::join_all(chunk.iter().map(|(key, room, rows)| {
                     let name = standing.get(room).cloned().flatten();
                     self.check(&query, who, room, key, rows, name)
                 }))
                 .await;
-                for ((key, room, _), found) in chunk.iter().zip(checked) {
+                for ((key, room, _), found) in chunk.iter().zip(found) {
                     if let Some(found) = found? {
                         results.push(found);
                     }
-                    if results.len() == limit {
+                    checked += 1;
+                    if results.len() == limit || checked == MAX_CHECKED {
                         let next = SearchCursor {
                             window: cursor.window.clone(),
                             after: Some(Position {
@@ -213,7 +230,8 @@ impl Searching {
             let mut counted = BTreeSet::new();
             for row in rows {
                 if row.terms.is_empty() {
-                    // Emptied by a change of its message: nothing finds it any more.
+                    // Emptied by a change of its message whose job has not run: nothing
+                    // finds it any more.
                     self.store.words.drop(room, &row).await;
                     continue;
                 }
@@ -249,9 +267,9 @@ impl Searching {
         }
     }
 
-    /// A candidate as a result, if its message (as it is now) answers the query in a room the
-    /// caller belongs to. The rows that proposed a message that is gone or no longer live are
-    /// dropped.
+    /// A candidate as a result, shown as the caller sees it (reactions, votes, a forwarded
+    /// copy's source only to its members), if its message as it is now answers the query in a
+    /// room the caller belongs to.
     async fn check(
         &self,
         query: &SearchQuery,
@@ -265,17 +283,15 @@ impl Searching {
             return Ok(None);
         };
         let message: Option<Message> = self.store.messages.message(room, key).await?;
-        let Some(message) = message.filter(Message::is_live) else {
-            for row in rows {
-                self.store.words.drop(room, row).await;
-            }
+        // Rows of a message that is gone, or of buckets it no longer has, find nothing again.
+        let buckets = message.as_ref().map(indexed_buckets).unwrap_or_default();
+        let stale = rows.iter().filter(|row| !buckets.contains(&row.bucket));
+        futures::future::join_all(stale.map(|row| self.store.words.drop(room, row))).await;
+        let Some(message) = message.filter(|message| query.matches(message)) else {
             return Ok(None);
         };
-        if !query.matches(&message) {
-            return Ok(None);
-        }
         let mut shown = [message];
-        self.reading.hide_foreign_sources(room, &who.user_id, &mut shown).await;
+        self.reading.decorate(room, &who.user_id, &mut shown).await?;
         let [message] = shown;
         Ok(Some(SearchResult {
             highlights: query.highlights(&message),

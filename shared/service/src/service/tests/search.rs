@@ -1,16 +1,19 @@
 //! Search on both stores, where HTTP cannot reach: a crash between a long message's two index
-//! writes, and the store requests a query costs, counted.
+//! writes, the index rows a change leaves (none of what a message no longer says), and the
+//! store requests a query costs, counted.
 
 use super::counting::{Backend, counting};
 use crate::ids::RoomId;
+use crate::keys::MessageKey;
+use crate::messages::changes::Edit;
 use crate::messages::send::NewMessage;
 use crate::rooms::{NewRoom, Visibility};
-use crate::search::page::{ROOMS_PER_PAGE, SearchPage, SearchParams};
+use crate::search::page::{Position, ROOMS_PER_PAGE, SearchCursor, SearchPage, SearchParams};
 use crate::service::Chat;
-use crate::service::testing::alice;
+use crate::service::testing::{alice, user};
 use crate::storage::faults::FaultyTables;
-use crate::storage::{ErrorKind, StoreError, Tables};
-use crate::store::schema::Schema;
+use crate::storage::{ErrorKind, RangeQuery, StoreError, Tables};
+use crate::store::schema::{Schema, WORD_PREFIX, word_bucket_prefix};
 
 async fn service(tables: &FaultyTables, schema: &Schema) -> Chat {
     Chat::open(Tables::new(tables.clone()), schema.clone())
@@ -35,13 +38,55 @@ async fn room(chat: &Chat, name: &str) -> RoomId {
 }
 
 async fn search(chat: &Chat, q: &str, cursor: Option<String>) -> SearchPage {
+    search_as(chat, "alice", q, cursor).await
+}
+
+async fn search_as(chat: &Chat, who: &str, q: &str, cursor: Option<String>) -> SearchPage {
     let params = SearchParams {
         q: q.into(),
         room_id: None,
         cursor,
         limit: Some(50),
     };
-    chat.searching.search(&alice(), params).await.unwrap()
+    chat.searching.search(&user(who), params).await.unwrap()
+}
+
+/// The buckets of the room's word index rows, each as often as it has a row.
+async fn index_buckets(tables: &FaultyTables, schema: &Schema, room: &RoomId) -> Vec<String> {
+    let query = RangeQuery::prefix(room.as_str(), WORD_PREFIX, 1000);
+    let (rows, _) = Tables::new(tables.clone())
+        .query_up_to(&schema.messages, &query, 100_000)
+        .await
+        .unwrap();
+    let mut buckets: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let rest = &row.row_key[WORD_PREFIX.len()..];
+            rest[..rest.rfind(' ').unwrap()].to_owned()
+        })
+        .collect();
+    buckets.sort();
+    buckets
+}
+
+fn bucket_keys(buckets: &[&str]) -> Vec<String> {
+    let mut keys: Vec<String> = buckets
+        .iter()
+        .map(|bucket| {
+            let prefix = word_bucket_prefix(bucket);
+            prefix[WORD_PREFIX.len()..prefix.len() - 1].to_owned()
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+async fn edit(chat: &Chat, room: &RoomId, id: &str, text: &str) {
+    let key = MessageKey::of_message(id).unwrap();
+    chat.editing
+        .edit_message(&alice(), room, &key, Edit { text: text.into() })
+        .await
+        .unwrap();
 }
 
 async fn found(chat: &Chat, q: &str) -> usize {
@@ -128,8 +173,8 @@ async fn a_query_reads_a_bounded_number_of_rows_counted(backend: Backend) {
         "{backend:?}: a two-word query over 3 rooms: {queries} range reads, {gets} point reads, {} in all",
         calls.len()
     );
-    // The user's room list, then two words × three rooms.
-    assert_eq!(queries, 1 + 2 * 3, "{backend:?}: {calls:?}");
+    // The user's room list, two words × three rooms, then each result's reactions and votes.
+    assert_eq!(queries, 1 + 2 * 3 + 3, "{backend:?}: {calls:?}");
     // Per room with a candidate: its room and member rows, and the candidate.
     assert!(gets <= 3 * 3, "{backend:?}: {calls:?}");
     assert_eq!(
@@ -169,7 +214,131 @@ async fn a_query_reads_a_bounded_number_of_rows_counted(backend: Backend) {
     assert!(pages >= 2, "{backend:?}: more rooms than a window take another page");
 }
 
+/// Edits and deletes leave no row of a bucket the message no longer has — not an emptied
+/// one, whose key would still tell the bucket — even when the process stops before the
+/// change's follow-up, and even with the index turned off.
+async fn what_a_message_no_longer_says_leaves_no_index_row(backend: Backend) {
+    let (tables, schema) = counting(&backend, "sg");
+    let chat = service(&tables, &schema).await;
+    let room = room(&chat, "edits").await;
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text("alpha bravo charlie"))
+        .await
+        .unwrap();
+    let rows = || index_buckets(&tables, &schema, &room);
+    assert_eq!(rows().await, bucket_keys(&["alp", "bra", "cha"]), "{backend:?}");
+    edit(&chat, &room, &sent.message.id, "alpha delta").await;
+    assert_eq!(rows().await, bucket_keys(&["alp", "del"]), "{backend:?}: after an edit");
+
+    // The process stops right after the edit's commit: its follow-up is the timer's.
+    tables.fail_operation(
+        "query",
+        Some(&schema.messages),
+        1,
+        StoreError::new(ErrorKind::Unavailable, "the process stopped"),
+    );
+    edit(&chat, &room, &sent.message.id, "alpha echo").await;
+    assert_eq!(
+        found(&chat, "delta").await,
+        0,
+        "{backend:?}: the old word finds nothing"
+    );
+    assert_eq!(found(&chat, "echo").await, 1, "{backend:?}");
+    let later = chrono::Utc::now() + chrono::Duration::minutes(1);
+    chat.outbox.republish(later).await.unwrap();
+    assert_eq!(
+        rows().await,
+        bucket_keys(&["alp", "ech"]),
+        "{backend:?}: after the timer"
+    );
+
+    // With the index off, a change writes no rows but still removes the old ones.
+    let unindexed = chat.clone().without_search_index();
+    edit(&unindexed, &room, &sent.message.id, "foxtrot").await;
+    assert_eq!(rows().await, Vec::<String>::new(), "{backend:?}: index off");
+
+    let other = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text("golf hotel"))
+        .await
+        .unwrap();
+    let key = MessageKey::of_message(&other.message.id).unwrap();
+    chat.editing.delete_message(&alice(), &room, &key).await.unwrap();
+    assert_eq!(rows().await, Vec::<String>::new(), "{backend:?}: after a delete");
+    let pending = chat.wiring.store.outbox.pending_events(&room).await.unwrap();
+    assert!(pending.is_empty(), "{backend:?}: {pending:?}");
+}
+
+/// The longest message of distinct characters of an unspaced script: a bounded number of
+/// rows, found by its first characters, and its delete (whose follow-up lists every row to
+/// remove) goes through and leaves none.
+async fn a_long_unspaced_message_costs_bounded_rows_and_can_be_deleted(backend: Backend) {
+    let (tables, schema) = counting(&backend, "su");
+    let chat = service(&tables, &schema).await;
+    let room = room(&chat, "long").await;
+    let text: String = (0..10_000u32).map(|i| char::from_u32(0x4E00 + i).unwrap()).collect();
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text(text))
+        .await
+        .unwrap();
+    let rows = index_buckets(&tables, &schema, &room).await;
+    assert_eq!(rows.len(), crate::search::index::MAX_BUCKETS, "{backend:?}");
+    assert_eq!(found(&chat, "一丁").await, 1, "{backend:?}");
+    let key = MessageKey::of_message(&sent.message.id).unwrap();
+    chat.editing.delete_message(&alice(), &room, &key).await.unwrap();
+    assert!(index_buckets(&tables, &schema, &room).await.is_empty(), "{backend:?}");
+}
+
+/// A stranger naming a room reads nothing of its index; a page of candidates that all fail
+/// stops at a bounded number checked and goes on on the next; a cursor past the last window
+/// ends the search.
+async fn a_page_reads_only_what_the_caller_may_and_checks_a_bounded_number(backend: Backend) {
+    let (tables, schema) = counting(&backend, "sb");
+    let chat = service(&tables, &schema).await;
+    let room = room(&chat, "checks").await;
+    for i in 0..210 {
+        chat.sending
+            .send_message(&alice(), &room, NewMessage::text(format!("lunch menu {i}")))
+            .await
+            .unwrap();
+    }
+    tables.forget_calls();
+    let page = search_as(&chat, "mallory", &format!("lunch in:{room}"), None).await;
+    assert!(page.results.is_empty() && !page.has_more, "{backend:?}: {page:?}");
+    let index_reads = tables
+        .calls_made()
+        .iter()
+        .filter(|c| c.operation == "query" && c.table == schema.messages.as_str().to_lowercase())
+        .count();
+    assert_eq!(index_reads, 0, "{backend:?}: a stranger's search reads no index row");
+
+    // Every candidate fails the exclusion: the first page checks at most 200 and goes on.
+    tables.forget_calls();
+    let first = search(&chat, "lunch -menu", None).await;
+    let gets = tables.calls_made().iter().filter(|c| c.operation == "get").count();
+    assert!(first.results.is_empty() && first.has_more, "{backend:?}: {first:?}");
+    // The candidates checked, and the room's access reads.
+    assert!(gets <= 200 + 8, "{backend:?}: {gets} point reads on one page");
+    let second = search(&chat, "lunch -menu", first.next_cursor).await;
+    assert!(second.results.is_empty() && !second.has_more, "{backend:?}: {second:?}");
+
+    let past = SearchCursor {
+        window: Some(RoomId::parse("ffffffff-ffff-ffff-ffff-ffffffffffff").unwrap()),
+        after: Some(Position {
+            key: MessageKey::of_message("0000000000000000001").unwrap(),
+            room: None,
+        }),
+    };
+    let page = search(&chat, "lunch", Some(past.encode())).await;
+    assert!(page.results.is_empty() && !page.has_more, "{backend:?}: {page:?}");
+}
+
 on_both_backends!(
     the_timer_completes_the_index_of_a_long_message_after_a_crash,
     a_query_reads_a_bounded_number_of_rows_counted,
+    what_a_message_no_longer_says_leaves_no_index_row,
+    a_long_unspaced_message_costs_bounded_rows_and_can_be_deleted,
+    a_page_reads_only_what_the_caller_may_and_checks_a_bounded_number,
 );
