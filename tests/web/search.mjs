@@ -2,7 +2,8 @@
 // far back (older than the room's first page) and one with markup that must stay text. She
 // opens search by its keyboard shortcut, types a word's beginning and sees the results
 // labelled with their room and the matched words marked; a filter box narrows them without
-// any syntax typed; a click opens the room at the message. No page logs an error.
+// any syntax typed; "More results" goes on with the query asked; a click opens the room at
+// the message. No page logs an error.
 import { base, check, run, step, user } from "./harness.mjs";
 
 async function api(token, method, path, body) {
@@ -60,6 +61,21 @@ await run(async (browser) => {
     const only = page.getByTestId("search-result");
     check((await only.getAttribute("data-message-id")) !== target, "only the message with a link");
     await page.getByTestId("search-filter-link").uncheck();
+    await page.waitForFunction(() => document.querySelector("[data-testid=search-results]")?.dataset.count === "2");
+  });
+
+  await step("more results page on the query asked, whatever is typed since", async () => {
+    const input = page.getByTestId("search-input");
+    await input.fill("filler");
+    await input.press("Enter");
+    await page.waitForFunction(() => document.querySelector("[data-testid=search-results]")?.dataset.count === "20");
+    await input.fill("zeppelin");
+    await page.getByTestId("search-more").click();
+    await page.waitForFunction(() => document.querySelector("[data-testid=search-results]")?.dataset.count === "40");
+    const texts = await page.getByTestId("search-text").allTextContents();
+    check(texts.every((t) => t.startsWith("filler")), "every result is one of the query asked");
+    await input.fill("zeppel");
+    await input.press("Enter");
     await page.waitForFunction(() => document.querySelector("[data-testid=search-results]")?.dataset.count === "2");
   });
 

@@ -98,6 +98,8 @@ export function addSearch({ api, ctx, panel }) {
   });
 
   let generation = 0;
+  // The query of the results shown: "More results" pages on it, whatever was typed since.
+  let asked = "";
   let results = [];
   let cursor = null;
   let failure = "";
@@ -179,7 +181,7 @@ export function addSearch({ api, ctx, panel }) {
 
   async function page(mine) {
     try {
-      const answer = await api.searchMessages(fullQuery(), cursor ?? undefined);
+      const answer = await api.searchMessages(asked, cursor ?? undefined);
       if (mine !== generation) return;
       results = results.concat(answer.results);
       cursor = answer.hasMore ? answer.nextCursor : null;
@@ -194,6 +196,7 @@ export function addSearch({ api, ctx, panel }) {
 
   function run() {
     generation += 1;
+    asked = fullQuery();
     results = [];
     cursor = null;
     failure = "";

@@ -19,7 +19,7 @@
 //! A row a search finds stale (its message gone, or no longer with terms in its bucket) is
 //! dropped when read ([`WordStore::drop`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use tabletalk_domain::error::Error;
@@ -69,12 +69,15 @@ pub fn indexed_buckets(message: &Message) -> BTreeSet<String> {
 
 /// Every row `message` as it is now has: upserts, one per bucket.
 fn rows(room: &RoomId, message: &Message) -> Vec<BatchOp> {
-    let key = message.key();
-    buckets(message)
+    rows_of(room, &message.key(), buckets(message))
+}
+
+fn rows_of(room: &RoomId, key: &MessageKey, buckets: BTreeMap<String, BTreeSet<String>>) -> Vec<BatchOp> {
+    buckets
         .into_iter()
         .map(|(bucket, terms)| {
             let terms = terms.into_iter().collect::<Vec<_>>().join(" ");
-            upsert(Entity::new(room.as_str(), word_key(&bucket, &key)).with(TERMS, Value::String(terms)))
+            upsert(Entity::new(room.as_str(), word_key(&bucket, key)).with(TERMS, Value::String(terms)))
         })
         .collect()
 }
@@ -89,25 +92,20 @@ fn upsert(entity: Entity) -> BatchOp {
 /// What committing `message` (new, or changed from a text whose buckets were `old`) does to
 /// the index: with `index` off no row is written, but the rows of `old` still go.
 pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, index: bool) -> WordChange {
-    let written = match index {
-        true => rows(room, message),
-        false => Vec::new(),
+    let now = match index {
+        true => buckets(message),
+        false => BTreeMap::new(),
     };
-    let kept = match index {
-        true => indexed_buckets(message),
-        false => BTreeSet::new(),
-    };
-    let emptied: Vec<&String> = old.iter().filter(|bucket| !kept.contains(*bucket)).collect();
-    let rest = written.len() > INLINE_ROWS;
-    let mut inline = written;
-    if index {
-        let key = message.key();
-        inline.extend(
-            emptied
-                .iter()
-                .map(|bucket| upsert(Entity::new(room.as_str(), word_key(bucket, &key)))),
-        );
-    }
+    let key = message.key();
+    let emptied: Vec<&String> = old.iter().filter(|bucket| !now.contains_key(*bucket)).collect();
+    let rest = now.len() > INLINE_ROWS;
+    let mut inline = rows_of(room, &key, now);
+    inline.extend(
+        emptied
+            .iter()
+            .filter(|_| index)
+            .map(|bucket| upsert(Entity::new(room.as_str(), word_key(bucket, &key)))),
+    );
     if !rest && emptied.is_empty() {
         return WordChange { inline, job: None };
     }

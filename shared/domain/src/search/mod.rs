@@ -107,9 +107,9 @@ impl SearchQuery {
             self.excluded.extend(matching::without_covered_characters(&terms(word)));
             return Ok(());
         }
+        // Only a filter's name makes a filter: `https://…` or `re:` are words.
         if let Some((name, value)) = token.split_once(':')
-            && !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphabetic())
+            && FILTERS.contains(&name.to_ascii_lowercase().as_str())
         {
             return self.filter(name, value);
         }
@@ -117,6 +117,7 @@ impl SearchQuery {
         Ok(())
     }
 
+    /// Applies the filter `name` (one of [`FILTERS`]) with its value.
     fn filter(&mut self, name: &str, value: &str) -> Result<()> {
         let empty = || bad(format!("{name}: needs a value"));
         match name.to_ascii_lowercase().as_str() {
@@ -135,16 +136,14 @@ impl SearchQuery {
                 _ => return Err(bad(format!("is:{value} is unknown; is:pinned and is:thread are"))),
             },
             "before" => self.before = Some(date(name, value)?),
-            "after" => self.after = Some(date(name, value)?),
-            _ => {
-                return Err(bad(format!(
-                    "{name}: is no filter; from:, in:, has:, is:, before: and after: are"
-                )));
-            }
+            _ => self.after = Some(date(name, value)?),
         }
         Ok(())
     }
 }
+
+/// The filters a query may name, as `name:value`.
+const FILTERS: [&str; 6] = ["from", "in", "has", "is", "before", "after"];
 
 /// A query's pieces: quoted phrases and whitespace-separated bare tokens.
 enum Token {
@@ -319,7 +318,12 @@ mod tests {
         assert!(reason(&"a".repeat(1000)).contains("1000 characters"));
         let many: Vec<String> = (0..100).map(|i| ((b'a' + i % 26) as char).to_string()).collect();
         assert!(reason(&many.join(" ")).contains("100 words"));
-        assert!(reason("hello colour:red").contains("colour: is no filter"));
+        let words = SearchQuery::parse("re: colour:red https://example.com/a").unwrap();
+        assert_eq!(
+            words.words,
+            ["re", "colour:red", "https", "example.com", "a"],
+            "no filter's name: words"
+        );
         assert!(reason("hello before:yesterday").contains("no date"));
         assert!(reason("hello before:2026-13-01").contains("no date"));
         assert!(reason("hello has:cats").contains("has:cats is unknown"));
