@@ -1,5 +1,6 @@
 //! What search costs, in one run: sends per second at concurrency 32 to a server that writes
-//! the word index and to one that does not (`TABLETALK_SEARCH_INDEX=off`), and the latency of
+//! the word index and to one that does not (`TABLETALK_SEARCH_INDEX=off`), what SQLite alone
+//! pays for the index rows (and for an FTS5 document instead), and the latency of
 //! two-word queries over a corpus of messages in 50 rooms (100,000 on the embedded store;
 //! 10,000 on Azurite, whose single Node process stores a few hundred sends a second).
 //! Not a test: run it with
@@ -7,6 +8,7 @@
 //! ```text
 //! cargo bench -p tabletalk-functions --bench search            # both backends
 //! cargo bench -p tabletalk-functions --bench search -- embedded # one backend
+//! cargo bench -p tabletalk-functions --bench search -- sends    # the send costs alone
 //! ```
 //!
 //! `TABLETALK_BENCH_SEARCH_MESSAGES` overrides the corpus size. Azurite is found through
@@ -139,6 +141,86 @@ async fn send_cost(dir: &std::path::Path) {
     println!("\nindex on ÷ off (best of each): {:.2}", best(1) / best(0));
 }
 
+/// What SQLite alone pays for the index, without the server around it: 30,000 messages in
+/// transactions of 32 into a table shaped as the embedded store's (`shared/tables/src/sqlite`),
+/// with no index, with a row per bucket as the word index writes, and with an FTS5 document
+/// per message instead — the alternative `docs/decisions/0015-search.md` weighs.
+fn sqlite_cost(dir: &std::path::Path) {
+    const MESSAGES: usize = 30_000;
+    let words = vocabulary();
+    let zipf = Zipf::new(VOCABULARY);
+    let mut rng = StdRng::seed_from_u64(3);
+    let texts: Vec<String> = (0..MESSAGES).map(|_| sentence(&words, &zipf, &mut rng)).collect();
+    println!("
+SQLite alone, {MESSAGES} messages of {WORDS_A_MESSAGE} words, transactions of 32 (synchronous=OFF):
+");
+    println!("| index | µs a message | rows a message |");
+    println!("|---|---|---|");
+    let mut none = 0.0;
+    for index in ["none", "a row per bucket", "FTS5 document"] {
+        let path = dir.join(format!("sqlite-{}.db", index.replace(' ', "-")));
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;
+             CREATE TABLE entities (tbl TEXT NOT NULL, pk TEXT NOT NULL, rk TEXT NOT NULL,
+                 etag TEXT NOT NULL, ts TEXT NOT NULL, props TEXT NOT NULL,
+                 PRIMARY KEY (tbl, pk, rk)) WITHOUT ROWID;
+             CREATE VIRTUAL TABLE words USING fts5(terms, detail = none);",
+        )
+        .unwrap();
+        let etag = "W/\"datetime'2026-12-05T00:00:00.0000000Z'00000000\"";
+        let ts = "2026-12-05T00:00:00.0000000Z";
+        let room = "6a6ddb24-ae7c-4901-a57f-50f52d603ab5";
+        let mut rows = 0usize;
+        let started = std::time::Instant::now();
+        for (group, chunk) in texts.chunks(32).enumerate() {
+            let tx = conn.unchecked_transaction().unwrap();
+            let mut insert = tx
+                .prepare_cached("INSERT INTO entities VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                .unwrap();
+            for (i, text) in chunk.iter().enumerate() {
+                let key = format!("{:019}", 1_000_000_000_000_000_000u64 - (group * 32 + i) as u64);
+                let props = json!({ "text": format!("<p>{text}</p>"), "authorId": "alice", "padding": "x".repeat(500) });
+                insert
+                    .execute(rusqlite::params!["messages", room, key, etag, ts, props.to_string()])
+                    .unwrap();
+                rows += 1;
+                match index {
+                    "a row per bucket" => {
+                        let buckets: std::collections::BTreeSet<String> =
+                            text.split(' ').map(|w| w.chars().take(3).collect()).collect();
+                        for bucket in buckets {
+                            let terms = json!({ "terms": bucket }).to_string();
+                            insert
+                                .execute(rusqlite::params!["messages", room, format!("w:{bucket} {key}"), etag, ts, terms])
+                                .unwrap();
+                            rows += 1;
+                        }
+                    }
+                    "FTS5 document" => {
+                        tx.prepare_cached("INSERT INTO words (rowid, terms) VALUES (?1, ?2)")
+                            .unwrap()
+                            .execute(rusqlite::params![(group * 32 + i) as i64, text])
+                            .unwrap();
+                    }
+                    _ => {}
+                }
+            }
+            drop(insert);
+            tx.commit().unwrap();
+        }
+        let micros = started.elapsed().as_secs_f64() * 1e6 / MESSAGES as f64;
+        if index == "none" {
+            none = micros;
+        }
+        println!(
+            "| {index} | {micros:.1} ({:.1}× none) | {:.1} |",
+            micros / none,
+            rows as f64 / MESSAGES as f64
+        );
+    }
+}
+
 /// Seeds `messages` over `ROOMS` rooms in this process, then times two-word queries over HTTP.
 async fn query_latency(backend: &Backend, messages: usize) {
     let queries = QUERIES[usize::from(backend.key() == "azurite")];
@@ -247,11 +329,16 @@ async fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    if only.as_deref().is_none_or(|o| o == "embedded") {
+    if only.as_deref().is_none_or(|o| o == "embedded" || o == "sends") {
         println!("## embedded (SQLite, synchronous=FULL)");
         let dir = std::env::temp_dir().join(format!("tt-search-bench-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         send_cost(&dir).await;
+        sqlite_cost(&dir);
+        if only.as_deref() == Some("sends") {
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
         let corpus = Backend::Embedded(dir.join("corpus"));
         std::fs::create_dir_all(dir.join("corpus")).unwrap();
         query_latency(&corpus, size(100_000)).await;
