@@ -151,9 +151,11 @@ fn sqlite_cost(dir: &std::path::Path) {
     let zipf = Zipf::new(VOCABULARY);
     let mut rng = StdRng::seed_from_u64(3);
     let texts: Vec<String> = (0..MESSAGES).map(|_| sentence(&words, &zipf, &mut rng)).collect();
-    println!("
+    println!(
+        "
 SQLite alone, {MESSAGES} messages of {WORDS_A_MESSAGE} words, transactions of 32 (synchronous=OFF):
-");
+"
+    );
     println!("| index | µs a message | rows a message |");
     println!("|---|---|---|");
     let mut none = 0.0;
@@ -180,7 +182,8 @@ SQLite alone, {MESSAGES} messages of {WORDS_A_MESSAGE} words, transactions of 32
                 .unwrap();
             for (i, text) in chunk.iter().enumerate() {
                 let key = format!("{:019}", 1_000_000_000_000_000_000u64 - (group * 32 + i) as u64);
-                let props = json!({ "text": format!("<p>{text}</p>"), "authorId": "alice", "padding": "x".repeat(500) });
+                let props =
+                    json!({ "text": format!("<p>{text}</p>"), "authorId": "alice", "padding": "x".repeat(500) });
                 insert
                     .execute(rusqlite::params!["messages", room, key, etag, ts, props.to_string()])
                     .unwrap();
@@ -192,7 +195,14 @@ SQLite alone, {MESSAGES} messages of {WORDS_A_MESSAGE} words, transactions of 32
                         for bucket in buckets {
                             let terms = json!({ "terms": bucket }).to_string();
                             insert
-                                .execute(rusqlite::params!["messages", room, format!("w:{bucket} {key}"), etag, ts, terms])
+                                .execute(rusqlite::params![
+                                    "messages",
+                                    room,
+                                    format!("w:{bucket} {key}"),
+                                    etag,
+                                    ts,
+                                    terms
+                                ])
                                 .unwrap();
                             rows += 1;
                         }

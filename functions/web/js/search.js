@@ -168,7 +168,10 @@ export function addSearch({ api, ctx, panel }) {
       more.type = "button";
       more.textContent = "More results";
       more.dataset.testid = "search-more";
-      more.addEventListener("click", () => page(generation));
+      more.addEventListener("click", () => {
+        more.disabled = true;
+        page(generation);
+      });
       parts.push(more);
     }
     body.replaceChildren(...parts);

@@ -603,34 +603,13 @@ impl MessageStore {
 
     /// Does the word index jobs of message `id` from the message as it is now (nothing when
     /// they are done already): right after its commit, or the outbox timer's after a crash.
-    /// Rows are written from the message as last read and read again until it stays the same,
-    /// so a change committed meanwhile never has its rows overwritten by older ones.
     pub async fn finish_words(&self, room: &RoomId, id: &str) -> Result<()> {
-        const ATTEMPTS: usize = 4;
         let key = MessageKey::of_message(id)?;
         for job in self.words.jobs(room, id).await? {
             let held = self.words.held_rows(room, &key, &job).await?;
             let mut message = self.message(room, &key).await?;
             if job.rest && self.index_words {
-                let mut settled = false;
-                for _ in 0..ATTEMPTS {
-                    let Some(current) = &message else {
-                        settled = true;
-                        break;
-                    };
-                    self.words.write_rows(room, current).await?;
-                    let again = self.message(room, &key).await?;
-                    settled = again.as_ref().map(|m| m.version) == Some(current.version);
-                    message = again;
-                    if settled {
-                        break;
-                    }
-                }
-                if !settled {
-                    return Err(
-                        Error::Conflict("the message keeps changing; its index waits for the timer".into()).into(),
-                    );
-                }
+                message = self.write_rest(room, &key).await?;
             }
             let kept = match (&message, self.index_words) {
                 (Some(message), true) => super::words::indexed_buckets(message),
@@ -639,6 +618,72 @@ impl MessageStore {
             self.words.finish(room, job, held, &kept).await?;
         }
         Ok(())
+    }
+
+    /// Writes every index row of the message at `key`, each batch conditional on the message
+    /// row as read, so none lands after a change of the message: an edit or delete committed
+    /// meanwhile writes its own rows and removes those of the text it replaced, which
+    /// includes every row written here before it. A change of the row that leaves its text
+    /// (a thread's summary, a pin) is read again and the writing goes on. The message as it
+    /// stood when the rows were done (none when it is gone).
+    async fn write_rest(&self, room: &RoomId, key: &MessageKey) -> Result<Option<Message>> {
+        const ATTEMPTS: usize = 8;
+        let read = || async {
+            let row = self
+                .tables
+                .get(&self.schema.messages, room.as_str(), key.as_str())
+                .await?;
+            row.map(|row| {
+                let etag = row
+                    .etag
+                    .clone()
+                    .ok_or_else(|| Error::Internal("a message row without an ETag".into()))?;
+                Ok::<_, super::error::Error>((parse_message(room, &row)?, etag))
+            })
+            .transpose()
+        };
+        let Some((message, mut etag)) = read().await? else {
+            return Ok(None);
+        };
+        let mut batches = super::words::row_batches(room, &message).into_iter();
+        let mut batch = batches.next();
+        let mut attempts = 0;
+        while let Some(rows) = &batch {
+            let mut ops = rows.clone();
+            ops.push(BatchOp::Update {
+                entity: Entity::new(room.as_str(), key.as_str()),
+                mode: UpdateMode::Merge,
+                if_match: IfMatch::Etag(etag.clone()),
+            });
+            match self.tables.transact(&self.schema.messages, room.as_str(), &ops).await {
+                Ok(etags) => {
+                    etag = etags
+                        .last()
+                        .cloned()
+                        .flatten()
+                        .ok_or_else(|| Error::Internal("a merge answered without an ETag".into()))?;
+                    batch = batches.next();
+                }
+                Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {
+                    attempts += 1;
+                    let Some((now, current)) = read().await? else {
+                        return Ok(None);
+                    };
+                    if now.version != message.version {
+                        return Ok(Some(now));
+                    }
+                    if attempts == ATTEMPTS {
+                        return Err(Error::Conflict(
+                            "the message keeps changing; its index waits for the timer".into(),
+                        )
+                        .into());
+                    }
+                    etag = current;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some(message))
     }
 
     /// The update of `root`'s thread summary for `reply`, conditional on the root as it is now;

@@ -1,6 +1,7 @@
 //! Outbox rows: a send's notification event, `outbox:<message id>` in the room's `Messages`
 //! partition, committed in the send's own transaction; `outbox:<message id>:fanout` for an
-//! event whose delivery was answered before its fan-out ended; and the markers in
+//! event whose delivery was answered before its fan-out ended; `outbox:<message id>:words:…`
+//! for a change's word index job (`store::words`); and the markers in
 //! `Housekeeping`'s `outbox` partition, one per room that may hold pending events, so the
 //! timer's cost follows pending events, never messages stored. What the rows mean, and when
 //! they are written and cleared, is the outbox's (`crate::service::outbox`); their shape is here.
@@ -44,7 +45,7 @@ pub struct Pending {
     pub created_at: Option<DateTime<Utc>>,
     /// `None` for a row that cannot be read, and for a job row.
     pub event: Option<MessageEvent>,
-    /// The message whose index rows a job row waits to complete (`store::words`).
+    /// The message a word index job row is of (`store::words`).
     pub words_of: Option<String>,
 }
 

@@ -5,16 +5,17 @@
 //!
 //! A message's rows commit in the transaction that stores or changes it ([`word_change`]): a
 //! change upserts the rows of its new text and empties those of buckets its old text had and
-//! the new one lacks (upserts, so a row that was never written — a message older than the
-//! index, or one whose follow-up has not run — costs nothing). Only the first
-//! [`INLINE_ROWS`] ride in that transaction. A change that has more, or that emptied rows, also
-//! commits a job row (`outbox:<message id>:words:<when it changed>`) and marks its room in the
-//! outbox; `MessageStore::finish_words` does the job right after the commit, or the outbox
-//! timer if the process stopped in between: it writes the rows that did not fit and deletes
-//! the emptied ones, so what a message no longer says leaves no row behind, not even a
-//! bucket's name in a key. Until then a search may miss the message by a word whose row is not
-//! yet written; it never shows what a message no longer says, because every result is
-//! checked against the message itself.
+//! the new one lacks (upserts, which fail nothing whether or not the row was ever written).
+//! Only the first [`INLINE_ROWS`] ride in that transaction. A change that has more, or that
+//! drops buckets, also commits a job row (`outbox:<message id>:words:<when it changed>`) and
+//! marks its room in the outbox; `MessageStore::finish_words` does the job right after the
+//! commit, or the outbox timer if the process stopped in between: it writes the rows that did
+//! not fit (each batch conditional on the message row, so none lands after a later change)
+//! and deletes the rows of the dropped buckets (each conditional on the row as read before the
+//! message, so none a later change wrote again). With the index off no row is written, but a
+//! change still removes the rows of its old text. Until a job is done a search may miss the
+//! message by a word whose row is not yet written; it never shows what a message no longer
+//! says, because every result is checked against the message itself.
 //!
 //! A row a search finds stale (its message gone, or no longer with terms in its bucket) is
 //! dropped when read ([`WordStore::drop`]).
@@ -36,8 +37,8 @@ use super::schema::{word_bucket_prefix, word_key, words_job_key, words_jobs_pref
 /// Index rows a message's own transaction carries; the rest are a follow-up's. With the
 /// message's other rows (at most ten) a change still fits one transaction of 100.
 pub const INLINE_ROWS: usize = 64;
-/// Job rows' follow-up reads and deletes made at once.
-const AT_ONCE: usize = 8;
+/// Job rows' follow-up reads made at once.
+const AT_ONCE: usize = 16;
 
 /// The property listing a row's terms, space-separated; absent on an emptied row.
 const TERMS: &str = "terms";
@@ -111,7 +112,12 @@ pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, ind
     }
     inline.truncate(INLINE_ROWS);
     let changed_at = message.deleted_at.or(message.edited_at).unwrap_or(message.created_at);
-    let change = changed_at.format("%Y%m%dT%H%M%S%.6fZ").to_string();
+    // The time orders a message's jobs; the random part keeps two changes in one instant apart.
+    let change = format!(
+        "{}-{:08x}",
+        changed_at.format("%Y%m%dT%H%M%S%.6fZ"),
+        rand::random::<u32>()
+    );
     let clear = emptied
         .iter()
         .map(|bucket| bucket.as_str())
@@ -126,6 +132,15 @@ pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, ind
         inline,
         job: Some(upsert(job)),
     }
+}
+
+/// Every row `message` has, in batches that leave room in a transaction for one more
+/// operation (the condition `MessageStore::finish_words` writes them under).
+pub fn row_batches(room: &RoomId, message: &Message) -> Vec<Vec<BatchOp>> {
+    rows(room, message)
+        .chunks(MAX_BATCH_OPS - 1)
+        .map(<[BatchOp]>::to_vec)
+        .collect()
 }
 
 /// The message id a job row (an outbox row) names, if it is one.
@@ -301,32 +316,33 @@ impl WordStore {
         }))
     }
 
-    /// Writes every row `message` has, in transactions of at most 100: the rows its own
-    /// transaction could not carry.
-    pub async fn write_rows(&self, room: &RoomId, message: &Message) -> Result<()> {
-        for batch in rows(room, message).chunks(MAX_BATCH_OPS) {
-            self.tables
-                .transact(&self.schema.messages, room.as_str(), batch)
-                .await?;
+    /// Deletes `rows`, each unless it is gone already or was written again since it was read:
+    /// in one transaction when none is, else one by one.
+    async fn delete_held(&self, room: &RoomId, rows: &[HeldRow]) -> Result<()> {
+        let table = &self.schema.messages;
+        let ops: Vec<BatchOp> = rows
+            .iter()
+            .map(|row| BatchOp::Delete {
+                partition_key: room.to_string(),
+                row_key: row.row_key.clone(),
+                if_match: IfMatch::Etag(row.etag.clone()),
+            })
+            .collect();
+        match self.tables.transact(table, room.as_str(), &ops).await {
+            Err(e) if e.is(ErrorKind::PreconditionFailed) || e.is(ErrorKind::NotFound) => {}
+            other => return other.map(drop).map_err(Into::into),
+        }
+        for row in rows {
+            let deleted = self
+                .tables
+                .delete(table, room.as_str(), &row.row_key, &IfMatch::Etag(row.etag.clone()))
+                .await;
+            match deleted {
+                Err(e) if !e.is(ErrorKind::PreconditionFailed) && !e.is(ErrorKind::NotFound) => return Err(e.into()),
+                _ => {}
+            }
         }
         Ok(())
-    }
-
-    /// Deletes `row` unless it is gone already or was written again since it was read.
-    async fn delete_held(&self, room: &RoomId, row: &HeldRow) -> Result<()> {
-        let deleted = self
-            .tables
-            .delete(
-                &self.schema.messages,
-                room.as_str(),
-                &row.row_key,
-                &IfMatch::Etag(row.etag.clone()),
-            )
-            .await;
-        match deleted {
-            Err(e) if !e.is(ErrorKind::PreconditionFailed) && !e.is(ErrorKind::NotFound) => Err(e.into()),
-            _ => Ok(()),
-        }
     }
 
     /// Ends `job`: deletes the `held` rows of buckets not in `kept` (the buckets the message
@@ -335,8 +351,8 @@ impl WordStore {
     pub async fn finish(&self, room: &RoomId, job: WordJob, held: Vec<HeldRow>, kept: &BTreeSet<String>) -> Result<()> {
         let table = &self.schema.messages;
         let stale: Vec<HeldRow> = held.into_iter().filter(|row| !kept.contains(&row.bucket)).collect();
-        for chunk in stale.chunks(AT_ONCE) {
-            futures::future::try_join_all(chunk.iter().map(|row| self.delete_held(room, row))).await?;
+        for chunk in stale.chunks(MAX_BATCH_OPS) {
+            self.delete_held(room, chunk).await?;
         }
         match self
             .tables

@@ -136,7 +136,8 @@ impl SearchQuery {
                 _ => return Err(bad(format!("is:{value} is unknown; is:pinned and is:thread are"))),
             },
             "before" => self.before = Some(date(name, value)?),
-            _ => self.after = Some(date(name, value)?),
+            "after" => self.after = Some(date(name, value)?),
+            other => unreachable!("{other}: is not in FILTERS"),
         }
         Ok(())
     }

@@ -119,8 +119,8 @@ impl Outbox {
             if row.created_at.is_some_and(|at| now - at < REPUBLISH_AFTER) {
                 continue;
             }
-            // A message whose index rows did not all fit its transaction, and whose process
-            // stopped before writing the rest.
+            // A change of a message whose word index job (rows that did not fit its
+            // transaction, rows of words it dropped) its process stopped before doing.
             if let Some(message) = &row.words_of {
                 if let Err(e) = self.store.messages.finish_words(room, message).await {
                     tracing::warn!(%room, message, error = %e, "completing a message's index rows failed; next run");

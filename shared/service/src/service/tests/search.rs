@@ -146,6 +146,55 @@ async fn the_timer_completes_the_index_of_a_long_message_after_a_crash(backend: 
     assert!(pending.is_empty(), "{backend:?}: {pending:?}");
 }
 
+/// A long message's follow-up racing a delete of the message: the follow-up's batch held
+/// back until after the delete and its own follow-up are done lands nowhere (each batch is
+/// conditional on the message row), so no row of the deleted text is left.
+async fn a_follow_up_racing_a_delete_leaves_no_row_of_the_text(backend: Backend) {
+    let (tables, schema) = counting(&backend, "sd");
+    let chat = service(&tables, &schema).await;
+    let room = room(&chat, "race").await;
+    chat.sending
+        .send_message(&alice(), &room, NewMessage::text("warm"))
+        .await
+        .unwrap();
+    let text: Vec<String> = (0..500).map(word).collect();
+    // The send's follow-up stops at its first read: the timer's does the rest.
+    tables.fail_operation(
+        "get",
+        Some(&schema.messages),
+        1,
+        StoreError::new(ErrorKind::Unavailable, "the process stopped"),
+    );
+    let sent = chat
+        .sending
+        .send_message(&alice(), &room, NewMessage::text(text.join(" ")))
+        .await
+        .unwrap();
+    tables.delay_operation(
+        "transact",
+        Some(&schema.messages),
+        1,
+        std::time::Duration::from_millis(600),
+    );
+    let later = chrono::Utc::now() + chrono::Duration::minutes(1);
+    let timer = {
+        let chat = chat.clone();
+        tokio::spawn(async move { chat.outbox.republish(later).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let key = MessageKey::of_message(&sent.message.id).unwrap();
+    chat.editing.delete_message(&alice(), &room, &key).await.unwrap();
+    timer.await.unwrap().unwrap();
+    chat.outbox.republish(later).await.unwrap();
+    assert_eq!(
+        index_buckets(&tables, &schema, &room).await,
+        bucket_keys(&["war"]),
+        "{backend:?}: only the other message's row"
+    );
+    let pending = chat.wiring.store.outbox.pending_events(&room).await.unwrap();
+    assert!(pending.is_empty(), "{backend:?}: {pending:?}");
+}
+
 /// A two-word query over three rooms: one range read per word and room, the membership
 /// reads of the rooms with candidates, one read per candidate; a member of more rooms than a
 /// page looks in gets the rest on the next pages.
@@ -341,4 +390,5 @@ on_both_backends!(
     what_a_message_no_longer_says_leaves_no_index_row,
     a_long_unspaced_message_costs_bounded_rows_and_can_be_deleted,
     a_page_reads_only_what_the_caller_may_and_checks_a_bounded_number,
+    a_follow_up_racing_a_delete_leaves_no_row_of_the_text,
 );
