@@ -24,6 +24,7 @@ mod infra;
 mod lambda;
 mod limits;
 mod live;
+mod markdown;
 mod mentions;
 mod messages;
 mod moderation_log;

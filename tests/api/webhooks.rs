@@ -91,7 +91,7 @@ async fn a_slack_payload_becomes_a_sanitized_webhook_message_with_its_overrides(
         "<b>Build</b>",
         "<i>passed</i>",
         "<s>failed</s>",
-        r#"<a href="https://ci.example/run/1" rel="noopener noreferrer nofollow">run 1</a>"#,
+        r#"<a href="https://ci.example/run/1" rel="noopener nofollow ugc">run 1</a>"#,
         r#"<span data-type="mention" data-id="bob">@bob</span>"#,
         "<br>",
     ] {

@@ -9,7 +9,7 @@ static SANITIZER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
     builder
         .add_tag_attributes("span", ["data-type", "data-id", "data-mention-type", "data-label"])
         .url_schemes(["http", "https", "mailto"].into_iter().collect())
-        .link_rel(Some("noopener noreferrer nofollow"));
+        .link_rel(Some("noopener nofollow ugc"));
     builder
 });
 

@@ -14,6 +14,7 @@ pub mod html;
 pub mod ids;
 pub mod keys;
 pub mod limits;
+pub mod markdown;
 pub mod members;
 pub mod messages;
 pub mod moderation;

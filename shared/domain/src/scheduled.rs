@@ -149,6 +149,7 @@ impl Scheduled {
                 None => MessageType::Message,
             }),
             text: self.text.clone(),
+            format: None,
             poll: self.poll.clone(),
             client_id: Some(self.client_id().as_str().to_owned()),
             reply_to: None,

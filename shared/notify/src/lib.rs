@@ -611,6 +611,7 @@ mod tests {
             origin: Default::default(),
             avatar_url: None,
             text: format!("<p>{}</p>", "word ".repeat(100)),
+            source: None,
             created_at: now,
             version: 1,
             client_id: None,

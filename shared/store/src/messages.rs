@@ -72,6 +72,7 @@ pub(super) fn message_row(message: &Message) -> Entity {
         .with("version", Value::Int64(message.version as i64));
     let optional = [
         ("clientId", message.client_id.clone().map(Value::String)),
+        ("source", message.source.clone().map(Value::String)),
         ("avatarUrl", message.avatar_url.clone().map(Value::String)),
         ("editedAt", message.edited_at.map(Value::datetime)),
         ("deletedAt", message.deleted_at.map(Value::datetime)),
@@ -142,6 +143,7 @@ fn parse_row(room: &RoomId, id: &str, entity: &Entity) -> tabletalk_domain::erro
             .unwrap_or_else(|| tabletalk_domain::messages::Origin::of_kind(kind)),
         avatar_url: string("avatarUrl"),
         text: entity.str("message").unwrap_or_default().to_owned(),
+        source: string("source"),
         created_at: entity.datetime("createdAt").ok_or_else(|| broken("no createdAt"))?,
         version: entity.i64("version").and_then(|v| u64::try_from(v).ok()).unwrap_or(0),
         client_id: string("clientId"),

@@ -151,6 +151,10 @@ pub struct Message {
     /// Sanitized HTML for `Message` and `Webhook`; plain text for the server's lines; empty for
     /// a poll (see `poll`) and for a deleted message.
     pub text: String,
+    /// The Markdown `text` was rendered from, for a message sent or edited as Markdown (what
+    /// a client edits); none for HTML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub created_at: DateTime<Utc>,
     /// Its room's counter value at its newest change (create, edit, delete); see `versions`.
     pub version: u64,
@@ -242,6 +246,7 @@ impl Message {
         self.deleted_at = Some(at);
         self.deleted_by = Some(by.to_owned());
         self.text.clear();
+        self.source = None;
         self.poll = None;
         self.mentions = Mentions::default();
         self.is_pinned = false;
@@ -272,6 +277,7 @@ pub(crate) fn sample(id: &str, text: &str) -> Message {
         origin: Origin::User,
         avatar_url: None,
         text: text.to_owned(),
+        source: None,
         created_at: chrono::DateTime::UNIX_EPOCH,
         version: 0,
         client_id: None,

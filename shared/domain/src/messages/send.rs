@@ -13,6 +13,7 @@ use crate::attachments::Attachment;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{ClientId, UserId};
+use crate::markdown::TextFormat;
 use crate::principal::Principal;
 
 /// What a member sends.
@@ -22,9 +23,14 @@ pub struct NewMessage {
     /// `Message` (the default) or `Poll`; the other types are written by the server.
     #[serde(rename = "type", default)]
     pub kind: Option<MessageType>,
-    /// HTML, sanitized before it is stored. Required for a `Message`.
+    /// HTML, sanitized before it is stored; or Markdown, with `format: markdown`. Required for
+    /// a `Message`.
     #[serde(default)]
     pub text: Option<String>,
+    /// How `text` is written: `html` (the default) or `markdown`, which the server renders to
+    /// sanitized HTML once and keeps as the message's `source`.
+    #[serde(default)]
+    pub format: Option<TextFormat>,
     /// Required for a `Poll`.
     #[serde(default)]
     pub poll: Option<NewPoll>,
@@ -72,7 +78,10 @@ impl Sent {
 #[derive(Debug, Clone)]
 pub struct Draft {
     pub kind: MessageType,
+    /// Sanitized HTML.
     pub text: Option<String>,
+    /// The Markdown `text` was rendered from, if it was.
+    pub source: Option<String>,
     pub poll: Option<NewPoll>,
     pub reply_to: Option<String>,
     pub forwarded_from: Option<ForwardSource>,
@@ -99,6 +108,7 @@ pub enum DraftAttachments {
 /// A draft that passed validation.
 pub struct Content {
     pub text: String,
+    pub source: Option<String>,
     pub poll: Option<Poll>,
     pub mentions: Mentions,
 }
@@ -119,6 +129,7 @@ impl Draft {
         let content = match (self.kind, &self.text, &self.poll) {
             (MessageType::Poll, None, Some(poll)) => Content {
                 text: String::new(),
+                source: None,
                 poll: Some(poll.validate()?),
                 mentions: Mentions::default(),
             },
@@ -126,7 +137,8 @@ impl Draft {
                 return Err(Error::validation("a Poll carries `poll` and no `text`"));
             }
             (_, Some(text), None) => Content {
-                text: checked_text(text)?,
+                text: checked_body(text, self.source.as_deref())?,
+                source: self.source.clone(),
                 poll: None,
                 mentions: Mentions::parse(text)?,
             },
@@ -145,6 +157,7 @@ pub struct Post {
     pub author_name: String,
     pub avatar_url: Option<String>,
     pub text: String,
+    pub source: Option<String>,
     pub poll: Option<Poll>,
     pub mentions: Mentions,
     pub idempotency: Option<(UserId, ClientId)>,
@@ -175,6 +188,7 @@ impl Post {
             author_name: actor.name.clone(),
             avatar_url: None,
             text,
+            source: None,
             poll: None,
             mentions: Mentions::default(),
             idempotency: None,
@@ -207,6 +221,7 @@ impl Post {
             origin: self.origin,
             avatar_url: self.avatar_url.clone(),
             text: self.text.clone(),
+            source: self.source.clone(),
             created_at,
             version: 0,
             client_id: self.idempotency.as_ref().map(|(_, c)| c.as_str().to_owned()),
@@ -227,6 +242,32 @@ impl Post {
             preview: None,
         }
     }
+}
+
+/// Checks a sanitized body: [`checked_text`] for HTML a client sent; for a rendering of
+/// Markdown `source`, the source's length (the rendering may be longer than its source, within
+/// what a row holds).
+pub fn checked_body(text: &str, source: Option<&str>) -> Result<String> {
+    let Some(source) = source else {
+        return checked_text(text);
+    };
+    let chars = source.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(Error::validation(format!(
+            "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
+        )));
+    }
+    if html::is_blank(text) {
+        return Err(Error::validation("the message is empty (after removing unsafe HTML)"));
+    }
+    let units = text.encode_utf16().count();
+    if units > crate::markdown::MAX_RENDERED_UNITS {
+        return Err(Error::validation(format!(
+            "the message renders to {units} UTF-16 units of HTML; at most {} are kept",
+            crate::markdown::MAX_RENDERED_UNITS
+        )));
+    }
+    Ok(text.to_owned())
 }
 
 /// Checks a sanitized body: something visible, and not too long.

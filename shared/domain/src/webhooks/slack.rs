@@ -195,11 +195,11 @@ mod tests {
     fn links_mentions_and_formatting_become_html() {
         assert_eq!(
             html("see <https://x.example/a_b_c|the *docs*>"),
-            r#"see <a href="https://x.example/a_b_c" rel="noopener noreferrer nofollow">the *docs*</a>"#
+            r#"see <a href="https://x.example/a_b_c" rel="noopener nofollow ugc">the *docs*</a>"#
         );
         assert_eq!(
             html("<https://x.example>"),
-            r#"<a href="https://x.example" rel="noopener noreferrer nofollow">https://x.example</a>"#
+            r#"<a href="https://x.example" rel="noopener nofollow ugc">https://x.example</a>"#
         );
         assert_eq!(
             html("hi <@bob>"),

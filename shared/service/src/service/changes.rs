@@ -6,15 +6,15 @@
 
 use crate::auth::Principal;
 use crate::error::Result;
-use crate::html;
 use crate::ids::RoomId;
 use crate::keys::MessageKey;
 use crate::limits::Write;
+use crate::markdown;
 use crate::messages::changes::Edit;
 use crate::messages::checks::{self, Admission, refuse_timed_out};
 use crate::messages::mentions::Mentions;
 use crate::messages::operations::{Operation, authorize};
-use crate::messages::send::{Post, checked_text};
+use crate::messages::send::{Post, checked_body};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::service::send::Submission;
@@ -44,12 +44,12 @@ impl Editing {
         authorize(&access, &message, Operation::Edit)?;
         let now = self.store.now();
         refuse_timed_out(&access.member, now)?;
-        let text = html::sanitize(&edit.text);
+        let (text, source) = markdown::body(&edit.text, edit.format.unwrap_or_default());
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
             return Err(self.sending.refuse_filtered(room, &who.user_id, timeout, now).await);
         }
-        let text = checked_text(&text)?;
+        let text = checked_body(&text, source.as_deref())?;
         let mentions = Mentions::parse(&text)?;
         checks::mentions_allowed(&access, &mentions)?;
         let mut edited = self
@@ -57,6 +57,7 @@ impl Editing {
             .messages
             .rewrite_message_versioned(room, &message.key(), |m| {
                 m.text = text.clone();
+                m.source = source.clone();
                 m.mentions = mentions.clone();
                 m.edited_at = Some(now);
                 Ok(())

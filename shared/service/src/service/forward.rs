@@ -45,6 +45,7 @@ impl Editing {
         let draft = Draft {
             kind: MessageType::Message,
             text: Some(source.text.clone()),
+            source: source.source.clone(),
             poll: None,
             reply_to: None,
             forwarded_from: Some(ForwardSource {

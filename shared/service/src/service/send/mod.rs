@@ -21,7 +21,6 @@ use crate::access::Access;
 use crate::attachments::Attachment;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
-use crate::html;
 use crate::ids::{ClientId, RoomId, UserId};
 use crate::keys::MessageKey;
 use crate::messages::checks::{self, Admission};
@@ -31,6 +30,7 @@ use crate::messages::{Message, MessageType, Origin};
 use crate::permissions::Permission;
 use crate::rooms::Visibility;
 use crate::webhooks::{CheckedPayload, Webhook};
+use crate::{html, markdown};
 use chrono::{DateTime, Duration, Utc};
 use commit::{Prefetched, Stored};
 use std::sync::Arc;
@@ -69,12 +69,18 @@ impl Submission {
                 kind.as_str()
             )));
         }
+        let format = input.format.unwrap_or_default();
+        let (text, source) = match input.text.as_deref().map(|text| markdown::body(text, format)) {
+            Some((text, source)) => (Some(text), source),
+            None => (None, None),
+        };
         Ok(Submission::Member {
             who: who.clone(),
             client_id: input.client_id.as_deref().map(ClientId::parse).transpose()?,
             draft: Draft {
                 kind,
-                text: input.text.as_deref().map(html::sanitize),
+                text,
+                source,
                 poll: input.poll,
                 reply_to: input.reply_to,
                 forwarded_from: None,
@@ -329,6 +335,7 @@ impl Sending {
             author_name: access.member.nickname.clone().unwrap_or_else(|| who.name.clone()),
             avatar_url: None,
             text: content.text,
+            source: content.source,
             poll: content.poll,
             mentions: content.mentions,
             idempotency: client_id.map(|c| (user.clone(), c.clone())),
@@ -368,6 +375,7 @@ impl Sending {
         let draft = Draft {
             kind: MessageType::Webhook,
             text: Some(payload.html),
+            source: None,
             poll: None,
             reply_to: None,
             forwarded_from: None,
@@ -385,6 +393,7 @@ impl Sending {
             author_name: payload.username.unwrap_or_else(|| hook.name.clone()),
             avatar_url: payload.icon_url,
             text: content.text,
+            source: None,
             poll: None,
             mentions: content.mentions,
             idempotency: client_id.map(|c| (access.member.user_id.clone(), c)),

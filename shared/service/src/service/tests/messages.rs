@@ -577,7 +577,7 @@ async fn an_edit_committed_but_reported_as_failed_is_answered_as_edited() {
         1,
         StoreError::unavailable("connection reset"),
     );
-    let edit = crate::messages::changes::Edit { text: "second".into() };
+    let edit = crate::messages::changes::Edit::text("second");
     let edited = chat
         .editing
         .edit_message(&alice(), &room, &sent.message.key(), edit)
@@ -757,7 +757,7 @@ async fn an_edit_confirmed_but_not_read_back_is_not_applied_twice() {
     // the counter (the look that confirms the commit), and then the message row's read-back,
     // which fails.
     faults.fail_nth_call(7, StoreError::unavailable("still down"));
-    let edit = crate::messages::changes::Edit { text: "second".into() };
+    let edit = crate::messages::changes::Edit::text("second");
     let err = chat
         .editing
         .edit_message(&alice(), &room, &sent.message.key(), edit)

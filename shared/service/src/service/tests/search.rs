@@ -84,7 +84,7 @@ fn bucket_keys(buckets: &[&str]) -> Vec<String> {
 async fn edit(chat: &Chat, room: &RoomId, id: &str, text: &str) {
     let key = MessageKey::of_message(id).unwrap();
     chat.editing
-        .edit_message(&alice(), room, &key, Edit { text: text.into() })
+        .edit_message(&alice(), room, &key, Edit::text(text))
         .await
         .unwrap();
 }
