@@ -11,6 +11,7 @@ use crate::helpers::{Backend, backend_tests, spawn_app};
 backend_tests!(
     markdown_renders_once_to_sanitized_html,
     an_edit_renders_again_and_html_stays_html,
+    a_member_named_in_markdown_is_mentioned,
     markdown_answers_bad_input_with_its_documented_errors,
 );
 
@@ -121,6 +122,34 @@ async fn an_edit_renders_again_and_html_stays_html(backend: Backend) {
     assert!(deleted.status.is_success(), "{}", deleted.body);
     let read = get_message(&app, "alice", &room, &id).await;
     assert!(read.body.get("source").is_none(), "{}", read.body);
+}
+
+async fn a_member_named_in_markdown_is_mentioned(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = app.create_room("alice").await;
+    app.join("bob", &room).await;
+    let sent = create_message(
+        &app,
+        "alice",
+        &room,
+        json!({ "text": "@bob can you check? (not @carol, not `@bob`)", "format": "markdown" }),
+    )
+    .await;
+    assert_status(&sent, StatusCode::CREATED);
+    assert_eq!(
+        sent.body["text"],
+        "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> can you check? (not @carol, not <code>@bob</code>)</p>\n"
+    );
+    assert_eq!(sent.body["mentions"]["users"], json!(["bob"]));
+    // Bob's unread count for the room counts the mention.
+    let rooms = app.call(Method::GET, "/api/rooms", Some("bob"), None).await;
+    let listed = rooms
+        .body
+        .as_array()
+        .and_then(|rooms| rooms.iter().find(|r| r["id"] == room.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed["mentionCount"], 1, "{}", rooms.body);
 }
 
 async fn markdown_answers_bad_input_with_its_documented_errors(backend: Backend) {

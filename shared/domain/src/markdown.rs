@@ -6,8 +6,12 @@
 //! so a hostile text costs time and output in proportion to its length. The rendering then
 //! goes through the one sanitizer (`html::sanitize`), as any HTML a client sends does.
 
+use std::collections::HashSet;
+
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
+
+use crate::messages::mentions::MAX_MENTIONS;
 
 /// Elements open at once, at most; deeper ones are left out (their text stays).
 pub const MAX_DEPTH: usize = 16;
@@ -26,16 +30,53 @@ pub enum TextFormat {
 }
 
 /// What a message stores for `text` written in `format`: sanitized HTML, and the Markdown
-/// source it was rendered from, if it was.
-pub fn body(text: &str, format: TextFormat) -> (String, Option<String>) {
+/// source it was rendered from, if it was; `@id` in Markdown mentions the user `id` when
+/// `members` (the room's members among [`named_users`]) has it.
+pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> (String, Option<String>) {
     match format {
         TextFormat::Html => (crate::html::sanitize(text), None),
-        TextFormat::Markdown => (render(text), Some(text.to_owned())),
+        TextFormat::Markdown => (render(text, members), Some(text.to_owned())),
     }
 }
 
-/// Sanitized HTML for the Markdown `source`.
-pub fn render(source: &str) -> String {
+/// The user ids Markdown `source` writes as `@id` (after a space or at the start of a line,
+/// up to a space or one of `@<>&"'`, without trailing punctuation), each once, at most
+/// [`MAX_MENTIONS`]: those a send looks up to know which are the room's members.
+pub fn named_users(source: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for (_, id) in mentions_in(source) {
+        if !named.iter().any(|n| n == id) {
+            if named.len() == MAX_MENTIONS {
+                break;
+            }
+            named.push(id.to_owned());
+        }
+    }
+    named
+}
+
+/// Each `@id` in `text`: the byte range of `@id` and the id.
+fn mentions_in(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+    let mut found = Vec::new();
+    let mut previous = ' ';
+    for (at, c) in text.char_indices() {
+        if c == '@' && previous.is_whitespace() {
+            let rest = &text[at + 1..];
+            let end = rest
+                .find(|c: char| c.is_whitespace() || matches!(c, '@' | '<' | '>' | '&' | '"' | '\''))
+                .unwrap_or(rest.len());
+            let id = rest[..end].trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+            if !id.is_empty() {
+                found.push((at..at + 1 + id.len(), id));
+            }
+        }
+        previous = c;
+    }
+    found
+}
+
+/// Sanitized HTML for the Markdown `source`, `@id` of `members` as mentions.
+pub fn render(source: &str, members: &HashSet<String>) -> String {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     let mut events: Vec<Event> = Vec::new();
     // For each open element, whether it was written (not past MAX_DEPTH).
@@ -87,7 +128,7 @@ pub fn render(source: &str) -> String {
             }
             Event::Html(text) | Event::InlineHtml(text) => events.push(Event::Text(text)),
             Event::SoftBreak => events.push(Event::HardBreak),
-            Event::Text(text) if in_link == 0 && in_code == 0 => autolinked(text, &mut events),
+            Event::Text(text) if in_link == 0 && in_code == 0 => autolinked(text, members, &mut events),
             other => events.push(other),
         }
     }
@@ -96,8 +137,9 @@ pub fn render(source: &str) -> String {
     crate::html::sanitize(&html)
 }
 
-/// `text` with each `http(s)` URL written out in it made a link, as GitHub does.
-fn autolinked<'a>(text: CowStr<'a>, events: &mut Vec<Event<'a>>) {
+/// `text` with each `http(s)` URL written out in it made a link, as GitHub does, and each
+/// `@id` of `members` a mention.
+fn autolinked<'a>(text: CowStr<'a>, members: &HashSet<String>, events: &mut Vec<Event<'a>>) {
     let mut finder = linkify::LinkFinder::new();
     finder.kinds(&[linkify::LinkKind::Url]);
     let mut rest = 0;
@@ -107,7 +149,7 @@ fn autolinked<'a>(text: CowStr<'a>, events: &mut Vec<Event<'a>>) {
             continue;
         }
         if link.start() > rest {
-            events.push(Event::Text(CowStr::from(text[rest..link.start()].to_owned())));
+            mentioned(&text[rest..link.start()], members, events);
         }
         events.push(Event::Start(Tag::Link {
             link_type: LinkType::Autolink,
@@ -119,16 +161,39 @@ fn autolinked<'a>(text: CowStr<'a>, events: &mut Vec<Event<'a>>) {
         events.push(Event::End(TagEnd::Link));
         rest = link.end();
     }
-    match rest {
-        0 => events.push(Event::Text(text)),
-        _ if rest < text.len() => events.push(Event::Text(CowStr::from(text[rest..].to_owned()))),
-        _ => {}
+    if rest < text.len() {
+        mentioned(&text[rest..], members, events);
+    }
+}
+
+/// `text` with each `@id` of `members` a mention span (what `Mentions::parse` reads).
+fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'a>>) {
+    let mut rest = 0;
+    for (range, id) in mentions_in(text) {
+        if !members.contains(id) {
+            continue;
+        }
+        if range.start > rest {
+            events.push(Event::Text(CowStr::from(text[rest..range.start].to_owned())));
+        }
+        let id = crate::html::escape(id);
+        events.push(Event::InlineHtml(CowStr::from(format!(
+            r#"<span data-type="mention" data-id="{id}">@{id}</span>"#
+        ))));
+        rest = range.end;
+    }
+    if rest < text.len() {
+        events.push(Event::Text(CowStr::from(text[rest..].to_owned())));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn render(source: &str) -> String {
+        super::render(source, &HashSet::from(["bob".to_owned()]))
+    }
 
     #[test]
     fn formatting_links_and_code_render_as_github_does() {
@@ -146,6 +211,16 @@ mod tests {
             render("`https://x.example` and\n\n```\nhttps://y.example <b>\n```"),
             "<p><code>https://x.example</code> and</p>\n<pre><code>https://y.example &lt;b&gt;\n</code></pre>\n"
         );
+    }
+
+    #[test]
+    fn members_named_are_mentioned_and_others_stay_text() {
+        assert_eq!(
+            render("@bob and @carol, not in `@bob`"),
+            "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> and @carol, not in <code>@bob</code></p>\n"
+        );
+        assert_eq!(render("mail@bob.example"), "<p>mail@bob.example</p>\n");
+        assert_eq!(named_users("@bob, @carol! @bob x@dave"), ["bob", "carol"]);
     }
 
     #[test]

@@ -44,7 +44,9 @@ impl Editing {
         authorize(&access, &message, Operation::Edit)?;
         let now = self.store.now();
         refuse_timed_out(&access.member, now)?;
-        let (text, source) = markdown::body(&edit.text, edit.format.unwrap_or_default());
+        let format = edit.format.unwrap_or_default();
+        let members = self.sending.mentionable(room, Some(&edit.text), format).await?;
+        let (text, source) = markdown::body(&edit.text, format, &members);
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
             return Err(self.sending.refuse_filtered(room, &who.user_id, timeout, now).await);

@@ -33,6 +33,7 @@ use crate::webhooks::{CheckedPayload, Webhook};
 use crate::{html, markdown};
 use chrono::{DateTime, Duration, Utc};
 use commit::{Prefetched, Stored};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A message on its way in, with who produces it.
@@ -61,7 +62,7 @@ pub enum Submission {
 
 impl Submission {
     /// A member's message as the API takes it: `Message` or `Poll`, its HTML sanitized.
-    pub fn member(who: &Principal, input: NewMessage) -> Result<Submission> {
+    pub fn member(who: &Principal, input: NewMessage, members: &HashSet<String>) -> Result<Submission> {
         let kind = input.kind.unwrap_or(MessageType::Message);
         if !matches!(kind, MessageType::Message | MessageType::Poll) {
             return Err(Error::Forbidden(format!(
@@ -70,7 +71,7 @@ impl Submission {
             )));
         }
         let format = input.format.unwrap_or_default();
-        let (text, source) = match input.text.as_deref().map(|text| markdown::body(text, format)) {
+        let (text, source) = match input.text.as_deref().map(|text| markdown::body(text, format, members)) {
             Some((text, source)) => (Some(text), source),
             None => (None, None),
         };
@@ -141,7 +142,34 @@ pub struct Sending {
 impl Sending {
     /// A member's message from the API (`Submission::member`).
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
-        self.submit(room, Submission::member(who, input)?).await
+        let format = input.format.unwrap_or_default();
+        let members = self.mentionable(room, input.text.as_deref(), format).await?;
+        self.submit(room, Submission::member(who, input, &members)?).await
+    }
+
+    /// The users a Markdown `text` names as `@id` who are members of `room`: those it
+    /// mentions (one member read per name, at most `MAX_MENTIONS`). None for HTML, whose
+    /// mentions are the client's markup.
+    pub(crate) async fn mentionable(
+        &self,
+        room: &RoomId,
+        text: Option<&str>,
+        format: markdown::TextFormat,
+    ) -> Result<HashSet<String>> {
+        let Some(text) = text.filter(|_| format == markdown::TextFormat::Markdown) else {
+            return Ok(HashSet::new());
+        };
+        let named: Vec<UserId> = markdown::named_users(text)
+            .iter()
+            .filter_map(|id| UserId::parse(id).ok())
+            .collect();
+        let mut members = HashSet::new();
+        for chunk in named.chunks(8) {
+            let rows =
+                futures::future::try_join_all(chunk.iter().map(|user| self.store.members.member(room, user))).await?;
+            members.extend(rows.into_iter().flatten().map(|member| member.user_id.to_string()));
+        }
+        Ok(members)
     }
 
     /// The one door: admit, commit, settle the claims, publish. A member's message admitted on
