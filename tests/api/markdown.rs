@@ -23,35 +23,33 @@ async fn markdown_renders_once_to_sanitized_html(backend: Backend) {
     let table: Vec<(&str, String)> = vec![
         (
             "Who owns the **launch email**?",
-            "<p>Who owns the <strong>launch email</strong>?</p>\n".into(),
+            "<p>Who owns the <strong>launch email</strong>?</p>".into(),
         ),
         (
             "agenda: https://example.com/agenda",
-            format!(r#"<p>agenda: <a href="https://example.com/agenda" {UGC}>https://example.com/agenda</a></p>"#)
-                + "\n",
+            format!(r#"<p>agenda: <a href="https://example.com/agenda" {UGC}>https://example.com/agenda</a></p>"#),
         ),
         (
             "[the plan](https://example.com/plan) and ~~old~~ _new_",
-            format!(r#"<p><a href="https://example.com/plan" {UGC}>the plan</a> and <del>old</del> <em>new</em></p>"#)
-                + "\n",
+            format!(r#"<p><a href="https://example.com/plan" {UGC}>the plan</a> and <del>old</del> <em>new</em></p>"#),
         ),
-        ("line one\nline two", "<p>line one<br>\nline two</p>\n".into()),
+        ("line one\nline two", "<p>line one<br>\nline two</p>".into()),
         (
             "```\nlet x = 1 < 2;\n```",
-            "<pre><code>let x = 1 &lt; 2;\n</code></pre>\n".into(),
+            "<pre><code>let x = 1 &lt; 2;\n</code></pre>".into(),
         ),
         // Hostile: none of it runs, loads or links anywhere unsafe.
         (
             "<script>alert(1)</script>",
-            "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n".into(),
+            "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>".into(),
         ),
         (
             "[x](javascript:alert(1))",
-            "<p><a rel=\"noopener nofollow ugc\">x</a></p>\n".into(),
+            "<p><a rel=\"noopener nofollow ugc\">x</a></p>".into(),
         ),
         (
             "![cat](https://cats.example/c.png)",
-            format!(r#"<p><a href="https://cats.example/c.png" {UGC}>cat</a></p>"#) + "\n",
+            format!(r#"<p><a href="https://cats.example/c.png" {UGC}>cat</a></p>"#),
         ),
     ];
     for (source, html) in table {
@@ -98,7 +96,7 @@ async fn an_edit_renders_again_and_html_stays_html(backend: Backend) {
     assert_status(&edited, StatusCode::OK);
     assert_eq!(
         edited.body["text"],
-        format!(r#"<p><em>final</em> see <a href="https://x.example" {UGC}>https://x.example</a></p>"#) + "\n"
+        format!(r#"<p><em>final</em> see <a href="https://x.example" {UGC}>https://x.example</a></p>"#)
     );
     assert_eq!(edited.body["source"], "*final* see https://x.example");
     // Edited as HTML, it has no Markdown source any more.
@@ -138,7 +136,7 @@ async fn a_member_named_in_markdown_is_mentioned(backend: Backend) {
     assert_status(&sent, StatusCode::CREATED);
     assert_eq!(
         sent.body["text"],
-        "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> can you check? (not @carol, not <code>@bob</code>)</p>\n"
+        "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> can you check? (not @carol, not <code>@bob</code>)</p>"
     );
     assert_eq!(sent.body["mentions"]["users"], json!(["bob"]));
     // Bob's unread count for the room counts the mention.

@@ -2,7 +2,8 @@
 // sent again with the same clientId and shows once, replaced by the stored message; a send
 // made while the browser is offline stays pending ("Sending…"/"Retrying…") with the text and
 // is delivered once when the browser is back online. A send the server refuses shows its
-// reason with Retry and Discard, and Discard takes it away.
+// reason with Retry and Discard, and Discard takes it away. What is typed is Markdown the
+// server renders: bold and links show as such, and an edit starts from the source.
 import { allowConsoleError, base, check, openPage, run, signIn, step } from "./harness.mjs";
 
 // The failures this test stages on purpose; the browser logs each failed request.
@@ -88,6 +89,25 @@ await run(async (browser) => {
     await pending.waitFor({ state: "detached" });
     const messages = (await stored(token, room.id)).filter((m) => m.text.includes("written offline"));
     check(messages.length === 1, `stored once: ${messages.length}`);
+  });
+
+  await step("what is typed is Markdown: formatting and links shown, the edit box holds the source", async () => {
+    await input.fill("Who owns the **launch email**?");
+    await input.press("Enter");
+    const bold = sent("Who owns the launch email?");
+    await bold.locator("strong", { hasText: "launch email" }).waitFor();
+    check(!(await bold.textContent()).includes("**"), "no asterisks shown");
+    await input.fill("agenda: https://example.com/agenda");
+    await input.press("Enter");
+    const link = sent("agenda:").locator('a[href="https://example.com/agenda"]');
+    await link.waitFor();
+    check((await link.textContent()) === "https://example.com/agenda", "the URL is a link");
+    await bold.hover();
+    await bold.getByTestId("action-edit").click();
+    check((await input.inputValue()) === "Who owns the **launch email**?", `the box holds the source: ${await input.inputValue()}`);
+    await input.fill("Who owns the **launch email** now?");
+    await input.press("Enter");
+    await sent("Who owns the launch email now?").locator("strong", { hasText: "launch email" }).waitFor();
   });
 
   await step("a refused send shows why, and Discard takes it away", async () => {

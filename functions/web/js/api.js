@@ -107,7 +107,7 @@ export function createApi({ token, onUnauthorized = () => {} }) {
     getMessage: (roomId, id) => request("GET", message(roomId, id)),
     /** One attempt: the outbox decides about retrying (same clientId). */
     createMessage: (id, input) => request("POST", `${room(id)}/messages`, input, { retries: 0 }),
-    editMessage: (roomId, id, text) => request("PATCH", message(roomId, id), { text }, { retries: 2 }),
+    editMessage: (roomId, id, text, format) => request("PATCH", message(roomId, id), { text, format }, { retries: 2 }),
     deleteMessage: (roomId, id) => request("DELETE", message(roomId, id)),
     addReaction: (roomId, id, emoji) => request("PUT", `${message(roomId, id)}/reactions/${encodeURIComponent(emoji)}`),
     removeReaction: (roomId, id, emoji) =>

@@ -79,7 +79,7 @@ export function createComposer({ api, store, outbox, me, bus }) {
     setMode({ kind: "new" });
     if (current.kind === "edit") {
       try {
-        const message = await api.editMessage(roomId, current.message.id, html);
+        const message = await api.editMessage(roomId, current.message.id, text, "markdown");
         store.upsertMessages(roomId, [message]);
       } catch (e) {
         input.value = text;
@@ -87,7 +87,9 @@ export function createComposer({ api, store, outbox, me, bus }) {
       }
       return;
     }
-    outbox.send(roomId, { text: html, replyTo: current.kind === "reply" ? current.message.id : null, author: me, fields: Object.keys(extra).length ? extra : null });
+    // What is typed is Markdown, rendered by the server; `html` only shows it while pending.
+    const fields = { text, format: "markdown", ...extra };
+    outbox.send(roomId, { text: html, replyTo: current.kind === "reply" ? current.message.id : null, author: me, fields });
     for (const part of parts) part.sent?.(roomId);
   }
 
@@ -133,7 +135,7 @@ export function createComposer({ api, store, outbox, me, bus }) {
     },
     edit(message) {
       setMode({ kind: "edit", message });
-      input.value = toText(message.text);
+      input.value = message.source ?? toText(message.text);
       resize();
       input.focus();
       input.setSelectionRange(input.value.length, input.value.length);

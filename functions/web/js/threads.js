@@ -219,7 +219,8 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
     if (!text.trim()) return;
     const html = toHtml(text, (id) => store.members(open.roomId).has(id));
     input.value = "";
-    ctx.outbox.send(open.roomId, { text: html, replyTo: open.rootId, author: ctx.me });
+    // Markdown, rendered by the server; `html` only shows it while pending.
+    ctx.outbox.send(open.roomId, { text: html, replyTo: open.rootId, author: ctx.me, fields: { text, format: "markdown" } });
   }
 
   // ---- following

@@ -134,7 +134,8 @@ pub fn render(source: &str, members: &HashSet<String>) -> String {
     }
     let mut html = String::with_capacity(source.len() * 2);
     pulldown_cmark::html::push_html(&mut html, events.into_iter());
-    crate::html::sanitize(&html)
+    // The line end after the last block is no part of the message (and would be in its text).
+    crate::html::sanitize(html.trim_end())
 }
 
 /// `text` with each `http(s)` URL written out in it made a link, as GitHub does, and each
@@ -199,17 +200,17 @@ mod tests {
     fn formatting_links_and_code_render_as_github_does() {
         assert_eq!(
             render("Who owns the **launch email**?"),
-            "<p>Who owns the <strong>launch email</strong>?</p>\n"
+            "<p>Who owns the <strong>launch email</strong>?</p>"
         );
         assert_eq!(
             render("agenda: https://example.com/agenda"),
-            "<p>agenda: <a href=\"https://example.com/agenda\" rel=\"noopener nofollow ugc\">https://example.com/agenda</a></p>\n"
+            "<p>agenda: <a href=\"https://example.com/agenda\" rel=\"noopener nofollow ugc\">https://example.com/agenda</a></p>"
         );
-        assert_eq!(render("~~old~~ *new*"), "<p><del>old</del> <em>new</em></p>\n");
-        assert_eq!(render("one\ntwo"), "<p>one<br>\ntwo</p>\n");
+        assert_eq!(render("~~old~~ *new*"), "<p><del>old</del> <em>new</em></p>");
+        assert_eq!(render("one\ntwo"), "<p>one<br>\ntwo</p>");
         assert_eq!(
             render("`https://x.example` and\n\n```\nhttps://y.example <b>\n```"),
-            "<p><code>https://x.example</code> and</p>\n<pre><code>https://y.example &lt;b&gt;\n</code></pre>\n"
+            "<p><code>https://x.example</code> and</p>\n<pre><code>https://y.example &lt;b&gt;\n</code></pre>"
         );
     }
 
@@ -217,9 +218,9 @@ mod tests {
     fn members_named_are_mentioned_and_others_stay_text() {
         assert_eq!(
             render("@bob and @carol, not in `@bob`"),
-            "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> and @carol, not in <code>@bob</code></p>\n"
+            "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> and @carol, not in <code>@bob</code></p>"
         );
-        assert_eq!(render("mail@bob.example"), "<p>mail@bob.example</p>\n");
+        assert_eq!(render("mail@bob.example"), "<p>mail@bob.example</p>");
         assert_eq!(named_users("@bob, @carol! @bob x@dave"), ["bob", "carol"]);
     }
 
@@ -227,17 +228,17 @@ mod tests {
     fn what_a_composer_cannot_mean_is_not_rendered() {
         assert_eq!(
             render("<script>alert(1)</script>"),
-            "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n"
+            "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"
         );
         assert_eq!(
             render("a <b onclick=x>b</b>"),
-            "<p>a &lt;b onclick=x&gt;b&lt;/b&gt;</p>\n"
+            "<p>a &lt;b onclick=x&gt;b&lt;/b&gt;</p>"
         );
         let link = render("[x](javascript:alert(1))");
         assert!(!link.contains("javascript"), "{link}");
         assert_eq!(
             render("![a cat](https://cats.example/c.png)"),
-            "<p><a href=\"https://cats.example/c.png\" rel=\"noopener nofollow ugc\">a cat</a></p>\n"
+            "<p><a href=\"https://cats.example/c.png\" rel=\"noopener nofollow ugc\">a cat</a></p>"
         );
     }
 
