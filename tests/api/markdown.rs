@@ -99,6 +99,18 @@ async fn an_edit_renders_again_and_html_stays_html(backend: Backend) {
         format!(r#"<p><em>final</em> see <a href="https://x.example" {UGC}>https://x.example</a></p>"#)
     );
     assert_eq!(edited.body["source"], "*final* see https://x.example");
+    // The change feed carries the source too, for a client that edits what it synced.
+    let changes = app.changes("alice", &[(&room, None)], None).await;
+    let change = changes.body["messageChanges"][0]["changes"]
+        .as_array()
+        .and_then(|changes| changes.iter().find(|c| c["message"]["id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        change["message"]["source"], "*final* see https://x.example",
+        "{}",
+        changes.body
+    );
     // Edited as HTML, it has no Markdown source any more.
     let html = app
         .call(

@@ -24,6 +24,7 @@ use crate::helpers::{Backend, Reply, TestApp, backend_tests, spawn_app, spawn_ap
 
 backend_tests!(
     the_receiver_sees_each_event_once_with_a_valid_signature_through_an_outage,
+    a_long_markdown_message_is_stored_and_delivered_as_its_rendering,
     an_endpoint_failing_for_a_day_is_disabled_and_its_managers_told,
     bad_input_on_the_outgoing_webhook_routes_is_a_documented_4xx,
     an_endpoint_gets_nothing_once_its_maker_is_banned,
@@ -195,6 +196,32 @@ async fn register_receiver(app: &TestApp, room: &str, receiver: &Receiver, url: 
         listed[0]
     );
     created.body["id"].as_str().unwrap().to_owned()
+}
+
+/// The longest Markdown a message may have, of characters JSON escapes: its event row and
+/// its delivery hold the rendering (not the source too), within a property of 32 Ki.
+async fn a_long_markdown_message_is_stored_and_delivered_as_its_rendering(backend: Backend) {
+    let clock = TestClock::new();
+    let app = handler(&clock, &backend);
+    let (receiver, url) = start_receiver().await;
+    let room = app.create_room("alice").await;
+    register_receiver(&app, &room, &receiver, &url).await;
+    let source = "\"".repeat(9_000);
+    let sent = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/messages"),
+            json!({ "text": source, "format": "markdown" }),
+        )
+        .await;
+    assert_status(&sent, StatusCode::CREATED);
+    deliver_until(&app, &receiver, 1).await;
+    let state = receiver.state();
+    let event = state.handled.values().next().unwrap();
+    let message = &event["message"];
+    assert_eq!(message["text"], sent.body["text"], "{}", &event.to_string()[..200]);
+    assert!(message.get("source").is_none(), "the source stays home");
 }
 
 async fn the_receiver_sees_each_event_once_with_a_valid_signature_through_an_outage(backend: Backend) {

@@ -200,6 +200,17 @@ async fn the_word_filter_sees_through_disguises_and_passes_longer_words(backend:
     )
     .await
     .assert_error(403, "FORBIDDEN");
+    // Markdown is filtered as its readers get it: the rendering, and the source beside it,
+    // even where the rendering leaves a word out (a link reference's title).
+    let hidden = "hi\n\n[x]: https://spam.example \"darn\"";
+    for (method, path) in [
+        (Method::POST, format!("/rooms/{room}/messages")),
+        (Method::PATCH, format!("/rooms/{room}/messages/{id}")),
+    ] {
+        app.act(method, "bob", &path, json!({ "text": hidden, "format": "markdown" }))
+            .await
+            .assert_error(403, "FORBIDDEN");
+    }
 }
 
 async fn block_and_timeout_times_the_sender_out(backend: Backend) {

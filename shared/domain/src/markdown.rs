@@ -8,16 +8,22 @@
 
 use std::collections::HashSet;
 
-use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, TextMergeStream};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
+use crate::messages::MAX_TEXT_CHARS;
 use crate::messages::mentions::MAX_MENTIONS;
 
 /// Elements open at once, at most; deeper ones are left out (their text stays).
 pub const MAX_DEPTH: usize = 16;
-/// The longest rendering kept, in UTF-16 units: within one property of a row (32 Ki), which a
-/// source of the longest text a message may have (10,000 characters) can outgrow.
-pub const MAX_RENDERED_UNITS: usize = 30_000;
+/// The longest rendering kept, in UTF-16 units: a message row keeps it beside its source, and
+/// an outgoing webhook's row keeps it as JSON (where a quote takes two) in one property of
+/// 32 Ki.
+pub const MAX_RENDERED_UNITS: usize = 15_000;
+/// Events a rendering may take: a source of the longest text a message may have can ask for
+/// far more (a table's missing cells are filled in), and is refused instead.
+const MAX_EVENTS: usize = 50_000;
 
 /// How a message's `text` is written: HTML (the default, what clients have always sent), or
 /// Markdown the server renders and keeps beside its rendering.
@@ -31,11 +37,22 @@ pub enum TextFormat {
 
 /// What a message stores for `text` written in `format`: sanitized HTML, and the Markdown
 /// source it was rendered from, if it was; `@id` in Markdown mentions the user `id` when
-/// `members` (the room's members among [`named_users`]) has it.
-pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> (String, Option<String>) {
+/// `members` (the room's members among [`named_users`]) has it. A source longer than a message
+/// may be is refused before it is rendered.
+pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> Result<(String, Option<String>)> {
     match format {
-        TextFormat::Html => (crate::html::sanitize(text), None),
-        TextFormat::Markdown => (render(text, members), Some(text.to_owned())),
+        TextFormat::Html => Ok((crate::html::sanitize(text), None)),
+        TextFormat::Markdown => {
+            let chars = text.chars().count();
+            if chars > MAX_TEXT_CHARS {
+                return Err(Error::validation(format!(
+                    "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
+                )));
+            }
+            let html = render(text, members)
+                .ok_or_else(|| Error::validation("the message renders to more HTML than a message may hold"))?;
+            Ok((html, Some(text.to_owned())))
+        }
     }
 }
 
@@ -75,14 +92,20 @@ fn mentions_in(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
     found
 }
 
-/// Sanitized HTML for the Markdown `source`, `@id` of `members` as mentions.
-pub fn render(source: &str, members: &HashSet<String>) -> String {
+/// Sanitized HTML for the Markdown `source`, `@id` of `members` as mentions; none when it
+/// takes more than [`MAX_EVENTS`].
+pub fn render(source: &str, members: &HashSet<String>) -> Option<String> {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     let mut events: Vec<Event> = Vec::new();
-    // For each open element, whether it was written (not past MAX_DEPTH).
+    // For each open element, whether it was written (not past MAX_DEPTH); how many were.
     let mut open: Vec<bool> = Vec::new();
+    let mut written = 0usize;
     let (mut in_link, mut in_code) = (0usize, 0usize);
-    for event in Parser::new_ext(source, options) {
+    // Neighbouring texts as one, so a URL or an `@id` is seen whole.
+    for event in TextMergeStream::new(Parser::new_ext(source, options)) {
+        if events.len() > MAX_EVENTS {
+            return None;
+        }
         match event {
             Event::Start(tag) => {
                 let tag = match tag {
@@ -105,9 +128,10 @@ pub fn render(source: &str, members: &HashSet<String>) -> String {
                     Tag::CodeBlock(_) => in_code += 1,
                     _ => {}
                 }
-                let written = open.iter().filter(|w| **w).count() < MAX_DEPTH;
-                open.push(written);
-                if written {
+                let write = written < MAX_DEPTH;
+                open.push(write);
+                if write {
+                    written += 1;
                     events.push(Event::Start(tag));
                 }
             }
@@ -123,6 +147,7 @@ pub fn render(source: &str, members: &HashSet<String>) -> String {
                     _ => {}
                 }
                 if open.pop().unwrap_or(false) {
+                    written -= 1;
                     events.push(Event::End(end));
                 }
             }
@@ -135,7 +160,7 @@ pub fn render(source: &str, members: &HashSet<String>) -> String {
     let mut html = String::with_capacity(source.len() * 2);
     pulldown_cmark::html::push_html(&mut html, events.into_iter());
     // The line end after the last block is no part of the message (and would be in its text).
-    crate::html::sanitize(html.trim_end())
+    Some(crate::html::sanitize(html.trim_end()))
 }
 
 /// `text` with each `http(s)` URL written out in it made a link, as GitHub does, and each
@@ -146,7 +171,8 @@ fn autolinked<'a>(text: CowStr<'a>, members: &HashSet<String>, events: &mut Vec<
     let mut rest = 0;
     for link in finder.links(&text) {
         let url = link.as_str();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
+        let scheme = url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("http" | "https")) {
             continue;
         }
         if link.start() > rest {
@@ -193,7 +219,7 @@ mod tests {
     use super::*;
 
     fn render(source: &str) -> String {
-        super::render(source, &HashSet::from(["bob".to_owned()]))
+        super::render(source, &HashSet::from(["bob".to_owned()])).expect("within the budget")
     }
 
     #[test]
@@ -247,11 +273,31 @@ mod tests {
         for source in [
             format!("{}x{}", "*".repeat(10_000), "*".repeat(10_000)),
             format!("{}x", "> ".repeat(10_000)),
+            format!("{}x", ">".repeat(262_000)),
             format!("{}x", "- ".repeat(5_000)),
             format!("{}x{}", "[".repeat(10_000), "](u)".repeat(10_000)),
         ] {
-            let html = render(&source);
-            assert!(html.len() < 4 * source.len() + 1000, "{} bytes", html.len());
+            if let Some(html) = super::render(&source, &HashSet::new()) {
+                assert!(html.len() < 4 * source.len() + 1000, "{} bytes", html.len());
+            }
         }
+    }
+
+    #[test]
+    fn a_table_whose_missing_cells_would_outgrow_the_budget_is_refused() {
+        let header = format!("{}|\n{}|\n", "|a".repeat(257), "|-".repeat(257));
+        let table = format!("{header}{}", "x\n".repeat(1_024));
+        assert!(table.chars().count() < MAX_TEXT_CHARS);
+        assert_eq!(super::render(&table, &HashSet::new()), None);
+        assert!(body(&table, TextFormat::Markdown, &HashSet::new()).is_err());
+        assert!(body(&"x".repeat(MAX_TEXT_CHARS + 1), TextFormat::Markdown, &HashSet::new()).is_err());
+    }
+
+    #[test]
+    fn a_url_is_linked_whole_whatever_markdown_characters_it_has() {
+        assert_eq!(
+            render("see https://en.wikipedia.org/wiki/Rust_(programming_language) and HTTPS://example.com/~alice"),
+            "<p>see <a href=\"https://en.wikipedia.org/wiki/Rust_(programming_language)\" rel=\"noopener nofollow ugc\">https://en.wikipedia.org/wiki/Rust_(programming_language)</a> and <a href=\"HTTPS://example.com/~alice\" rel=\"noopener nofollow ugc\">HTTPS://example.com/~alice</a></p>"
+        );
     }
 }

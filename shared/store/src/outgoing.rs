@@ -100,7 +100,12 @@ fn parse_webhook(row: &Entity) -> Option<OutgoingWebhook> {
 /// The event row of a change, committed in its transaction. It holds the message as the
 /// endpoint will be sent it, so a forwarded copy's source room is never stored for delivery.
 pub fn hook_event_row(message: &Message, event: HookEvent) -> Entity {
-    let shown = message.without_foreign_source();
+    // An endpoint gets the rendering, not a Markdown source: the row stays within a
+    // property's 32 Ki characters (`markdown::MAX_RENDERED_UNITS`).
+    let mut shown = message.without_foreign_source();
+    if shown.source.is_some() {
+        shown.to_mut().source = None;
+    }
     Entity::new(&message.room_id, hook_event_key(message.version, &message.id))
         .with("event", Value::String(event.as_str().into()))
         .with("version", Value::Int64(message.version as i64))

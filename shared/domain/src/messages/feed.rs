@@ -117,6 +117,9 @@ pub struct FeedMessage {
     pub kind: MessageType,
     /// Null for a deleted message.
     pub text: Option<String>,
+    /// The Markdown `text` was rendered from (see `Message::source`); absent for HTML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub is_deleted: bool,
     /// True when someone other than the author deleted it (a moderator).
     pub moderated: bool,
@@ -140,6 +143,7 @@ impl MessageChange {
             edited_at: message.edited_at,
             message: FeedMessage {
                 text: live.then_some(message.text),
+                source: message.source.filter(|_| live),
                 is_deleted: !live,
                 moderated: message.moderated,
                 id: message.id,

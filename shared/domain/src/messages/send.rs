@@ -114,10 +114,14 @@ pub struct Content {
 }
 
 impl Draft {
-    /// What the word filter reads: the text, or a poll's question and options.
+    /// What the word filter reads: the text (and a Markdown source, which readers get too,
+    /// with what its rendering leaves out), or a poll's question and options.
     pub fn filter_text(&self) -> String {
         match (&self.text, &self.poll) {
-            (Some(text), _) => text.clone(),
+            (Some(text), _) => match &self.source {
+                Some(source) => format!("{text}\n{}", html::escape(source)),
+                None => text.clone(),
+            },
             (None, Some(poll)) => html::escape(&poll.words()),
             (None, None) => String::new(),
         }

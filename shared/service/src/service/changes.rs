@@ -45,10 +45,17 @@ impl Editing {
         let now = self.store.now();
         refuse_timed_out(&access.member, now)?;
         let format = edit.format.unwrap_or_default();
-        let members = self.sending.mentionable(room, Some(&edit.text), format).await?;
-        let (text, source) = markdown::body(&edit.text, format, &members);
+        let members = self
+            .sending
+            .mentionable(room, &who.user_id, Some(&edit.text), format)
+            .await?;
+        let (text, source) = markdown::body(&edit.text, format, &members)?;
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
-        if let Admission::Filtered { timeout } = checks::word_filter(&access, &text) {
+        let filtered = match &source {
+            Some(source) => format!("{text}\n{}", crate::html::escape(source)),
+            None => text.clone(),
+        };
+        if let Admission::Filtered { timeout } = checks::word_filter(&access, &filtered) {
             return Err(self.sending.refuse_filtered(room, &who.user_id, timeout, now).await);
         }
         let text = checked_body(&text, source.as_deref())?;

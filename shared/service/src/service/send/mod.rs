@@ -71,8 +71,11 @@ impl Submission {
             )));
         }
         let format = input.format.unwrap_or_default();
-        let (text, source) = match input.text.as_deref().map(|text| markdown::body(text, format, members)) {
-            Some((text, source)) => (Some(text), source),
+        let (text, source) = match input.text.as_deref() {
+            Some(text) => {
+                let (text, source) = markdown::body(text, format, members)?;
+                (Some(text), source)
+            }
             None => (None, None),
         };
         Ok(Submission::Member {
@@ -143,22 +146,28 @@ impl Sending {
     /// A member's message from the API (`Submission::member`).
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
         let format = input.format.unwrap_or_default();
-        let members = self.mentionable(room, input.text.as_deref(), format).await?;
+        let members = self
+            .mentionable(room, &who.user_id, input.text.as_deref(), format)
+            .await?;
         self.submit(room, Submission::member(who, input, &members)?).await
     }
 
-    /// The users a Markdown `text` names as `@id` who are members of `room`: those it
-    /// mentions (one member read per name, at most `MAX_MENTIONS`). None for HTML, whose
-    /// mentions are the client's markup.
+    /// The users a Markdown `text` by `author` names as `@id` who are members of `room`: those
+    /// it mentions (one member read per name, at most `MAX_MENTIONS`, and none unless the
+    /// author is a member). None for HTML, whose mentions are the client's markup.
     pub(crate) async fn mentionable(
         &self,
         room: &RoomId,
+        author: &UserId,
         text: Option<&str>,
         format: markdown::TextFormat,
     ) -> Result<HashSet<String>> {
-        let Some(text) = text.filter(|_| format == markdown::TextFormat::Markdown) else {
+        let Some(text) = text.filter(|text| format == markdown::TextFormat::Markdown && text.contains('@')) else {
             return Ok(HashSet::new());
         };
+        if self.store.members.member(room, author).await?.is_none() {
+            return Ok(HashSet::new());
+        }
         let named: Vec<UserId> = markdown::named_users(text)
             .iter()
             .filter_map(|id| UserId::parse(id).ok())
