@@ -5,7 +5,8 @@
 // other side. Alice typing to Bob in a direct conversation shows on its entry in his list
 // while he looks at another room; a direct message to Bob there shows as his unread
 // badge live, the room moving to the top of its section; a mention in the room shows as a
-// mention badge. No page logs an error.
+// mention badge. Authors and mentions show members' names, not their ids. No page logs an
+// error.
 import { acceptInvitation, check, createRoomAndInvite, run, step, user } from "./harness.mjs";
 
 const message = (page, text) => page.getByTestId("message").filter({ hasText: text });
@@ -50,7 +51,10 @@ await run(async (browser) => {
     check((await input.inputValue()) === "hi @bob ", `the pick is in the box: ${await input.inputValue()}`);
     check(await input.evaluate((el) => el === document.activeElement), "the focus stays in the box");
     await input.press("Enter");
-    await message(bob, "hi @bob").locator('[data-type="mention"]').waitFor();
+    // The mention shows bob's name, not his id (which stays in its title).
+    const mention = message(bob, "hi @bob").locator('[data-type="mention"]', { hasText: /^@Bob$/ });
+    await mention.waitFor();
+    check((await mention.getAttribute("title")) === "@bob", "the id is in the title");
   });
 
   await step("bob's reply appears live for alice, naming what it answers", async () => {

@@ -24,6 +24,25 @@ export function renderKey(m, seenBy) {
     keyParts.map((k) => `|${k(m)}`).join("");
 }
 
+/** A member's name as shown: their nickname or display name in the room now, else the name
+ *  the message carries, else their id. */
+function nameOf(ctx, roomId, userId, carried) {
+  const member = ctx.store.members(roomId).get(userId);
+  return member?.nickname || member?.name || carried || userId;
+}
+
+/** A message's HTML, its mentions of members by their names (the id stays in the title). */
+function withNames(html, ctx, roomId) {
+  const shown = fragment(html);
+  for (const span of shown.querySelectorAll('span[data-type="mention"]')) {
+    const id = span.dataset.id;
+    if (!id || id.startsWith("@") || span.dataset.mentionType === "role") continue;
+    span.textContent = `@${nameOf(ctx, roomId, id, null)}`;
+    span.title = `@${id}`;
+  }
+  return shown;
+}
+
 export function messageElement(m, ctx) {
   const li = document.createElement("li");
   li.className = "message";
@@ -40,7 +59,7 @@ export function messageElement(m, ctx) {
   const author = document.createElement("span");
   author.className = "author";
   author.dataset.testid = "message-author";
-  author.textContent = m.authorName || m.authorId;
+  author.textContent = nameOf(ctx, m.roomId, m.authorId, m.authorName);
   const when = document.createElement("time");
   when.dateTime = m.createdAt;
   when.title = day.format(new Date(m.createdAt));
@@ -62,7 +81,7 @@ export function messageElement(m, ctx) {
     ref.href = `#/rooms/${m.roomId}/messages/${m.replyTo}`;
     const parent = ctx.store.message(m.roomId, m.replyTo);
     ref.textContent = parent
-      ? `↪ ${parent.authorName}: ${toText(parent.text).slice(0, 80) || "…"}`
+      ? `↪ ${nameOf(ctx, m.roomId, parent.authorId, parent.authorName)}: ${toText(parent.text).slice(0, 80) || "…"}`
       : "↪ in reply to an earlier message";
     li.append(ref);
   }
@@ -75,7 +94,7 @@ export function messageElement(m, ctx) {
     body.classList.add("deleted");
     body.textContent = m.moderated ? "This message was removed by a moderator." : "This message was deleted.";
   } else if (HTML_TYPES.has(m.type)) {
-    body.append(fragment(m.text));
+    body.append(withNames(m.text, ctx, m.roomId));
   } else if (m.type === "Poll" && m.poll) {
     body.textContent = `📊 ${m.poll.question}`;
   } else {

@@ -46,6 +46,8 @@ export function createTimeline({ api, store, bus, ctx }) {
   let markedUpTo = null;
   /** Whether the window reached the newest loaded message when last drawn. */
   let atEnd = true;
+  /** Bumped by each new member list: drawn messages show names, so they are drawn again. */
+  let names = 0;
   const heights = new Map();
   const drawn = new Map();
   let generation = 0;
@@ -110,7 +112,7 @@ export function createTimeline({ api, store, bus, ctx }) {
     for (const id of ids) {
       const m = t().byId.get(id);
       const seen = m.authorId === ctx.me.userId ? ctx.seenBy(m) : [];
-      const key = renderKey(m, seen) + (id === firstUnread ? "|u" : "");
+      const key = renderKey(m, seen) + (id === firstUnread ? "|u" : "") + `|n${names}`;
       let entry = drawn.get(id);
       if (!entry || entry.key !== key) {
         const el = messageElement(m, ctx);
@@ -379,6 +381,12 @@ export function createTimeline({ api, store, bus, ctx }) {
     checkEdges();
   });
   bus.on("receipts:changed", ({ roomId: changed }) => changed === roomId && draw());
+  // Authors and mentions show members' names as they are now: a new member list redraws.
+  bus.on("members:changed", ({ roomId: changed }) => {
+    if (changed !== roomId || !t().loaded) return;
+    names += 1;
+    draw();
+  });
 
   return {
     /** Shows `id`, at `messageId` when given (a permalink), else at its newest messages. */
