@@ -9,6 +9,7 @@ use crate::helpers::{Backend, TestApp, TestClock, backend_tests, spawn_app, spaw
 
 backend_tests!(
     read_only_refuses_members_but_not_manage_messages,
+    a_replies_only_room_takes_members_replies_and_moderators_posts,
     slowmode_answers_429_with_retry_after_until_the_window_passes,
     a_timeout_refuses_every_send_even_the_owners,
     a_ban_refuses_the_very_next_send_and_every_join,
@@ -28,6 +29,74 @@ async fn room_with_moderator(app: &TestApp) -> String {
 async fn configure(app: &TestApp, room: &str, change: Value) {
     let reply = app.act(Method::PATCH, "owner", &format!("/rooms/{room}"), change).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+}
+
+/// An announcement room: members answer in threads and start nothing; ManageMessages posts;
+/// the setting is ManageRoom's, logged, and a wrong value is a documented 422.
+async fn a_replies_only_room_takes_members_replies_and_moderators_posts(backend: Backend) {
+    let app = spawn_app(&backend);
+    let room = room_with_moderator(&app).await;
+    app.act(
+        Method::PATCH,
+        "bob",
+        &format!("/rooms/{room}"),
+        json!({ "repliesOnly": true }),
+    )
+    .await
+    .assert_error(403, "FORBIDDEN");
+    app.act(
+        Method::PATCH,
+        "owner",
+        &format!("/rooms/{room}"),
+        json!({ "repliesOnly": "yes" }),
+    )
+    .await
+    .assert_error(422, "VALIDATION");
+    let set = app
+        .act(
+            Method::PATCH,
+            "owner",
+            &format!("/rooms/{room}"),
+            json!({ "repliesOnly": true }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+    assert_eq!(set.body["repliesOnly"], true);
+
+    let refused = app.send("bob", &room, "a new topic", None).await;
+    refused.assert_error(403, "FORBIDDEN");
+    assert!(
+        refused.body["message"].as_str().unwrap().contains("replies"),
+        "{}",
+        refused.body
+    );
+    let poll = json!({ "type": "Poll", "poll": { "question": "Lunch?", "options": ["a", "b"] } });
+    app.act(Method::POST, "bob", &format!("/rooms/{room}/messages"), poll)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let post = app.post("mod", &room, "the announcement").await;
+    let reply = app
+        .act(
+            Method::POST,
+            "bob",
+            &format!("/rooms/{room}/messages"),
+            json!({ "text": "a question about it", "replyTo": post }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    assert_eq!(reply.body["threadId"], post.as_str());
+
+    let log = app
+        .call(
+            Method::GET,
+            &format!("/api/rooms/{room}/moderation-log"),
+            Some("owner"),
+            None,
+        )
+        .await;
+    assert!(log.body.to_string().contains("repliesOnly"), "{}", log.body);
+    configure(&app, &room, json!({ "repliesOnly": false })).await;
+    assert_eq!(status_of_send(&app, "bob", &room, "a new topic").await, 201);
 }
 
 async fn status_of_send(app: &TestApp, user: &str, room: &str, text: &str) -> u16 {

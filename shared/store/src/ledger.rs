@@ -932,6 +932,7 @@ mod tests {
             owner_id: "alice".into(),
             created_at: now,
             read_only: false,
+            replies_only: false,
             slowmode_seconds: 0,
             word_filter: Default::default(),
             everyone_permissions: Permissions::DEFAULT_EVERYONE,

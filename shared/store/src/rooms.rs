@@ -25,6 +25,7 @@ fn room_row(room: &Room) -> Entity {
         .with("ownerId", Value::String(room.owner_id.clone()))
         .with("createdAt", Value::datetime(room.created_at))
         .with("readOnly", Value::Bool(room.read_only))
+        .with("repliesOnly", Value::Bool(room.replies_only))
         .with("slowmodeSeconds", Value::Int64(i64::from(room.slowmode_seconds)))
         .with(
             "wordFilter",
@@ -61,6 +62,7 @@ fn parse_room(entity: &Entity) -> tabletalk_domain::error::Result<Room> {
         owner_id: entity.str("ownerId").ok_or_else(broken)?.to_owned(),
         created_at: entity.datetime("createdAt").ok_or_else(broken)?,
         read_only: entity.bool("readOnly").unwrap_or(false),
+        replies_only: entity.bool("repliesOnly").unwrap_or(false),
         slowmode_seconds: entity
             .i64("slowmodeSeconds")
             .and_then(|s| u32::try_from(s).ok())

@@ -41,6 +41,17 @@ pub fn before_limits(access: &Access, now: DateTime<Utc>) -> Result<()> {
     slowmode(&access.room, &access.member, now)
 }
 
+/// In a replies-only room, a member's message must answer one (and so join its thread);
+/// ManageMessages is exempt.
+pub fn replies_only(access: &Access, is_reply: bool) -> Result<()> {
+    if access.room.replies_only && !is_reply && !access.can(Permission::ManageMessages) {
+        return Err(Error::Forbidden(
+            "the room takes replies in threads only; answer a message to post".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The word filter alone (edits pass through it too); ManageMessages is exempt.
 pub fn word_filter(access: &Access, text: &str) -> Admission {
     let filter = &access.room.word_filter;
@@ -115,6 +126,7 @@ mod tests {
                 owner_id: "o".into(),
                 created_at: now,
                 read_only: false,
+                replies_only: false,
                 slowmode_seconds: 0,
                 word_filter: WordFilterSettings::default(),
                 everyone_permissions: Permissions::default(),

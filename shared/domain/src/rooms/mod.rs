@@ -58,6 +58,9 @@ pub struct Room {
     pub direct: bool,
     /// Only members with ManageMessages may send.
     pub read_only: bool,
+    /// Members reply in threads and start no posts (an announcement room); ManageMessages
+    /// may still post.
+    pub replies_only: bool,
     /// Seconds a member waits between sends (0: off). ManageMessages is exempt.
     pub slowmode_seconds: u32,
     pub word_filter: WordFilterSettings,

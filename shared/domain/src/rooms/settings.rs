@@ -88,6 +88,8 @@ pub struct RoomChange {
     #[schema(value_type = Option<super::RoomDescription>, inline)]
     pub description: Option<String>,
     pub read_only: Option<bool>,
+    /// Members may only reply in threads; ManageMessages still posts.
+    pub replies_only: Option<bool>,
     /// `public` lists the room in the directory and lets anyone join by id; `private` takes
     /// it out (members stay). Not for a direct conversation.
     pub visibility: Option<super::Visibility>,

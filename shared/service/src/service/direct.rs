@@ -47,6 +47,7 @@ impl Accounts {
                     owner_id: String::new(),
                     created_at: now,
                     read_only: false,
+                    replies_only: false,
                     slowmode_seconds: 0,
                     word_filter: WordFilterSettings::default(),
                     everyone_permissions: Permissions::DIRECT,

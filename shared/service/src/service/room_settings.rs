@@ -61,6 +61,7 @@ impl Rooms {
             || description.is_some()
             || change.visibility.is_some()
             || change.read_only.is_some()
+            || change.replies_only.is_some()
             || change.slowmode_seconds.is_some()
             || change.retention_seconds.is_some()
             || change.max_sends_per_second.is_some()
@@ -79,6 +80,7 @@ impl Rooms {
             }
             room.description = description.clone().unwrap_or(room.description.clone());
             room.read_only = change.read_only.unwrap_or(room.read_only);
+            room.replies_only = change.replies_only.unwrap_or(room.replies_only);
             room.visibility = change.visibility.unwrap_or(room.visibility);
             room.slowmode_seconds = change.slowmode_seconds.unwrap_or(room.slowmode_seconds);
             room.word_filter = word_filter.clone().unwrap_or(room.word_filter.clone());
@@ -110,6 +112,10 @@ impl Rooms {
                     diff(before.description.clone().into(), after.description.clone().into()),
                 ),
                 ("readOnly", diff(before.read_only.into(), after.read_only.into())),
+                (
+                    "repliesOnly",
+                    diff(before.replies_only.into(), after.replies_only.into()),
+                ),
                 ("visibility", diff(json(&before.visibility), json(&after.visibility))),
                 (
                     "slowmodeSeconds",

@@ -64,6 +64,7 @@ impl Rooms {
             owner_id: who.user_id.to_string(),
             created_at: now,
             read_only: false,
+            replies_only: false,
             slowmode_seconds: 0,
             word_filter: WordFilterSettings::default(),
             everyone_permissions: Permissions::DEFAULT_EVERYONE,

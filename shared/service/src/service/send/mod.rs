@@ -321,6 +321,7 @@ impl Sending {
         let user = &who.user_id;
         let now = self.time.now();
         checks::before_limits(&access, now)?;
+        checks::replies_only(&access, draft.reply_to.is_some())?;
         self.check_limits(&access, &draft, client_id, claims).await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
             // A retry of a send stored before the filter changed is answered with its message,
