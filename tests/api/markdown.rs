@@ -34,6 +34,7 @@ async fn markdown_renders_once_to_sanitized_html(backend: Backend) {
             format!(r#"<p><a href="https://example.com/plan" {UGC}>the plan</a> and <del>old</del> <em>new</em></p>"#),
         ),
         ("line one\nline two", "<p>line one<br>\nline two</p>".into()),
+        (":tada: shipped at 10:30", "<p>🎉 shipped at 10:30</p>".into()),
         (
             "```\nlet x = 1 < 2;\n```",
             "<pre><code>let x = 1 &lt; 2;\n</code></pre>".into(),

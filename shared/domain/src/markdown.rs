@@ -1,6 +1,6 @@
 //! Markdown as a person types it, rendered once on the server into the HTML every reader gets:
 //! CommonMark with GitHub's strikethrough, tables and bare-URL autolinks, a line break where
-//! the text has one. What a composer's text cannot mean is not rendered: raw HTML shows as the
+//! the text has one, and GitHub's emoji shortcodes (`:tada:`). What a composer's text cannot mean is not rendered: raw HTML shows as the
 //! text it is, an image is a link to it (a reader's client fetches nothing it did not ask
 //! for), and elements nested deeper than [`MAX_DEPTH`] keep their text but not their element,
 //! so a hostile text costs time and output in proportion to its length. The rendering then
@@ -201,7 +201,7 @@ fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'
             continue;
         }
         if range.start > rest {
-            events.push(Event::Text(CowStr::from(text[rest..range.start].to_owned())));
+            events.push(Event::Text(with_emoji(&text[rest..range.start])));
         }
         let id = crate::html::escape(id);
         events.push(Event::InlineHtml(CowStr::from(format!(
@@ -210,8 +210,37 @@ fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'
         rest = range.end;
     }
     if rest < text.len() {
-        events.push(Event::Text(CowStr::from(text[rest..].to_owned())));
+        events.push(Event::Text(with_emoji(&text[rest..])));
     }
+}
+
+/// `text` with each `:shortcode:` GitHub knows (`:tada:`, `:+1:`) as its emoji; any other
+/// `:word:` stays as written.
+fn with_emoji(text: &str) -> CowStr<'static> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(':') {
+        let after = &rest[open + 1..];
+        let name_end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-')))
+            .unwrap_or(after.len());
+        match (
+            after[name_end..].starts_with(':'),
+            emojis::get_by_shortcode(&after[..name_end]),
+        ) {
+            (true, Some(emoji)) if name_end > 0 => {
+                out.push_str(&rest[..open]);
+                out.push_str(emoji.as_str());
+                rest = &after[name_end + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    CowStr::from(out)
 }
 
 #[cfg(test)]
@@ -238,6 +267,15 @@ mod tests {
             render("`https://x.example` and\n\n```\nhttps://y.example <b>\n```"),
             "<p><code>https://x.example</code> and</p>\n<pre><code>https://y.example &lt;b&gt;\n</code></pre>"
         );
+    }
+
+    #[test]
+    fn shortcodes_are_emoji_outside_code() {
+        assert_eq!(
+            render(":tada: shipped :+1: at 10:30 :nope:"),
+            "<p>🎉 shipped 👍 at 10:30 :nope:</p>"
+        );
+        assert_eq!(render("`:tada:`"), "<p><code>:tada:</code></p>");
     }
 
     #[test]
