@@ -152,6 +152,10 @@ async fn a_member_named_in_markdown_is_mentioned(backend: Backend) {
         "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> can you check? (not @carol, not <code>@bob</code>)</p>"
     );
     assert_eq!(sent.body["mentions"]["users"], json!(["bob"]));
+    // A name no member row could have is nobody, not a failure.
+    let odd = format!("@{} hi", "😀".repeat(256));
+    let sent_odd = create_message(&app, "alice", &room, json!({ "text": odd, "format": "markdown" })).await;
+    assert_status(&sent_odd, StatusCode::CREATED);
     // Bob's unread count for the room counts the mention.
     let rooms = app.call(Method::GET, "/api/rooms", Some("bob"), None).await;
     let listed = rooms

@@ -16,7 +16,8 @@ export function handleSignals({ api, store, bus, me, rooms }) {
   // line is the server's join line): the member list, which mentions suggest from, is old.
   const refreshing = new Set();
   const knowAuthor = (roomId, authorId) => {
-    if (!authorId || store.members(roomId).has(authorId) || refreshing.has(roomId)) return;
+    // A webhook's messages have an author that is never a member: nothing to refresh.
+    if (!authorId || authorId.startsWith("webhook:") || store.members(roomId).has(authorId) || refreshing.has(roomId)) return;
     refreshing.add(roomId);
     api
       .listMembers(roomId)

@@ -46,8 +46,10 @@ export function createTimeline({ api, store, bus, ctx }) {
   let markedUpTo = null;
   /** Whether the window reached the newest loaded message when last drawn. */
   let atEnd = true;
-  /** Bumped by each new member list: drawn messages show names, so they are drawn again. */
+  /** Bumped when a new member list changes a name: drawn messages show names, so they are
+   *  drawn again. */
   let names = 0;
+  let namesSeen = "";
   const heights = new Map();
   const drawn = new Map();
   let generation = 0;
@@ -384,6 +386,9 @@ export function createTimeline({ api, store, bus, ctx }) {
   // Authors and mentions show members' names as they are now: a new member list redraws.
   bus.on("members:changed", ({ roomId: changed }) => {
     if (changed !== roomId || !t().loaded) return;
+    const now = [...store.members(roomId).values()].map((m) => `${m.userId}:${m.nickname || m.name}`).join("|");
+    if (now === namesSeen) return;
+    namesSeen = now;
     names += 1;
     draw();
   });

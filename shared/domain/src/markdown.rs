@@ -214,9 +214,10 @@ fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'
     }
 }
 
-/// `text` with each `:shortcode:` GitHub knows (`:tada:`, `:+1:`) as its emoji; any other
-/// `:word:` stays as written.
+/// `text` with each `:shortcode:` GitHub knows (`:tada:`, `:+1:`) as its emoji, standing
+/// apart (not inside `fe80::100:1` or `10:30`); any other `:word:` stays as written.
 fn with_emoji(text: &str) -> CowStr<'static> {
+    let apart = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != ':');
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find(':') {
@@ -224,11 +225,11 @@ fn with_emoji(text: &str) -> CowStr<'static> {
         let name_end = after
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-')))
             .unwrap_or(after.len());
-        match (
-            after[name_end..].starts_with(':'),
-            emojis::get_by_shortcode(&after[..name_end]),
-        ) {
-            (true, Some(emoji)) if name_end > 0 => {
+        let before = rest[..open].chars().last().or_else(|| out.chars().last());
+        let closed = after[name_end..].starts_with(':');
+        let stands_apart = apart(before) && apart(after[name_end..].chars().nth(1));
+        match emojis::get_by_shortcode(&after[..name_end]) {
+            Some(emoji) if name_end > 0 && closed && stands_apart => {
                 out.push_str(&rest[..open]);
                 out.push_str(emoji.as_str());
                 rest = &after[name_end + 1..];
@@ -276,6 +277,11 @@ mod tests {
             "<p>🎉 shipped 👍 at 10:30 :nope:</p>"
         );
         assert_eq!(render("`:tada:`"), "<p><code>:tada:</code></p>");
+        assert_eq!(
+            render("fe80::100:1 and 00:de:ad:be:ef"),
+            "<p>fe80::100:1 and 00:de:ad:be:ef</p>"
+        );
+        assert_eq!(render("(:tada:)"), "<p>(🎉)</p>");
     }
 
     #[test]
