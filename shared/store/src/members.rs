@@ -126,13 +126,18 @@ pub struct MemberStore {
 }
 
 impl MemberStore {
+    /// The member row of `user`, if they are a member; none also for an id too long to key
+    /// a row (nobody has one).
     pub async fn member(&self, room: &RoomId, user: &UserId) -> Result<Option<Member>> {
-        Ok(self
+        let row = match self
             .tables
             .get(&self.schema.rooms, room.as_str(), &member_key(user))
-            .await?
-            .map(|e| parse_member(&e))
-            .transpose()?)
+            .await
+        {
+            Err(e) if e.is(ErrorKind::InvalidInput) => return Ok(None),
+            row => row?,
+        };
+        Ok(row.map(|e| parse_member(&e)).transpose()?)
     }
 
     /// Rewrites a member row through the conditional-write helper. `change` sees the current

@@ -174,18 +174,9 @@ impl Sending {
             .collect();
         let mut members = HashSet::new();
         for chunk in named.chunks(8) {
-            let rows = futures::future::join_all(chunk.iter().map(|user| self.store.members.member(room, user))).await;
-            for row in rows {
-                match row {
-                    Ok(Some(member)) => {
-                        members.insert(member.user_id.to_string());
-                    }
-                    Ok(None) => {}
-                    // An id no member row could have (its key too long): nobody to mention.
-                    Err(crate::store::error::Error::Store(e)) if e.is(crate::storage::ErrorKind::InvalidInput) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            let rows =
+                futures::future::try_join_all(chunk.iter().map(|user| self.store.members.member(room, user))).await?;
+            members.extend(rows.into_iter().flatten().map(|member| member.user_id.to_string()));
         }
         Ok(members)
     }
