@@ -12,7 +12,6 @@ use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, Text
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::messages::MAX_TEXT_CHARS;
 use crate::messages::mentions::MAX_MENTIONS;
 
 /// Elements open at once, at most; deeper ones are left out (their text stays).
@@ -43,12 +42,7 @@ pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> Result
     match format {
         TextFormat::Html => Ok((crate::html::sanitize(text), None)),
         TextFormat::Markdown => {
-            let chars = text.chars().count();
-            if chars > MAX_TEXT_CHARS {
-                return Err(Error::validation(format!(
-                    "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
-                )));
-            }
+            crate::messages::send::within_text_limit(text)?;
             let html = render(text, members)
                 .ok_or_else(|| Error::validation("the message renders to more HTML than a message may hold"))?;
             Ok((html, Some(text.to_owned())))
@@ -247,6 +241,7 @@ fn with_emoji(text: &str) -> CowStr<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::MAX_TEXT_CHARS;
 
     fn render(source: &str) -> String {
         super::render(source, &HashSet::from(["bob".to_owned()])).expect("within the budget")

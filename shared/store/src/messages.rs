@@ -609,10 +609,10 @@ impl MessageStore {
         let key = MessageKey::of_message(id)?;
         for job in self.words.jobs(room, id).await? {
             let held = self.words.held_rows(room, &key, &job).await?;
-            let mut message = self.message(room, &key).await?;
-            if job.rest && self.index_words {
-                message = self.write_rest(room, &key).await?;
-            }
+            let message = match job.rest && self.index_words {
+                true => self.write_rest(room, &key).await?,
+                false => self.message(room, &key).await?,
+            };
             let kept = match (&message, self.index_words) {
                 (Some(message), true) => super::words::indexed_buckets(message),
                 _ => Default::default(),

@@ -118,10 +118,7 @@ impl Draft {
     /// with what its rendering leaves out), or a poll's question and options.
     pub fn filter_text(&self) -> String {
         match (&self.text, &self.poll) {
-            (Some(text), _) => match &self.source {
-                Some(source) => format!("{text}\n{}", html::escape(source)),
-                None => text.clone(),
-            },
+            (Some(text), _) => filtered_text(text, self.source.as_deref()),
             (None, Some(poll)) => html::escape(&poll.words()),
             (None, None) => String::new(),
         }
@@ -255,12 +252,7 @@ pub fn checked_body(text: &str, source: Option<&str>) -> Result<String> {
     let Some(source) = source else {
         return checked_text(text);
     };
-    let chars = source.chars().count();
-    if chars > MAX_TEXT_CHARS {
-        return Err(Error::validation(format!(
-            "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
-        )));
-    }
+    within_text_limit(source)?;
     if html::is_blank(text) {
         return Err(Error::validation("the message is empty (after removing unsafe HTML)"));
     }
@@ -279,11 +271,26 @@ pub fn checked_text(text: &str) -> Result<String> {
     if html::is_blank(text) {
         return Err(Error::validation("the message is empty (after removing unsafe HTML)"));
     }
+    within_text_limit(text)?;
+    Ok(text.to_owned())
+}
+
+/// 422 for a text (HTML, or a Markdown source) longer than a message may be.
+pub fn within_text_limit(text: &str) -> Result<()> {
     let chars = text.chars().count();
     if chars > MAX_TEXT_CHARS {
         return Err(Error::validation(format!(
             "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
         )));
     }
-    Ok(text.to_owned())
+    Ok(())
+}
+
+/// What the word filter reads of a message's text: its HTML, and a Markdown source beside
+/// it (readers get the source too, with what its rendering leaves out).
+pub fn filtered_text(text: &str, source: Option<&str>) -> String {
+    match source {
+        Some(source) => format!("{text}\n{}", html::escape(source)),
+        None => text.to_owned(),
+    }
 }

@@ -14,7 +14,7 @@ use crate::messages::changes::Edit;
 use crate::messages::checks::{self, Admission, refuse_timed_out};
 use crate::messages::mentions::Mentions;
 use crate::messages::operations::{Operation, authorize};
-use crate::messages::send::{Post, checked_body};
+use crate::messages::send::{Post, checked_body, filtered_text};
 use crate::messages::{Message, MessageType};
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::service::send::Submission;
@@ -51,10 +51,7 @@ impl Editing {
             .await?;
         let (text, source) = markdown::body(&edit.text, format, &members)?;
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
-        let filtered = match &source {
-            Some(source) => format!("{text}\n{}", crate::html::escape(source)),
-            None => text.clone(),
-        };
+        let filtered = filtered_text(&text, source.as_deref());
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &filtered) {
             return Err(self.sending.refuse_filtered(room, &who.user_id, timeout, now).await);
         }

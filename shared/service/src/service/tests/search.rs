@@ -99,20 +99,20 @@ fn word(i: usize) -> String {
     format!("{}{}{}xq", letter(i / 676), letter(i / 26), letter(i))
 }
 
-/// A message with more distinct words than one transaction holds index rows for, whose
-/// process stops after the message's transaction and before the rest of its rows: found by
-/// its first words at once, by its last once the outbox timer completed it.
-async fn the_timer_completes_the_index_of_a_long_message_after_a_crash(backend: Backend) {
-    let (tables, schema) = counting(&backend, "sr");
-    let chat = service(&tables, &schema).await;
-    let room = room(&chat, "long").await;
-    // The process knows the room's counter, as a running one does: the send's own requests
-    // read nothing of `Messages`, and the follow-up's first read is the one that fails.
+/// After a message "warm" (the process knows the room's counter, as a running one does: a
+/// send's own requests then read nothing of `Messages`), sends one of 500 words each in a
+/// bucket of its own (500 index rows) whose process stops right after its transaction: the
+/// follow-up's first read fails, and the rest of its rows are the timer's.
+async fn send_long_message_whose_process_stops(
+    chat: &Chat,
+    tables: &FaultyTables,
+    schema: &Schema,
+    room: &RoomId,
+) -> crate::messages::send::Sent {
     chat.sending
-        .send_message(&alice(), &room, NewMessage::text("warm"))
+        .send_message(&alice(), room, NewMessage::text("warm"))
         .await
         .unwrap();
-    // Each word in a bucket of its own (its first three letters): 500 index rows.
     let text: Vec<String> = (0..500).map(word).collect();
     tables.fail_operation(
         "get",
@@ -121,9 +121,19 @@ async fn the_timer_completes_the_index_of_a_long_message_after_a_crash(backend: 
         StoreError::new(ErrorKind::Unavailable, "the process stopped"),
     );
     chat.sending
-        .send_message(&alice(), &room, NewMessage::text(text.join(" ")))
+        .send_message(&alice(), room, NewMessage::text(text.join(" ")))
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A message with more distinct words than one transaction holds index rows for, whose
+/// process stops after the message's transaction and before the rest of its rows: found by
+/// its first words at once, by its last once the outbox timer completed it.
+async fn the_timer_completes_the_index_of_a_long_message_after_a_crash(backend: Backend) {
+    let (tables, schema) = counting(&backend, "sr");
+    let chat = service(&tables, &schema).await;
+    let room = room(&chat, "long").await;
+    send_long_message_whose_process_stops(&chat, &tables, &schema, &room).await;
     assert_eq!(
         found(&chat, &word(0)).await,
         1,
@@ -153,23 +163,7 @@ async fn a_follow_up_racing_a_delete_leaves_no_row_of_the_text(backend: Backend)
     let (tables, schema) = counting(&backend, "sd");
     let chat = service(&tables, &schema).await;
     let room = room(&chat, "race").await;
-    chat.sending
-        .send_message(&alice(), &room, NewMessage::text("warm"))
-        .await
-        .unwrap();
-    let text: Vec<String> = (0..500).map(word).collect();
-    // The send's follow-up stops at its first read: the timer's does the rest.
-    tables.fail_operation(
-        "get",
-        Some(&schema.messages),
-        1,
-        StoreError::new(ErrorKind::Unavailable, "the process stopped"),
-    );
-    let sent = chat
-        .sending
-        .send_message(&alice(), &room, NewMessage::text(text.join(" ")))
-        .await
-        .unwrap();
+    let sent = send_long_message_whose_process_stops(&chat, &tables, &schema, &room).await;
     tables.delay_operation(
         "transact",
         Some(&schema.messages),
