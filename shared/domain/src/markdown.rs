@@ -42,7 +42,7 @@ pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> Result
     match format {
         TextFormat::Html => Ok((crate::html::sanitize(text), None)),
         TextFormat::Markdown => {
-            crate::messages::send::within_text_limit(text)?;
+            crate::messages::within_text_limit(text)?;
             let html = render(text, members)
                 .ok_or_else(|| Error::validation("the message renders to more HTML than a message may hold"))?;
             Ok((html, Some(text.to_owned())))

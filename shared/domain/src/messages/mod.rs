@@ -31,6 +31,17 @@ use crate::keys::MessageKey;
 /// Longest message, in characters of sanitized HTML.
 pub const MAX_TEXT_CHARS: usize = 10_000;
 
+/// 422 for a text (HTML, or a Markdown source) longer than a message may be.
+pub fn within_text_limit(text: &str) -> crate::error::Result<()> {
+    let chars = text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(crate::error::Error::validation(format!(
+            "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
+        )));
+    }
+    Ok(())
+}
+
 /// What kind of line a message is. Members create `Message` and `Poll`; the server writes
 /// `System` (joins, leaves, removals), `EditRoom` (renames), `PinMessage` (pins) and `Call`
 /// lines itself, and inbound webhooks write `Webhook`. Only `Message` and `Webhook` text is

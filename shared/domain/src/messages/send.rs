@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use super::checks::{self};
 use super::mentions::Mentions;
 use super::polls::{NewPoll, Poll};
-use super::{ForwardSource, MAX_TEXT_CHARS, Message, MessageType};
+use super::{ForwardSource, Message, MessageType, within_text_limit};
 use crate::access::Access;
 use crate::attachments::Attachment;
 use crate::error::{Error, Result};
@@ -273,17 +273,6 @@ pub fn checked_text(text: &str) -> Result<String> {
     }
     within_text_limit(text)?;
     Ok(text.to_owned())
-}
-
-/// 422 for a text (HTML, or a Markdown source) longer than a message may be.
-pub fn within_text_limit(text: &str) -> Result<()> {
-    let chars = text.chars().count();
-    if chars > MAX_TEXT_CHARS {
-        return Err(Error::validation(format!(
-            "the message is {chars} characters; at most {MAX_TEXT_CHARS} are allowed"
-        )));
-    }
-    Ok(())
 }
 
 /// What the word filter reads of a message's text: its HTML, and a Markdown source beside
