@@ -358,6 +358,23 @@ async fn retention_and_erasure_take_messages_out_of_the_index(backend: Backend) 
         .unwrap()
         .0;
     assert!(rows.is_empty(), "the purge took the index rows along: {rows:?}");
+    // And the text rows of a store that indexes them itself.
+    let text_rows = chat
+        .store()
+        .tables()
+        .query_up_to(
+            &chat.store().schema().messages,
+            &tabletalk::storage::RangeQuery::prefix(room.as_str(), tabletalk::storage::text::ROW_PREFIX, 100),
+            100,
+        )
+        .await
+        .unwrap()
+        .0;
+    let words = |row: &tabletalk::storage::Entity| row.str(tabletalk::storage::text::WORDS).unwrap_or("").to_owned();
+    assert!(
+        !text_rows.iter().any(|row| words(row).split(' ').any(|w| w == "wal")),
+        "the purge took the text row along: {text_rows:?}"
+    );
 }
 
 /// The `i`th of 500 words whose first three letters differ (`aaaxq`, `aabxq`, …), so each

@@ -35,7 +35,7 @@ const WORDS_A_MESSAGE: usize = 12;
 /// range reads in turn, fewer.
 const QUERIES: [usize; 2] = [200, 20];
 /// Sends per rate measurement at concurrency 32, each server measured twice, in turns.
-const SENDS: usize = 3000;
+const SENDS: usize = 30000;
 
 fn principal(user: &str) -> tabletalk::auth::Principal {
     tabletalk::auth::Principal {

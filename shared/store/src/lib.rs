@@ -171,6 +171,7 @@ impl Store {
         let words = words::WordStore {
             tables: tables.clone(),
             schema: schema.clone(),
+            text_rows: tables.indexes_text(),
         };
         let claims = claims::ClaimStore {
             tables: tables.clone(),

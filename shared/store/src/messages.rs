@@ -592,7 +592,7 @@ impl MessageStore {
 
     /// What committing `message` does to the word index (with the index off, only removals).
     fn word_change(&self, room: &RoomId, message: &Message, old: &std::collections::BTreeSet<String>) -> WordChange {
-        super::words::word_change(room, message, old, self.index_words)
+        self.words.change(room, message, old, self.index_words)
     }
 
     /// Does what a committed change left to its word index job; a failure leaves the job to
@@ -609,7 +609,7 @@ impl MessageStore {
         let key = MessageKey::of_message(id)?;
         for job in self.words.jobs(room, id).await? {
             let held = self.words.held_rows(room, &key, &job).await?;
-            let message = match job.rest && self.index_words {
+            let message = match job.rest && self.index_words && self.words.writes_rest() {
                 true => self.write_rest(room, &key).await?,
                 false => self.message(room, &key).await?,
             };

@@ -19,6 +19,12 @@
 //!
 //! A row a search finds stale (its message gone, or no longer with terms in its bucket) is
 //! dropped when read ([`WordStore::drop`]).
+//!
+//! On a store that indexes text rows itself (the embedded one: `tabletalk_tables::text`), a
+//! message has one text row instead, `x:<message key>`, its buckets as the row's words and its
+//! terms beside them, written over in every transaction that stores or changes the message:
+//! the store's own index finds it by a bucket, in the order the bucket's rows would. Nothing is
+//! left to a follow-up, and no row is ever stale.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -27,9 +33,9 @@ use tabletalk_domain::error::Error;
 use tabletalk_domain::ids::RoomId;
 use tabletalk_domain::keys::MessageKey;
 use tabletalk_domain::messages::Message;
-use tabletalk_domain::search::index::buckets;
+use tabletalk_domain::search::index::{bucket as index_bucket, buckets};
 use tabletalk_tables::rules::MAX_BATCH_OPS;
-use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value, text};
 
 use super::error::Result;
 use super::schema::{word_bucket_prefix, word_key, words_job_key, words_jobs_prefix};
@@ -40,8 +46,11 @@ pub const INLINE_ROWS: usize = 64;
 /// Job rows' follow-up reads made at once.
 const AT_ONCE: usize = 16;
 
-/// The property listing a row's terms, space-separated; absent on an emptied row.
+/// The property listing a row's terms, space-separated; absent on an emptied row. A text
+/// row's terms take as many properties as they need: `terms`, `terms1`, `terms2`…
 const TERMS: &str = "terms";
+/// UTF-16 units in one property of a text row's terms: within a property's 32 Ki.
+const TERMS_PER_PROPERTY: usize = 30_000;
 /// The job row's properties: the message's id; the buckets the change emptied, to delete;
 /// whether rows of the message's own did not fit its transaction.
 const JOB_MESSAGE: &str = "message";
@@ -90,9 +99,56 @@ fn upsert(entity: Entity) -> BatchOp {
     }
 }
 
+/// The text row of `message` as it is now: its buckets as words, with the terms in them.
+fn text_row(room: &RoomId, key: &MessageKey, buckets: BTreeMap<String, BTreeSet<String>>) -> BatchOp {
+    let mut row = Entity::new(room.as_str(), text::row_key(key.as_str()));
+    let words = buckets.keys().map(String::as_str).collect::<Vec<_>>().join(" ");
+    // Each chunk with its length in UTF-16 units.
+    let mut chunks: Vec<(String, usize)> = vec![(String::new(), 0)];
+    for term in buckets.values().flatten() {
+        let units = term.encode_utf16().count();
+        if chunks
+            .last()
+            .is_some_and(|(_, used)| *used > 0 && used + 1 + units > TERMS_PER_PROPERTY)
+        {
+            chunks.push((String::new(), 0));
+        }
+        let (chunk, used) = chunks.last_mut().expect("never empty");
+        if *used > 0 {
+            chunk.push(' ');
+            *used += 1;
+        }
+        chunk.push_str(term);
+        *used += units;
+    }
+    let chunks = chunks.into_iter().map(|(chunk, _)| chunk);
+    for (i, chunk) in chunks.enumerate().filter(|(_, chunk)| !chunk.is_empty()) {
+        let name = match i {
+            0 => TERMS.to_owned(),
+            i => format!("{TERMS}{i}"),
+        };
+        row = row.with(&name, Value::String(chunk));
+    }
+    upsert(row.with(text::WORDS, Value::String(words)))
+}
+
+/// A text row's terms in `bucket`.
+fn text_terms(row: &Entity, bucket: &str) -> Vec<String> {
+    let chunks = (0..).map_while(|i| match i {
+        0 => row.str(TERMS),
+        i => row.str(&format!("{TERMS}{i}")),
+    });
+    chunks
+        .flat_map(str::split_whitespace)
+        // Most terms fail the first test, which allocates nothing.
+        .filter(|term| term.starts_with(bucket) && index_bucket(term) == bucket)
+        .map(str::to_owned)
+        .collect()
+}
+
 /// What committing `message` (new, or changed from a text whose buckets were `old`) does to
 /// the index: with `index` off no row is written, but the rows of `old` still go.
-pub fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, index: bool) -> WordChange {
+fn word_change(room: &RoomId, message: &Message, old: &BTreeSet<String>, index: bool) -> WordChange {
     let now = match index {
         true => buckets(message),
         false => BTreeMap::new(),
@@ -182,9 +238,35 @@ pub struct Posting {
 pub struct WordStore {
     pub(crate) tables: tabletalk_tables::Tables,
     pub(crate) schema: std::sync::Arc<crate::Schema>,
+    /// The tables index text rows: a message has one, and no rows of buckets.
+    pub(crate) text_rows: bool,
 }
 
 impl WordStore {
+    /// What committing `message` (new, or changed from a text whose buckets were `old`) does
+    /// to the index: with `index` off nothing is written, but what `old` wrote still goes.
+    pub fn change(&self, room: &RoomId, message: &Message, old: &BTreeSet<String>, index: bool) -> WordChange {
+        if !self.text_rows {
+            return word_change(room, message, old, index);
+        }
+        let now = match index {
+            true => buckets(message),
+            false => BTreeMap::new(),
+        };
+        // Written over whatever the row held; emptied, it finds nothing.
+        let inline = match now.is_empty() && old.is_empty() {
+            true => Vec::new(),
+            false => vec![text_row(room, &message.key(), now)],
+        };
+        WordChange { inline, job: None }
+    }
+
+    /// Whether rows a message's transaction left out are a follow-up's to write: never for a
+    /// message's text row, which its transaction always carries.
+    pub fn writes_rest(&self) -> bool {
+        !self.text_rows
+    }
+
     /// Up to `max` rows of `bucket` in `room`, newest message first, starting after `from`
     /// (a message key; `Included` to take that message too); and whether the bucket has
     /// more.
@@ -195,6 +277,9 @@ impl WordStore {
         from: Bound<&MessageKey>,
         max: usize,
     ) -> Result<(Vec<Posting>, bool)> {
+        if self.text_rows {
+            return self.text_postings(room, bucket, from, max).await;
+        }
         let prefix = word_bucket_prefix(bucket);
         let mut query = RangeQuery::prefix(room.as_str(), &prefix, max.min(1000));
         query.from = match from {
@@ -218,6 +303,41 @@ impl WordStore {
                     bucket: bucket.to_owned(),
                     terms,
                     etag: row.etag.clone(),
+                    row_key: row.row_key,
+                })
+            })
+            .collect();
+        Ok((postings, more))
+    }
+
+    /// [`WordStore::postings`] from the tables' own index of text rows.
+    async fn text_postings(
+        &self,
+        room: &RoomId,
+        bucket: &str,
+        from: Bound<&MessageKey>,
+        max: usize,
+    ) -> Result<(Vec<Posting>, bool)> {
+        let from = from.map(|key| text::row_key(key.as_str()));
+        let (rows, more) = self
+            .tables
+            .text_query(
+                &self.schema.messages,
+                room.as_str(),
+                bucket,
+                from.as_ref().map(String::as_str),
+                max,
+            )
+            .await?;
+        let postings = rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(Posting {
+                    message: MessageKey::parse(row.row_key.strip_prefix(text::ROW_PREFIX)?)?,
+                    bucket: bucket.to_owned(),
+                    terms: text_terms(&row, bucket),
+                    // Never stale: nothing to drop.
+                    etag: None,
                     row_key: row.row_key,
                 })
             })
@@ -250,6 +370,10 @@ impl WordStore {
     /// Deletes the rows of `message` as it is (a purge, before the message row goes). A job
     /// of it still to do deletes the rest once the message is gone.
     pub async fn forget(&self, room: &RoomId, message: &Message) -> Result<()> {
+        if self.text_rows {
+            let key = text::row_key(message.key().as_str());
+            return crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), &key).await;
+        }
         for bucket in indexed_buckets(message) {
             crate::delete_if_present(
                 &self.tables,

@@ -13,6 +13,7 @@
 //! any latency it adds) and finishes when its answer is handed back; with a latency set
 //! (`set_latency`), calls issued together are sure to overlap.
 
+use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use super::{
 };
 
 /// The operation names rules match on: the [`TableBackend`] method names.
-pub const OPERATIONS: [&str; 9] = [
+pub const OPERATIONS: [&str; 10] = [
     "create_table",
     "delete_table",
     "get",
@@ -34,6 +35,7 @@ pub const OPERATIONS: [&str; 9] = [
     "delete",
     "query",
     "transact",
+    "text_query",
 ];
 
 #[derive(Debug)]
@@ -384,6 +386,22 @@ impl TableBackend for FaultyTables {
         let answer = self.transact_under_rules(table, partition_key, ops).await;
         in_flight.failed = answer.is_err();
         answer
+    }
+
+    fn indexes_text(&self) -> bool {
+        self.inner.indexes_text()
+    }
+
+    async fn text_query(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        word: &str,
+        from: Bound<&str>,
+        max: usize,
+    ) -> Result<(Vec<Entity>, bool)> {
+        let call = self.inner.text_query(table, partition_key, word, from, max);
+        self.run("text_query", Some(table), call).await
     }
 }
 

@@ -17,6 +17,7 @@ pub mod faults;
 pub mod matrix;
 pub mod rules;
 pub mod sqlite;
+pub mod text;
 
 use std::fmt;
 use std::ops::Bound;
@@ -203,6 +204,23 @@ pub trait TableBackend: fmt::Debug + Send + Sync + 'static {
     /// Applies all operations or none. Returns each operation's new ETag (`None` for deletes).
     /// A failure carries the failing operation's index.
     async fn transact(&self, table: &TableName, partition_key: &str, ops: &[BatchOp]) -> Result<Vec<Option<ETag>>>;
+    /// Whether this backend indexes [`text`] rows by their words as it writes them.
+    fn indexes_text(&self) -> bool {
+        false
+    }
+    /// Up to `max` text rows of the partition holding `word`, in row-key order from `from`
+    /// (a text row's key), and whether there are more. Only for a backend that
+    /// [`indexes_text`](TableBackend::indexes_text).
+    async fn text_query(
+        &self,
+        _table: &TableName,
+        _partition_key: &str,
+        _word: &str,
+        _from: Bound<&str>,
+        _max: usize,
+    ) -> Result<(Vec<Entity>, bool)> {
+        Err(StoreError::internal("this backend keeps no text index"))
+    }
 }
 
 /// Table storage as tabletalk uses it: Azure's rules checked here, once, for every backend.
@@ -284,6 +302,31 @@ impl Tables {
         rules::check_keys(partition_key, row_key)?;
         self.backend
             .delete_deferred(table, partition_key, row_key, if_match)
+            .await
+    }
+
+    /// See [`TableBackend::indexes_text`].
+    pub fn indexes_text(&self) -> bool {
+        self.backend.indexes_text()
+    }
+
+    /// See [`TableBackend::text_query`]; `max` is at most 1,000, as a range read's page.
+    pub async fn text_query(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        word: &str,
+        from: Bound<&str>,
+        max: usize,
+    ) -> Result<(Vec<Entity>, bool)> {
+        if let Bound::Included(key) | Bound::Excluded(key) = from
+            && text::number(key).is_none()
+        {
+            return Err(StoreError::invalid(format!("{key:?} is not a text row's key")));
+        }
+        rules::check_keys(partition_key, text::ROW_PREFIX)?;
+        self.backend
+            .text_query(table, partition_key, word, from, max.min(1000))
             .await
     }
 

@@ -23,12 +23,16 @@ mod props;
 mod readers;
 mod rows;
 mod session;
+mod text;
 mod together;
 mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod text_tests;
 
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +85,7 @@ impl SqliteTables {
                 .map_err(|e| StoreError::internal(format!("cannot create {}: {e}", dir.display())))?;
         }
         #[cfg_attr(not(test), allow(unused_mut))]
-        let mut conn = open_connection(&path, durability)?;
+        let mut conn = open_writer(&path, durability)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS tables (name TEXT PRIMARY KEY) WITHOUT ROWID;
              CREATE TABLE IF NOT EXISTS entities (
@@ -90,6 +94,7 @@ impl SqliteTables {
                  PRIMARY KEY (tbl, pk, rk)) WITHOUT ROWID;",
         )
         .map_err(sql_error)?;
+        conn.execute_batch(&text::schema()).map_err(sql_error)?;
         #[cfg(test)]
         let probe = tests::Probe::install(&mut conn);
         let shared = Arc::new(Shared::default());
@@ -98,7 +103,7 @@ impl SqliteTables {
         let session = Session::new(conn, shared.clone());
         let reopen = {
             let (path, shared) = (path.clone(), shared.clone());
-            move || Ok(Session::new(open_connection(&path, durability)?, shared.clone()))
+            move || Ok(Session::new(open_writer(&path, durability)?, shared.clone()))
         };
         spawn("sqlite-writer", move || writer::supervise(session, calls, reopen))?;
 
@@ -189,6 +194,13 @@ fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<()> {
         .map_err(|e| StoreError::internal(format!("cannot start {name}: {e}")))
 }
 
+/// The writer's connection: with the functions the text index's triggers call.
+fn open_writer(path: &Path, durability: Durability) -> Result<rusqlite::Connection> {
+    let conn = open_connection(path, durability)?;
+    text::register(&conn).map_err(sql_error)?;
+    Ok(conn)
+}
+
 /// Table names are case-insensitive in Azure.
 fn table_key(table: &TableName) -> String {
     table.as_str().to_ascii_lowercase()
@@ -273,6 +285,25 @@ impl TableBackend for SqliteTables {
         self.read(|s| {
             s.require_table(&table)?;
             rows::query(&s.conn, &table, query)
+        })
+    }
+
+    fn indexes_text(&self) -> bool {
+        true
+    }
+
+    async fn text_query(
+        &self,
+        table: &TableName,
+        partition_key: &str,
+        word: &str,
+        from: Bound<&str>,
+        max: usize,
+    ) -> Result<(Vec<Entity>, bool)> {
+        let table = table_key(table);
+        self.read(|s| {
+            s.require_table(&table)?;
+            text::query(&s.conn, &table, partition_key, word, from, max)
         })
     }
 

@@ -70,7 +70,7 @@ impl Row {
     }
 }
 
-fn decode_row(pk: String, rk: String, etag: String, ts: String, stored: String) -> Result<Entity> {
+pub(super) fn decode_row(pk: String, rk: String, etag: String, ts: String, stored: String) -> Result<Entity> {
     let properties = props::decode(&stored)?;
     let timestamp = DateTime::parse_from_rfc3339(&ts).ok().map(|t| t.with_timezone(&Utc));
     Ok(Entity {

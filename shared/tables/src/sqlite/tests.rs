@@ -775,3 +775,46 @@ async fn a_range_read_reuses_its_prepared_statement() {
         .unwrap();
     assert_eq!(reprepared, 0);
 }
+
+/// A text row's write leaves the text index's postings in memory, which it writes at the
+/// next savepoint — a refused statement's own, on a table with triggers. That write is not the
+/// refused call's: the group goes on and commits every call that succeeded.
+#[tokio::test]
+async fn a_refusal_after_a_text_rows_write_in_one_group_loses_no_call() {
+    use crate::text::{WORDS, row_key};
+    let (store, tables, t) = store_with_table("TextGroup").await;
+    tables.insert(&t, &row("p", "dup")).await.unwrap();
+    let text = |number: &str, words: &str| Entity::new("p", row_key(number)).with(WORDS, Value::String(words.into()));
+    tables.insert(&t, &text("0000000000000000009", "old")).await.unwrap();
+
+    let gate = hold_writer(&store, &t).await;
+    let mut q = Queued::new(&store, &tables, &t);
+    let (one, two) = (text("0000000000000000008", "one"), text("0000000000000000007", "two"));
+    q.call(|tb, t| async move { tb.insert(&t, &one).await }).await;
+    q.call(|tb, t| async move {
+        tb.transact(&t, "p", &[BatchOp::Insert(two), BatchOp::Insert(row("p", "x"))])
+            .await
+    })
+    .await;
+    q.call(|tb, t| async move { tb.delete(&t, "p", &row_key("0000000000000000009"), &IfMatch::Any).await })
+        .await;
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "dup")).await })
+        .await;
+    q.call(|tb, t| async move { tb.insert(&t, &row("p", "after")).await })
+        .await;
+    drop(gate);
+    let answers = q.answers().await;
+    assert_eq!(
+        answers,
+        vec![Ok(()), Ok(()), Ok(()), Err((ErrorKind::AlreadyExists, None)), Ok(())],
+        "only the refused call fails"
+    );
+    for (word, found) in [("one", 1), ("two", 1), ("old", 0)] {
+        let (rows, _) = tables
+            .text_query(&t, "p", word, std::ops::Bound::Unbounded, 9)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), found, "{word}");
+    }
+    assert!(tables.get(&t, "p", "after").await.unwrap().is_some());
+}

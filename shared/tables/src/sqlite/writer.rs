@@ -267,14 +267,22 @@ fn commit_group(session: &mut Session, queue: &mut VecDeque<Box<dyn Job>>) {
                 }
             }
             // A refused statement wrote nothing. A call refused after a write went through,
-            // or failed otherwise, cannot be undone alone.
+            // or failed otherwise, cannot be undone alone. The text index (`text.rs`) writes
+            // the postings it holds in memory at the next savepoint, which a refused
+            // statement may open: written first, they are not counted as the call's.
             Undo::Statement => {
+                let flushed = group.is_empty()
+                    || session
+                        .exec("SAVEPOINT flush")
+                        .and_then(|()| session.exec("RELEASE flush"))
+                        .is_ok();
                 let before = session.conn.total_changes();
-                match call.run(session) {
-                    Ran::Done => true,
-                    Ran::Refused => session.conn.total_changes() == before,
-                    Ran::Failed => false,
-                }
+                flushed
+                    && match call.run(session) {
+                        Ran::Done => true,
+                        Ran::Refused => session.conn.total_changes() == before,
+                        Ran::Failed => false,
+                    }
             }
         };
         group.push(call);
