@@ -10,6 +10,7 @@ mod automation_events;
 mod bad_input;
 mod bad_input_operations;
 mod changes;
+mod commands;
 mod deploy;
 mod direct_messages;
 mod edits_and_deletes;

@@ -3,7 +3,9 @@
 // made while the browser is offline stays pending ("Sending…"/"Retrying…") with the text and
 // is delivered once when the browser is back online. A send the server refuses shows its
 // reason with Retry and Discard, and Discard takes it away. What is typed is Markdown the
-// server renders: bold and links show as such, and an edit starts from the source.
+// server renders: bold and links show as such, and an edit starts from the source. A `/`
+// suggests the commands; one runs once, and a failed one stays in the box. A `:` suggests
+// emoji.
 import { allowConsoleError, base, check, openPage, run, signIn, step } from "./harness.mjs";
 
 // The failures this test stages on purpose; the browser logs each failed request.
@@ -108,6 +110,65 @@ await run(async (browser) => {
     await input.fill("Who owns the **launch email** now?");
     await input.press("Enter");
     await sent("Who owns the launch email now?").locator("strong", { hasText: "launch email" }).waitFor();
+  });
+
+  await step("a command is suggested by keyboard and runs once; a failed one stays in the box", async () => {
+    const runs = [];
+    await page.route("**/api/rooms/*/commands", async (route) => {
+      runs.push(JSON.parse(route.request().postData()));
+      if (runs.length === 2) return route.abort("failed");
+      return route.continue();
+    });
+    await input.fill("/shr");
+    const option = page.getByTestId("suggestion").filter({ hasText: "/shrug" });
+    await option.waitFor();
+    await input.press("Tab");
+    check((await input.inputValue()) === "/shrug ", `picked: ${await input.inputValue()}`);
+    await input.pressSequentially("oh well");
+    await input.press("Enter");
+    await sent("oh well ¯\\_(ツ)_/¯").waitFor();
+    check((await input.inputValue()) === "", "the box is empty once it ran");
+    const shrugs = (await stored(token, room.id)).filter((m) => m.text.includes("oh well"));
+    check(shrugs.length === 1 && !shrugs[0].text.includes("/shrug"), `posted once, not as typed: ${JSON.stringify(shrugs)}`);
+
+    // Lost on the way: said so, left in the box, not sent again by the page.
+    await input.fill("/topic after the launch");
+    await input.press("Enter");
+    const status = page.locator("#connection-status");
+    await status.filter({ hasText: "Command failed" }).waitFor();
+    check((await input.inputValue()) === "/topic after the launch", `left in the box: ${await input.inputValue()}`);
+    await page.waitForTimeout(1500);
+    check(runs.length === 2, `run once, never again by itself: ${runs.length}`);
+    // Sent again by hand, it keeps its clientId (had the lost one run, this would not again).
+    await input.press("Enter");
+    await status.filter({ hasText: "/topic:" }).waitFor();
+    check(runs.length === 3 && runs[2].clientId === runs[1].clientId, `the same clientId: ${JSON.stringify(runs)}`);
+    check((await input.inputValue()) === "", "the box is empty once it ran");
+    // Refused by the server: its reason shows and the line stays.
+    await input.fill("/dance");
+    await input.press("Enter");
+    await status.filter({ hasText: "there is no command /dance" }).waitFor();
+    check((await input.inputValue()) === "/dance", "left in the box");
+    await page.unroute("**/api/rooms/*/commands");
+    await input.fill("");
+  });
+
+  await step("an emoji is suggested after a colon and picked by keyboard; any emoji reacts", async () => {
+    await input.fill("ship it :tad");
+    await page.getByTestId("suggestion").filter({ hasText: ":tada:" }).first().waitFor();
+    await input.press("Enter");
+    check((await input.inputValue()) === "ship it 🎉 ", `picked: ${await input.inputValue()}`);
+    await input.press("Enter");
+    const shipped = sent("ship it 🎉");
+    await shipped.waitFor();
+    // Any emoji as a reaction, from the picker, by keyboard.
+    await shipped.hover();
+    await shipped.getByTestId("action-react-pick").click();
+    const search = page.getByTestId("dialog-emoji-search");
+    await search.fill("rocket");
+    await page.getByTestId("emoji-choice").filter({ hasText: "🚀" }).first().waitFor();
+    await search.press("Enter");
+    await shipped.getByTestId("reaction").filter({ hasText: "🚀" }).waitFor();
   });
 
   await step("a refused send shows why, and Discard takes it away", async () => {

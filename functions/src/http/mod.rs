@@ -3,7 +3,9 @@
 //! map errors — and live in one module per resource.
 
 pub mod attachments;
+pub mod commands;
 pub mod dev_signin;
+pub mod emoji;
 pub mod erasure;
 pub mod error;
 pub mod events;
@@ -88,6 +90,7 @@ component_state!(rooms: rooms::Rooms);
 component_state!(scheduler: scheduled::Scheduler);
 component_state!(eraser: erasure::Eraser);
 component_state!(searching: search::Searching);
+component_state!(commands: commands::Commands);
 
 /// Every `/api` route of a host and the OpenAPI document that describes them, from one
 /// declaration: `routes!` registers each handler at the method and path of its
@@ -109,6 +112,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
         .routes(routes!(rooms::directory))
         .routes(routes!(search::search))
+        .routes(routes!(commands::run))
+        .routes(routes!(emoji::suggest))
         .routes(routes!(rooms::open_direct))
         .routes(routes!(invitations::create, invitations::list))
         .routes(routes!(invitations::revoke))

@@ -3,7 +3,8 @@
 //
 //   actions.add({ id: "pin", label: "Pin", when: (message, ctx) => bool, run: (message, ctx) => … });
 //
-// where ctx is {me, roomId, api, store, composer}. The first actions: reply, react, edit,
+// where ctx is {me, roomId, api, store, composer, dialogs}. The first actions: reply, react
+// (👍, or any emoji from a picker), edit,
 // delete (the author's own messages: the server decides who may do what, and an answer
 // refusing it is shown as a notice) and copying the message's permalink.
 
@@ -38,6 +39,7 @@ export function addDefaultActions(actions, bus) {
       run: (m, ctx) => toggleReaction(m, emoji, ctx).catch(refused("react")),
     });
   }
+  actions.add({ id: "react-pick", label: "React…", when: live, run: (m, ctx) => pickReaction(m, ctx, refused("react")) });
   actions.add({ id: "edit", label: "Edit", when: (m, ctx) => mine(m, ctx) && m.type === "Message", run: (m, ctx) => ctx.composer.edit(m) });
   actions.add({
     id: "delete",
@@ -62,6 +64,58 @@ export function addDefaultActions(actions, bus) {
       navigator.clipboard?.writeText(url).catch(() => {});
       bus.emit("notice", { text: "Link copied" });
     },
+  });
+}
+
+/**
+ * The reaction picker, in the page's dialog: the quick reactions, then the emoji whose
+ * shortcodes begin with what is typed (`suggestEmoji`); a choice (or Enter, the first one)
+ * toggles it on the message.
+ */
+function pickReaction(message, ctx, refused) {
+  const grid = document.createElement("div");
+  grid.className = "emoji-grid";
+  grid.dataset.testid = "emoji-grid";
+  const show = (choices) =>
+    grid.replaceChildren(
+      ...choices.map(({ emoji, name }) => {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = emoji;
+        b.title = name;
+        b.setAttribute("aria-label", `React ${name}`);
+        b.dataset.testid = "emoji-choice";
+        b.addEventListener("click", () => {
+          ctx.dialogs.close();
+          toggleReaction(message, emoji, ctx).catch(refused);
+        });
+        return b;
+      }),
+    );
+  const quick = QUICK_REACTIONS.map((emoji) => ({ emoji, name: emoji }));
+  show(quick);
+  ctx.dialogs.ask({
+    title: "React with an emoji",
+    fields: [{ name: "emoji-search", label: "Find by name (tada, thumbsup…)" }],
+    content: grid,
+    noSubmit: true,
+  });
+  const field = document.getElementById("dialog-field-emoji-search");
+  // Enter takes the first choice for what is typed: once its lookup has answered.
+  let shown = Promise.resolve();
+  field.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || event.isComposing) return;
+    event.preventDefault();
+    shown.then(() => grid.querySelector("button")?.click());
+  });
+  let asked = 0;
+  field.addEventListener("input", () => {
+    const q = field.value.trim().replace(/^:|:$/g, "");
+    const n = ++asked;
+    shown = (async () => {
+      const found = !q ? quick : /^[a-z0-9_+-]+$/i.test(q) ? await ctx.api.suggestEmoji(q).catch(() => []) : [];
+      if (n === asked) show(q ? found.map((e) => ({ emoji: e.emoji, name: `:${e.shortcode}:` })) : quick);
+    })();
   });
 }
 

@@ -46,6 +46,7 @@ export async function startApp(me) {
     outbox,
     roomId: null,
     composer: null,
+    dialogs: null,
     seenBy: (m) => store.seenBy(m.roomId, m.id, me.userId),
   };
   const composer = createComposer({ api, store, outbox, me, bus });
@@ -53,6 +54,7 @@ export async function startApp(me) {
   const timeline = createTimeline({ api, store, bus, ctx });
   const sidebar = createSidebar({ store, bus, me });
   const dialogs = createDialogs();
+  ctx.dialogs = dialogs;
 
   const rooms = {
     async reload() {

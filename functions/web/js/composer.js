@@ -1,12 +1,28 @@
 // The message box: Enter sends (Shift+Enter is a new line), typing tells the room (at most
-// every 3 s, as the server allows), `@` suggests the room's members through the suggestion
-// surface (suggest.js), and the box can be put in reply or edit mode by a message action
-// (Escape leaves it). Each room keeps its own draft while another room is shown.
+// every 3 s, as the server allows), `@` suggests the room's members, `:` emoji and a leading
+// `/` the commands through the suggestion surface (suggest.js), a line starting with `/` runs a
+// command (once, never retried: a failure leaves it in the box), and the box can be put in
+// reply or edit mode by a message action (Escape leaves it). Each room keeps its own draft
+// while another room is shown.
 
 import { createSuggestions } from "./suggest.js";
 import { toHtml, toText } from "./text.js";
 
 const TYPING_EVERY_MS = 3000;
+
+/** The server's slash commands (`shared/domain/src/commands.rs`), as suggested. */
+const COMMANDS = [
+  ["me", "<text>: says it as an action"],
+  ["shrug", "[text]: adds ¯\\_(ツ)_/¯"],
+  ["topic", "<text>: sets the room's description"],
+  ["invite", "@user: invites them"],
+  ["kick", "@user [reason]: removes them"],
+  ["ban", "@user [reason]: bans them"],
+  ["timeout", "@user <duration> [reason]: e.g. 10m, 2h"],
+  ["mute", "mutes this room's notifications for you"],
+  ["unmute", "unmutes them"],
+  ["remind", "<duration> <text>: posts it here then"],
+];
 
 export function createComposer({ api, store, outbox, me, bus }) {
   const form = document.getElementById("composer");
@@ -32,6 +48,58 @@ export function createComposer({ api, store, outbox, me, bus }) {
         .map((m) => ({ id: m.userId, label: m.nickname ?? m.name, detail: `@${m.userId}`, value: `@${m.userId}` }));
     },
   });
+
+  suggestions.addSource({
+    id: "commands",
+    trigger: "/",
+    atStart: true,
+    find(query) {
+      return COMMANDS.filter(([name]) => name.startsWith(query.toLowerCase())).map(([name, takes]) => ({
+        id: name,
+        label: `/${name}`,
+        detail: takes,
+        value: `/${name}`,
+      }));
+    },
+  });
+
+  // Emoji by shortcode, from two characters on; each prefix asked once.
+  const emoji = new Map();
+  suggestions.addSource({
+    id: "emoji",
+    trigger: ":",
+    find(query) {
+      if (query.length < 2 || !/^[a-z0-9_+-]+$/i.test(query)) return [];
+      if (!emoji.has(query)) emoji.set(query, api.suggestEmoji(query).catch(() => (emoji.delete(query), [])));
+      return emoji.get(query).then((found) =>
+        found.map((e) => ({ id: e.shortcode, label: `${e.emoji} :${e.shortcode}:`, detail: e.name, value: e.emoji })),
+      );
+    },
+  });
+
+  /** The command line that failed last: sent again as it was, it keeps its clientId, so a run
+   *  whose answer was lost does not run twice. */
+  let failed = null;
+
+  /** Runs a command line once; a failure leaves the line in the box (unless it holds another). */
+  async function runCommand(text) {
+    const room = roomId;
+    const clientId = failed?.room === room && failed.text === text ? failed.clientId : crypto.randomUUID();
+    input.value = "";
+    resize();
+    try {
+      const outcome = await api.runCommand(room, { text: text.trim(), clientId });
+      failed = null;
+      if (outcome.message) store.upsertMessages(room, [outcome.message]);
+      bus.emit("notice", { text: `/${outcome.command}: ${outcome.result}` });
+    } catch (e) {
+      failed = { room, text, clientId };
+      if (roomId === room && !input.value) input.value = text;
+      else if (roomId !== room && !drafts.get(room)) drafts.set(room, text);
+      resize();
+      bus.emit("notice", { text: `Command failed: ${e.message}` });
+    }
+  }
 
   function setMode(next) {
     mode = next;
@@ -72,6 +140,9 @@ export function createComposer({ api, store, outbox, me, bus }) {
       if (!text.trim() && Object.keys(extra).length) text = parts.map((p) => p.fallbackText?.(roomId) ?? "").filter(Boolean).join(", ");
     }
     if (!text.trim()) return;
+    // `/name …` runs a command; `//…` sends the text from its second slash.
+    if (mode.kind === "new" && !Object.keys(extra).length && /^\s*\/(?!\/)/.test(text)) return runCommand(text);
+    if (mode.kind === "new" && /^\s*\/\//.test(text)) text = text.replace("//", "/");
     const html = toHtml(text, (id) => store.members(roomId).has(id));
     const current = mode;
     input.value = "";

@@ -1,10 +1,12 @@
-// The one suggestion surface: a listbox under the composer that mentions use now and emoji
-// and commands can use later. A source says which character starts its token and what it
+// The one suggestion surface: a listbox under the composer for mentions (`@`), emoji (`:`)
+// and commands (`/`, composer.js). A source says which character starts its token and what it
 // suggests for the text typed after it:
 //
 //   suggestions.addSource({
 //     id: "mentions", trigger: "@",
-//     find: (query) => [{ id, label, detail?, value }],   // value replaces trigger+query
+//     atStart: false,                                      // true: only as the first word
+//     find: (query) => [{ id, label, detail?, value }],   // or a Promise of them; value
+//                                                          // replaces trigger+query
 //   });
 //
 // The textarea keeps the focus throughout (the listbox is its `aria-controls`, the option in
@@ -22,6 +24,8 @@ export function createSuggestions({ input, listbox }) {
   let items = [];
   let active = -1;
   let token = null;
+  /** The token `items` were found for: until an answer for the token typed now comes, none. */
+  let itemsFor = null;
 
   /** The token being typed at the caret: a trigger after a space or the start, then word characters. */
   function tokenAtCaret() {
@@ -31,6 +35,7 @@ export function createSuggestions({ input, listbox }) {
     for (const source of sources) {
       const at = before.lastIndexOf(source.trigger);
       if (at < 0 || (at > 0 && !/\s/.test(before[at - 1]))) continue;
+      if (source.atStart && before.slice(0, at).trim()) continue;
       const query = before.slice(at + source.trigger.length);
       if (/^[^\s@:]*$/.test(query)) return { source, start: at, end: caret, query };
     }
@@ -62,9 +67,19 @@ export function createSuggestions({ input, listbox }) {
     } else input.removeAttribute("aria-activedescendant");
   }
 
-  function update() {
-    token = tokenAtCaret();
-    items = token ? token.source.find(token.query).slice(0, MAX_ITEMS) : [];
+  /** A source's `find` may answer later (a Promise): an answer for a token no longer typed is dropped. */
+  async function update() {
+    const typed = tokenAtCaret();
+    token = typed;
+    let found = [];
+    try {
+      found = typed ? await typed.source.find(typed.query) : [];
+    } catch {
+      found = [];
+    }
+    if (token !== typed) return;
+    itemsFor = typed;
+    items = found.slice(0, MAX_ITEMS);
     active = items.length ? 0 : -1;
     render();
   }
@@ -72,6 +87,7 @@ export function createSuggestions({ input, listbox }) {
   function close() {
     items = [];
     token = null;
+    itemsFor = null;
     active = -1;
     render();
   }
@@ -100,7 +116,7 @@ export function createSuggestions({ input, listbox }) {
     close,
     /** The composer's keydown calls this first; true when the key was the listbox's. */
     handleKey(event) {
-      if (!items.length) return false;
+      if (!items.length || itemsFor !== token) return false;
       switch (event.key) {
         case "ArrowDown":
           active = (active + 1) % items.length;

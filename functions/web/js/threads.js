@@ -227,12 +227,20 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
 
   const isFollowed = (rootId) => followed.some((t) => t.root.id === rootId);
 
+  // Loads overlap (a reply seen, a focus): an answer older than the one shown is dropped.
+  let loadsStarted = 0;
+  let loadShown = 0;
   async function loadFollowed() {
+    const load = ++loadsStarted;
+    let found;
     try {
-      followed = await api.listMyThreads();
+      found = await api.listMyThreads();
     } catch {
       return;
     }
+    if (load < loadShown) return;
+    loadShown = load;
+    followed = found;
     sidebar.draw();
     draw();
   }

@@ -7,6 +7,8 @@
 
 pub mod access;
 pub mod attachments;
+pub mod commands;
+pub mod emoji;
 pub mod erasure;
 pub mod error;
 pub mod events;

@@ -110,13 +110,15 @@ pub enum Write<'a> {
     Report,
     /// A pin or an unpin (a pin writes a line in the room).
     Pin,
+    /// A slash command (one that posts is a send as well).
+    Command,
 }
 
 impl Write<'_> {
     pub fn text(&self) -> Option<&str> {
         match self {
             Write::Send(text) | Write::Edit(text) => Some(text),
-            Write::Reaction | Write::Vote | Write::Report | Write::Pin => None,
+            Write::Reaction | Write::Vote | Write::Report | Write::Pin | Write::Command => None,
         }
     }
 }

@@ -13,7 +13,9 @@ use serde::Serialize;
 use super::activity::{Unread, parse_activity};
 use super::error::{Result, reported, settle};
 use super::ledger::{Numbered, Unnumbered};
-use super::schema::{ACTIVITY_ROW, THREAD_PREFIX, feed_end, feed_key, feed_version, idempotency_key, thread_key};
+use super::schema::{
+    ACTIVITY_ROW, THREAD_PREFIX, command_key, feed_end, feed_key, feed_version, idempotency_key, thread_key,
+};
 use super::words::WordChange;
 use tabletalk_domain::error::Error;
 use tabletalk_domain::events::MessageEvent;
@@ -400,6 +402,29 @@ impl MessageStore {
             .and_then(MessageKey::parse)
             .ok_or_else(|| Error::Internal(format!("idempotency record {room}/{key} is broken")))?;
         Ok(Some(id))
+    }
+
+    /// Records that `user` runs a command with `client_id` in `room`: `false` when one ran
+    /// with it already. Expires as a send's record does.
+    pub async fn claim_command(
+        &self,
+        room: &RoomId,
+        user: &UserId,
+        client_id: &ClientId,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool> {
+        let record = Entity::new(room.as_str(), command_key(user, client_id)).with("createdAt", Value::datetime(now));
+        match self.tables.insert(&self.schema.messages, &record).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is(ErrorKind::AlreadyExists) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Forgets a command's run record: the command was refused, so the id may run it again.
+    pub async fn release_command(&self, room: &RoomId, user: &UserId, client_id: &ClientId) -> Result<()> {
+        let key = command_key(user, client_id);
+        crate::delete_if_present(&self.tables, &self.schema.messages, room.as_str(), &key).await
     }
 
     /// Inserts the ascending index row of `ticks`, written together with its message's

@@ -362,6 +362,13 @@ pub fn idempotency_key(user: &UserId, client_id: &ClientId) -> String {
     format!("{IDEMPOTENCY_PREFIX}{user}:{}", client_id.as_str())
 }
 
+/// Row key of a command's run record: an idempotency record (so it expires with them) whose
+/// client id starts with `~`, which no send's client id has (nor may a key hold a `/`).
+pub fn command_key(user: &UserId, client_id: &ClientId) -> String {
+    let user = user_key(user).replace(':', "%3A");
+    format!("{IDEMPOTENCY_PREFIX}{user}:~{}", client_id.as_str())
+}
+
 /// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
 /// one range read, oldest reply first.
 pub fn thread_key(root: &str, reply: &AscendingKey) -> String {

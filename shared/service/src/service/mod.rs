@@ -7,6 +7,7 @@
 pub mod access;
 pub mod attachments;
 pub mod changes;
+pub mod commands;
 pub mod direct;
 pub mod directory;
 pub mod erasure;
@@ -146,6 +147,7 @@ pub struct Chat {
     pub scheduler: Arc<scheduled::Scheduler>,
     pub eraser: Arc<erasure::Eraser>,
     pub searching: Arc<search::Searching>,
+    pub commands: Arc<commands::Commands>,
 }
 
 impl Chat {
@@ -329,6 +331,16 @@ impl Chat {
             scheduler: scheduler.clone(),
             signals: signals.clone(),
         });
+        let commands = Arc::new(commands::Commands {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            limiter: limiter.clone(),
+            sending: sending.clone(),
+            moderation: moderation.clone(),
+            members: members.clone(),
+            rooms: rooms.clone(),
+            scheduler: scheduler.clone(),
+        });
         let searching = Arc::new(search::Searching {
             store: wiring.store.clone(),
             access: access.clone(),
@@ -354,6 +366,7 @@ impl Chat {
             scheduler,
             eraser,
             searching,
+            commands,
         }
     }
 
