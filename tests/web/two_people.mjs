@@ -5,7 +5,8 @@
 // other side. Alice typing to Bob in a direct conversation shows on its entry in his list
 // while he looks at another room; a direct message to Bob there shows as his unread
 // badge live, the room moving to the top of its section; a mention in the room shows as a
-// mention badge. Authors and mentions show members' names, not their ids. No page logs an
+// mention badge. Authors and mentions show members' names, not their ids, and a rename shows
+// on older messages and in the reply banner once the renamed one writes. No page logs an
 // error.
 import { acceptInvitation, check, createRoomAndInvite, run, step, user } from "./harness.mjs";
 
@@ -142,5 +143,20 @@ await run(async (browser) => {
     const general = roomLink(bob, roomId);
     await general.getByTestId("mention-badge").filter({ hasText: "@1" }).waitFor();
     check((await order())[0] === roomId, "the room with the new message is listed first");
+  });
+
+  await step("bob renames himself: his next message shows the new name on his older ones too", async () => {
+    await bob.evaluate(async (id) => {
+      await globalThis.tabletalk.api.request("PATCH", `/api/rooms/${id}/members/me`, { nickname: "Bobby" });
+      await globalThis.tabletalk.api.createMessage(id, { text: "new name, same bob" });
+    }, roomId);
+    await message(alice, "new name, same bob").waitFor();
+    const older = message(alice, "a reply");
+    await older.getByTestId("message-author").filter({ hasText: /^Bobby$/ }).waitFor();
+    await older.hover();
+    await older.getByTestId("action-reply").click();
+    const context = await alice.getByTestId("composer-context").textContent();
+    check(context.includes("Replying to Bobby"), `the reply banner names him as he is now: ${context}`);
+    await alice.getByTestId("composer-cancel").click();
   });
 });

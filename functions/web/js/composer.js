@@ -5,6 +5,7 @@
 // reply or edit mode by a message action (Escape leaves it). Each room keeps its own draft
 // while another room is shown.
 
+import { memberName } from "./message_view.js";
 import { createSuggestions } from "./suggest.js";
 import { toHtml, toText } from "./text.js";
 
@@ -108,7 +109,7 @@ export function createComposer({ api, store, outbox, me, bus }) {
     if (mode.kind === "new") return;
     const label = document.createElement("span");
     label.textContent =
-      mode.kind === "edit" ? "Editing message" : `Replying to ${mode.message.authorName}: ${toText(mode.message.text).slice(0, 60)}`;
+      mode.kind === "edit" ? "Editing message" : `Replying to ${memberName(store, roomId, mode.message.authorId, mode.message.authorName)}: ${toText(mode.message.text).slice(0, 60)}`;
     const cancel = document.createElement("button");
     cancel.type = "button";
     cancel.textContent = "Cancel";

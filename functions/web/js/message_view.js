@@ -26,10 +26,17 @@ export function renderKey(m, seenBy) {
 
 /** A member's name as shown: their nickname or display name in the room now, else the name
  *  the message carries, else their id. */
-function nameOf(ctx, roomId, userId, carried) {
-  const member = ctx.store.members(roomId).get(userId);
+export function memberName(store, roomId, userId, carried) {
+  const member = store.members(roomId).get(userId);
   return member?.nickname || member?.name || carried || userId;
 }
+
+/** What the names drawn in a room depend on: a view keeps it and draws again when it changes. */
+export function namesKey(store, roomId) {
+  return [...store.members(roomId).values()].map((m) => `${m.userId}:${m.nickname || m.name}`).join("|");
+}
+
+const nameOf = (ctx, roomId, userId, carried) => memberName(ctx.store, roomId, userId, carried);
 
 /** A message's HTML, its mentions of members by their names (the id stays in the title). */
 function withNames(html, ctx, roomId) {

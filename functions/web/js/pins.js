@@ -8,6 +8,7 @@
 // pins and unpins, and this page's own echo) by reading the first page again: a pin is a set
 // operation, so reading it twice changes nothing.
 
+import { memberName } from "./message_view.js";
 import { roomHref } from "./router.js";
 import { toText } from "./text.js";
 
@@ -57,6 +58,9 @@ export function addPins({ api, store, bus, ctx, panel, actions, messageParts }) 
   let more = null;
   let generation = 0;
 
+  // A pin shows its author's name as it is now.
+  bus.on("members:changed", ({ roomId }) => draw(roomId));
+
   function draw(roomId) {
     if (!panel.is("pins", roomId)) return;
     const list = document.createElement("ul");
@@ -71,7 +75,7 @@ export function addPins({ api, store, bus, ctx, panel, actions, messageParts }) 
       li.dataset.messageId = m.id;
       const a = document.createElement("a");
       a.href = roomHref(roomId, m.id);
-      a.textContent = `${m.authorName}: ${toText(m.text || "").slice(0, 120) || (m.poll ? `📊 ${m.poll.question}` : "…")}`;
+      a.textContent = `${memberName(store, roomId, m.authorId, m.authorName)}: ${toText(m.text || "").slice(0, 120) || (m.poll ? `📊 ${m.poll.question}` : "…")}`;
       li.append(a);
       list.append(li);
     }

@@ -13,11 +13,18 @@ const TYPING_SHOWN_MS = 6000;
 
 export function handleSignals({ api, store, bus, me, rooms }) {
   // A message from someone the page has not seen in the room yet (a new member's first
-  // line is the server's join line): the member list, which mentions suggest from, is old.
+  // line is the server's join line), or under another name than the list says (a rename):
+  // the member list, which mentions suggest from and names are shown from, is old. Read
+  // again once per name a message carries, so a name the list never shows costs one read.
   const refreshing = new Set();
-  const knowAuthor = (roomId, authorId) => {
+  const refreshedFor = new Set();
+  const knowAuthor = (roomId, authorId, authorName) => {
     // A webhook's messages have an author that is never a member: nothing to refresh.
-    if (!authorId || authorId.startsWith("webhook:") || store.members(roomId).has(authorId) || refreshing.has(roomId)) return;
+    if (!authorId || authorId.startsWith("webhook:") || refreshing.has(roomId)) return;
+    const member = store.members(roomId).get(authorId);
+    const named = `${roomId}|${authorId}|${authorName}`;
+    if (member && (!authorName || (member.nickname || member.name) === authorName || refreshedFor.has(named))) return;
+    if (member) refreshedFor.add(named);
     refreshing.add(roomId);
     api
       .listMembers(roomId)
@@ -27,7 +34,7 @@ export function handleSignals({ api, store, bus, me, rooms }) {
   const upsert = ({ roomId, message }) => {
     if (!message) return;
     store.upsertMessages(roomId, [message]);
-    knowAuthor(roomId, message.authorId);
+    knowAuthor(roomId, message.authorId, message.authorName);
     store.stopTyping(roomId, message.authorId);
     const room = store.rooms.get(roomId);
     if (room && message.createdAt > room.lastActivityAt) {

@@ -14,7 +14,7 @@
 // a sidebar section with their unread replies; opening one marks it read.
 
 import { byAge } from "./store.js";
-import { messageElement, pendingElement, renderKey } from "./message_view.js";
+import { messageElement, namesKey, pendingElement, renderKey } from "./message_view.js";
 import { roomHref } from "./router.js";
 import { toHtml, toText } from "./text.js";
 
@@ -120,12 +120,24 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
     return el;
   }
 
+  // Authors and mentions show members' names as they are now: a changed name redraws.
+  let names = 0;
+  let namesSeen = "";
+  bus.on("members:changed", ({ roomId }) => {
+    if (!open || roomId !== open.roomId) return;
+    const now = namesKey(store, roomId);
+    if (now === namesSeen) return;
+    namesSeen = now;
+    names += 1;
+    draw();
+  });
+
   function draw() {
     if (!open || !panel.is("thread", open.rootId)) return;
     const rootBox = panel.body.querySelector(".thread-root");
     const root = store.message(open.roomId, open.rootId) ?? open.root;
     if (root) {
-      const key = renderKey(root, []);
+      const key = renderKey(root, []) + `|n${names}`;
       if (rootBox.dataset.key !== key) {
         rootBox.dataset.key = key;
         const el = element(root);
@@ -136,7 +148,7 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
     const ids = [...open.replies.keys()].sort(byAge);
     const children = ids.map((id) => {
       const m = open.replies.get(id);
-      const key = renderKey(m, []);
+      const key = renderKey(m, []) + `|n${names}`;
       let entry = drawn.get(id);
       if (!entry || entry.key !== key) {
         entry = { key, el: element(m) };

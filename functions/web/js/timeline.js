@@ -12,7 +12,7 @@
 
 import { backoff } from "./api.js";
 import { byAge } from "./store.js";
-import { messageElement, pendingElement, renderKey } from "./message_view.js";
+import { messageElement, namesKey, pendingElement, renderKey } from "./message_view.js";
 
 const PAGE = 50;
 const WINDOW = 120;
@@ -386,7 +386,7 @@ export function createTimeline({ api, store, bus, ctx }) {
   // Authors and mentions show members' names as they are now: a new member list redraws.
   bus.on("members:changed", ({ roomId: changed }) => {
     if (changed !== roomId || !t().loaded) return;
-    const now = [...store.members(roomId).values()].map((m) => `${m.userId}:${m.nickname || m.name}`).join("|");
+    const now = namesKey(store, roomId);
     if (now === namesSeen) return;
     namesSeen = now;
     names += 1;
