@@ -53,6 +53,7 @@ mod search;
 mod send_checks;
 mod serve;
 mod shutdown;
+mod slash_commands;
 mod threads;
 mod tiered_delivery;
 mod web_client;

@@ -1,12 +1,15 @@
-//! The slash-command function: a command line runs as the caller, through its own route's checks.
+//! Slash commands: a command line runs as the caller, through its own route's checks; a
+//! room's managers register commands of the room's own (Slack-compatible handlers).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use tabletalk::commands::{CommandLine, CommandOutcome};
 use tabletalk::ids::RoomId;
 use tabletalk::service::commands::Commands;
+use tabletalk::slash::{NewSlashCommand, SlashCommand, SlashCommandCreated};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
@@ -14,9 +17,11 @@ use super::extract::{Caller, JsonBody, PathParams};
 /// Runs `/me`, `/shrug`, `/topic`, `/invite`, `/kick`, `/ban`, `/timeout`, `/mute`, `/unmute` or
 /// `/remind` in the room, each refused as its own route refuses (403 without its permission).
 /// With a `clientId` it runs at most once: a repeat answers `repeated: true` and runs nothing.
+/// Any other name runs the room's own command of that name (`createSlashCommand`).
 #[utoipa::path(post, path = "/api/rooms/{roomId}/commands", tag = "messages", operation_id = "runCommand",
     params(("roomId" = String, Path)), request_body = CommandLine,
-    responses((status = 200, body = CommandOutcome), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = CommandOutcome), (status = "4XX", body = ErrorBody),
+        (status = 502, description = "the room's own command's handler failed, answered after 3 s or unreadably", body = ErrorBody)))]
 pub async fn run(
     State(commands): State<Arc<Commands>>,
     Caller(who): Caller,
@@ -24,4 +29,46 @@ pub async fn run(
     JsonBody(line): JsonBody<CommandLine>,
 ) -> ApiResult<Json<CommandOutcome>> {
     Ok(Json(commands.run(&who, &room, line).await?))
+}
+
+/// Registers `/name` for the room (ManageWebhooks): running it POSTs Slack's slash-command form
+/// to `url`, signed with the `signingSecret` of this answer (shown this once) as Slack signs.
+#[utoipa::path(post, path = "/api/rooms/{roomId}/slash-commands", tag = "webhooks", operation_id = "createSlashCommand",
+    params(("roomId" = String, Path)), request_body = NewSlashCommand,
+    responses((status = 201, body = SlashCommandCreated), (status = "4XX", body = ErrorBody)))]
+pub async fn create(
+    State(commands): State<Arc<Commands>>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<RoomId>,
+    JsonBody(input): JsonBody<NewSlashCommand>,
+) -> ApiResult<(StatusCode, Json<SlashCommandCreated>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(commands.create_own(&who, &room, input).await?),
+    ))
+}
+
+/// The room's own commands (ManageWebhooks), without their secrets.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/slash-commands", tag = "webhooks", operation_id = "listSlashCommands",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [SlashCommand]), (status = "4XX", body = ErrorBody)))]
+pub async fn list(
+    State(commands): State<Arc<Commands>>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<RoomId>,
+) -> ApiResult<Json<Vec<SlashCommand>>> {
+    Ok(Json(commands.list_own(&who, &room).await?))
+}
+
+/// Deletes one of the room's own commands (ManageWebhooks).
+#[utoipa::path(delete, path = "/api/rooms/{roomId}/slash-commands/{name}", tag = "webhooks", operation_id = "deleteSlashCommand",
+    params(("roomId" = String, Path), ("name" = String, Path)),
+    responses((status = 204), (status = "4XX", body = ErrorBody)))]
+pub async fn delete(
+    State(commands): State<Arc<Commands>>,
+    Caller(who): Caller,
+    PathParams((room, name)): PathParams<(RoomId, String)>,
+) -> ApiResult<StatusCode> {
+    commands.delete_own(&who, &room, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

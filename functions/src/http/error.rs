@@ -40,6 +40,8 @@ pub fn status(error: &Error) -> StatusCode {
         Error::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
         // Slow down: the response carries `Retry-After` (`into_response`).
         Error::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+        // A handler the room registered failed; the message says how.
+        Error::BadGateway(_) => StatusCode::BAD_GATEWAY,
         // The store is unreachable or overloaded; safe to retry.
         Error::Unavailable(_) | Error::Unconfirmed => StatusCode::SERVICE_UNAVAILABLE,
         // A bug or an unexpected answer from a dependency.
@@ -149,6 +151,12 @@ mod tests {
                 429,
                 "TOO_MANY_REQUESTS",
                 "t",
+            ),
+            (
+                Error::BadGateway("/deploy failed: late".into()),
+                502,
+                "BAD_GATEWAY",
+                "/deploy failed: late",
             ),
             (
                 Error::Unavailable("GET https://login.example/jwks: connection refused".into()),

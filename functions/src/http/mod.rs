@@ -113,6 +113,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(rooms::directory))
         .routes(routes!(search::search))
         .routes(routes!(commands::run))
+        .routes(routes!(commands::create, commands::list))
+        .routes(routes!(commands::delete))
         .routes(routes!(emoji::suggest))
         .routes(routes!(rooms::open_direct))
         .routes(routes!(invitations::create, invitations::list))

@@ -92,7 +92,9 @@ export function createComposer({ api, store, outbox, me, bus }) {
       const outcome = await api.runCommand(room, { text: text.trim(), clientId });
       failed = null;
       if (outcome.message) store.upsertMessages(room, [outcome.message]);
-      bus.emit("notice", { text: `/${outcome.command}: ${outcome.result}` });
+      // What a room's own command answered only to the caller: shown, never stored.
+      const said = outcome.ephemeral ? toText(outcome.ephemeral) : outcome.result;
+      bus.emit("notice", { text: `/${outcome.command}: ${said}` });
     } catch (e) {
       failed = { room, text, clientId };
       if (roomId === room && !input.value) input.value = text;

@@ -109,6 +109,44 @@ pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     format!("t={timestamp},v1={hex}")
 }
 
+/// How long a slash command's handler may take to answer, as Slack allows it.
+pub const SLASH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A new signing secret for a slash command: 32 hex digits, as Slack's look.
+pub fn new_signing_secret() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Slack's `X-Slack-Signature` of `body` sent at `timestamp` (Unix seconds): `v0=` and the
+/// lowercase hex HMAC-SHA256, keyed with the signing secret, of `v0:<timestamp>:<body>`.
+pub fn slack_signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(format!("v0:{timestamp}:").as_bytes());
+    mac.update(body);
+    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("v0={hex}")
+}
+
+/// Why a slash command's handler gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlashFailure {
+    /// The request never reached it (refused by the outbound rules, or no connection): safe to
+    /// run again.
+    NotSent(String),
+    /// It may have acted: it answered too late, or the answer was lost or unreadable.
+    Failed(String),
+}
+
+/// A slash command handler's answer.
+#[derive(Debug, Clone)]
+pub struct SlashReply {
+    pub status: u16,
+    /// It said its body is JSON.
+    pub json: bool,
+    pub body: Vec<u8>,
+}
+
 /// How one attempt went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
@@ -138,6 +176,60 @@ impl HookSender {
     pub fn check_url(&self, url: &str) -> std::result::Result<(), String> {
         let parsed = url::Url::parse(url).map_err(|_| "url is not a URL".to_owned())?;
         outbound::check_url(&parsed, self.http.reach()).map_err(|refused| format!("url {}", refused.0))
+    }
+
+    /// POSTs a slash command's form to its handler, signed as Slack signs it, and reads the
+    /// answer: within [`SLASH_TIMEOUT`], at most `max_bytes` of it. Why not, when it failed.
+    pub async fn run_slash(
+        &self,
+        url: &str,
+        secret: &str,
+        form: &[(&str, &str)],
+        now: DateTime<Utc>,
+        max_bytes: usize,
+    ) -> std::result::Result<SlashReply, SlashFailure> {
+        let request = self
+            .http
+            .post(url)
+            .map_err(|refused| SlashFailure::NotSent(format!("refused: {}", refused.0)))?;
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let timestamp = now.timestamp();
+        let sent = request
+            .timeout(SLASH_TIMEOUT)
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header("X-Slack-Request-Timestamp", timestamp.to_string())
+            .header("X-Slack-Signature", slack_signature(secret, timestamp, body.as_bytes()))
+            .header(reqwest::header::USER_AGENT, "tabletalk-commands/1")
+            .body(body)
+            .send()
+            .await;
+        let failed = |e: reqwest::Error| match outbound::refusal(&e) {
+            Some(refused) => SlashFailure::NotSent(format!("refused: {}", refused.0)),
+            None if e.is_connect() => SlashFailure::NotSent("it could not be reached".to_owned()),
+            None if e.is_timeout() => {
+                SlashFailure::Failed(format!("it did not answer within {} seconds", SLASH_TIMEOUT.as_secs()))
+            }
+            None => SlashFailure::Failed("the request failed".to_owned()),
+        };
+        let mut response = sent.map_err(failed)?;
+        let status = response.status().as_u16();
+        let json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > max_bytes {
+                return Err(SlashFailure::Failed(format!(
+                    "its answer is longer than {max_bytes} bytes"
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(SlashReply { status, json, body })
     }
 
     /// One attempt of one delivery.

@@ -28,6 +28,9 @@ pub const COMMANDS: [(&str, &str); 10] = [
     ),
 ];
 
+/// Characters of a command's name at most (a room's own commands' too).
+pub const MAX_NAME_CHARS: usize = 32;
+
 /// The longest line a command takes: a message's text and a little more.
 pub const MAX_LINE_CHARS: usize = 10_100;
 
@@ -57,6 +60,10 @@ pub struct CommandOutcome {
     /// The message it scheduled (`/remind`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduled: Option<Scheduled>,
+    /// What a room's own command answered only to the caller (sanitized HTML): shown to them,
+    /// stored nowhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<String>,
     /// The client id had run already: nothing ran again.
     pub repeated: bool,
 }
@@ -85,6 +92,11 @@ pub enum Command {
     Unmute,
     Remind {
         after: Duration,
+        text: String,
+    },
+    /// A name no built-in command has: the room's own, if it has one (`crate::slash`).
+    Custom {
+        name: String,
         text: String,
     },
 }
@@ -169,18 +181,16 @@ impl Command {
                     },
                 }
             }
-            _ => {
-                let known: Vec<String> = COMMANDS.iter().map(|(name, _)| format!("/{name}")).collect();
-                return Err(Error::validation(format!(
-                    "there is no command /{name}; the commands are {}",
-                    known.join(", ")
-                )));
-            }
+            _ if is_name(name) => Command::Custom {
+                name: name.to_owned(),
+                text: args.to_owned(),
+            },
+            _ => return Err(unknown(name)),
         })
     }
 
     /// The command's name.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Command::Me(_) => "me",
             Command::Shrug(_) => "shrug",
@@ -192,8 +202,28 @@ impl Command {
             Command::Mute => "mute",
             Command::Unmute => "unmute",
             Command::Remind { .. } => "remind",
+            Command::Custom { name, .. } => name,
         }
     }
+}
+
+/// Whether `name` may name a command: 1-32 of `a-z`, `0-9`, `_`, `-` (a room's own commands
+/// are named so; any other name is nobody's).
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+}
+
+/// The answer to a command nobody has: what there is.
+pub fn unknown(name: &str) -> Error {
+    let known: Vec<String> = COMMANDS.iter().map(|(name, _)| format!("/{name}")).collect();
+    Error::validation(format!(
+        "there is no command /{name}; the commands are {} and the room's own",
+        known.join(", ")
+    ))
 }
 
 /// A duration written as numbers with units, `90s`, `10m`, `1h30m`, `2d`, `1w`: at most a
@@ -261,6 +291,13 @@ mod tests {
         );
         assert_eq!(Command::parse("/mute").unwrap(), Command::Mute);
         assert_eq!(
+            Command::parse("/deploy main now").unwrap(),
+            Command::Custom {
+                name: "deploy".into(),
+                text: "main now".into()
+            }
+        );
+        assert_eq!(
             Command::parse("/remind 2d stand-up notes").unwrap(),
             Command::Remind {
                 after: Duration::days(2),
@@ -273,7 +310,9 @@ mod tests {
     fn a_bad_line_says_what_is_wrong() {
         for (line, says) in [
             ("hello", "starts with /"),
-            ("/dance", "there is no command /dance"),
+            ("/", "there is no command /;"),
+            ("/a#b", "there is no command /a#b"),
+            ("/Deploy", "there is no command /Deploy"),
             ("/me", "usage: /me <text>"),
             ("/topic   ", "usage: /topic"),
             ("/invite", "usage: /invite @user"),

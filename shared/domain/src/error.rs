@@ -41,6 +41,10 @@ pub enum Error {
     /// 429: slow down; retry after the given seconds.
     #[error("{message}")]
     TooManyRequests { message: String, retry_after_secs: u64 },
+    /// 502: a handler the room registered (its own slash command) failed, answered late or
+    /// unreadably; the text says which, and is the caller's to read.
+    #[error("{0}")]
+    BadGateway(String),
     /// 503: the store is unreachable or overloaded; safe to retry.
     #[error("{0}")]
     Unavailable(String),
@@ -69,6 +73,7 @@ impl Error {
             Error::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
             Error::Validation(_) => "VALIDATION",
             Error::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
+            Error::BadGateway(_) => "BAD_GATEWAY",
             Error::Unavailable(_) | Error::Unconfirmed => "UNAVAILABLE",
             Error::Internal(_) => "INTERNAL",
         }

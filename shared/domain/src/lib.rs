@@ -30,6 +30,7 @@ pub mod rooms;
 pub mod scheduled;
 pub mod search;
 pub mod signals;
+pub mod slash;
 pub mod subscriptions;
 pub mod text;
 pub mod webhooks;

@@ -63,6 +63,10 @@ pub enum ModerationAction {
     WebhookRotated,
     /// An inbound webhook deleted: `details.webhookId`.
     WebhookDeleted,
+    /// A slash command of the room's own registered: `details.name` (never its secret).
+    SlashCommandCreated,
+    /// A slash command of the room's own deleted: `details.name`.
+    SlashCommandDeleted,
 }
 
 /// One line of the log.

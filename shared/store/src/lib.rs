@@ -33,6 +33,7 @@ pub mod roles;
 pub mod rooms;
 pub mod scheduled;
 pub mod schema;
+pub mod slash;
 pub mod subscriptions;
 pub mod uploads;
 pub mod webhooks;
@@ -86,6 +87,7 @@ pub struct Surfaces {
     pub roles: roles::RoleStore,
     pub rooms: rooms::RoomStore,
     pub scheduled: scheduled::ScheduledStore,
+    pub slash: slash::SlashStore,
     pub subscriptions: subscriptions::SubscriptionStore,
     pub uploads: uploads::UploadStore,
     pub webhooks: webhooks::WebhookStore,
@@ -282,6 +284,10 @@ impl Store {
             schema: schema.clone(),
             moderation_log: moderation_log.clone(),
         };
+        let slash = slash::SlashStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
         let scheduled = scheduled::ScheduledStore {
             tables: tables.clone(),
             schema: schema.clone(),
@@ -324,6 +330,7 @@ impl Store {
             roles,
             rooms,
             scheduled,
+            slash,
             subscriptions,
             uploads,
             webhooks,

@@ -159,6 +159,8 @@ pub const HOOK_EVENT_PREFIX: &str = "hookq:";
 pub const OUTGOING_PARTITION: &str = "outhooks";
 /// Prefix of inbound webhook rows in a `Rooms` partition (`hook:<webhook id>`).
 pub const WEBHOOK_PREFIX: &str = "hook:";
+/// Prefix of a room's own slash commands in its `Rooms` partition.
+pub const SLASH_PREFIX: &str = "slash:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
@@ -495,6 +497,10 @@ pub fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
 pub fn recent_texts_of(user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{RECENT_TEXT_PREFIX}{user}:")
+}
+
+pub fn slash_key(name: &str) -> String {
+    format!("{SLASH_PREFIX}{name}")
 }
 
 pub fn webhook_key(id: &str) -> String {

@@ -9,19 +9,28 @@
 
 use std::sync::Arc;
 
+use crate::access::Access;
+use crate::adapters::outgoing::{HookSender, SlashFailure, new_signing_secret};
 use crate::auth::Principal;
-use crate::commands::{Command, CommandLine, CommandOutcome};
+use crate::commands::{Command, CommandLine, CommandOutcome, is_name, unknown};
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId};
 use crate::limits::Write;
 use crate::markdown::TextFormat;
 use crate::members::{Ban, MembershipChange, Timeout};
 use crate::messages::Message;
+use crate::messages::checks;
 use crate::messages::send::NewMessage;
 use crate::moderation::Kick;
+use crate::moderation::{ModerationAction, ModerationEntry};
+use crate::permissions::Permission;
 use crate::rooms::RoomChange;
 use crate::rooms::invitations::NewInvitation;
 use crate::scheduled::NewScheduled;
+use crate::service::send::Submission;
+use crate::slash::{Answer, MAX_ANSWER_BYTES, MAX_PER_ROOM, NewSlashCommand, SlashCommand, SlashCommandCreated};
+use crate::store::slash::StoredSlash;
+use crate::webhooks::{Webhook, WebhookPayload};
 
 /// Runs slash commands. Holds the store (for run records) and the components whose use cases
 /// the commands are.
@@ -35,6 +44,10 @@ pub struct Commands {
     pub(crate) members: Arc<crate::service::members::Members>,
     pub(crate) rooms: Arc<crate::service::rooms::Rooms>,
     pub(crate) scheduler: Arc<crate::service::scheduled::Scheduler>,
+    /// The signed POST of a room's own commands; without it they cannot run (503).
+    pub(crate) outgoing: Option<Arc<HookSender>>,
+    /// Sent as Slack's `team_id`.
+    pub(crate) workspace_id: Arc<str>,
 }
 
 /// `¯\_(ツ)_/¯` in Markdown, its backslash and underscores escaped.
@@ -48,7 +61,7 @@ impl Commands {
         let access = self.access.access(room, &who.user_id).await?;
         self.limiter.check_write_limits(&access, Write::Command).await?;
         let Some(client_id) = client_id else {
-            return self.act(who, room, &command).await;
+            return self.act(who, &access, room, &command).await;
         };
         let (user, now) = (&who.user_id, self.store.now());
         if !self.store.messages.claim_command(room, user, &client_id, now).await? {
@@ -58,7 +71,7 @@ impl Commands {
                 ..outcome(&command, said.into())
             });
         }
-        let acted = self.act(who, room, &command).await;
+        let acted = self.act(who, &access, room, &command).await;
         if let Err(Error::Validation(_) | Error::Forbidden(_) | Error::NotFound(_) | Error::Conflict(_)) = &acted
             && let Err(e) = self.store.messages.release_command(room, user, &client_id).await
         {
@@ -68,9 +81,10 @@ impl Commands {
     }
 
     /// Does what `command` says, as `who`.
-    async fn act(&self, who: &Principal, room: &RoomId, command: &Command) -> Result<CommandOutcome> {
+    async fn act(&self, who: &Principal, access: &Access, room: &RoomId, command: &Command) -> Result<CommandOutcome> {
         let outcome = |result: String| outcome(command, result);
         Ok(match command {
+            Command::Custom { name, text } => self.run_own(who, access, room, name, text).await?,
             Command::Me(text) => {
                 // Rendered, then each paragraph in italics: wrapping the Markdown in `*` would
                 // change with what the text holds (`/me *` is a rule).
@@ -161,6 +175,184 @@ impl Commands {
         })
     }
 
+    /// Registers a command of the room's own (ManageWebhooks): its signing secret is in this
+    /// answer only, and sealed in the store.
+    pub async fn create_own(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        input: NewSlashCommand,
+    ) -> Result<SlashCommandCreated> {
+        let (name, url, description) = input.checked()?;
+        self.manager(who, room).await?;
+        let sender = self.sender()?;
+        sender.check_url(&url).map_err(Error::validation)?;
+        if self.store.slash.list(room).await?.len() >= MAX_PER_ROOM {
+            return Err(Error::Conflict(format!(
+                "a room has at most {MAX_PER_ROOM} commands of its own"
+            )));
+        }
+        let signing_secret = new_signing_secret();
+        let now = self.store.now();
+        let command = SlashCommand {
+            name,
+            url,
+            description,
+            created_by: who.user_id.to_string(),
+            created_at: now,
+        };
+        let stored = StoredSlash {
+            sealed_secret: sender
+                .sealer()
+                .seal(&signing_secret, &sealed_for(room, &command.name))?,
+            command,
+        };
+        let logged = ModerationEntry::by(ModerationAction::SlashCommandCreated, &who.user_id, now)
+            .detail("name", &stored.command.name);
+        self.store.slash.insert(room, &stored, &logged).await?;
+        Ok(SlashCommandCreated {
+            command: stored.command,
+            signing_secret,
+        })
+    }
+
+    /// The room's own commands (ManageWebhooks).
+    pub async fn list_own(&self, who: &Principal, room: &RoomId) -> Result<Vec<SlashCommand>> {
+        self.manager(who, room).await?;
+        Ok(self
+            .store
+            .slash
+            .list(room)
+            .await?
+            .into_iter()
+            .map(|stored| stored.command)
+            .collect())
+    }
+
+    /// Deletes a command of the room's own (ManageWebhooks).
+    pub async fn delete_own(&self, who: &Principal, room: &RoomId, name: &str) -> Result<()> {
+        self.manager(who, room).await?;
+        if !is_name(name) {
+            return Err(Error::not_found(format!("the room has no /{name}")));
+        }
+        let logged = ModerationEntry::by(ModerationAction::SlashCommandDeleted, &who.user_id, self.store.now())
+            .detail("name", name);
+        Ok(self.store.slash.delete(room, name, &logged).await?)
+    }
+
+    /// The caller's access, if they may manage the room's commands (a non-member: 404).
+    async fn manager(&self, who: &Principal, room: &RoomId) -> Result<Access> {
+        let access = self.access.access(room, &who.user_id).await?;
+        access.require(Permission::ManageWebhooks)?;
+        Ok(access)
+    }
+
+    fn sender(&self) -> Result<&HookSender> {
+        self.outgoing.as_deref().ok_or_else(|| {
+            Error::Unavailable("this server makes no outgoing requests: a room's own commands cannot run".into())
+        })
+    }
+
+    /// Runs the room's own command `name`: Slack's form to its handler, signed; the answer
+    /// posted as the command's bot (`in_channel`) or shown to the caller only. A handler that
+    /// fails, answers late (3 s) or unreadably is a 502 saying so, and nothing is posted.
+    async fn run_own(
+        &self,
+        who: &Principal,
+        access: &Access,
+        room: &RoomId,
+        name: &str,
+        text: &str,
+    ) -> Result<CommandOutcome> {
+        let stored = self.store.slash.get(room, name).await?.ok_or_else(|| unknown(name))?;
+        // A command acts for its maker too: one who may no longer manage the room's
+        // integrations runs nothing.
+        if !self
+            .sending
+            .maker_may_manage_webhooks(room, &stored.command.created_by)
+            .await?
+        {
+            return Err(Error::Forbidden(format!(
+                "/{name}'s maker may no longer manage the room's integrations; a manager can register it again"
+            )));
+        }
+        // What would refuse the caller's own message refuses the command before its handler
+        // acts: timed out, a read-only room, slowmode.
+        checks::before_limits(access, self.store.now())?;
+        // Nothing is sent without a sender: the id may run it again (409 frees it).
+        let sender = self.sender().map_err(|e| Error::Conflict(e.to_string()))?;
+        let secret = sender.sealer().open(&stored.sealed_secret, &sealed_for(room, name))?;
+        let trigger: [u8; 8] = rand::random();
+        let trigger: String = trigger.iter().map(|b| format!("{b:02x}")).collect();
+        let command = format!("/{name}");
+        let form = [
+            ("token", ""),
+            ("team_id", &*self.workspace_id),
+            ("team_domain", &*self.workspace_id),
+            ("channel_id", room.as_str()),
+            ("channel_name", access.room.name.as_str()),
+            ("user_id", who.user_id.as_str()),
+            ("user_name", who.name.as_str()),
+            ("command", command.as_str()),
+            ("text", text),
+            ("api_app_id", "tabletalk"),
+            ("is_enterprise_install", "false"),
+            ("trigger_id", trigger.as_str()),
+        ];
+        let failed = |why: String| Error::BadGateway(format!("{command} failed: {why}"));
+        let reply = sender
+            .run_slash(&stored.command.url, &secret, &form, self.store.now(), MAX_ANSWER_BYTES)
+            .await
+            .map_err(|failure| match failure {
+                // Never reached: nothing ran, and the id may run it again.
+                SlashFailure::NotSent(why) => {
+                    Error::Conflict(format!("{command} could not reach its handler ({why}); nothing ran"))
+                }
+                SlashFailure::Failed(why) => failed(why),
+            })?;
+        if !(200..300).contains(&reply.status) {
+            return Err(failed(format!("its handler answered {}", reply.status)));
+        }
+        let answer = Answer::read(&reply.body, reply.json).map_err(|e| failed(e.to_string()))?;
+        let mut done = outcome_of(name, "ran".into());
+        if answer.text.is_empty() {
+            return Ok(done);
+        }
+        let payload = WebhookPayload {
+            text: Some(answer.text),
+            username: None,
+            icon_url: None,
+        }
+        .checked()
+        .map_err(|e| failed(e.to_string()))?;
+        if !answer.in_channel {
+            done.ephemeral = Some(payload.html);
+            return Ok(done);
+        }
+        // The command's bot in this room: its own author, and its own rate.
+        let bot = Webhook {
+            id: format!("slash-{room}-{name}"),
+            room_id: room.to_string(),
+            name: command.clone(),
+            created_by: stored.command.created_by.clone(),
+            created_at: stored.command.created_at,
+            automation: false,
+            token_hash: String::new(),
+        };
+        let submission = Submission::Webhook {
+            access: bot.access(access.room.clone())?,
+            hook: bot,
+            payload,
+            client_id: None,
+        };
+        // The handler ran: an answer the room refuses is the handler's failure, which keeps the
+        // client id (a repeat must not run it again).
+        let posted = self.sending.submit(room, submission).await;
+        let posted = posted.map_err(|e| failed(format!("it ran, but its answer could not be posted: {e}")))?;
+        done.message = Some(posted.message);
+        Ok(done)
+    }
+
     /// Posts `text` as the caller, through the one door.
     async fn post(&self, who: &Principal, room: &RoomId, text: String, format: TextFormat) -> Result<Message> {
         let message = NewMessage {
@@ -184,11 +376,23 @@ impl Commands {
 
 /// What `command` did, `result` saying it.
 fn outcome(command: &Command, result: String) -> CommandOutcome {
+    outcome_of(command.name(), result)
+}
+
+/// What the command `name` did, `result` saying it.
+fn outcome_of(name: &str, result: String) -> CommandOutcome {
     CommandOutcome {
-        command: command.name().to_owned(),
+        command: name.to_owned(),
         result,
         message: None,
         scheduled: None,
+        ephemeral: None,
         repeated: false,
     }
+}
+
+/// What a command's sealed secret is bound to: a sealed secret copied onto another row does not
+/// open.
+fn sealed_for(room: &RoomId, name: &str) -> String {
+    format!("{room}/slash:{name}")
 }

@@ -340,6 +340,8 @@ impl Chat {
             members: members.clone(),
             rooms: rooms.clone(),
             scheduler: scheduler.clone(),
+            outgoing: wiring.outgoing.clone(),
+            workspace_id: wiring.workspace_id.clone(),
         });
         let searching = Arc::new(search::Searching {
             store: wiring.store.clone(),
