@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app};
+use crate::helpers::{Backend, TestApp, backend_tests, posts, spawn_app};
 
 backend_tests!(
     each_command_does_what_its_route_does,
@@ -16,18 +16,8 @@ backend_tests!(
     emoji_are_suggested_by_shortcode,
 );
 
-async fn command(app: &TestApp, user: &str, room: &str, text: &str) -> Reply {
-    app.act(
-        Method::POST,
-        user,
-        &format!("/rooms/{room}/commands"),
-        json!({ "text": text }),
-    )
-    .await
-}
-
 async fn ran(app: &TestApp, user: &str, room: &str, text: &str) -> Value {
-    let reply = command(app, user, room, text).await;
+    let reply = app.command(user, room, text, None).await;
     assert_eq!(reply.status, StatusCode::OK, "{text}: {}", reply.body);
     assert_eq!(reply.body["repeated"], false, "{}", reply.body);
     reply.body
@@ -146,7 +136,9 @@ async fn each_command_is_refused_without_its_permission(backend: Backend) {
         app.join(user, &room).await;
     }
     for line in ["/topic mine now", "/kick @carl", "/ban @carl", "/timeout @carl 5m"] {
-        command(&app, "bob", &room, line).await.assert_error(403, "FORBIDDEN");
+        app.command("bob", &room, line, None)
+            .await
+            .assert_error(403, "FORBIDDEN");
     }
     let description = room_get(&app, "owner", &room).await["description"].clone();
     assert_ne!(description, "mine now", "refused, so unchanged");
@@ -157,12 +149,12 @@ async fn each_command_is_refused_without_its_permission(backend: Backend) {
     assert!(carl["timeoutUntil"].is_null(), "{carl}");
     // A moderator outranked by the target is refused as the route refuses.
     app.grant("owner", &room, "bob", &["ManageMembers"], 5).await;
-    command(&app, "bob", &room, "/kick @owner")
+    app.command("bob", &room, "/kick @owner", None)
         .await
         .assert_error(403, "FORBIDDEN");
     ran(&app, "bob", &room, "/kick @carl").await;
     // Nobody outside the room runs anything in it.
-    let outsider = command(&app, "mallory", &room, "/shrug").await;
+    let outsider = app.command("mallory", &room, "/shrug", None).await;
     assert!(matches!(outsider.status.as_u16(), 403 | 404), "{}", outsider.body);
     assert!(posts(app.read_all("owner", &room, "desc", 50).await).is_empty());
 }
@@ -170,24 +162,9 @@ async fn each_command_is_refused_without_its_permission(backend: Backend) {
 async fn a_client_id_runs_a_command_once(backend: Backend) {
     let app = spawn_app(&backend);
     let room = app.create_room("owner").await;
-    let path = format!("/rooms/{room}/commands");
-    let first = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/shrug", "clientId": "c-1" }),
-        )
-        .await;
+    let first = app.command("owner", &room, "/shrug", Some("c-1")).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
-    let again = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/shrug", "clientId": "c-1" }),
-        )
-        .await;
+    let again = app.command("owner", &room, "/shrug", Some("c-1")).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
     assert_eq!(again.body["repeated"], true, "{}", again.body);
     assert_eq!(
@@ -197,68 +174,26 @@ async fn a_client_id_runs_a_command_once(backend: Backend) {
     );
 
     // A repeat runs nothing, whatever it says; another caller's id is their own.
-    let topic = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/topic first", "clientId": "c-2" }),
-        )
-        .await;
+    let topic = app.command("owner", &room, "/topic first", Some("c-2")).await;
     assert_eq!(topic.status, StatusCode::OK, "{}", topic.body);
-    let changed = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/topic second", "clientId": "c-2" }),
-        )
-        .await;
+    let changed = app.command("owner", &room, "/topic second", Some("c-2")).await;
     assert_eq!(changed.body["repeated"], true, "{}", changed.body);
     assert_eq!(room_get(&app, "owner", &room).await["description"], "first");
     // A send's client id and a command's never meet, either way round.
     let sent = app.send("owner", &room, "hello", Some("c-1")).await;
     assert_eq!(sent.status, StatusCode::CREATED, "{}", sent.body);
     app.send("owner", &room, "first a send", Some("c-4")).await;
-    let after_send = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/mute", "clientId": "c-4" }),
-        )
-        .await;
+    let after_send = app.command("owner", &room, "/mute", Some("c-4")).await;
     assert_eq!(after_send.body["repeated"], false, "{}", after_send.body);
     // A command refused for what it is ran nothing: its id runs the corrected line.
     app.join("carl", &room).await;
-    let refused = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/timeout @carl 30d", "clientId": "c-5" }),
-        )
-        .await;
+    let refused = app.command("owner", &room, "/timeout @carl 30d", Some("c-5")).await;
     refused.assert_error(422, "VALIDATION");
-    let corrected = app
-        .act(
-            Method::POST,
-            "owner",
-            &path,
-            json!({ "text": "/timeout @carl 10m", "clientId": "c-5" }),
-        )
-        .await;
+    let corrected = app.command("owner", &room, "/timeout @carl 10m", Some("c-5")).await;
     assert_eq!(corrected.status, StatusCode::OK, "{}", corrected.body);
     assert_eq!(corrected.body["repeated"], false, "{}", corrected.body);
     app.join("bob", &room).await;
-    let bobs = app
-        .act(
-            Method::POST,
-            "bob",
-            &path,
-            json!({ "text": "/shrug", "clientId": "c-1" }),
-        )
-        .await;
+    let bobs = app.command("bob", &room, "/shrug", Some("c-1")).await;
     assert_eq!(bobs.body["repeated"], false, "{}", bobs.body);
 }
 

@@ -443,6 +443,16 @@ impl TestApp {
         self.call(method, &format!("/api{path}"), Some(user), Some(body)).await
     }
 
+    /// `user` runs the command line `text` in `room` (`runCommand`), with `client_id` if given.
+    pub async fn command(&self, user: &str, room: &str, text: &str, client_id: Option<&str>) -> Reply {
+        let mut body = json!({ "text": text });
+        if let Some(id) = client_id {
+            body["clientId"] = json!(id);
+        }
+        self.act(Method::POST, user, &format!("/rooms/{room}/commands"), body)
+            .await
+    }
+
     /// Gives `user` a new role with `permissions` at `position`, as the room's owner.
     pub async fn grant(&self, owner: &str, room: &str, user: &str, permissions: &[&str], position: u32) -> String {
         let role = self

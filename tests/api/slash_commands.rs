@@ -19,7 +19,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use crate::helpers::{Backend, Reply, TestApp, backend_tests, posts, spawn_app_with};
+use crate::helpers::{Backend, TestApp, backend_tests, posts, spawn_app_with};
 
 backend_tests!(
     a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them,
@@ -130,19 +130,10 @@ async fn set_up(backend: &Backend) -> (TestApp, Handler, String) {
     (app, handler, room)
 }
 
-async fn run(app: &TestApp, user: &str, room: &str, text: &str, client_id: Option<&str>) -> Reply {
-    let mut body = json!({ "text": text });
-    if let Some(id) = client_id {
-        body["clientId"] = json!(id);
-    }
-    app.act(Method::POST, user, &format!("/rooms/{room}/commands"), body)
-        .await
-}
-
 async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them(backend: Backend) {
     let (app, handler, room) = set_up(&backend).await;
 
-    let posted = run(&app, "alice", &room, "/deploy in", None).await;
+    let posted = app.command("alice", &room, "/deploy in", None).await;
     assert_eq!(posted.status, StatusCode::OK, "{}", posted.body);
     let message = &posted.body["message"];
     assert!(message["text"].as_str().unwrap().contains("<b>main</b>"), "{message}");
@@ -153,7 +144,7 @@ async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them
     );
     assert_eq!(message["authorName"], "/deploy", "{message}");
     assert_eq!(message["origin"], "webhook", "{message}");
-    let blocks = run(&app, "alice", &room, "/deploy blocks", None).await;
+    let blocks = app.command("alice", &room, "/deploy blocks", None).await;
     let text = blocks.body["message"]["text"].as_str().unwrap_or_default().to_owned();
     assert!(
         text.contains("Release 42") && text.contains("<b>ready</b>"),
@@ -161,7 +152,7 @@ async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them
         blocks.body
     );
 
-    let ephemeral = run(&app, "alice", &room, "/deploy eph", None).await;
+    let ephemeral = app.command("alice", &room, "/deploy eph", None).await;
     assert_eq!(ephemeral.status, StatusCode::OK, "{}", ephemeral.body);
     assert!(
         ephemeral.body["ephemeral"].as_str().unwrap().contains("<i>you</i>"),
@@ -169,13 +160,13 @@ async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them
         ephemeral.body
     );
     assert!(ephemeral.body["message"].is_null(), "{}", ephemeral.body);
-    let plain = run(&app, "alice", &room, "/deploy plain", None).await;
+    let plain = app.command("alice", &room, "/deploy plain", None).await;
     assert!(
         plain.body["ephemeral"].as_str().unwrap().contains("pong"),
         "{}",
         plain.body
     );
-    let acknowledged = run(&app, "alice", &room, "/deploy", None).await;
+    let acknowledged = app.command("alice", &room, "/deploy", None).await;
     assert_eq!(acknowledged.status, StatusCode::OK, "{}", acknowledged.body);
 
     // Two posted (in_channel), none of the ephemeral ones; the handler got Slack's form.
@@ -202,7 +193,7 @@ async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them
 async fn a_late_or_failing_handler_is_reported_and_posts_nothing(backend: Backend) {
     let (app, _handler, room) = set_up(&backend).await;
     let started = std::time::Instant::now();
-    let late = run(&app, "alice", &room, "/deploy slow", None).await;
+    let late = app.command("alice", &room, "/deploy slow", None).await;
     late.assert_error(502, "BAD_GATEWAY");
     assert!(
         late.body["message"].as_str().unwrap().contains("3 seconds"),
@@ -213,7 +204,7 @@ async fn a_late_or_failing_handler_is_reported_and_posts_nothing(backend: Backen
         started.elapsed() < std::time::Duration::from_secs(4),
         "answered when the 3 s were up"
     );
-    let failed = run(&app, "alice", &room, "/deploy fail", None).await;
+    let failed = app.command("alice", &room, "/deploy fail", None).await;
     failed.assert_error(502, "BAD_GATEWAY");
     assert!(
         failed.body["message"].as_str().unwrap().contains("500"),
@@ -228,16 +219,16 @@ async fn a_late_or_failing_handler_is_reported_and_posts_nothing(backend: Backen
 async fn a_repeated_client_id_runs_the_handler_once(backend: Backend) {
     let (app, handler, room) = set_up(&backend).await;
     // A handler that may have acted (it answered late) keeps the id: the repeat runs nothing.
-    run(&app, "alice", &room, "/deploy slow", Some("deploy-0"))
+    app.command("alice", &room, "/deploy slow", Some("deploy-0"))
         .await
         .assert_error(502, "BAD_GATEWAY");
-    let repeat = run(&app, "alice", &room, "/deploy slow", Some("deploy-0")).await;
+    let repeat = app.command("alice", &room, "/deploy slow", Some("deploy-0")).await;
     assert_eq!(repeat.body["repeated"], true, "{}", repeat.body);
     assert_eq!(handler.0.lock().unwrap().runs.len(), 1, "the late handler ran once");
     handler.0.lock().unwrap().runs.clear();
-    let first = run(&app, "alice", &room, "/deploy in", Some("deploy-1")).await;
+    let first = app.command("alice", &room, "/deploy in", Some("deploy-1")).await;
     assert_eq!(first.body["repeated"], false, "{}", first.body);
-    let again = run(&app, "alice", &room, "/deploy in", Some("deploy-1")).await;
+    let again = app.command("alice", &room, "/deploy in", Some("deploy-1")).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.body);
     assert_eq!(again.body["repeated"], true, "{}", again.body);
     assert_eq!(handler.0.lock().unwrap().runs.len(), 1, "the handler ran once");
@@ -302,7 +293,7 @@ async fn managing_a_rooms_commands_needs_manage_webhooks_and_bad_input_is_a_docu
             .assert_error(404, "NOT_FOUND");
     }
     for line in ["/a#b", "/a/b", "/De?ploy"] {
-        run(&app, "alice", &room, line, None)
+        app.command("alice", &room, line, None)
             .await
             .assert_error(422, "VALIDATION");
     }
@@ -313,7 +304,7 @@ async fn managing_a_rooms_commands_needs_manage_webhooks_and_bad_input_is_a_docu
         .call(Method::DELETE, &format!("/api{path}/deploy"), Some("owner"), None)
         .await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
-    run(&app, "alice", &room, "/deploy in", None)
+    app.command("alice", &room, "/deploy in", None)
         .await
         .assert_error(422, "VALIDATION");
     assert!(handler.0.lock().unwrap().runs.is_empty(), "nothing ran");
@@ -338,7 +329,7 @@ async fn handler_url(app: &TestApp, room: &str) -> String {
 /// manage the room's integrations runs nothing.
 async fn a_command_is_refused_before_its_handler_acts(backend: Backend) {
     let (app, handler, room) = set_up(&backend).await;
-    let stranger = run(&app, "mallory", &room, "/deploy in", None).await;
+    let stranger = app.command("mallory", &room, "/deploy in", None).await;
     stranger.assert_error(404, "NOT_FOUND");
 
     let settings = json!({ "readOnly": true });
@@ -346,7 +337,7 @@ async fn a_command_is_refused_before_its_handler_acts(backend: Backend) {
         .act(Method::PATCH, "owner", &format!("/rooms/{room}"), settings)
         .await;
     assert_eq!(changed.status, StatusCode::OK, "{}", changed.body);
-    run(&app, "alice", &room, "/deploy in", None)
+    app.command("alice", &room, "/deploy in", None)
         .await
         .assert_error(403, "FORBIDDEN");
     let settings = json!({ "readOnly": false });
@@ -367,7 +358,7 @@ async fn a_command_is_refused_before_its_handler_acts(backend: Backend) {
         .await;
     assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
     app.kick("owner", &room, "mod").await;
-    run(&app, "alice", &room, "/ping in", None)
+    app.command("alice", &room, "/ping in", None)
         .await
         .assert_error(403, "FORBIDDEN");
 

@@ -44,7 +44,7 @@ pub struct Commands {
     pub(crate) members: Arc<crate::service::members::Members>,
     pub(crate) rooms: Arc<crate::service::rooms::Rooms>,
     pub(crate) scheduler: Arc<crate::service::scheduled::Scheduler>,
-    /// The signed POST of a room's own commands; without it they cannot run (503).
+    /// The signed POST of a room's own commands; without it none registers (503) or runs (409).
     pub(crate) outgoing: Option<Arc<HookSender>>,
     /// Sent as Slack's `team_id`.
     pub(crate) workspace_id: Arc<str>,
