@@ -78,14 +78,7 @@ async fn each_command_does_what_its_route_does(backend: Backend) {
         .call(Method::GET, &format!("/api/rooms/{room}/bans"), Some("owner"), None)
         .await;
     assert!(bans.body.to_string().contains("erin"), "{}", bans.body);
-    let log = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/moderation-log"),
-            Some("owner"),
-            None,
-        )
-        .await;
+    let log = app.moderation_log("owner", &room).await;
     for action in ["off-topic", "cool off"] {
         assert!(
             log.body.to_string().contains(action),

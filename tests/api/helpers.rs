@@ -453,6 +453,17 @@ impl TestApp {
             .await
     }
 
+    /// The room's moderation log as `user` reads it (`readModerationLog`).
+    pub async fn moderation_log(&self, user: &str, room: &str) -> Reply {
+        self.call(
+            Method::GET,
+            &format!("/api/rooms/{room}/moderation-log"),
+            Some(user),
+            None,
+        )
+        .await
+    }
+
     /// Gives `user` a new role with `permissions` at `position`, as the room's owner.
     pub async fn grant(&self, owner: &str, room: &str, user: &str, permissions: &[&str], position: u32) -> String {
         let role = self

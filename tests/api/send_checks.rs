@@ -86,14 +86,7 @@ async fn a_replies_only_room_takes_members_replies_and_moderators_posts(backend:
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
     assert_eq!(reply.body["threadId"], post.as_str());
 
-    let log = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/moderation-log"),
-            Some("owner"),
-            None,
-        )
-        .await;
+    let log = app.moderation_log("owner", &room).await;
     assert!(log.body.to_string().contains("repliesOnly"), "{}", log.body);
     configure(&app, &room, json!({ "repliesOnly": false })).await;
     assert_eq!(status_of_send(&app, "bob", &room, "a new topic").await, 201);

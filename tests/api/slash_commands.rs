@@ -277,14 +277,7 @@ async fn managing_a_rooms_commands_needs_manage_webhooks_and_bad_input_is_a_docu
             .contains(&handler.0.lock().unwrap().signing_secret),
         "no secret listed"
     );
-    let log = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/moderation-log"),
-            Some("owner"),
-            None,
-        )
-        .await;
+    let log = app.moderation_log("owner", &room).await;
     assert!(log.body.to_string().contains("slashCommandCreated"), "{}", log.body);
 
     for name in ["nothing", "a%23b", "a%2Fb", "Deploy"] {

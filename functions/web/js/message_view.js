@@ -31,9 +31,23 @@ export function memberName(store, roomId, userId, carried) {
   return member?.nickname || member?.name || carried || userId;
 }
 
-/** What the names drawn in a room depend on: a view keeps it and draws again when it changes. */
-export function namesKey(store, roomId) {
-  return [...store.members(roomId).values()].map((m) => `${m.userId}:${m.nickname || m.name}`).join("|");
+/**
+ * The names a view draws, as a version: `changed(roomId)` is true (and `version` one more)
+ * when a room's member list names someone otherwise than when last asked. A view adds
+ * `|n${version}` to its render keys and draws again when it changed.
+ */
+export function namesTracker(store) {
+  let seen = "";
+  return {
+    version: 0,
+    changed(roomId) {
+      const now = [...store.members(roomId).values()].map((m) => `${m.userId}:${m.nickname || m.name}`).join("|");
+      if (now === seen) return false;
+      seen = now;
+      this.version += 1;
+      return true;
+    },
+  };
 }
 
 const nameOf = (ctx, roomId, userId, carried) => memberName(ctx.store, roomId, userId, carried);

@@ -14,7 +14,7 @@
 // a sidebar section with their unread replies; opening one marks it read.
 
 import { byAge } from "./store.js";
-import { messageElement, namesKey, pendingElement, renderKey } from "./message_view.js";
+import { messageElement, namesTracker, pendingElement, renderKey } from "./message_view.js";
 import { roomHref } from "./router.js";
 import { toHtml, toText } from "./text.js";
 
@@ -121,15 +121,9 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
   }
 
   // Authors and mentions show members' names as they are now: a changed name redraws.
-  let names = 0;
-  let namesSeen = "";
+  const names = namesTracker(store);
   bus.on("members:changed", ({ roomId }) => {
-    if (!open || roomId !== open.roomId) return;
-    const now = namesKey(store, roomId);
-    if (now === namesSeen) return;
-    namesSeen = now;
-    names += 1;
-    draw();
+    if (open && roomId === open.roomId && names.changed(roomId)) draw();
   });
 
   function draw() {
@@ -137,7 +131,7 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
     const rootBox = panel.body.querySelector(".thread-root");
     const root = store.message(open.roomId, open.rootId) ?? open.root;
     if (root) {
-      const key = renderKey(root, []) + `|n${names}`;
+      const key = renderKey(root, []) + `|n${names.version}`;
       if (rootBox.dataset.key !== key) {
         rootBox.dataset.key = key;
         const el = element(root);
@@ -148,7 +142,7 @@ export function addThreads({ api, store, bus, ctx, panel, sidebar, actions, mess
     const ids = [...open.replies.keys()].sort(byAge);
     const children = ids.map((id) => {
       const m = open.replies.get(id);
-      const key = renderKey(m, []) + `|n${names}`;
+      const key = renderKey(m, []) + `|n${names.version}`;
       let entry = drawn.get(id);
       if (!entry || entry.key !== key) {
         entry = { key, el: element(m) };

@@ -12,7 +12,7 @@
 
 import { backoff } from "./api.js";
 import { byAge } from "./store.js";
-import { messageElement, namesKey, pendingElement, renderKey } from "./message_view.js";
+import { messageElement, namesTracker, pendingElement, renderKey } from "./message_view.js";
 
 const PAGE = 50;
 const WINDOW = 120;
@@ -46,10 +46,8 @@ export function createTimeline({ api, store, bus, ctx }) {
   let markedUpTo = null;
   /** Whether the window reached the newest loaded message when last drawn. */
   let atEnd = true;
-  /** Bumped when a new member list changes a name: drawn messages show names, so they are
-   *  drawn again. */
-  let names = 0;
-  let namesSeen = "";
+  /** Drawn messages show names: a new member list that changes one draws them again. */
+  const names = namesTracker(store);
   const heights = new Map();
   const drawn = new Map();
   let generation = 0;
@@ -114,7 +112,7 @@ export function createTimeline({ api, store, bus, ctx }) {
     for (const id of ids) {
       const m = t().byId.get(id);
       const seen = m.authorId === ctx.me.userId ? ctx.seenBy(m) : [];
-      const key = renderKey(m, seen) + (id === firstUnread ? "|u" : "") + `|n${names}`;
+      const key = renderKey(m, seen) + (id === firstUnread ? "|u" : "") + `|n${names.version}`;
       let entry = drawn.get(id);
       if (!entry || entry.key !== key) {
         const el = messageElement(m, ctx);
@@ -385,12 +383,7 @@ export function createTimeline({ api, store, bus, ctx }) {
   bus.on("receipts:changed", ({ roomId: changed }) => changed === roomId && draw());
   // Authors and mentions show members' names as they are now: a new member list redraws.
   bus.on("members:changed", ({ roomId: changed }) => {
-    if (changed !== roomId || !t().loaded) return;
-    const now = namesKey(store, roomId);
-    if (now === namesSeen) return;
-    namesSeen = now;
-    names += 1;
-    draw();
+    if (changed === roomId && t().loaded && names.changed(roomId)) draw();
   });
 
   return {

@@ -99,13 +99,18 @@ pub fn new_secret() -> String {
     format!("{SECRET_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
+/// The lowercase hex HMAC-SHA256, keyed with `secret`, of `prefix` then `body`: what both
+/// signatures sign.
+fn hmac_hex(secret: &str, prefix: &str, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(prefix.as_bytes());
+    mac.update(body);
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The `X-Tabletalk-Signature` value of `body` sent at `timestamp` (Unix seconds).
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hmac_hex(secret, &format!("{timestamp}."), body);
     format!("t={timestamp},v1={hex}")
 }
 
@@ -121,11 +126,7 @@ pub fn new_signing_secret() -> String {
 /// Slack's `X-Slack-Signature` of `body` sent at `timestamp` (Unix seconds): `v0=` and the
 /// lowercase hex HMAC-SHA256, keyed with the signing secret, of `v0:<timestamp>:<body>`.
 pub fn slack_signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(format!("v0:{timestamp}:").as_bytes());
-    mac.update(body);
-    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-    format!("v0={hex}")
+    format!("v0={}", hmac_hex(secret, &format!("v0:{timestamp}:"), body))
 }
 
 /// Why a slash command's handler gave no answer.

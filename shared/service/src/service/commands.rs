@@ -68,7 +68,7 @@ impl Commands {
             let said = "it ran already with this client id; nothing ran again";
             return Ok(CommandOutcome {
                 repeated: true,
-                ..outcome(&command, said.into())
+                ..outcome(command.name(), said.into())
             });
         }
         let acted = self.act(who, &access, room, &command).await;
@@ -82,7 +82,7 @@ impl Commands {
 
     /// Does what `command` says, as `who`.
     async fn act(&self, who: &Principal, access: &Access, room: &RoomId, command: &Command) -> Result<CommandOutcome> {
-        let outcome = |result: String| outcome(command, result);
+        let outcome = |result: String| outcome(command.name(), result);
         Ok(match command {
             Command::Custom { name, text } => self.run_own(who, access, room, name, text).await?,
             Command::Me(text) => {
@@ -282,8 +282,7 @@ impl Commands {
         // Nothing is sent without a sender: the id may run it again (409 frees it).
         let sender = self.sender().map_err(|e| Error::Conflict(e.to_string()))?;
         let secret = sender.sealer().open(&stored.sealed_secret, &sealed_for(room, name))?;
-        let trigger: [u8; 8] = rand::random();
-        let trigger: String = trigger.iter().map(|b| format!("{b:02x}")).collect();
+        let trigger = uuid::Uuid::new_v4().simple().to_string();
         let command = format!("/{name}");
         let form = [
             ("token", ""),
@@ -314,7 +313,7 @@ impl Commands {
             return Err(failed(format!("its handler answered {}", reply.status)));
         }
         let answer = Answer::read(&reply.body, reply.json).map_err(|e| failed(e.to_string()))?;
-        let mut done = outcome_of(name, "ran".into());
+        let mut done = outcome(name, "ran".into());
         if answer.text.is_empty() {
             return Ok(done);
         }
@@ -374,13 +373,8 @@ impl Commands {
     }
 }
 
-/// What `command` did, `result` saying it.
-fn outcome(command: &Command, result: String) -> CommandOutcome {
-    outcome_of(command.name(), result)
-}
-
 /// What the command `name` did, `result` saying it.
-fn outcome_of(name: &str, result: String) -> CommandOutcome {
+fn outcome(name: &str, result: String) -> CommandOutcome {
     CommandOutcome {
         command: name.to_owned(),
         result,
