@@ -106,6 +106,9 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         .await
         .map_err(|e| e.to_string())?
         .with_workspace(&settings.workspace_id);
+    if let Some(url) = &settings.attachments.public_url {
+        chat = chat.with_public_url(url);
+    }
     if let Some(connection) = &settings.web_pubsub_connection {
         let web_pubsub = WebPubSub::from_connection_string(connection, &settings.web_pubsub_hub)
             .map_err(|e| e.to_string())?

@@ -2,7 +2,8 @@
 //! server) that verifies every request the way Slack's documentation says — the timestamp
 //! within five minutes, `v0=` and the hex HMAC-SHA256 of `v0:<timestamp>:<raw body>` keyed with
 //! the signing secret — and answers as a Slack command handler does: `in_channel` (posted as the
-//! command's bot), ephemeral JSON or plain text (shown only to the caller), blocks. A handler
+//! command's bot), ephemeral JSON or plain text (shown only to the caller), blocks, and later
+//! at the run's `response_url` as a handler that needs longer does. A handler
 //! answering after 3 s or failing is reported (502, saying why) and posts nothing; a repeated client id runs the
 //! handler once; managing commands needs ManageWebhooks, and bad input is a documented 4xx.
 
@@ -27,6 +28,7 @@ backend_tests!(
     a_repeated_client_id_runs_the_handler_once,
     managing_a_rooms_commands_needs_manage_webhooks_and_bad_input_is_a_documented_4xx,
     a_command_is_refused_before_its_handler_acts,
+    a_handler_answers_later_at_its_response_url_five_times_within_30_minutes,
 );
 
 #[derive(Default)]
@@ -90,6 +92,17 @@ async fn slash(State(handler): State<Handler>, headers: HeaderMap, body: Bytes) 
             axum::Json(json!({ "response_type": "in_channel", "text": "too late" })).into_response()
         }
         "fail" => (AxumStatus::INTERNAL_SERVER_ERROR, "boom").into_response(),
+        // As a handler that needs longer does: acknowledged now, answered at response_url.
+        "later" => {
+            let url = form.get("response_url").cloned().unwrap_or_default();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let answer = json!({ "response_type": "in_channel", "text": "deployed *later*" });
+                let sent = reqwest::Client::new().post(url).json(&answer).send().await.unwrap();
+                assert_eq!(sent.status(), StatusCode::OK);
+            });
+            AxumStatus::OK.into_response()
+        }
         _ => AxumStatus::OK.into_response(),
     }
 }
@@ -110,7 +123,13 @@ async fn start(handler: &Handler) -> String {
 /// A server that may reach the loopback handler, a room owned by "owner" with member "alice",
 /// and `/deploy` registered to the handler.
 async fn set_up(backend: &Backend) -> (TestApp, Handler, String) {
-    let app = spawn_app_with(backend, &[("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true")]);
+    set_up_on(spawn_app_with(backend, &[ALLOW_LOOPBACK])).await
+}
+
+const ALLOW_LOOPBACK: (&str, &str) = ("TABLETALK_PUSH_ALLOW_PRIVATE_ENDPOINTS", "true");
+
+/// As [`set_up`], on `app`.
+async fn set_up_on(app: TestApp) -> (TestApp, Handler, String) {
     let room = app.create_room("owner").await;
     app.join("alice", &room).await;
     let handler = Handler::default();
@@ -356,4 +375,119 @@ async fn a_command_is_refused_before_its_handler_acts(backend: Backend) {
         .assert_error(403, "FORBIDDEN");
 
     assert!(handler.0.lock().unwrap().runs.is_empty(), "no handler ran");
+}
+
+/// POSTs `answer` to `response_url` as a handler does (no bearer).
+async fn answer_at(app: &TestApp, response_url: &str, answer: Value) -> crate::helpers::Reply {
+    let path = &response_url[response_url.find("/api/").expect("an absolute URL under /api/")..];
+    app.call(Method::POST, path, None, Some(answer)).await
+}
+
+async fn a_handler_answers_later_at_its_response_url_five_times_within_30_minutes(backend: Backend) {
+    let mut clock = crate::helpers::TestClock::new();
+    let (app, handler, room) = set_up_on(clock.spawn(&backend, &[ALLOW_LOOPBACK])).await;
+    let negotiated = app.call(Method::POST, "/api/negotiate", Some("alice"), None).await;
+    assert_eq!(negotiated.status, StatusCode::OK, "{}", negotiated.body);
+    let mut alice_live = crate::live::connect(negotiated.body["url"].as_str().unwrap()).await;
+
+    // Acknowledged at once; the answer the handler sends later is posted as the command's bot.
+    let acknowledged = app.command("alice", &room, "/deploy later", None).await;
+    assert_eq!(acknowledged.status, StatusCode::OK, "{}", acknowledged.body);
+    assert!(acknowledged.body["message"].is_null(), "{}", acknowledged.body);
+    let mut later = None;
+    for _ in 0..50 {
+        let shown = app.read_all("owner", &room, "desc", 50).await;
+        later = shown.into_iter().find(|m| m["authorName"] == "/deploy");
+        if later.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let later = later.expect("the later answer is posted");
+    assert!(later["text"].as_str().unwrap().contains("<b>later</b>"), "{later}");
+    let url = handler.0.lock().unwrap().runs[0]["response_url"].clone();
+    assert!(
+        url.starts_with("http://") && url.contains(&format!("/api/slash-responses/{room}/")),
+        "{url}"
+    );
+
+    // An ephemeral answer reaches the caller alone, live, and is stored nowhere.
+    let ephemeral = answer_at(&app, &url, json!({ "text": "only _you_ see this" })).await;
+    assert_eq!(ephemeral.status, StatusCode::OK, "{}", ephemeral.body);
+    assert_eq!(ephemeral.body["ephemeral"], true, "{}", ephemeral.body);
+    assert!(ephemeral.body["message"].is_null(), "{}", ephemeral.body);
+    let told = loop {
+        let frame = crate::live::next_frame(&mut alice_live).await;
+        if frame["data"]["type"] == "command.answered" {
+            break frame;
+        }
+    };
+    assert_eq!(told["data"]["roomId"], room.as_str(), "{told}");
+    assert_eq!(told["data"]["command"], "deploy", "{told}");
+    assert!(told["data"]["html"].as_str().unwrap().contains("<i>you</i>"), "{told}");
+
+    // Five answers in all (the handler's and four more); the sixth is refused.
+    for n in 0..3 {
+        let posted = answer_at(
+            &app,
+            &url,
+            json!({ "response_type": "in_channel", "text": format!("step {n}") }),
+        )
+        .await;
+        assert_eq!(posted.status, StatusCode::OK, "{}", posted.body);
+        assert_eq!(posted.body["message"]["authorName"], "/deploy", "{}", posted.body);
+    }
+    answer_at(&app, &url, json!({ "text": "one more" }))
+        .await
+        .assert_error(409, "CONFLICT");
+    let shown = app.read_all("owner", &room, "desc", 50).await;
+    assert_eq!(
+        shown.iter().filter(|m| m["authorName"] == "/deploy").count(),
+        4,
+        "{shown:?}"
+    );
+
+    // A URL nobody was given, and bad bodies, are refused as documented.
+    let unknown = format!("/api/slash-responses/{room}/{}", "x".repeat(43));
+    answer_at(&app, &unknown, json!({ "text": "hi" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    let other_room = format!("/api/slash-responses/{}/{}", uuid::Uuid::new_v4(), "x".repeat(43));
+    answer_at(&app, &other_room, json!({ "text": "hi" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    answer_at(&app, &url, json!({ "text": 5 }))
+        .await
+        .assert_error(422, "VALIDATION");
+
+    // A URL takes answers for 30 minutes.
+    app.command("alice", &room, "/deploy", None).await;
+    let second = handler.0.lock().unwrap().runs[1]["response_url"].clone();
+    assert_ne!(second, url, "each run has its own URL");
+    clock.advance_s(29 * 60);
+    let in_time = answer_at(&app, &second, json!({ "text": "still here" })).await;
+    assert_eq!(in_time.status, StatusCode::OK, "{}", in_time.body);
+    clock.advance_s(2 * 60);
+    answer_at(&app, &second, json!({ "text": "too late" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+
+    // Deleting the command revokes its runs' URLs (run at the handler's time: it refuses a
+    // signature five minutes off its clock).
+    clock.advance_s(-31 * 60);
+    app.command("alice", &room, "/deploy", None).await;
+    let third = handler.0.lock().unwrap().runs[2]["response_url"].clone();
+    let deleted = app
+        .act(
+            Method::DELETE,
+            "owner",
+            &format!("/rooms/{room}/slash-commands/deploy"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
+    answer_at(&app, &third, json!({ "text": "orphan" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    assert_eq!(handler.0.lock().unwrap().bad_signatures, 0);
 }

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use tabletalk::commands::{CommandLine, CommandOutcome};
 use tabletalk::ids::RoomId;
 use tabletalk::service::commands::Commands;
-use tabletalk::slash::{NewSlashCommand, SlashCommand, SlashCommandCreated};
+use tabletalk::slash::{LaterAnswered, NewSlashCommand, SlackAnswer, SlashCommand, SlashCommandCreated};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{Caller, JsonBody, PathParams};
@@ -71,4 +71,19 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     commands.delete_own(&who, &room, &name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A room's own command's handler answers later, at the run's `response_url` (no bearer
+/// token: the URL is the secret). Slack's body: `response_type: in_channel` posts in the room
+/// as the command's bot, anything else goes to the member who ran it alone. A run's URL takes
+/// 5 answers within 30 minutes; after that, or for an unknown URL, 404 (used up: 409).
+#[utoipa::path(post, path = "/api/slash-responses/{roomId}/{token}", tag = "webhooks", operation_id = "answerSlashCommand", security(()),
+    params(("roomId" = String, Path), ("token" = String, Path)), request_body = SlackAnswer,
+    responses((status = 200, body = LaterAnswered), (status = "4XX", body = ErrorBody)))]
+pub async fn answer_later(
+    State(commands): State<Arc<Commands>>,
+    PathParams((room, token)): PathParams<(RoomId, String)>,
+    JsonBody(answer): JsonBody<SlackAnswer>,
+) -> ApiResult<Json<LaterAnswered>> {
+    Ok(Json(commands.answer_later(&room, &token, answer).await?))
 }

@@ -115,6 +115,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(commands::run))
         .routes(routes!(commands::create, commands::list))
         .routes(routes!(commands::delete))
+        .routes(routes!(commands::answer_later))
         .routes(routes!(emoji::suggest))
         .routes(routes!(rooms::open_direct))
         .routes(routes!(invitations::create, invitations::list))
@@ -407,7 +408,7 @@ mod tests {
                 // Not a user's function: an empty delivery is refused as unreadable.
                 "notificationEvents" => StatusCode::BAD_REQUEST,
                 // No bearer: its URL is the credential; an empty body is refused as not JSON.
-                "postToWebhook" => StatusCode::BAD_REQUEST,
+                "postToWebhook" | "answerSlashCommand" => StatusCode::BAD_REQUEST,
                 _ => StatusCode::UNAUTHORIZED,
             };
             assert_eq!(status, expected, "{} {path}", function.name);

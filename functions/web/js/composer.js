@@ -82,6 +82,9 @@ export function createComposer({ api, store, outbox, me, bus }) {
    *  whose answer was lost does not run twice. */
   let failed = null;
 
+  // A room's own command's handler answering later, for this member's eyes only.
+  bus.on("live:command.answered", ({ command, html }) => bus.emit("notice", { text: `/${command}: ${toText(html)}` }));
+
   /** Runs a command line once; a failure leaves the line in the box (unless it holds another). */
   async function runCommand(text) {
     const room = roomId;

@@ -94,6 +94,15 @@ pub enum Signal {
     ScheduledRefused {
         scheduled: Box<crate::scheduled::Scheduled>,
     },
+    /// To the member who ran a room's own command alone: its handler answered later, at its
+    /// `response_url`, for their eyes only. Stored nowhere.
+    #[serde(rename = "command.answered")]
+    CommandAnswered {
+        /// The command's name, without the `/`.
+        command: String,
+        /// The answer, as sanitized HTML.
+        html: String,
+    },
     /// To the manager who registered it: an outgoing webhook was disabled after failing for
     /// a whole day.
     #[serde(rename = "outgoingWebhook.disabled")]

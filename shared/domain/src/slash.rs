@@ -21,6 +21,10 @@ pub const MAX_DESCRIPTION_CHARS: usize = 200;
 /// Bytes of a handler's answer read at most (Slack's message text is at most 40,000
 /// characters; blocks add their JSON around it).
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024;
+/// How long a run's `response_url` takes answers, as Slack's does.
+pub const LATER_ANSWER_MINUTES: i64 = 30;
+/// Answers a run's `response_url` takes at most, as Slack's does.
+pub const MAX_LATER_ANSWERS: i64 = 5;
 
 /// `POST /api/rooms/{roomId}/slash-commands`: a command of the room's own.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -96,14 +100,68 @@ pub struct Answer {
     pub text: String,
 }
 
-#[derive(Deserialize)]
-struct AnswerBody {
+/// A handler's answer as Slack takes it, in a command's response or later at its
+/// `response_url`. Slack's other fields (`replace_original`, `delete_original`, attachments)
+/// are read and ignored: an answer here is never replaced.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct SlackAnswer {
+    /// `in_channel`: posted in the room as the command's bot; anything else (the default):
+    /// shown only to the member who ran it.
     #[serde(default)]
-    response_type: Option<String>,
+    pub response_type: Option<String>,
+    /// Slack markup.
     #[serde(default)]
-    text: Option<String>,
+    pub text: Option<String>,
+    /// Slack blocks, when there is no `text`: their text is shown, a block a line.
     #[serde(default)]
-    blocks: Option<Vec<serde_json::Value>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub blocks: Option<Vec<serde_json::Value>>,
+}
+
+/// What a run's `response_url` may still do: granted when the command runs (its token stored
+/// hashed), for [`LATER_ANSWER_MINUTES`] and at most [`MAX_LATER_ANSWERS`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaterAnswers {
+    /// The command's name, without the `/`.
+    pub command: String,
+    /// Who ran it: an ephemeral answer goes to them alone.
+    pub caller: String,
+    pub granted_at: DateTime<Utc>,
+    /// Answers taken so far.
+    pub used: i64,
+}
+
+impl LaterAnswers {
+    /// Whether one more answer may come at `now`: a lapsed URL is gone (404, as an unknown
+    /// one is), a used-up one a 409.
+    pub fn check(&self, now: DateTime<Utc>) -> Result<()> {
+        if now - self.granted_at > chrono::Duration::minutes(LATER_ANSWER_MINUTES) {
+            return Err(later_answer_url_unknown());
+        }
+        if self.used >= MAX_LATER_ANSWERS {
+            return Err(Error::Conflict(format!(
+                "a response_url takes at most {MAX_LATER_ANSWERS} answers"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An unknown, lapsed or revoked `response_url`: all answer the same.
+pub fn later_answer_url_unknown() -> Error {
+    Error::not_found(format!(
+        "no command run answers at this response_url (it takes answers for {LATER_ANSWER_MINUTES} minutes)"
+    ))
+}
+
+/// What an answer to a `response_url` did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaterAnswered {
+    /// The message posted in the room (`in_channel`).
+    pub message: Option<crate::messages::Message>,
+    /// True when the answer went to the member who ran the command alone.
+    pub ephemeral: bool,
 }
 
 impl Answer {
@@ -124,17 +182,23 @@ impl Answer {
                 text: text.to_owned(),
             });
         }
-        let body: AnswerBody = serde_json::from_str(text)
+        let body: SlackAnswer = serde_json::from_str(text)
             .map_err(|e| Error::validation(format!("the command's handler answered JSON Slack would not read: {e}")))?;
+        Ok(Answer::from(body))
+    }
+}
+
+impl From<SlackAnswer> for Answer {
+    fn from(body: SlackAnswer) -> Answer {
         let text = match (body.text, body.blocks) {
             (Some(text), _) if !text.is_empty() => text,
             (_, Some(blocks)) => blocks_text(&blocks),
             _ => String::new(),
         };
-        Ok(Answer {
+        Answer {
             in_channel: body.response_type.as_deref() == Some("in_channel"),
             text,
-        })
+        }
     }
 }
 
@@ -180,6 +244,22 @@ mod tests {
             );
         }
         assert!(new("deploy", "").checked().is_err());
+    }
+
+    #[test]
+    fn a_response_url_takes_five_answers_within_30_minutes() {
+        let at = chrono::DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+        let grant = |used| LaterAnswers {
+            command: "deploy".into(),
+            caller: "ana".into(),
+            granted_at: at,
+            used,
+        };
+        let minutes = |m| at + chrono::Duration::minutes(m);
+        assert!(grant(0).check(minutes(30)).is_ok());
+        assert!(grant(4).check(at).is_ok());
+        assert!(matches!(grant(5).check(at), Err(Error::Conflict(_))));
+        assert!(matches!(grant(0).check(minutes(31)), Err(Error::NotFound(_))));
     }
 
     #[test]

@@ -111,8 +111,9 @@ pub const ATTACHMENT_MAX_BYTES: &str = "TABLETALK_ATTACHMENT_MAX_BYTES";
 /// The attachment types allowed, comma-separated. Default
 /// `image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain`.
 pub const ATTACHMENT_TYPES: &str = "TABLETALK_ATTACHMENT_TYPES";
-/// The base URL clients reach this server at, for the links of the embedded object store.
-/// Default `http://<the address it listens on>`.
+/// The base URL clients reach this server at: the links of the embedded object store, and the
+/// `response_url` a room's own slash commands answer later at. Default: in a Functions app on
+/// Azure `https://<WEBSITE_HOSTNAME>`, self-hosted `http://<the address it listens on>`.
 pub const PUBLIC_URL: &str = "TABLETALK_PUBLIC_URL";
 
 /// Where attachments are stored and what may be uploaded. Its `Debug` leaves the connection
@@ -472,7 +473,7 @@ impl Settings {
                 },
             },
             data_dir: PathBuf::from(get(DATA_DIR).unwrap_or_else(|| "data".into())),
-            public_url: get(PUBLIC_URL),
+            public_url: get(PUBLIC_URL).or_else(|| get("WEBSITE_HOSTNAME").map(|host| format!("https://{host}"))),
         };
         Ok(Settings {
             webhook_sealing_key: get(WEBHOOK_SEALING_KEY),

@@ -371,6 +371,14 @@ pub fn command_key(user: &UserId, client_id: &ClientId) -> String {
     format!("{IDEMPOTENCY_PREFIX}{user}:~{}", client_id.as_str())
 }
 
+/// Row key of the later answers a room's own command run may give at its `response_url`,
+/// by the digest of the URL's token: an idempotency record (so it expires with them) whose
+/// user part starts `%~`, which no encoded user id does (its `%` is always followed by two hex
+/// digits).
+pub fn later_answers_key(token_hash: &str) -> String {
+    format!("{IDEMPOTENCY_PREFIX}%~answers:{token_hash}")
+}
+
 /// Row key of a reply's thread index row: its root, then its own ascending key, so a thread is
 /// one range read, oldest reply first.
 pub fn thread_key(root: &str, reply: &AscendingKey) -> String {

@@ -5,12 +5,15 @@
 
 use super::error::Result;
 use super::moderation_log::log_op;
-use super::schema::{SLASH_PREFIX, slash_key};
+use super::schema::{SLASH_PREFIX, later_answers_key, slash_key};
 use tabletalk_domain::error::Error;
 use tabletalk_domain::ids::RoomId;
 use tabletalk_domain::moderation::ModerationEntry;
-use tabletalk_domain::slash::{MAX_PER_ROOM, SlashCommand};
-use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, Value};
+use tabletalk_domain::slash::{LaterAnswers, MAX_PER_ROOM, SlashCommand, later_answer_url_unknown};
+use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// Tries at taking one of a `response_url`'s answers against others taken at once.
+const TAKE_TRIES: usize = 5;
 
 /// A command as stored: what is listed, and its sealed secret.
 #[derive(Debug, Clone)]
@@ -94,5 +97,58 @@ impl SlashStore {
             Err(e) if e.is(ErrorKind::NotFound) => Err(Error::not_found(format!("the room has no /{name}")).into()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Grants a command run's later answers, at the digest of its `response_url`'s token (in
+    /// the room's `Messages` partition, swept with the idempotency records).
+    pub async fn grant_later_answers(&self, room: &RoomId, token_hash: &str, grant: &LaterAnswers) -> Result<()> {
+        let row = Entity::new(room.as_str(), later_answers_key(token_hash))
+            .with("command", Value::String(grant.command.clone()))
+            .with("caller", Value::String(grant.caller.clone()))
+            .with("createdAt", Value::datetime(grant.granted_at))
+            .with("used", Value::Int64(grant.used));
+        self.tables.insert(&self.schema.messages, &row).await?;
+        Ok(())
+    }
+
+    /// Takes one later answer of the run whose token digests to `token_hash`, if it may still
+    /// give one at `now` (`LaterAnswers::check`): counted before the answer is shown, so at
+    /// most the limit are shown however many arrive at once. What it was granted for.
+    pub async fn take_later_answer(
+        &self,
+        room: &RoomId,
+        token_hash: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<LaterAnswers> {
+        let key = later_answers_key(token_hash);
+        for _ in 0..TAKE_TRIES {
+            let row = self.tables.get(&self.schema.messages, room.as_str(), &key).await?;
+            let Some(mut row) = row else {
+                return Err(later_answer_url_unknown().into());
+            };
+            let grant = LaterAnswers {
+                command: row.str("command").unwrap_or("").to_owned(),
+                caller: row.str("caller").unwrap_or("").to_owned(),
+                granted_at: row.datetime("createdAt").unwrap_or_default(),
+                used: row.i64("used").unwrap_or(i64::MAX),
+            };
+            grant.check(now)?;
+            let etag = row
+                .etag()
+                .cloned()
+                .ok_or_else(|| Error::Internal("a read row has no ETag".into()))?;
+            row.set("used", Value::Int64(grant.used + 1));
+            match self
+                .tables
+                .update(&self.schema.messages, &row, UpdateMode::Replace, &IfMatch::Etag(etag))
+                .await
+            {
+                Ok(_) => return Ok(grant),
+                Err(e) if e.is(ErrorKind::PreconditionFailed) => continue,
+                Err(e) if e.is(ErrorKind::NotFound) => return Err(later_answer_url_unknown().into()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Conflict("too many answers at once at this response_url; try again".into()).into())
     }
 }

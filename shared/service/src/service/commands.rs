@@ -6,6 +6,11 @@
 //! idempotency records): a repeated request runs nothing and answers `repeated`. A command
 //! refused for what it is (422, 403, 404, 409) frees its id again, since nothing ran; one whose
 //! outcome is unknown (the store failed half-way) keeps it.
+//!
+//! A room's own command's handler may answer later too, at the run's `response_url`
+//! (`answer_later`): up to five times in 30 minutes, as Slack allows, each answer shown as the
+//! first would have been — posted as the command's bot, or to the caller alone as a live
+//! notice.
 
 use std::sync::Arc;
 
@@ -24,13 +29,18 @@ use crate::messages::send::NewMessage;
 use crate::moderation::Kick;
 use crate::moderation::{ModerationAction, ModerationEntry};
 use crate::permissions::Permission;
+use crate::rooms::Room;
 use crate::rooms::RoomChange;
 use crate::rooms::invitations::NewInvitation;
 use crate::scheduled::NewScheduled;
 use crate::service::send::Submission;
-use crate::slash::{Answer, MAX_ANSWER_BYTES, MAX_PER_ROOM, NewSlashCommand, SlashCommand, SlashCommandCreated};
+use crate::signals::Signal;
+use crate::slash::{
+    Answer, LaterAnswered, LaterAnswers, MAX_ANSWER_BYTES, MAX_PER_ROOM, NewSlashCommand, SlackAnswer, SlashCommand,
+    SlashCommandCreated, later_answer_url_unknown,
+};
 use crate::store::slash::StoredSlash;
-use crate::webhooks::{Webhook, WebhookPayload};
+use crate::webhooks::{Webhook, WebhookPayload, new_token, token_hash};
 
 /// Runs slash commands. Holds the store (for run records) and the components whose use cases
 /// the commands are.
@@ -44,10 +54,25 @@ pub struct Commands {
     pub(crate) members: Arc<crate::service::members::Members>,
     pub(crate) rooms: Arc<crate::service::rooms::Rooms>,
     pub(crate) scheduler: Arc<crate::service::scheduled::Scheduler>,
+    /// Where an answer for the caller alone goes when it comes later.
+    pub(crate) signals: Arc<crate::service::live::Signals>,
     /// The signed POST of a room's own commands; without it none registers (503) or runs (409).
     pub(crate) outgoing: Option<Arc<HookSender>>,
     /// Sent as Slack's `team_id`.
     pub(crate) workspace_id: Arc<str>,
+    /// The base of the `response_url` a run is given; without it, a handler answers in its
+    /// response only.
+    pub(crate) public_url: Option<Arc<str>>,
+}
+
+/// How a handler's answer was shown.
+enum Shown {
+    /// An empty answer: an acknowledgement.
+    Nothing,
+    /// Posted in the room as the command's bot.
+    Posted(Message),
+    /// For the caller alone: the answer as HTML.
+    ToCaller(String),
 }
 
 /// `¯\_(ツ)_/¯` in Markdown, its backslash and underscores escaped.
@@ -284,6 +309,7 @@ impl Commands {
         let secret = sender.sealer().open(&stored.sealed_secret, &sealed_for(room, name))?;
         let trigger = uuid::Uuid::new_v4().simple().to_string();
         let command = format!("/{name}");
+        let response_url = self.grant_later_answers(who, room, name).await?;
         let form = [
             ("token", ""),
             ("team_id", &*self.workspace_id),
@@ -297,6 +323,7 @@ impl Commands {
             ("api_app_id", "tabletalk"),
             ("is_enterprise_install", "false"),
             ("trigger_id", trigger.as_str()),
+            ("response_url", response_url.as_deref().unwrap_or("")),
         ];
         let failed = |why: String| Error::BadGateway(format!("{command} failed: {why}"));
         let reply = sender
@@ -313,43 +340,128 @@ impl Commands {
             return Err(failed(format!("its handler answered {}", reply.status)));
         }
         let answer = Answer::read(&reply.body, reply.json).map_err(|e| failed(e.to_string()))?;
+        // The handler ran: an answer the room refuses is the handler's failure, which keeps the
+        // client id (a repeat must not run it again).
+        let shown = self.show(room, access.room.clone(), &stored, answer).await;
         let mut done = outcome(name, "ran".into());
+        match shown.map_err(|e| failed(format!("it ran, but its answer could not be shown: {e}")))? {
+            Shown::Nothing => {}
+            Shown::Posted(message) => done.message = Some(message),
+            Shown::ToCaller(html) => done.ephemeral = Some(html),
+        }
+        Ok(done)
+    }
+
+    /// A `response_url` for a run of `/name` by `who`, its answers granted in the store; none
+    /// when this server does not know the URL it is reached at.
+    async fn grant_later_answers(&self, who: &Principal, room: &RoomId, name: &str) -> Result<Option<String>> {
+        let Some(base) = &self.public_url else {
+            return Ok(None);
+        };
+        let (token, hash) = new_token();
+        let grant = LaterAnswers {
+            command: name.to_owned(),
+            caller: who.user_id.to_string(),
+            granted_at: self.store.now(),
+            used: 0,
+        };
+        self.store.slash.grant_later_answers(room, &hash, &grant).await?;
+        Ok(Some(format!("{base}/api/slash-responses/{room}/{token}")))
+    }
+
+    /// A handler's later answer at a run's `response_url` (`{room}/{token}`): shown as an
+    /// answer in its response would have been, while the URL takes answers
+    /// (`LaterAnswers::check`), its command still exists and its maker may still manage the
+    /// room's integrations. An answer for the caller alone reaches them live if they are still
+    /// a member, and is stored nowhere.
+    pub async fn answer_later(&self, room: &RoomId, token: &str, body: SlackAnswer) -> Result<LaterAnswered> {
+        let grant = self
+            .store
+            .slash
+            .take_later_answer(room, &token_hash(token), self.store.now())
+            .await?;
+        let stored = self
+            .store
+            .slash
+            .get(room, &grant.command)
+            .await?
+            .ok_or_else(later_answer_url_unknown)?;
+        if !self
+            .sending
+            .maker_may_manage_webhooks(room, &stored.command.created_by)
+            .await?
+        {
+            return Err(Error::Forbidden(format!(
+                "/{}'s maker may no longer manage the room's integrations",
+                grant.command
+            )));
+        }
+        let room_row = self
+            .store
+            .rooms
+            .room(room)
+            .await?
+            .ok_or_else(later_answer_url_unknown)?;
+        let mut answered = LaterAnswered {
+            message: None,
+            ephemeral: false,
+        };
+        match self.show(room, room_row, &stored, Answer::from(body)).await? {
+            Shown::Nothing => {}
+            Shown::Posted(message) => answered.message = Some(message),
+            Shown::ToCaller(html) => {
+                answered.ephemeral = true;
+                let caller = crate::ids::UserId::parse(&grant.caller)?;
+                match self.access.access(room, &caller).await {
+                    Ok(_) => self.signals.notice(
+                        room,
+                        &caller,
+                        Signal::CommandAnswered {
+                            command: grant.command,
+                            html,
+                        },
+                    ),
+                    Err(Error::NotFound(_) | Error::Forbidden(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(answered)
+    }
+
+    /// Shows a handler's `answer` to the room's command `stored` as Slack shows it: `in_channel`
+    /// posted through the one door as the command's bot (its own author, and its own rate),
+    /// anything else as HTML for the caller alone.
+    async fn show(&self, room: &RoomId, room_row: Room, stored: &StoredSlash, answer: Answer) -> Result<Shown> {
         if answer.text.is_empty() {
-            return Ok(done);
+            return Ok(Shown::Nothing);
         }
         let payload = WebhookPayload {
             text: Some(answer.text),
             username: None,
             icon_url: None,
         }
-        .checked()
-        .map_err(|e| failed(e.to_string()))?;
+        .checked()?;
         if !answer.in_channel {
-            done.ephemeral = Some(payload.html);
-            return Ok(done);
+            return Ok(Shown::ToCaller(payload.html));
         }
-        // The command's bot in this room: its own author, and its own rate.
+        let name = &stored.command.name;
         let bot = Webhook {
             id: format!("slash-{room}-{name}"),
             room_id: room.to_string(),
-            name: command.clone(),
+            name: format!("/{name}"),
             created_by: stored.command.created_by.clone(),
             created_at: stored.command.created_at,
             automation: false,
             token_hash: String::new(),
         };
         let submission = Submission::Webhook {
-            access: bot.access(access.room.clone())?,
+            access: bot.access(room_row)?,
             hook: bot,
             payload,
             client_id: None,
         };
-        // The handler ran: an answer the room refuses is the handler's failure, which keeps the
-        // client id (a repeat must not run it again).
-        let posted = self.sending.submit(room, submission).await;
-        let posted = posted.map_err(|e| failed(format!("it ran, but its answer could not be posted: {e}")))?;
-        done.message = Some(posted.message);
-        Ok(done)
+        Ok(Shown::Posted(self.sending.submit(room, submission).await?.message))
     }
 
     /// Posts `text` as the caller, through the one door.

@@ -114,6 +114,9 @@ pub(crate) struct Wiring {
     pub(crate) outgoing: Option<Arc<crate::adapters::outgoing::HookSender>>,
     /// The Event Grid topic automation events go to, when one is configured.
     pub(crate) automation: Option<Arc<EventGrid>>,
+    /// The base URL this server is reached at, when known (`with_public_url`): a room's own
+    /// commands are given a `response_url` under it.
+    pub(crate) public_url: Option<Arc<str>>,
     /// Which members last held roles, so their access reads the roles at once.
     pub(crate) role_hints: Arc<access::RoleHints>,
     /// The room rows sends are admitted on, with the room stamp each was read under.
@@ -179,6 +182,7 @@ impl Chat {
             previews: None,
             outgoing: None,
             automation: None,
+            public_url: None,
             role_hints: Arc::default(),
             room_rows: Arc::default(),
         }))
@@ -340,8 +344,10 @@ impl Chat {
             members: members.clone(),
             rooms: rooms.clone(),
             scheduler: scheduler.clone(),
+            signals: signals.clone(),
             outgoing: wiring.outgoing.clone(),
             workspace_id: wiring.workspace_id.clone(),
+            public_url: wiring.public_url.clone(),
         });
         let searching = Arc::new(search::Searching {
             store: wiring.store.clone(),
@@ -391,6 +397,13 @@ impl Chat {
     /// The same service publishing automation events (docs/AUTOMATION_EVENTS.md) to `topic`.
     pub fn with_automation_topic(mut self, topic: EventGrid) -> Chat {
         self.wiring_mut().automation = Some(Arc::new(topic));
+        self.reassembled()
+    }
+
+    /// The same service reached at `url` (no trailing `/`), which a room's own commands'
+    /// `response_url` is under.
+    pub fn with_public_url(mut self, url: &str) -> Chat {
+        self.wiring_mut().public_url = Some(Arc::from(url.trim_end_matches('/')));
         self.reassembled()
     }
 
