@@ -128,7 +128,7 @@ pub(crate) async fn send_with(app: &TestApp, user: &str, room: &str, ids: &[&str
 }
 
 /// Follows tabletalk's download URL by hand: its redirect as `user`, then the store's answer.
-async fn download(app: &TestApp, user: &str, url: &str) -> (StatusCode, Option<reqwest::Response>) {
+pub(crate) async fn download(app: &TestApp, user: &str, url: &str) -> (StatusCode, Option<reqwest::Response>) {
     let redirect = no_redirects()
         .get(format!("{}{url}", app.base))
         .bearer_auth(token_with(user, &app.secret, 3600))

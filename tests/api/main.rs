@@ -55,6 +55,7 @@ mod serve;
 mod shutdown;
 mod slash_commands;
 mod threads;
+mod thumbnails;
 mod tiered_delivery;
 mod web_client;
 mod web_pubsub_client;

@@ -158,7 +158,7 @@ await run(async (browser) => {
     check((await alice.getByTestId("thread-replies").getByTestId("thread-message").count()) === 1, "alice's panel still shows one reply");
   });
 
-  await step("a picture alice uploads (its progress reaching 100 %) appears for bob and downloads with the same bytes", async () => {
+  await step("a picture alice uploads (its progress reaching 100 %) appears for bob as a thumbnail, opens in full and downloads with the same bytes", async () => {
     const png = noisePng(700, 700);
     await alice.evaluate(() => {
       window.progressSeen = [];
@@ -182,11 +182,28 @@ await run(async (browser) => {
     await theirs.getByTestId("attachment-name").filter({ hasText: "noise.png" }).waitFor();
     const size = await theirs.getByTestId("attachment-size").textContent();
     check(size === `${(png.length / (1024 * 1024)).toFixed(1)} MB`, `the size shows: ${size}`);
-    await theirs.getByTestId("attachment-image").and(bob.locator("img[src^='blob:']")).waitFor();
+    // Its thumbnail, made by the server shortly after the send, in a box of the image's shape
+    // (224 × 224 for a 700 × 700 picture) that is laid out before the thumbnail loads.
+    const thumbnail = theirs.getByTestId("attachment-thumbnail");
+    await thumbnail.locator("img[src^='blob:']").waitFor();
+    const shown = await (
+      await bob.waitForFunction(() => {
+        const img = [...document.querySelectorAll("[data-testid=attachment-thumbnail] img")].pop();
+        if (!img?.complete || !img.naturalWidth) return null;
+        const box = img.getBoundingClientRect();
+        return { width: img.getAttribute("width"), height: img.getAttribute("height"), natural: img.naturalWidth, box: [box.width, box.height] };
+      })
+    ).jsonValue();
+    check(shown.width === "224" && shown.height === "224", `the box is reserved from the image's size: ${JSON.stringify(shown)}`);
+    check(shown.box[0] === 224 && shown.box[1] === 224, `the thumbnail fills its box: ${JSON.stringify(shown)}`);
+    check(shown.natural === 320, `the thumbnail is the server's (320 pixels a side): ${JSON.stringify(shown)}`);
+    await thumbnail.click();
     await bob.waitForFunction(() => {
-      const img = document.querySelector("[data-testid=message] [data-testid=attachment-image]");
+      const img = document.querySelector("dialog[open] [data-testid=attachment-full]");
       return img && img.complete && img.naturalWidth === 700;
     });
+    await bob.keyboard.press("Escape");
+    await bob.locator("dialog[open]").waitFor({ state: "hidden" });
     const [download] = await Promise.all([bob.waitForEvent("download"), theirs.getByTestId("attachment-download").click()]);
     check(download.suggestedFilename() === "noise.png", `downloaded as ${download.suggestedFilename()}`);
     const bytes = await readFile(await download.path());

@@ -45,10 +45,31 @@ pub async fn download(
     Caller(who): Caller,
     PathParams((room, id)): PathParams<(RoomId, String)>,
 ) -> ApiResult<Response> {
-    let url = files.attachment_link(&who, &room, &id).await?;
-    Ok((
+    Ok(redirect(files.attachment_link(&who, &room, &id).await?))
+}
+
+/// 302 to a link of the object store valid for 60 seconds to the thumbnail of an image a
+/// message carries (PNG or JPEG, at most 320 pixels a side), made shortly after the send; the
+/// attachment's `image` says it is there. A non-member, an attachment that gets no thumbnail
+/// or whose thumbnail is not made yet, is 404.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/attachments/{attachmentId}/thumbnail", tag = "attachments",
+    operation_id = "downloadThumbnail",
+    params(("roomId" = String, Path), ("attachmentId" = String, Path)),
+    responses((status = 302, description = "redirect to the signed download link (`Location`)"),
+        (status = "4XX", body = ErrorBody)))]
+pub async fn thumbnail(
+    State(files): State<Arc<Files>>,
+    Caller(who): Caller,
+    PathParams((room, id)): PathParams<(RoomId, String)>,
+) -> ApiResult<Response> {
+    Ok(redirect(files.thumbnail_link(&who, &room, &id).await?))
+}
+
+/// A 302 to a short-lived signed link, never cached (the link expires).
+fn redirect(url: String) -> Response {
+    (
         StatusCode::FOUND,
         [(header::LOCATION, url), (header::CACHE_CONTROL, "no-store".to_owned())],
     )
-        .into_response())
+        .into_response()
 }

@@ -158,6 +158,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(moderation::resolve))
         .routes(routes!(attachments::create_upload))
         .routes(routes!(attachments::download))
+        .routes(routes!(attachments::thumbnail))
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::rename, webhooks::delete))
         .routes(routes!(webhooks::rotate))

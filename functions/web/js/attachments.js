@@ -6,7 +6,10 @@
 // one failed, the send is held with a notice. An empty text with files sends their names as
 // the text (a message with attachments still needs one).
 //
-// A message shows each attachment's name and size with a Download button, and an image inline.
+// A message shows each attachment's name and size with a Download button, and an image inline:
+// its thumbnail once the server made one (`image`: the box is sized from the image's own width
+// and height before anything loads, so nothing below it moves), opening the full image in the
+// dialog on click; before that, or for an image that gets none, the file itself.
 // Both go through tabletalk's own `url`, which needs the bearer token, so the file is fetched
 // (the redirect to the store's short-lived link is followed) and handed to the browser as a
 // blob: a download saves it under its name, an image shows from it. On Blob Storage the
@@ -14,8 +17,10 @@
 
 import { apiBase } from "./config.js";
 
-/** Images inline up to this size; larger ones are a download only. */
+/** Images without a thumbnail inline up to this size; larger ones are a download only. */
 const INLINE_MAX_BYTES = 5 * 1024 * 1024;
+/** The box a thumbnail is shown in, in CSS pixels (the server's thumbnails fit 320). */
+const THUMBNAIL_BOX = { width: 320, height: 224 };
 
 export function formatSize(bytes) {
   if (bytes < 1024) return `${bytes} B`;
@@ -23,7 +28,9 @@ export function formatSize(bytes) {
   return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
 }
 
-export function addAttachments({ api, bus, ctx, composerParts, messageParts }) {
+export function addAttachments({ api, bus, ctx, composerParts, messageParts, keyParts }) {
+  // A thumbnail made after the send keeps the message's version.
+  keyParts.push((m) => (m.attachments ?? []).map((a) => (a.image ? "t" : "-")).join(""));
   /** Per room: the files picked for the next send, {key, file, state, progress, id, error, xhr}. */
   const picked = new Map();
   const blobs = new Map();
@@ -177,17 +184,57 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts }) {
 
   // ---- shown in a message
 
-  function fetchBlob(a) {
-    if (!blobs.has(a.id)) {
-      const url = /^https?:/.test(a.url) ? a.url : apiBase + a.url;
+  /** The file at tabletalk's `path` as a blob URL, fetched once. */
+  function fetchBlob(a, path = a.url) {
+    if (!blobs.has(path)) {
+      const url = /^https?:/.test(path) ? path : apiBase + path;
       const got = fetch(url, { headers: { authorization: `Bearer ${ctx.me.token}` } }).then(async (r) => {
         if (!r.ok) throw new Error(`HTTP ${r.status}`);
         return URL.createObjectURL(await r.blob());
       });
-      got.catch(() => blobs.delete(a.id));
-      blobs.set(a.id, got);
+      got.catch(() => blobs.delete(path));
+      blobs.set(path, got);
     }
-    return blobs.get(a.id);
+    return blobs.get(path);
+  }
+
+  /** The thumbnail of `a`, in a box of the image's own shape; a click opens the full image. */
+  function thumbnail(a) {
+    const { width, height, thumbnailUrl } = a.image;
+    const scale = Math.min(1, THUMBNAIL_BOX.width / width, THUMBNAIL_BOX.height / height);
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "attachment-thumbnail";
+    button.dataset.testid = "attachment-thumbnail";
+    button.setAttribute("aria-label", `Open ${a.name}`);
+    const img = document.createElement("img");
+    img.className = "attachment-image";
+    img.dataset.testid = "attachment-image";
+    img.alt = a.name;
+    img.width = Math.max(1, Math.round(width * scale));
+    img.height = Math.max(1, Math.round(height * scale));
+    fetchBlob(a, thumbnailUrl).then(
+      (src) => (img.src = src),
+      () => {},
+    );
+    button.append(img);
+    button.addEventListener("click", () => openFull(a));
+    return button;
+  }
+
+  /** The full image of `a` in the dialog. */
+  function openFull(a) {
+    const full = document.createElement("img");
+    full.className = "attachment-full";
+    full.dataset.testid = "attachment-full";
+    full.alt = a.name;
+    full.width = a.image.width;
+    full.height = a.image.height;
+    fetchBlob(a).then(
+      (src) => (full.src = src),
+      (e) => bus.emit("notice", { text: `Could not open ${a.name}: ${e.message}` }),
+    );
+    ctx.dialogs.ask({ title: a.name, content: full, noSubmit: true });
   }
 
   async function download(a) {
@@ -215,7 +262,9 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts }) {
       li.className = "attachment";
       li.dataset.testid = "attachment";
       li.dataset.attachmentId = a.id;
-      if (a.mime.startsWith("image/") && a.size <= INLINE_MAX_BYTES) {
+      if (a.image) {
+        li.append(thumbnail(a));
+      } else if (a.mime.startsWith("image/") && a.size <= INLINE_MAX_BYTES) {
         const img = document.createElement("img");
         img.className = "attachment-image";
         img.dataset.testid = "attachment-image";

@@ -16,3 +16,4 @@ pub mod outbound;
 pub mod outgoing;
 pub mod push;
 pub mod tasks;
+pub mod thumbnails;

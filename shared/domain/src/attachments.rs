@@ -164,6 +164,47 @@ pub struct Attachment {
     pub mime: String,
     pub size: u64,
     pub url: String,
+    /// For an image whose thumbnail is made (shortly after the send): its size and where its
+    /// thumbnail is, so a client reserves the image's box before anything loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageInfo>,
+}
+
+/// An image attachment's own size, and its thumbnail's stable URL (membership-checked, as the
+/// file's own): the image scaled to fit [`THUMBNAIL_EDGE`] pixels a side, never enlarged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageInfo {
+    pub width: u32,
+    pub height: u32,
+    pub thumbnail_url: String,
+}
+
+/// The longest side of a thumbnail, in pixels.
+pub const THUMBNAIL_EDGE: u32 = 320;
+/// The longest side of an image a thumbnail is made of: a larger one (a decompression bomb's
+/// header says so before any pixel is decoded) gets none.
+pub const MAX_IMAGE_EDGE: u32 = 12_000;
+/// The most memory decoding one image may take, in bytes.
+pub const MAX_DECODE_BYTES: u64 = 200 * 1024 * 1024;
+
+/// Whether an attachment of type `mime` gets a thumbnail: the image types attachments allow by
+/// default, and no other type is ever decoded.
+pub fn is_thumbnailed(mime: &str) -> bool {
+    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp")
+}
+
+/// The object key of the thumbnail of the upload stored at `key` (`<room>/<user>/<id>/<name>`):
+/// `<room>/<user>/<id>.thumbnail`, beside the upload's own folder, so no upload's name can be it
+/// and deleting the room's prefix deletes it too.
+pub fn thumbnail_key(key: &str) -> String {
+    let folder = key.rsplit_once('/').map_or(key, |(folder, _)| folder);
+    format!("{folder}.thumbnail")
+}
+
+/// The stable URL of an attachment's thumbnail.
+pub fn thumbnail_url(room: &RoomId, id: &str) -> String {
+    format!("{}/thumbnail", attachment_url(room, id))
 }
 
 /// The stable download URL of an attachment.
@@ -194,6 +235,7 @@ impl Upload {
             mime: self.mime.clone(),
             size: self.size,
             url: attachment_url(&self.room_id, &self.id),
+            image: None,
         }
     }
 }

@@ -41,8 +41,8 @@ pub enum Signal {
         #[serde(rename = "messageId")]
         message_id: String,
     },
-    /// A message's link preview was attached or removed: clients re-read it (companion data,
-    /// so the message's version did not change).
+    /// A message's link preview was attached or removed, or an image's thumbnail made: clients
+    /// re-read it (companion data, so the message's version did not change).
     #[serde(rename = "message.previewed")]
     Previewed {
         #[serde(rename = "messageId")]

@@ -2,11 +2,13 @@
 //! reaction, `<message key>:r:<emoji>:<user>`, and one per (message, user) for a poll vote,
 //! `<message key>:v:<user>`. Because every row starts with its message's fixed-width key, the
 //! rows of a whole page of messages are one range read, and a message's own are one prefix.
+//! A message's link preview (`store::previews`) and its images' thumbnails,
+//! `<message key>:t:<attachment id>`, are companion rows too.
 
 use std::ops::Bound;
 
 use super::error::Result;
-use super::schema::{reaction_key, vote_key};
+use super::schema::{reaction_key, thumbnail_row_key, vote_key};
 use tabletalk_domain::ids::{RoomId, UserId};
 use tabletalk_domain::keys::MessageKey;
 use tabletalk_tables::{Entity, RangeQuery, UpdateMode, Value};
@@ -36,6 +38,12 @@ pub enum CompanionKind {
     },
     /// The message's link preview (`None`: its author removed it); see `store::previews`.
     Preview(Option<tabletalk_domain::messages::previews::LinkPreview>),
+    /// The thumbnail of one of its image attachments was made: the image's size.
+    Thumbnail {
+        attachment_id: String,
+        width: u32,
+        height: u32,
+    },
 }
 
 /// Every companion row of one message.
@@ -97,6 +105,25 @@ impl CompanionStore {
         .await
     }
 
+    /// Records that the thumbnail of the message's attachment `attachment` is made, with the
+    /// image's size (again is a no-op).
+    pub async fn attach_thumbnail(
+        &self,
+        room: &RoomId,
+        message: &MessageKey,
+        attachment: &str,
+        width: u32,
+        height: u32,
+    ) -> Result<()> {
+        let row = Entity::new(room.as_str(), thumbnail_row_key(message, attachment))
+            .with("width", Value::Int64(i64::from(width)))
+            .with("height", Value::Int64(i64::from(height)));
+        self.tables
+            .upsert(&self.schema.metadata, &row, UpdateMode::Replace)
+            .await?;
+        Ok(())
+    }
+
     /// Deletes every companion row of a message.
     pub async fn delete_companions(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
         self.tables
@@ -126,6 +153,12 @@ impl CompanionStore {
                     }
                 } else if rest == "p" {
                     CompanionKind::Preview(super::previews::preview_of(row))
+                } else if let Some(attachment_id) = rest.strip_prefix("t:") {
+                    CompanionKind::Thumbnail {
+                        attachment_id: attachment_id.to_owned(),
+                        width: u32::try_from(row.i64("width")?).ok()?,
+                        height: u32::try_from(row.i64("height")?).ok()?,
+                    }
                 } else {
                     return None;
                 };

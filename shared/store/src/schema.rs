@@ -284,6 +284,11 @@ pub fn preview_key(message: &MessageKey) -> String {
     format!("{}:p", message.as_str())
 }
 
+/// A message's row for the thumbnail of its attachment `attachment`: a companion row.
+pub fn thumbnail_row_key(message: &MessageKey, attachment: &str) -> String {
+    format!("{}:t:{attachment}", message.as_str())
+}
+
 /// A preview still to be fetched, in [`PREVIEW_JOBS_PARTITION`].
 pub fn preview_job_key(room: &RoomId, message: &MessageKey) -> String {
     format!("{}:{}", room.as_str(), message.as_str())

@@ -148,6 +148,26 @@ impl Files {
             .await
     }
 
+    /// The thumbnail redirect: for a member, a link of the store valid for 60 seconds to the
+    /// thumbnail of an image a message carries (`service::thumbnails`); 404 until it is made,
+    /// and for a file that gets none.
+    pub async fn thumbnail_link(&self, who: &Principal, room: &RoomId, id: &str) -> Result<String> {
+        self.access.access(room, &who.user_id).await?;
+        let settings = self.attachment_settings()?;
+        let missing = || Error::not_found("thumbnail not found");
+        let upload = self.store.uploads.upload(room, id).await?.ok_or_else(missing)?;
+        if upload.claimed_by.is_none() {
+            return Err(missing());
+        }
+        let object = ObjectKey::parse(&attachments::thumbnail_key(&upload.key))?;
+        let made = settings.objects.head(&object).await?.ok_or_else(missing)?;
+        let expires = settings.clock.now() + Duration::seconds(DOWNLOAD_LINK_SECONDS);
+        settings
+            .objects
+            .download_url(&object, &made.mime, "thumbnail", expires)
+            .await
+    }
+
     /// The claim a send makes on the uploads it names: its client id when it has one, so a
     /// retry of the same send finds its own claim.
     pub(crate) fn attachment_claim(user: &UserId, client_id: Option<&ClientId>) -> String {
@@ -383,7 +403,7 @@ impl Files {
                 }
                 self.store.uploads.delete_upload(room, &file.id).await?;
                 if let Some(upload) = upload {
-                    settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                    delete_objects(settings, &upload.key).await?;
                 }
                 Ok::<(), Error>(())
             };
@@ -404,7 +424,7 @@ impl Files {
         };
         for file in files {
             if let Some(upload) = self.store.uploads.upload(room, &file.id).await? {
-                settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                delete_objects(settings, &upload.key).await?;
                 self.store.uploads.delete_upload(room, &file.id).await?;
             }
         }
@@ -443,13 +463,13 @@ impl Files {
                     // send checked the object, which must then stay); the index row stays until
                     // the object is gone, so a failure in between is finished next run.
                     if self.store.uploads.delete_unattached_upload(&row.room, &row.id).await? == Unattached::Deleted {
-                        settings.objects.delete(&ObjectKey::parse(&upload.key)?).await?;
+                        delete_objects(settings, &upload.key).await?;
                         expired += 1;
                     }
                 }
                 None => {
                     if let Some(key) = &row.key {
-                        settings.objects.delete(&ObjectKey::parse(key)?).await?;
+                        delete_objects(settings, key).await?;
                     }
                 }
             }
@@ -457,4 +477,14 @@ impl Files {
         }
         Ok(expired)
     }
+}
+
+/// Deletes the objects of the upload stored at `key`: its thumbnail, if one was made, then the
+/// file.
+async fn delete_objects(settings: &AttachmentSettings, key: &str) -> Result<()> {
+    settings
+        .objects
+        .delete(&ObjectKey::parse(&attachments::thumbnail_key(key))?)
+        .await?;
+    settings.objects.delete(&ObjectKey::parse(key)?).await
 }

@@ -40,6 +40,7 @@ pub mod search;
 pub mod send;
 pub mod subscriptions;
 pub mod threads;
+pub mod thumbnails;
 pub mod webhooks;
 
 #[cfg(test)]
@@ -260,11 +261,19 @@ impl Chat {
         // What happens after a message is committed: the send path's subscribers.
         let (nudge, nudged) = outgoing::OutgoingNudge::new(wiring.store.clone(), wiring.outgoing.is_some());
         let nudge = Arc::new(nudge);
+        let thumbnailer = Arc::new(thumbnails::Thumbnailer {
+            store: wiring.store.clone(),
+            attachments: wiring.attachments.clone(),
+            inline: wiring.inline_events,
+            tasks: wiring.tasks.clone(),
+            signals: signals.clone(),
+        });
         let publisher = send::publish::Publisher::new(vec![
             reading.clone(),
             signals.clone(),
             outbox.clone(),
             previewer.clone(),
+            thumbnailer,
             nudge.clone(),
         ]);
         let sending = Arc::new(send::Sending {

@@ -306,7 +306,7 @@ impl Reading {
         }
     }
 
-    /// Fills in reactions and poll tallies for `messages`, as `reader` sees them, from one
+    /// Fills in reactions, poll tallies, previews and thumbnails for `messages`, as `reader` sees them, from one
     /// range read over the companion rows of the span of keys they cover (a page of adjacent
     /// messages; see `decorate_each` for scattered ones).
     pub(crate) async fn tally(&self, room: &RoomId, reader: &UserId, messages: &mut [Message]) -> Result<()> {
@@ -351,6 +351,19 @@ impl Reading {
                         }
                     }
                     CompanionKind::Preview(preview) => message.preview = preview.clone(),
+                    CompanionKind::Thumbnail {
+                        attachment_id,
+                        width,
+                        height,
+                    } => {
+                        if let Some(file) = message.attachments.iter_mut().find(|a| a.id == *attachment_id) {
+                            file.image = Some(crate::attachments::ImageInfo {
+                                width: *width,
+                                height: *height,
+                                thumbnail_url: crate::attachments::thumbnail_url(room, attachment_id),
+                            });
+                        }
+                    }
                 }
             }
             reactions.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.emoji.cmp(&b.emoji)));

@@ -9,6 +9,7 @@
 //! - [`Signals`]: the full message to the room's live viewers, a notice to its other members;
 //! - [`Outbox`]: the notification event to its consumer, clearing its outbox row;
 //! - [`Previewer`]: a link preview job for a member's first link;
+//! - [`Thumbnailer`](crate::service::thumbnails::Thumbnailer): thumbnails of its images;
 //! - [`OutgoingNudge`]: a delivery run of the room's outgoing webhooks.
 
 use futures::future::{BoxFuture, FutureExt, join_all};

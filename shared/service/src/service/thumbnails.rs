@@ -1,0 +1,122 @@
+//! Thumbnails of image attachments. After a send's durable write, each PNG, JPEG, GIF or WebP
+//! file the message carries is read back from the object store (its size was checked against
+//! its declaration when the send claimed it, so at most the upload maximum), decoded within
+//! bounds (`adapters::thumbnails`), scaled to fit 320 pixels a side and stored beside the file
+//! (`attachments::thumbnail_key`); a companion row then records the image's size, which reads
+//! show on the attachment (`ImageInfo`), and the room is told to re-read the message
+//! (`message.previewed`). A file that does not decode — a decompression bomb, bytes of another
+//! type — gets no thumbnail, and a client shows the file as before.
+//!
+//! One image is decoded at a time in a process (each may take up to
+//! `attachments::MAX_DECODE_BYTES` of memory), off the async threads. Where the host freezes
+//! once it has answered (a Functions app), the thumbnails are made before the send answers;
+//! elsewhere in the background. A process that stops in between leaves those images without a
+//! thumbnail: a nicety lost, never the file.
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt};
+use tokio::sync::Semaphore;
+
+use crate::adapters::objects::ObjectKey;
+use crate::adapters::thumbnails::make_thumbnail;
+use crate::attachments::{Attachment, is_thumbnailed, thumbnail_key};
+use crate::error::{Error, Result};
+use crate::ids::RoomId;
+use crate::keys::MessageKey;
+use crate::service::attachments::AttachmentSettings;
+use crate::service::send::publish::{Committed, Subscriber};
+use crate::signals::Signal;
+
+/// Images decoded at once in this process: the memory one decode may take bounds how many.
+static DECODING: Semaphore = Semaphore::const_new(1);
+
+/// Makes the thumbnails of a committed message's images. Holds what it uses.
+#[derive(Clone)]
+pub struct Thumbnailer {
+    pub(crate) store: crate::store::Store,
+    pub(crate) attachments: Option<Arc<AttachmentSettings>>,
+    /// Make them before the send answers (a host that freezes after answering).
+    pub(crate) inline: bool,
+    pub(crate) tasks: crate::adapters::tasks::Supervisor,
+    pub(crate) signals: Arc<crate::service::live::Signals>,
+}
+
+impl Subscriber for Thumbnailer {
+    fn committed<'a>(&'a self, committed: &'a Committed) -> BoxFuture<'a, ()> {
+        async move {
+            let images: Vec<Attachment> = committed
+                .message
+                .attachments
+                .iter()
+                .filter(|file| is_thumbnailed(&file.mime))
+                .cloned()
+                .collect();
+            if images.is_empty() || self.attachments.is_none() {
+                return;
+            }
+            let (this, room, message) = (self.clone(), committed.room.clone(), committed.message.key());
+            let work = async move {
+                for file in &images {
+                    if let Err(e) = this.thumbnail(&room, &message, file).await {
+                        tracing::info!(%room, attachment = %file.id, error = %e, "an image got no thumbnail");
+                    }
+                }
+            };
+            match self.inline {
+                true => work.await,
+                false => self.tasks.spawn(work),
+            }
+        }
+        .boxed()
+    }
+}
+
+impl Thumbnailer {
+    /// Makes and stores the thumbnail of `file`, an image of `message`, and records it.
+    async fn thumbnail(&self, room: &RoomId, message: &MessageKey, file: &Attachment) -> Result<()> {
+        let settings = self
+            .attachments
+            .as_deref()
+            .ok_or_else(|| Error::Unavailable("attachments are not configured".into()))?;
+        let Some(upload) = self.store.uploads.upload(room, &file.id).await? else {
+            return Ok(());
+        };
+        let Some(bytes) = settings.objects.get(&ObjectKey::parse(&upload.key)?).await? else {
+            return Ok(());
+        };
+        if bytes.len() as u64 > settings.rules.max_bytes {
+            return Err(Error::validation("the file is larger than any upload may be"));
+        }
+        let made = {
+            let _turn = DECODING
+                .acquire()
+                .await
+                .map_err(|_| Error::Internal("the decoding turns are closed".into()))?;
+            let mime = upload.mime.clone();
+            tokio::task::spawn_blocking(move || make_thumbnail(&bytes, &mime))
+                .await
+                .map_err(|e| Error::Internal(format!("a thumbnail's decoding stopped: {e}")))?
+                .map_err(Error::validation)?
+        };
+        let key = ObjectKey::parse(&thumbnail_key(&upload.key))?;
+        settings.objects.put(&key, made.mime, made.bytes).await?;
+        // The file may have gone while it was decoded (its message deleted): its thumbnail goes
+        // too, as nothing else would delete it.
+        if self.store.uploads.upload(room, &file.id).await?.is_none() {
+            settings.objects.delete(&key).await?;
+            return Ok(());
+        }
+        self.store
+            .companions
+            .attach_thumbnail(room, message, &file.id, made.width, made.height)
+            .await?;
+        self.signals.signal(
+            room,
+            Signal::Previewed {
+                message_id: message.as_str().to_owned(),
+            },
+        );
+        Ok(())
+    }
+}
