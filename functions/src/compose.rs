@@ -106,7 +106,12 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
         .await
         .map_err(|e| e.to_string())?
         .with_workspace(&settings.workspace_id);
-    if let Some(url) = &settings.attachments.public_url {
+    if let Some(url) = settings
+        .attachments
+        .public_url
+        .as_ref()
+        .or(settings.azure_site_url.as_ref())
+    {
         chat = chat.with_public_url(url);
     }
     if let Some(connection) = &settings.web_pubsub_connection {

@@ -45,6 +45,7 @@ mod reactions;
 mod receipts;
 mod reports;
 mod room_admin;
+mod room_emoji;
 mod room_list;
 mod rooms;
 mod scheduled;

@@ -477,6 +477,7 @@ async fn a_handler_answers_later_at_its_response_url_five_times_within_30_minute
     clock.advance_s(-31 * 60);
     app.command("alice", &room, "/deploy", None).await;
     let third = handler.0.lock().unwrap().runs[2]["response_url"].clone();
+    let url_of_handler = handler_url(&app, &room).await;
     let deleted = app
         .act(
             Method::DELETE,
@@ -487,6 +488,21 @@ async fn a_handler_answers_later_at_its_response_url_five_times_within_30_minute
         .await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.body);
     answer_at(&app, &third, json!({ "text": "orphan" }))
+        .await
+        .assert_error(404, "NOT_FOUND");
+    // A command registered again under the name (later: the test clock stands still) is
+    // another: the old runs may not answer for it.
+    clock.advance_s(1);
+    let again = app
+        .act(
+            Method::POST,
+            "owner",
+            &format!("/rooms/{room}/slash-commands"),
+            json!({ "name": "deploy", "url": url_of_handler }),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::CREATED, "{}", again.body);
+    answer_at(&app, &third, json!({ "text": "impostor" }))
         .await
         .assert_error(404, "NOT_FOUND");
     assert_eq!(handler.0.lock().unwrap().bad_signatures, 0);

@@ -91,6 +91,7 @@ component_state!(scheduler: scheduled::Scheduler);
 component_state!(eraser: erasure::Eraser);
 component_state!(searching: search::Searching);
 component_state!(commands: commands::Commands);
+component_state!(room_emoji: room_emoji::RoomEmoji);
 
 /// Every `/api` route of a host and the OpenAPI document that describes them, from one
 /// declaration: `routes!` registers each handler at the method and path of its
@@ -117,6 +118,8 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(commands::delete))
         .routes(routes!(commands::answer_later))
         .routes(routes!(emoji::suggest))
+        .routes(routes!(emoji::create, emoji::list))
+        .routes(routes!(emoji::delete))
         .routes(routes!(rooms::open_direct))
         .routes(routes!(invitations::create, invitations::list))
         .routes(routes!(invitations::revoke))

@@ -213,9 +213,14 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts, key
     img.alt = a.name;
     img.width = Math.max(1, Math.round(width * scale));
     img.height = Math.max(1, Math.round(height * scale));
-    fetchBlob(a, thumbnailUrl).then(
+    // A GIF or WebP may move: the file itself in the box, where it is small enough. A
+    // thumbnail that fails to load gives way to the file the same way.
+    const inline = a.size <= INLINE_MAX_BYTES;
+    const still = !(inline && (a.mime === "image/gif" || a.mime === "image/webp"));
+    const whole = () => (inline ? fetchBlob(a) : Promise.reject(new Error("too large to show")));
+    (still ? fetchBlob(a, thumbnailUrl).catch(whole) : whole()).then(
       (src) => (img.src = src),
-      () => {},
+      () => button.remove(),
     );
     button.append(img);
     button.addEventListener("click", () => openFull(a));

@@ -1,14 +1,19 @@
 //! Thumbnails of uploaded images, made with the `image` crate. Decoding is what an uploaded
-//! file can make expensive, so it is bounded before any pixel is read: the decoder for the
-//! declared type only (the upload's stored type was checked against it; bytes of another
-//! format fail to decode), a largest side and an allocation ceiling that a decompression bomb's
-//! header already exceeds. The caller runs it off the async threads (`spawn_blocking`).
+//! file can make expensive, so it is bounded from the header, before any pixel is read: the
+//! decoder for the declared type only (the upload's stored type was checked against it; bytes
+//! of another format fail to decode), a largest side and a pixel count that a decompression
+//! bomb's header already exceeds. The pixel count is the bound that holds for every decoder:
+//! the crate's allocation limit is not enforced inside all of them (a progressive JPEG's own
+//! buffers, WebP's), so the memory a decode takes is a small multiple of
+//! `MAX_IMAGE_PIXELS` × 4 bytes. A photo's EXIF orientation is applied, so the thumbnail and the
+//! size recorded are the image as a browser shows it. The caller runs this off the async
+//! threads (`spawn_blocking`), one at a time.
 
 use std::io::Cursor;
 
 use image::codecs::jpeg::JpegEncoder;
-use image::{DynamicImage, ImageFormat, ImageReader, Limits};
-use tabletalk_domain::attachments::{MAX_DECODE_BYTES, MAX_IMAGE_EDGE, THUMBNAIL_EDGE};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
+use tabletalk_domain::attachments::{MAX_DECODE_BYTES, MAX_IMAGE_EDGE, MAX_IMAGE_PIXELS, THUMBNAIL_EDGE};
 
 /// A thumbnail, and the size of the image it was made of.
 #[derive(Debug, Clone)]
@@ -42,7 +47,16 @@ pub fn make_thumbnail(bytes: &[u8], mime: &str) -> Result<Thumbnail, String> {
     limits.max_image_height = Some(MAX_IMAGE_EDGE);
     limits.max_alloc = Some(MAX_DECODE_BYTES);
     reader.limits(limits);
-    let image = reader.decode().map_err(|e| e.to_string())?;
+    let mut decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let (width, height) = decoder.dimensions();
+    if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS || decoder.total_bytes() > MAX_DECODE_BYTES {
+        return Err(format!(
+            "the image is {width} x {height}: over the limit of {MAX_IMAGE_PIXELS} pixels decoded"
+        ));
+    }
+    let orientation = decoder.orientation().map_err(|e| e.to_string())?;
+    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
+    image.apply_orientation(orientation);
     let (width, height) = (image.width(), image.height());
     let small = match width.max(height) > THUMBNAIL_EDGE {
         true => image.thumbnail(THUMBNAIL_EDGE, THUMBNAIL_EDGE),
@@ -117,6 +131,25 @@ mod tests {
         }
         let fits = make_thumbnail(&bomb(100, 100), "image/png").unwrap_err();
         assert!(!fits.to_lowercase().contains("limit"), "{fits}");
+    }
+
+    #[test]
+    fn a_photos_exif_orientation_is_applied() {
+        let jpeg = encoded(
+            &DynamicImage::ImageRgb8(image::RgbImage::new(40, 20)),
+            ImageFormat::Jpeg,
+        );
+        // An APP1 Exif segment after SOI: one IFD entry, Orientation (0x0112) = 6, "rotate 90°".
+        let tiff: &[u8] = b"MM\0\x2a\0\0\0\x08\0\x01\x01\x12\0\x03\0\0\0\x01\0\x06\0\0\0\0\0\0";
+        let payload = [&b"Exif\0\0"[..], tiff].concat();
+        let mut rotated = jpeg[..2].to_vec();
+        rotated.extend_from_slice(&[0xff, 0xe1]);
+        rotated.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
+        rotated.extend_from_slice(&payload);
+        rotated.extend_from_slice(&jpeg[2..]);
+        let made = make_thumbnail(&rotated, "image/jpeg").unwrap();
+        assert_eq!((made.width, made.height), (20, 40));
+        assert_eq!(image::load_from_memory(&made.bytes).unwrap().width(), 20);
     }
 
     #[test]

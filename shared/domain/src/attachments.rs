@@ -185,8 +185,10 @@ pub const THUMBNAIL_EDGE: u32 = 320;
 /// The longest side of an image a thumbnail is made of: a larger one (a decompression bomb's
 /// header says so before any pixel is decoded) gets none.
 pub const MAX_IMAGE_EDGE: u32 = 12_000;
-/// The most memory decoding one image may take, in bytes.
-pub const MAX_DECODE_BYTES: u64 = 200 * 1024 * 1024;
+/// The most pixels of an image a thumbnail is made of (a 48-megapixel phone photo has fewer).
+pub const MAX_IMAGE_PIXELS: u64 = 50_000_000;
+/// The most bytes a decoded image may take (its pixels, as the decoder reports them).
+pub const MAX_DECODE_BYTES: u64 = 4 * MAX_IMAGE_PIXELS;
 
 /// Whether an attachment of type `mime` gets a thumbnail: the image types attachments allow by
 /// default, and no other type is ever decoded.

@@ -1,6 +1,10 @@
 //! Emoji by shortcode, from GitHub's gemoji set (the `emojis` crate): what `:name:` renders
-//! as (`markdown.rs`) and what the composer suggests after a `:`.
+//! as (`markdown.rs`) and what the composer suggests after a `:`. And a room's own emoji: an
+//! image a manager uploads as an attachment and names, which `:name:` in the room's Markdown
+//! marks (`<span data-type="emoji" data-id="name">:name:</span>`, its text the name, so a
+//! client without the image — or after the emoji is deleted — shows the name).
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -35,6 +39,79 @@ pub struct EmojiSuggestion {
     pub emoji: String,
     /// Its Unicode name: "party popper".
     pub name: String,
+}
+
+/// A room's own emoji at most.
+pub const MAX_CUSTOM_PER_ROOM: usize = 100;
+/// Characters of a custom emoji's name at most.
+pub const MAX_CUSTOM_NAME_CHARS: usize = 32;
+/// Bytes of a custom emoji's image at most.
+pub const MAX_CUSTOM_BYTES: u64 = 256 * 1024;
+
+/// `POST /api/rooms/{roomId}/emoji`: a room's own emoji, from an image the caller uploaded to
+/// the room (`createUpload`) and has not sent.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewCustomEmoji {
+    /// Without colons: 1-32 of `a-z`, `0-9`, `_` or `-`, and no standard shortcode.
+    #[schema(min_length = 1, max_length = 32, pattern = "^[a-z0-9_-]+$")]
+    pub name: String,
+    /// The uploaded image: PNG, JPEG, GIF or WebP, at most 256 KiB.
+    #[schema(min_length = 1, max_length = 64)]
+    pub attachment_id: String,
+}
+
+impl NewCustomEmoji {
+    /// The name, checked.
+    pub fn checked_name(&self) -> Result<&str> {
+        let name = self.name.as_str();
+        if !is_custom_name(name) {
+            return Err(Error::validation(format!(
+                "name must be 1-{MAX_CUSTOM_NAME_CHARS} of a-z, 0-9, '_' or '-'"
+            )));
+        }
+        if emojis::get_by_shortcode(name).is_some() {
+            return Err(Error::validation(format!(":{name}: is a standard emoji")));
+        }
+        Ok(name)
+    }
+}
+
+/// Whether `name` may name a room's own emoji (the characters and length; standard shortcodes
+/// are refused when one is made).
+pub fn is_custom_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_CUSTOM_NAME_CHARS
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
+}
+
+/// Whether an attachment of type `mime` and `size` bytes may be a room's own emoji.
+pub fn check_custom_image(mime: &str, size: u64) -> Result<()> {
+    if !matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp") {
+        return Err(Error::validation(format!(
+            "an emoji is a PNG, JPEG, GIF or WebP image, not {mime}"
+        )));
+    }
+    if size > MAX_CUSTOM_BYTES {
+        return Err(Error::validation(format!(
+            "an emoji's image is at most {MAX_CUSTOM_BYTES} bytes; this one is {size}"
+        )));
+    }
+    Ok(())
+}
+
+/// A room's own emoji.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomEmoji {
+    pub name: String,
+    /// Its image's stable URL (a member's, as an attachment's).
+    pub url: String,
+    pub attachment_id: String,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
 }
 
 /// The emoji whose shortcodes begin with `query.q`, shortest shortcode first.

@@ -34,16 +34,25 @@ pub enum TextFormat {
     Markdown,
 }
 
+/// What of the room a Markdown text's names refer to: the room's members among the `@id` it
+/// writes ([`named_users`]), and the room's own emoji (when it writes a `:name:` that is no
+/// standard shortcode, [`names_custom_emoji`]).
+#[derive(Debug, Clone, Default)]
+pub struct RoomNames {
+    pub members: HashSet<String>,
+    pub emoji: HashSet<String>,
+}
+
 /// What a message stores for `text` written in `format`: sanitized HTML, and the Markdown
-/// source it was rendered from, if it was; `@id` in Markdown mentions the user `id` when
-/// `members` (the room's members among [`named_users`]) has it. A source longer than a message
+/// source it was rendered from, if it was; `@id` in Markdown mentions the user `id` and
+/// `:name:` marks the room's own emoji when `names` has them. A source longer than a message
 /// may be is refused before it is rendered.
-pub fn body(text: &str, format: TextFormat, members: &HashSet<String>) -> Result<(String, Option<String>)> {
+pub fn body(text: &str, format: TextFormat, names: &RoomNames) -> Result<(String, Option<String>)> {
     match format {
         TextFormat::Html => Ok((crate::html::sanitize(text), None)),
         TextFormat::Markdown => {
             crate::messages::within_text_limit(text)?;
-            let html = render(text, members)
+            let html = render(text, names)
                 .ok_or_else(|| Error::validation("the message renders to more HTML than a message may hold"))?;
             Ok((html, Some(text.to_owned())))
         }
@@ -86,9 +95,17 @@ fn mentions_in(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
     found
 }
 
-/// Sanitized HTML for the Markdown `source`, `@id` of `members` as mentions; none when it
-/// takes more than [`MAX_EVENTS`].
-pub fn render(source: &str, members: &HashSet<String>) -> Option<String> {
+/// Whether Markdown `source` writes a `:name:` that may be one of the room's own emoji (no
+/// standard shortcode): only then does a send read the room's emoji.
+pub fn names_custom_emoji(source: &str) -> bool {
+    shortcodes(source)
+        .iter()
+        .any(|(_, name)| emojis::get_by_shortcode(name).is_none())
+}
+
+/// Sanitized HTML for the Markdown `source`, `@id` of the room's members as mentions and
+/// `:name:` of its own emoji marked; none when it takes more than [`MAX_EVENTS`].
+pub fn render(source: &str, names: &RoomNames) -> Option<String> {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     let mut events: Vec<Event> = Vec::new();
     // For each open element, whether it was written (not past MAX_DEPTH); how many were.
@@ -147,7 +164,7 @@ pub fn render(source: &str, members: &HashSet<String>) -> Option<String> {
             }
             Event::Html(text) | Event::InlineHtml(text) => events.push(Event::Text(text)),
             Event::SoftBreak => events.push(Event::HardBreak),
-            Event::Text(text) if in_link == 0 && in_code == 0 => autolinked(text, members, &mut events),
+            Event::Text(text) if in_link == 0 && in_code == 0 => autolinked(text, names, &mut events),
             other => events.push(other),
         }
     }
@@ -158,8 +175,8 @@ pub fn render(source: &str, members: &HashSet<String>) -> Option<String> {
 }
 
 /// `text` with each `http(s)` URL written out in it made a link, as GitHub does, and each
-/// `@id` of `members` a mention.
-fn autolinked<'a>(text: CowStr<'a>, members: &HashSet<String>, events: &mut Vec<Event<'a>>) {
+/// `@id` of the room's members a mention.
+fn autolinked<'a>(text: CowStr<'a>, names: &RoomNames, events: &mut Vec<Event<'a>>) {
     let mut finder = linkify::LinkFinder::new();
     finder.kinds(&[linkify::LinkKind::Url]);
     let mut rest = 0;
@@ -170,7 +187,7 @@ fn autolinked<'a>(text: CowStr<'a>, members: &HashSet<String>, events: &mut Vec<
             continue;
         }
         if link.start() > rest {
-            mentioned(&text[rest..link.start()], members, events);
+            mentioned(&text[rest..link.start()], names, events);
         }
         events.push(Event::Start(Tag::Link {
             link_type: LinkType::Autolink,
@@ -183,19 +200,19 @@ fn autolinked<'a>(text: CowStr<'a>, members: &HashSet<String>, events: &mut Vec<
         rest = link.end();
     }
     if rest < text.len() {
-        mentioned(&text[rest..], members, events);
+        mentioned(&text[rest..], names, events);
     }
 }
 
-/// `text` with each `@id` of `members` a mention span (what `Mentions::parse` reads).
-fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'a>>) {
+/// `text` with each `@id` of the room's members a mention span (what `Mentions::parse` reads).
+fn mentioned<'a>(text: &str, names: &RoomNames, events: &mut Vec<Event<'a>>) {
     let mut rest = 0;
     for (range, id) in mentions_in(text) {
-        if !members.contains(id) {
+        if !names.members.contains(id) {
             continue;
         }
         if range.start > rest {
-            events.push(Event::Text(with_emoji(&text[rest..range.start])));
+            emojied(&text[rest..range.start], &names.emoji, events);
         }
         let id = crate::html::escape(id);
         events.push(Event::InlineHtml(CowStr::from(format!(
@@ -204,38 +221,60 @@ fn mentioned<'a>(text: &str, members: &HashSet<String>, events: &mut Vec<Event<'
         rest = range.end;
     }
     if rest < text.len() {
-        events.push(Event::Text(with_emoji(&text[rest..])));
+        emojied(&text[rest..], &names.emoji, events);
     }
 }
 
-/// `text` with each `:shortcode:` GitHub knows (`:tada:`, `:+1:`) as its emoji, standing
-/// apart (not inside `fe80::100:1` or `10:30`); any other `:word:` stays as written.
-fn with_emoji(text: &str) -> CowStr<'static> {
-    let apart = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != ':');
+/// `text` with each `:shortcode:` GitHub knows (`:tada:`, `:+1:`) as its emoji and each
+/// `:name:` of the room's own `emoji` marked as one (its text the name); any other `:word:`
+/// stays as written.
+fn emojied<'a>(text: &str, emoji: &HashSet<String>, events: &mut Vec<Event<'a>>) {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find(':') {
-        let after = &rest[open + 1..];
+    let mut rest = 0;
+    for (range, name) in shortcodes(text) {
+        out.push_str(&text[rest..range.start]);
+        rest = range.end;
+        if let Some(standard) = emojis::get_by_shortcode(name) {
+            out.push_str(standard.as_str());
+        } else if emoji.contains(name) {
+            if !out.is_empty() {
+                events.push(Event::Text(CowStr::from(std::mem::take(&mut out))));
+            }
+            events.push(Event::InlineHtml(CowStr::from(format!(
+                r#"<span data-type="emoji" data-id="{name}">:{name}:</span>"#
+            ))));
+        } else {
+            out.push_str(&text[range]);
+        }
+    }
+    out.push_str(&text[rest..]);
+    if !out.is_empty() {
+        events.push(Event::Text(CowStr::from(out)));
+    }
+}
+
+/// Each `:name:` in `text` (letters, digits, `_`, `+`, `-`) standing apart — not inside
+/// `fe80::100:1` or `10:30` — with the byte range of `:name:`.
+fn shortcodes(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+    let apart = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != ':');
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(open) = text[at..].find(':').map(|i| at + i) {
+        let after = &text[open + 1..];
         let name_end = after
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-')))
             .unwrap_or(after.len());
-        let before = rest[..open].chars().last().or_else(|| out.chars().last());
         let closed = after[name_end..].starts_with(':');
-        let stands_apart = apart(before) && apart(after[name_end..].chars().nth(1));
-        match emojis::get_by_shortcode(&after[..name_end]) {
-            Some(emoji) if name_end > 0 && closed && stands_apart => {
-                out.push_str(&rest[..open]);
-                out.push_str(emoji.as_str());
-                rest = &after[name_end + 1..];
-            }
-            _ => {
-                out.push_str(&rest[..=open]);
-                rest = after;
-            }
+        let before = text[..open].chars().last();
+        if name_end > 0 && closed && apart(before) && apart(after[name_end + 1..].chars().next()) {
+            let end = open + 1 + name_end + 1;
+            found.push((open..end, &after[..name_end]));
+            at = end;
+        } else {
+            at = open + 1;
         }
     }
-    out.push_str(rest);
-    CowStr::from(out)
+    found
 }
 
 #[cfg(test)]
@@ -244,7 +283,26 @@ mod tests {
     use crate::messages::MAX_TEXT_CHARS;
 
     fn render(source: &str) -> String {
-        super::render(source, &HashSet::from(["bob".to_owned()])).expect("within the budget")
+        let names = RoomNames {
+            members: HashSet::from(["bob".to_owned()]),
+            emoji: HashSet::from(["partyparrot".to_owned()]),
+        };
+        super::render(source, &names).expect("within the budget")
+    }
+
+    #[test]
+    fn the_rooms_own_emoji_are_marked_and_other_names_stay_text() {
+        assert_eq!(
+            render("ship it :partyparrot: :nope: :tada:"),
+            "<p>ship it <span data-type=\"emoji\" data-id=\"partyparrot\">:partyparrot:</span> :nope: 🎉</p>"
+        );
+        assert_eq!(render("`:partyparrot:`"), "<p><code>:partyparrot:</code></p>");
+        assert_eq!(
+            render("@bob :partyparrot:"),
+            "<p><span data-type=\"mention\" data-id=\"bob\">@bob</span> <span data-type=\"emoji\" data-id=\"partyparrot\">:partyparrot:</span></p>"
+        );
+        assert!(names_custom_emoji("so :partyparrot:"));
+        assert!(!names_custom_emoji("so :tada: at 10:30"));
     }
 
     #[test]
@@ -316,7 +374,7 @@ mod tests {
             format!("{}x", "- ".repeat(5_000)),
             format!("{}x{}", "[".repeat(10_000), "](u)".repeat(10_000)),
         ] {
-            if let Some(html) = super::render(&source, &HashSet::new()) {
+            if let Some(html) = super::render(&source, &RoomNames::default()) {
                 assert!(html.len() < 4 * source.len() + 1000, "{} bytes", html.len());
             }
         }
@@ -327,9 +385,16 @@ mod tests {
         let header = format!("{}|\n{}|\n", "|a".repeat(257), "|-".repeat(257));
         let table = format!("{header}{}", "x\n".repeat(1_024));
         assert!(table.chars().count() < MAX_TEXT_CHARS);
-        assert_eq!(super::render(&table, &HashSet::new()), None);
-        assert!(body(&table, TextFormat::Markdown, &HashSet::new()).is_err());
-        assert!(body(&"x".repeat(MAX_TEXT_CHARS + 1), TextFormat::Markdown, &HashSet::new()).is_err());
+        assert_eq!(super::render(&table, &RoomNames::default()), None);
+        assert!(body(&table, TextFormat::Markdown, &RoomNames::default()).is_err());
+        assert!(
+            body(
+                &"x".repeat(MAX_TEXT_CHARS + 1),
+                TextFormat::Markdown,
+                &RoomNames::default()
+            )
+            .is_err()
+        );
     }
 
     #[test]

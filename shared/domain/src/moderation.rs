@@ -67,6 +67,10 @@ pub enum ModerationAction {
     SlashCommandCreated,
     /// A slash command of the room's own deleted: `details.name`.
     SlashCommandDeleted,
+    /// An emoji of the room's own made: `details.name`.
+    EmojiCreated,
+    /// An emoji of the room's own deleted: `details.name`.
+    EmojiDeleted,
 }
 
 /// One line of the log.

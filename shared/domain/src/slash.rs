@@ -124,6 +124,9 @@ pub struct SlackAnswer {
 pub struct LaterAnswers {
     /// The command's name, without the `/`.
     pub command: String,
+    /// When the command was registered: one deleted and registered again under its name is
+    /// another command, which its predecessor's runs may not answer for.
+    pub command_created_at: DateTime<Utc>,
     /// Who ran it: an ephemeral answer goes to them alone.
     pub caller: String,
     pub granted_at: DateTime<Utc>,
@@ -251,6 +254,7 @@ mod tests {
         let at = chrono::DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
         let grant = |used| LaterAnswers {
             command: "deploy".into(),
+            command_created_at: at,
             caller: "ana".into(),
             granted_at: at,
             used,

@@ -112,8 +112,9 @@ pub const ATTACHMENT_MAX_BYTES: &str = "TABLETALK_ATTACHMENT_MAX_BYTES";
 /// `image/png,image/jpeg,image/gif,image/webp,application/pdf,text/plain`.
 pub const ATTACHMENT_TYPES: &str = "TABLETALK_ATTACHMENT_TYPES";
 /// The base URL clients reach this server at: the links of the embedded object store, and the
-/// `response_url` a room's own slash commands answer later at. Default: in a Functions app on
-/// Azure `https://<WEBSITE_HOSTNAME>`, self-hosted `http://<the address it listens on>`.
+/// `response_url` a room's own slash commands answer later at. Default: self-hosted
+/// `http://<the address it listens on>`; in a Functions app running on Azure, the app's own
+/// `https://<WEBSITE_HOSTNAME>` for the `response_url` only.
 pub const PUBLIC_URL: &str = "TABLETALK_PUBLIC_URL";
 
 /// Where attachments are stored and what may be uploaded. Its `Debug` leaves the connection
@@ -236,6 +237,9 @@ pub struct Settings {
     pub webhook_sealing_key: Option<String>,
     /// The automation events' topic: endpoint and key.
     pub automation_event_grid: Option<(String, String)>,
+    /// Where a Functions app running on Azure is reached (`https://<WEBSITE_HOSTNAME>`; Azure
+    /// sets `WEBSITE_INSTANCE_ID` there, and Core Tools on a developer's machine does not).
+    pub azure_site_url: Option<String>,
 }
 
 /// How a secret appears in `Debug` output: whether it is set, never its value.
@@ -303,6 +307,7 @@ impl fmt::Debug for Settings {
                     .map(|(endpoint, _key)| (endpoint, "<redacted>")),
             )
             .field("webhook_sealing_key", &redacted(&self.webhook_sealing_key))
+            .field("azure_site_url", &self.azure_site_url)
             .field(
                 "automation_event_grid",
                 &self
@@ -473,10 +478,13 @@ impl Settings {
                 },
             },
             data_dir: PathBuf::from(get(DATA_DIR).unwrap_or_else(|| "data".into())),
-            public_url: get(PUBLIC_URL).or_else(|| get("WEBSITE_HOSTNAME").map(|host| format!("https://{host}"))),
+            public_url: get(PUBLIC_URL),
         };
         Ok(Settings {
             webhook_sealing_key: get(WEBHOOK_SEALING_KEY),
+            azure_site_url: get("WEBSITE_INSTANCE_ID")
+                .and(get("WEBSITE_HOSTNAME"))
+                .map(|host| format!("https://{host}")),
             automation_event_grid,
             attachments,
             erasure,

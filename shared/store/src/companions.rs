@@ -124,6 +124,12 @@ impl CompanionStore {
         Ok(())
     }
 
+    /// Forgets the thumbnail of the message's attachment `attachment` (absent is a no-op).
+    pub async fn detach_thumbnail(&self, room: &RoomId, message: &MessageKey, attachment: &str) -> Result<()> {
+        let key = thumbnail_row_key(message, attachment);
+        crate::delete_if_present(&self.tables, &self.schema.metadata, room.as_str(), &key).await
+    }
+
     /// Deletes every companion row of a message.
     pub async fn delete_companions(&self, room: &RoomId, message: &MessageKey) -> Result<()> {
         self.tables

@@ -30,6 +30,7 @@ pub mod previews;
 pub mod purge;
 pub mod reports;
 pub mod roles;
+pub mod room_emoji;
 pub mod rooms;
 pub mod scheduled;
 pub mod schema;
@@ -88,6 +89,7 @@ pub struct Surfaces {
     pub rooms: rooms::RoomStore,
     pub scheduled: scheduled::ScheduledStore,
     pub slash: slash::SlashStore,
+    pub room_emoji: room_emoji::RoomEmojiStore,
     pub subscriptions: subscriptions::SubscriptionStore,
     pub uploads: uploads::UploadStore,
     pub webhooks: webhooks::WebhookStore,
@@ -288,6 +290,10 @@ impl Store {
             tables: tables.clone(),
             schema: schema.clone(),
         };
+        let room_emoji = room_emoji::RoomEmojiStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
         let scheduled = scheduled::ScheduledStore {
             tables: tables.clone(),
             schema: schema.clone(),
@@ -331,6 +337,7 @@ impl Store {
             rooms,
             scheduled,
             slash,
+            room_emoji,
             subscriptions,
             uploads,
             webhooks,

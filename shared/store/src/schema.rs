@@ -161,6 +161,8 @@ pub const OUTGOING_PARTITION: &str = "outhooks";
 pub const WEBHOOK_PREFIX: &str = "hook:";
 /// Prefix of a room's own slash commands in its `Rooms` partition.
 pub const SLASH_PREFIX: &str = "slash:";
+/// Prefix of a room's own emoji in its `Rooms` partition.
+pub const EMOJI_PREFIX: &str = "emoji:";
 /// Prefix of idempotency records in a `Messages` partition.
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 /// Row key of a room's version counter in its `Messages` partition.
@@ -510,6 +512,10 @@ pub fn recent_text_key(user: &UserId, fingerprint: &str) -> String {
 pub fn recent_texts_of(user: &UserId) -> String {
     let user = user_key(user).replace(':', "%3A");
     format!("{RECENT_TEXT_PREFIX}{user}:")
+}
+
+pub fn emoji_key(name: &str) -> String {
+    format!("{EMOJI_PREFIX}{name}")
 }
 
 pub fn slash_key(name: &str) -> String {

@@ -104,6 +104,7 @@ impl SlashStore {
     pub async fn grant_later_answers(&self, room: &RoomId, token_hash: &str, grant: &LaterAnswers) -> Result<()> {
         let row = Entity::new(room.as_str(), later_answers_key(token_hash))
             .with("command", Value::String(grant.command.clone()))
+            .with("commandCreatedAt", Value::datetime(grant.command_created_at))
             .with("caller", Value::String(grant.caller.clone()))
             .with("createdAt", Value::datetime(grant.granted_at))
             .with("used", Value::Int64(grant.used));
@@ -128,6 +129,7 @@ impl SlashStore {
             };
             let grant = LaterAnswers {
                 command: row.str("command").unwrap_or("").to_owned(),
+                command_created_at: row.datetime("commandCreatedAt").unwrap_or_default(),
                 caller: row.str("caller").unwrap_or("").to_owned(),
                 granted_at: row.datetime("createdAt").unwrap_or_default(),
                 used: row.i64("used").unwrap_or(i64::MAX),
@@ -149,6 +151,6 @@ impl SlashStore {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Conflict("too many answers at once at this response_url; try again".into()).into())
+        Err(Error::Unavailable("too many answers at once at this response_url; try again".into()).into())
     }
 }

@@ -426,6 +426,9 @@ impl Files {
             if let Some(upload) = self.store.uploads.upload(room, &file.id).await? {
                 delete_objects(settings, &upload.key).await?;
                 self.store.uploads.delete_upload(room, &file.id).await?;
+                // A thumbnail stored in between (its maker found the row still there) goes too.
+                let thumbnail = attachments::thumbnail_key(&upload.key);
+                settings.objects.delete(&ObjectKey::parse(&thumbnail)?).await?;
             }
         }
         Ok(())

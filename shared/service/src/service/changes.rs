@@ -45,11 +45,11 @@ impl Editing {
         let now = self.store.now();
         refuse_timed_out(&access.member, now)?;
         let format = edit.format.unwrap_or_default();
-        let members = self
+        let names = self
             .sending
-            .mentionable(room, &who.user_id, Some(&edit.text), format)
+            .room_names(room, &who.user_id, Some(&edit.text), format)
             .await?;
-        let (text, source) = markdown::body(&edit.text, format, &members)?;
+        let (text, source) = markdown::body(&edit.text, format, &names)?;
         self.limiter.check_write_limits(&access, Write::Edit(&text)).await?;
         let filtered = filtered_text(&text, source.as_deref());
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &filtered) {

@@ -309,7 +309,7 @@ impl Commands {
         let secret = sender.sealer().open(&stored.sealed_secret, &sealed_for(room, name))?;
         let trigger = uuid::Uuid::new_v4().simple().to_string();
         let command = format!("/{name}");
-        let response_url = self.grant_later_answers(who, room, name).await?;
+        let response_url = self.grant_later_answers(who, room, &stored.command).await?;
         let form = [
             ("token", ""),
             ("team_id", &*self.workspace_id),
@@ -352,15 +352,21 @@ impl Commands {
         Ok(done)
     }
 
-    /// A `response_url` for a run of `/name` by `who`, its answers granted in the store; none
+    /// A `response_url` for a run of `command` by `who`, its answers granted in the store; none
     /// when this server does not know the URL it is reached at.
-    async fn grant_later_answers(&self, who: &Principal, room: &RoomId, name: &str) -> Result<Option<String>> {
+    async fn grant_later_answers(
+        &self,
+        who: &Principal,
+        room: &RoomId,
+        command: &SlashCommand,
+    ) -> Result<Option<String>> {
         let Some(base) = &self.public_url else {
             return Ok(None);
         };
         let (token, hash) = new_token();
         let grant = LaterAnswers {
-            command: name.to_owned(),
+            command: command.name.clone(),
+            command_created_at: command.created_at,
             caller: who.user_id.to_string(),
             granted_at: self.store.now(),
             used: 0,
@@ -385,6 +391,7 @@ impl Commands {
             .slash
             .get(room, &grant.command)
             .await?
+            .filter(|stored| stored.command.created_at == grant.command_created_at)
             .ok_or_else(later_answer_url_unknown)?;
         if !self
             .sending
@@ -474,14 +481,14 @@ impl Commands {
         Ok(self.sending.send_message(who, room, message).await?.message)
     }
 
-    /// Markdown `text` by `who` as HTML, `@id` of the room's members as mentions (as a send
-    /// renders it).
+    /// Markdown `text` by `who` as HTML, `@id` of the room's members as mentions and its own
+    /// emoji marked (as a send renders it).
     async fn rendered(&self, who: &Principal, room: &RoomId, text: &str) -> Result<String> {
-        let members = self
+        let names = self
             .sending
-            .mentionable(room, &who.user_id, Some(text), TextFormat::Markdown)
+            .room_names(room, &who.user_id, Some(text), TextFormat::Markdown)
             .await?;
-        crate::markdown::render(text, &members).ok_or_else(|| Error::validation("the text is too long to show"))
+        crate::markdown::render(text, &names).ok_or_else(|| Error::validation("the text is too long to show"))
     }
 }
 

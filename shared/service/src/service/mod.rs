@@ -33,6 +33,7 @@ pub mod read;
 pub mod reports;
 pub mod roles;
 pub mod room_deletion;
+pub mod room_emoji;
 pub mod room_settings;
 pub mod rooms;
 pub mod scheduled;
@@ -152,6 +153,7 @@ pub struct Chat {
     pub eraser: Arc<erasure::Eraser>,
     pub searching: Arc<search::Searching>,
     pub commands: Arc<commands::Commands>,
+    pub room_emoji: Arc<room_emoji::RoomEmoji>,
 }
 
 impl Chat {
@@ -358,6 +360,11 @@ impl Chat {
             workspace_id: wiring.workspace_id.clone(),
             public_url: wiring.public_url.clone(),
         });
+        let room_emoji = Arc::new(room_emoji::RoomEmoji {
+            store: wiring.store.clone(),
+            access: access.clone(),
+            files: files.clone(),
+        });
         let searching = Arc::new(search::Searching {
             store: wiring.store.clone(),
             access: access.clone(),
@@ -384,6 +391,7 @@ impl Chat {
             eraser,
             searching,
             commands,
+            room_emoji,
         }
     }
 

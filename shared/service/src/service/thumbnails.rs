@@ -7,13 +7,15 @@
 //! (`message.previewed`). A file that does not decode — a decompression bomb, bytes of another
 //! type — gets no thumbnail, and a client shows the file as before.
 //!
-//! One image is decoded at a time in a process (each may take up to
-//! `attachments::MAX_DECODE_BYTES` of memory), off the async threads. Where the host freezes
-//! once it has answered (a Functions app), the thumbnails are made before the send answers;
-//! elsewhere in the background. A process that stops in between leaves those images without a
-//! thumbnail: a nicety lost, never the file.
+//! One image is read and decoded at a time in a process (each decode may take a few times
+//! `attachments::MAX_DECODE_BYTES`), off the async threads, and at most [`MAX_WAITING`] wait
+//! for their turn: beyond that an image gets no thumbnail rather than holding memory or a
+//! send. Where the host freezes once it has answered (a Functions app), the thumbnails are made
+//! before the send answers; elsewhere in the background. A process that stops in between
+//! leaves those images without a thumbnail: a nicety lost, never the file.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::{BoxFuture, FutureExt};
 use tokio::sync::Semaphore;
@@ -28,8 +30,14 @@ use crate::service::attachments::AttachmentSettings;
 use crate::service::send::publish::{Committed, Subscriber};
 use crate::signals::Signal;
 
-/// Images decoded at once in this process: the memory one decode may take bounds how many.
+/// Images read and decoded at once in this process: the memory one decode may take bounds how
+/// many. A `'static` permit moves into the blocking decode, so the turn lasts as long as the
+/// decode does even if the future that waited for it is dropped.
 static DECODING: Semaphore = Semaphore::const_new(1);
+/// Images waiting for their turn in this process, at most.
+const MAX_WAITING: usize = 32;
+/// Images waiting for their turn now.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes the thumbnails of a committed message's images. Holds what it uses.
 #[derive(Clone)]
@@ -82,35 +90,45 @@ impl Thumbnailer {
         let Some(upload) = self.store.uploads.upload(room, &file.id).await? else {
             return Ok(());
         };
+        if upload.size > settings.rules.max_bytes {
+            return Err(Error::validation("the file is larger than any upload may be"));
+        }
+        let turn = {
+            if WAITING.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING {
+                WAITING.fetch_sub(1, Ordering::SeqCst);
+                return Err(Error::Unavailable("too many images wait for a thumbnail".into()));
+            }
+            let turn = DECODING.acquire().await;
+            WAITING.fetch_sub(1, Ordering::SeqCst);
+            turn.map_err(|_| Error::Internal("the decoding turns are closed".into()))?
+        };
         let Some(bytes) = settings.objects.get(&ObjectKey::parse(&upload.key)?).await? else {
             return Ok(());
         };
         if bytes.len() as u64 > settings.rules.max_bytes {
             return Err(Error::validation("the file is larger than any upload may be"));
         }
-        let made = {
-            let _turn = DECODING
-                .acquire()
-                .await
-                .map_err(|_| Error::Internal("the decoding turns are closed".into()))?;
-            let mime = upload.mime.clone();
-            tokio::task::spawn_blocking(move || make_thumbnail(&bytes, &mime))
-                .await
-                .map_err(|e| Error::Internal(format!("a thumbnail's decoding stopped: {e}")))?
-                .map_err(Error::validation)?
-        };
+        let mime = upload.mime.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            make_thumbnail(&bytes, &mime)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("a thumbnail's decoding stopped: {e}")))?
+        .map_err(Error::validation)?;
         let key = ObjectKey::parse(&thumbnail_key(&upload.key))?;
         settings.objects.put(&key, made.mime, made.bytes).await?;
-        // The file may have gone while it was decoded (its message deleted): its thumbnail goes
-        // too, as nothing else would delete it.
-        if self.store.uploads.upload(room, &file.id).await?.is_none() {
-            settings.objects.delete(&key).await?;
-            return Ok(());
-        }
         self.store
             .companions
             .attach_thumbnail(room, message, &file.id, made.width, made.height)
             .await?;
+        // The file may have gone while its thumbnail was made (its message deleted or purged,
+        // its room deleted): its thumbnail and row go too, as nothing else would delete them.
+        if self.store.uploads.upload(room, &file.id).await?.is_none() {
+            self.store.companions.detach_thumbnail(room, message, &file.id).await?;
+            settings.objects.delete(&key).await?;
+            return Ok(());
+        }
         self.signals.signal(
             room,
             Signal::Previewed {

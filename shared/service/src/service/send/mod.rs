@@ -33,7 +33,6 @@ use crate::webhooks::{CheckedPayload, Webhook};
 use crate::{html, markdown};
 use chrono::{DateTime, Duration, Utc};
 use commit::{Prefetched, Stored};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A message on its way in, with who produces it.
@@ -62,7 +61,7 @@ pub enum Submission {
 
 impl Submission {
     /// A member's message as the API takes it: `Message` or `Poll`, its HTML sanitized.
-    pub fn member(who: &Principal, input: NewMessage, members: &HashSet<String>) -> Result<Submission> {
+    pub fn member(who: &Principal, input: NewMessage, names: &markdown::RoomNames) -> Result<Submission> {
         let kind = input.kind.unwrap_or(MessageType::Message);
         if !matches!(kind, MessageType::Message | MessageType::Poll) {
             return Err(Error::Forbidden(format!(
@@ -73,7 +72,7 @@ impl Submission {
         let format = input.format.unwrap_or_default();
         let (text, source) = match input.text.as_deref() {
             Some(text) => {
-                let (text, source) = markdown::body(text, format, members)?;
+                let (text, source) = markdown::body(text, format, names)?;
                 (Some(text), source)
             }
             None => (None, None),
@@ -146,39 +145,53 @@ impl Sending {
     /// A member's message from the API (`Submission::member`).
     pub async fn send_message(&self, who: &Principal, room: &RoomId, input: NewMessage) -> Result<Sent> {
         let format = input.format.unwrap_or_default();
-        let members = self
-            .mentionable(room, &who.user_id, input.text.as_deref(), format)
+        let names = self
+            .room_names(room, &who.user_id, input.text.as_deref(), format)
             .await?;
-        self.submit(room, Submission::member(who, input, &members)?).await
+        self.submit(room, Submission::member(who, input, &names)?).await
     }
 
-    /// The users a Markdown `text` by `author` names as `@id` who are members of `room`: those
-    /// it mentions (one member read per name, at most `MAX_MENTIONS`, and none unless the
-    /// author is a member). None for HTML, whose mentions are the client's markup.
-    pub(crate) async fn mentionable(
+    /// What of `room` a Markdown `text` by `author` names: the users it writes as `@id` who
+    /// are members (one member read per name, at most `MAX_MENTIONS`), and the room's own emoji
+    /// when it writes a `:name:` that is no standard shortcode (one range read). None for HTML,
+    /// whose marks are the client's, and none unless the author is a member.
+    pub(crate) async fn room_names(
         &self,
         room: &RoomId,
         author: &UserId,
         text: Option<&str>,
         format: markdown::TextFormat,
-    ) -> Result<HashSet<String>> {
-        let Some(text) = text.filter(|text| format == markdown::TextFormat::Markdown && text.contains('@')) else {
-            return Ok(HashSet::new());
+    ) -> Result<markdown::RoomNames> {
+        let mut names = markdown::RoomNames::default();
+        let Some(text) = text.filter(|_| format == markdown::TextFormat::Markdown) else {
+            return Ok(names);
         };
-        if self.store.members.member(room, author).await?.is_none() {
-            return Ok(HashSet::new());
+        let (mentions, emoji) = (text.contains('@'), markdown::names_custom_emoji(text));
+        if !(mentions || emoji) || self.store.members.member(room, author).await?.is_none() {
+            return Ok(names);
+        }
+        if emoji {
+            names.emoji = self
+                .store
+                .room_emoji
+                .list(room)
+                .await?
+                .into_iter()
+                .map(|emoji| emoji.name)
+                .collect();
         }
         let named: Vec<UserId> = markdown::named_users(text)
             .iter()
             .filter_map(|id| UserId::parse(id).ok())
             .collect();
-        let mut members = HashSet::new();
         for chunk in named.chunks(8) {
             let rows =
                 futures::future::try_join_all(chunk.iter().map(|user| self.store.members.member(room, user))).await?;
-            members.extend(rows.into_iter().flatten().map(|member| member.user_id.to_string()));
+            names
+                .members
+                .extend(rows.into_iter().flatten().map(|member| member.user_id.to_string()));
         }
-        Ok(members)
+        Ok(names)
     }
 
     /// The one door: admit, commit, settle the claims, publish. A member's message admitted on
