@@ -5,7 +5,7 @@
 // reason with Retry and Discard, and Discard takes it away. What is typed is Markdown the
 // server renders: bold and links show as such, and an edit starts from the source. A `/`
 // suggests the commands; one runs once, and a failed one stays in the box. A `:` suggests
-// emoji.
+// emoji, the room's own first, and the room's own show as their images.
 import { allowConsoleError, base, check, openPage, run, signIn, step } from "./harness.mjs";
 
 // The failures this test stages on purpose; the browser logs each failed request.
@@ -170,6 +170,43 @@ await run(async (browser) => {
     await page.getByTestId("emoji-choice").filter({ hasText: "🚀" }).first().waitFor();
     await search.press("Enter");
     await shipped.getByTestId("reaction").filter({ hasText: "🚀" }).waitFor();
+  });
+
+  await step("the room's own emoji is suggested after a colon and shows as its image", async () => {
+    // A 1 × 1 PNG, uploaded as an attachment and named by the room's owner.
+    const png = Buffer.from(
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
+      "base64",
+    );
+    const auth = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    const declared = await (
+      await fetch(`${base}/api/rooms/${room.id}/uploads`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ name: "parrot.png", mime: "image/png", size: png.length }),
+      })
+    ).json();
+    const url = /^https?:/.test(declared.upload.url) ? declared.upload.url : base + declared.upload.url;
+    const put = await fetch(url, { method: declared.upload.method, headers: declared.upload.headers, body: png });
+    check(put.ok, `uploaded: ${put.status}`);
+    const made = await fetch(`${base}/api/rooms/${room.id}/emoji`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ name: "partyparrot", attachmentId: declared.attachment.id }),
+    });
+    check(made.status === 201, `made: ${made.status}`);
+    // Opening the room again reads its emoji again.
+    await page.reload();
+    await page.getByTestId("room-title").filter({ hasText: "outbox" }).waitFor();
+    await input.fill("party :partyp");
+    await page.getByTestId("suggestion").filter({ hasText: ":partyparrot:" }).first().waitFor();
+    await input.press("Enter");
+    check((await input.inputValue()) === "party :partyparrot: ", `picked: ${await input.inputValue()}`);
+    await input.press("Enter");
+    const image = sent("party").getByTestId("custom-emoji");
+    await image.and(page.locator("img[src^='blob:']")).waitFor();
+    check((await image.getAttribute("alt")) === ":partyparrot:", "the image is named");
+    await page.waitForFunction(() => document.querySelector("[data-testid=custom-emoji]")?.naturalWidth === 1);
   });
 
   await step("a refused send shows why, and Discard takes it away", async () => {

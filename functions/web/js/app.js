@@ -22,6 +22,8 @@ import { createCatchUp } from "./catch_up.js";
 import { showCachedFirst } from "./cache_first.js";
 import { watchNetwork } from "./network.js";
 import { addNotifications } from "./notifications.js";
+import { createFiles } from "./files.js";
+import { createRoomEmoji } from "./room_emoji.js";
 
 // Threads, pins, polls, attachments and presence load beside the sign-in screen, not before it.
 const loadingFeatures = import("./features.js");
@@ -36,6 +38,8 @@ export async function startApp(me) {
   addDefaultActions(actions, bus);
   const outbox = createOutbox({ api, store });
   const live = createLive({ api, bus });
+  const files = createFiles(me);
+  const roomEmoji = createRoomEmoji({ api, bus, files });
 
   /** What message views and actions are handed: who is signed in and the open room. */
   const ctx = {
@@ -47,9 +51,11 @@ export async function startApp(me) {
     roomId: null,
     composer: null,
     dialogs: null,
+    files,
+    roomEmoji,
     seenBy: (m) => store.seenBy(m.roomId, m.id, me.userId),
   };
-  const composer = createComposer({ api, store, outbox, me, bus });
+  const composer = createComposer({ api, store, outbox, me, bus, roomEmoji });
   ctx.composer = composer;
   const timeline = createTimeline({ api, store, bus, ctx });
   const sidebar = createSidebar({ store, bus, me });

@@ -6,14 +6,13 @@
 // one failed, the send is held with a notice. An empty text with files sends their names as
 // the text (a message with attachments still needs one).
 //
-// A message shows each attachment's name and size with a Download button, and an image inline:
+// A message shows each attachment's name and size with a Download button, and an image inline
+// (each fetched with the bearer token as a blob, files.js):
 // its thumbnail once the server made one (`image`: the box is sized from the image's own width
 // and height before anything loads, so nothing below it moves), opening the full image in the
 // dialog on click; before that, or for an image that gets none, the file itself.
-// Both go through tabletalk's own `url`, which needs the bearer token, so the file is fetched
-// (the redirect to the store's short-lived link is followed) and handed to the browser as a
-// blob: a download saves it under its name, an image shows from it. On Blob Storage the
-// container must allow the page's origin (CORS) for both the upload and that redirect.
+// A download saves the blob under its name, an image shows from it. On Blob Storage the
+// container must allow the page's origin (CORS) for both the upload and the download redirect.
 
 import { apiBase } from "./config.js";
 
@@ -33,7 +32,6 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts, key
   keyParts.push((m) => (m.attachments ?? []).map((a) => (a.image ? "t" : "-")).join(""));
   /** Per room: the files picked for the next send, {key, file, state, progress, id, error, xhr}. */
   const picked = new Map();
-  const blobs = new Map();
   let keys = 0;
 
   const row = document.querySelector("#composer .composer-row");
@@ -184,19 +182,8 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts, key
 
   // ---- shown in a message
 
-  /** The file at tabletalk's `path` as a blob URL, fetched once. */
-  function fetchBlob(a, path = a.url) {
-    if (!blobs.has(path)) {
-      const url = /^https?:/.test(path) ? path : apiBase + path;
-      const got = fetch(url, { headers: { authorization: `Bearer ${ctx.me.token}` } }).then(async (r) => {
-        if (!r.ok) throw new Error(`HTTP ${r.status}`);
-        return URL.createObjectURL(await r.blob());
-      });
-      got.catch(() => blobs.delete(path));
-      blobs.set(path, got);
-    }
-    return blobs.get(path);
-  }
+  /** The file at tabletalk's `path` (the attachment's own by default) as a blob URL. */
+  const fetchBlob = (a, path = a.url) => ctx.files.blob(path);
 
   /** The thumbnail of `a`, in a box of the image's own shape; a click opens the full image. */
   function thumbnail(a) {

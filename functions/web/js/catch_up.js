@@ -64,6 +64,16 @@ export function fromChange(roomId, change) {
   };
 }
 
+/** A change over the held copy of its message: the change's fields, the copy's companion data
+ *  (an attachment's `image`, its thumbnail, included). */
+function merged(held, m) {
+  const out = { ...held, ...m };
+  if (held?.attachments?.length) {
+    out.attachments = m.attachments.map((a) => ({ ...held.attachments.find((h) => h.id === a.id), ...a }));
+  }
+  return out;
+}
+
 export function createCatchUp({ api, store, bus, cache, timeline, rooms }) {
   const serverId = globalThis.TABLETALK?.serverId ?? "default";
   /** Rooms answered NO_ACCESS: not synced again until they are listed again. */
@@ -88,7 +98,7 @@ export function createCatchUp({ api, store, bus, cache, timeline, rooms }) {
     // one stays in the cache only, so the run stays contiguous (scroll-back reads it by
     // cursor). Ids are reverse ticks: a smaller id is newer.
     const inside = (id) => !oldest || (id < oldest && (!t.hasNewer || id > newest));
-    const take = changes.filter((m) => t.byId.has(m.id) || inside(m.id)).map((m) => ({ ...t.byId.get(m.id), ...m }));
+    const take = changes.filter((m) => t.byId.has(m.id) || inside(m.id)).map((m) => merged(t.byId.get(m.id), m));
     if (take.length) store.upsertMessages(roomId, take);
   }
 

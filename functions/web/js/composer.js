@@ -25,7 +25,7 @@ const COMMANDS = [
   ["remind", "<duration> <text>: posts it here then"],
 ];
 
-export function createComposer({ api, store, outbox, me, bus }) {
+export function createComposer({ api, store, outbox, me, bus, roomEmoji }) {
   const form = document.getElementById("composer");
   const input = document.getElementById("composer-input");
   const context = document.getElementById("composer-context");
@@ -69,12 +69,17 @@ export function createComposer({ api, store, outbox, me, bus }) {
   suggestions.addSource({
     id: "emoji",
     trigger: ":",
-    find(query) {
+    async find(query) {
       if (query.length < 2 || !/^[a-z0-9_+-]+$/i.test(query)) return [];
       if (!emoji.has(query)) emoji.set(query, api.suggestEmoji(query).catch(() => (emoji.delete(query), [])));
-      return emoji.get(query).then((found) =>
-        found.map((e) => ({ id: e.shortcode, label: `${e.emoji} :${e.shortcode}:`, detail: e.name, value: e.emoji })),
-      );
+      const [own, standard] = await Promise.all([roomId ? roomEmoji.list(roomId) : new Map(), emoji.get(query)]);
+      const q = query.toLowerCase();
+      // The room's own first: its `:name:` is written out, and the server marks it.
+      return [...own.values()]
+        .filter((e) => e.name.startsWith(q))
+        .slice(0, 8)
+        .map((e) => ({ id: `room:${e.name}`, label: `:${e.name}:`, detail: "this room's", value: `:${e.name}:` }))
+        .concat(standard.map((e) => ({ id: e.shortcode, label: `${e.emoji} :${e.shortcode}:`, detail: e.name, value: e.emoji })));
     },
   });
 

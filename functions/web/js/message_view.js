@@ -52,9 +52,11 @@ export function namesTracker(store) {
 
 const nameOf = (ctx, roomId, userId, carried) => memberName(ctx.store, roomId, userId, carried);
 
-/** A message's HTML, its mentions of members by their names (the id stays in the title). */
+/** A message's HTML, its mentions of members by their names (the id stays in the title) and
+ *  the room's own emoji by their images. */
 function withNames(html, ctx, roomId) {
   const shown = fragment(html);
+  for (const span of shown.querySelectorAll('span[data-type="emoji"]')) ctx.roomEmoji?.show(span, roomId);
   for (const span of shown.querySelectorAll('span[data-type="mention"]')) {
     const id = span.dataset.id;
     if (!id || id.startsWith("@") || span.dataset.mentionType === "role") continue;

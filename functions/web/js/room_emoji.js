@@ -1,0 +1,42 @@
+// A room's own emoji (listRoomEmoji): the server marks `:name:` in Markdown as
+// `<span data-type="emoji" data-id="name">:name:</span>`, and this shows the room's image in
+// its place; a name the room no longer has (deleted) stays as written. The list is read once
+// each time a room is opened, and offered by the composer's `:` suggestions.
+
+export function createRoomEmoji({ api, bus, files }) {
+  /** Per room: a promise of its emoji by name. */
+  const lists = new Map();
+  bus.on("room:open", ({ roomId }) => lists.delete(roomId));
+
+  function list(roomId) {
+    if (!lists.has(roomId)) {
+      const got = api.listRoomEmoji(roomId).then(
+        (emoji) => new Map(emoji.map((e) => [e.name, e])),
+        () => (lists.delete(roomId), new Map()),
+      );
+      lists.set(roomId, got);
+    }
+    return lists.get(roomId);
+  }
+
+  return {
+    list,
+    /** Puts the room's image for the emoji `span` marks in its place, once it is known. */
+    async show(span, roomId) {
+      const name = span.dataset.id;
+      const emoji = (await list(roomId)).get(name);
+      if (!emoji) return;
+      const img = document.createElement("img");
+      img.className = "custom-emoji";
+      img.dataset.testid = "custom-emoji";
+      img.alt = `:${name}:`;
+      img.title = `:${name}:`;
+      try {
+        img.src = await files.blob(emoji.url);
+        span.replaceChildren(img);
+      } catch {
+        // The image is gone (deleted meanwhile): the name stays.
+      }
+    },
+  };
+}
