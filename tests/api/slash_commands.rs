@@ -152,6 +152,29 @@ async fn set_up_on(app: TestApp) -> (TestApp, Handler, String) {
 async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them(backend: Backend) {
     let (app, handler, room) = set_up(&backend).await;
 
+    // Every member sees it among the room's commands, with its description (not its URL).
+    let listed = app
+        .call(Method::GET, &format!("/api/rooms/{room}/commands"), Some("alice"), None)
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    let commands = listed.body.as_array().unwrap();
+    assert!(
+        commands.contains(&json!({ "name": "deploy", "usage": "ships a branch", "own": true })),
+        "{commands:?}"
+    );
+    assert!(
+        commands.iter().any(|c| c["name"] == "me" && c["own"] == false),
+        "{commands:?}"
+    );
+    app.call(
+        Method::GET,
+        &format!("/api/rooms/{room}/commands"),
+        Some("mallory"),
+        None,
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+
     let posted = app.command("alice", &room, "/deploy in", None).await;
     assert_eq!(posted.status, StatusCode::OK, "{}", posted.body);
     let message = &posted.body["message"];

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use tabletalk::commands::{CommandLine, CommandOutcome};
+use tabletalk::commands::{CommandInfo, CommandLine, CommandOutcome};
 use tabletalk::ids::RoomId;
 use tabletalk::service::commands::Commands;
 use tabletalk::slash::{LaterAnswered, NewSlashCommand, SlackAnswer, SlashCommand, SlashCommandCreated};
@@ -29,6 +29,20 @@ pub async fn run(
     JsonBody(line): JsonBody<CommandLine>,
 ) -> ApiResult<Json<CommandOutcome>> {
     Ok(Json(commands.run(&who, &room, line).await?))
+}
+
+/// The commands a member may run in the room, by name: the built-in ones with their usage, and
+/// the room's own with their descriptions (`own: true`; their handlers stay the managers' to
+/// see). What the composer suggests after a `/`.
+#[utoipa::path(get, path = "/api/rooms/{roomId}/commands", tag = "messages", operation_id = "listCommands",
+    params(("roomId" = String, Path)),
+    responses((status = 200, body = [CommandInfo]), (status = "4XX", body = ErrorBody)))]
+pub async fn list_all(
+    State(commands): State<Arc<Commands>>,
+    Caller(who): Caller,
+    PathParams(room): PathParams<RoomId>,
+) -> ApiResult<Json<Vec<CommandInfo>>> {
+    Ok(Json(commands.list(&who, &room).await?))
 }
 
 /// Registers `/name` for the room (ManageWebhooks): running it POSTs Slack's slash-command form

@@ -113,7 +113,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(rooms::get, rooms::update, rooms::delete))
         .routes(routes!(rooms::directory))
         .routes(routes!(search::search))
-        .routes(routes!(commands::run))
+        .routes(routes!(commands::run, commands::list_all))
         .routes(routes!(commands::create, commands::list))
         .routes(routes!(commands::delete))
         .routes(routes!(commands::answer_later))

@@ -109,6 +109,7 @@ export function createApi({ token, onUnauthorized = () => {} }) {
     createMessage: (id, input) => request("POST", `${room(id)}/messages`, input, { retries: 0 }),
     editMessage: (roomId, id, text, format) => request("PATCH", message(roomId, id), { text, format }, { retries: 2 }),
     deleteMessage: (roomId, id) => request("DELETE", message(roomId, id)),
+    listCommands: (id) => request("GET", `${room(id)}/commands`),
     listRoomEmoji: (id) => request("GET", `${room(id)}/emoji`),
     suggestEmoji: (q) => request("GET", `/api/emoji${query({ q, limit: 8 })}`, undefined, { retries: 0 }),
     /** One attempt: a command is never repeated by the page (its clientId runs it once). */

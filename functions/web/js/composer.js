@@ -11,20 +11,6 @@ import { toHtml, toText } from "./text.js";
 
 const TYPING_EVERY_MS = 3000;
 
-/** The server's slash commands (`shared/domain/src/commands.rs`), as suggested. */
-const COMMANDS = [
-  ["me", "<text>: says it as an action"],
-  ["shrug", "[text]: adds ¯\\_(ツ)_/¯"],
-  ["topic", "<text>: sets the room's description"],
-  ["invite", "@user: invites them"],
-  ["kick", "@user [reason]: removes them"],
-  ["ban", "@user [reason]: bans them"],
-  ["timeout", "@user <duration> [reason]: e.g. 10m, 2h"],
-  ["mute", "mutes this room's notifications for you"],
-  ["unmute", "unmutes them"],
-  ["remind", "<duration> <text>: posts it here then"],
-];
-
 export function createComposer({ api, store, outbox, me, bus, roomEmoji }) {
   const form = document.getElementById("composer");
   const input = document.getElementById("composer-input");
@@ -50,17 +36,23 @@ export function createComposer({ api, store, outbox, me, bus, roomEmoji }) {
     },
   });
 
+  const commands = new Map();
+  bus.on("room:open", ({ roomId: opened }) => commands.delete(opened));
   suggestions.addSource({
     id: "commands",
     trigger: "/",
     atStart: true,
-    find(query) {
-      return COMMANDS.filter(([name]) => name.startsWith(query.toLowerCase())).map(([name, takes]) => ({
-        id: name,
-        label: `/${name}`,
-        detail: takes,
-        value: `/${name}`,
-      }));
+    async find(query) {
+      if (!roomId) return [];
+      // The room's commands (built in and its own), read once each time a room is opened.
+      if (!commands.has(roomId)) {
+        const room = roomId;
+        commands.set(room, api.listCommands(room).catch(() => (commands.delete(room), [])));
+      }
+      const q = query.toLowerCase();
+      return (await commands.get(roomId))
+        .filter((c) => c.name.startsWith(q))
+        .map((c) => ({ id: c.name, label: `/${c.name}`, detail: c.usage, value: `/${c.name}` }));
     },
   });
 

@@ -46,6 +46,35 @@ pub struct CommandLine {
     pub client_id: Option<String>,
 }
 
+/// A command a member may run in a room, as the composer suggests it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandInfo {
+    /// Without the `/`.
+    pub name: String,
+    /// What it takes and does: a built-in's usage, a room's own command's description.
+    pub usage: String,
+    /// True for a command of the room's own (its handler answers it).
+    pub own: bool,
+}
+
+/// The built-in commands, then `own` (the room's own, as name and description), by name.
+pub fn command_list(own: impl IntoIterator<Item = (String, String)>) -> Vec<CommandInfo> {
+    let builtin = COMMANDS.iter().map(|(name, usage)| CommandInfo {
+        name: (*name).to_owned(),
+        usage: (*usage).to_owned(),
+        own: false,
+    });
+    let mut all: Vec<CommandInfo> = builtin
+        .chain(
+            own.into_iter()
+                .map(|(name, usage)| CommandInfo { name, usage, own: true }),
+        )
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
 /// What a command did.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

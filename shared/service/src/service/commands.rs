@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::access::Access;
 use crate::adapters::outgoing::{HookSender, SlashFailure, new_signing_secret};
 use crate::auth::Principal;
-use crate::commands::{Command, CommandLine, CommandOutcome, is_name, unknown};
+use crate::commands::{Command, CommandInfo, CommandLine, CommandOutcome, command_list, is_name, unknown};
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId};
 use crate::limits::Write;
@@ -239,6 +239,16 @@ impl Commands {
             command: stored.command,
             signing_secret,
         })
+    }
+
+    /// The commands `who` may run in the room, built-in and the room's own (any member; the
+    /// room's own without their URLs).
+    pub async fn list(&self, who: &Principal, room: &RoomId) -> Result<Vec<CommandInfo>> {
+        self.access.access(room, &who.user_id).await?;
+        let own = self.store.slash.list(room).await?.into_iter();
+        Ok(command_list(
+            own.map(|stored| (stored.command.name, stored.command.description)),
+        ))
     }
 
     /// The room's own commands (ManageWebhooks).
