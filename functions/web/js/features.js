@@ -1,4 +1,4 @@
-// Threads, pins, polls, attachments, presence and search, wired to the page's parts (app.js hands
+// Threads, pins, polls, attachments, presence, search and the room's emoji, wired to the page's parts (app.js hands
 // them over once, after its own modules). Each feature is its own module and reaches the
 // others only through the hooks the shared modules offer: message actions (actions.js), parts
 // drawn under a message and what decides its redraw (message_view.js), parts of a send
@@ -6,6 +6,7 @@
 // and the bus.
 
 import { addAttachments } from "./attachments.js";
+import { addEmojiTools } from "./emoji_tools.js";
 import { addFeatureApi } from "./feature_api.js";
 import { keyParts, messageParts } from "./message_view.js";
 import { createPanel } from "./panel.js";
@@ -25,5 +26,6 @@ export function addFeatures({ api, store, bus, ctx, actions, sidebar, dialogs, c
   const attachments = addAttachments({ ...shared, composerParts: composer.parts });
   const presence = addPresence(shared);
   const search = addSearch(shared);
+  addEmojiTools(shared);
   return { panel, threads, pins, polls, attachments, presence, search };
 }

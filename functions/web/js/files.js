@@ -7,6 +7,8 @@ import { apiBase } from "./config.js";
 export function createFiles(me) {
   const blobs = new Map();
   return {
+    /** Where tabletalk's own paths are served from. */
+    base: apiBase,
     /** The file at tabletalk's `path` as a blob URL; a failure is forgotten, so it is asked again. */
     blob(path) {
       if (!blobs.has(path)) {

@@ -21,6 +21,8 @@ export function createRoomEmoji({ api, bus, files }) {
 
   return {
     list,
+    /** Reads the room's emoji again when next asked (one was added or deleted). */
+    forget: (roomId) => lists.delete(roomId),
     /** Puts the room's image for the emoji `span` marks in its place, once it is known. */
     async show(span, roomId) {
       const name = span.dataset.id;
