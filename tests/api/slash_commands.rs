@@ -166,6 +166,19 @@ async fn a_slack_handler_runs_unchanged_and_its_answers_show_as_slack_shows_them
         commands.iter().any(|c| c["name"] == "me" && c["own"] == false),
         "{commands:?}"
     );
+    // Built-ins a member's permissions do not allow are not offered to them; the owner's are.
+    assert!(
+        !commands.iter().any(|c| c["name"] == "kick" || c["name"] == "topic"),
+        "{commands:?}"
+    );
+    let owners = app
+        .call(Method::GET, &format!("/api/rooms/{room}/commands"), Some("owner"), None)
+        .await;
+    assert!(
+        owners.body.as_array().unwrap().iter().any(|c| c["name"] == "kick"),
+        "{}",
+        owners.body
+    );
     app.call(
         Method::GET,
         &format!("/api/rooms/{room}/commands"),

@@ -205,9 +205,10 @@ export function addAttachments({ api, bus, ctx, composerParts, messageParts, key
     const inline = a.size <= INLINE_MAX_BYTES;
     const still = !(inline && (a.mime === "image/gif" || a.mime === "image/webp"));
     const whole = () => (inline ? fetchBlob(a) : Promise.reject(new Error("too large to show")));
+    // Neither loads: the box stays, showing the name (the Download button still works).
     (still ? fetchBlob(a, thumbnailUrl).catch(whole) : whole()).then(
       (src) => (img.src = src),
-      () => button.remove(),
+      () => {},
     );
     button.append(img);
     button.addEventListener("click", () => openFull(a));

@@ -65,10 +65,10 @@ export function fromChange(roomId, change) {
 }
 
 /** A change over the held copy of its message: the change's fields, the copy's companion data
- *  (an attachment's `image`, its thumbnail, included). */
-function merged(held, m) {
+ *  (an attachment's `image`, its thumbnail, included). The store and the cache merge alike. */
+export function merged(held, m) {
   const out = { ...held, ...m };
-  if (held?.attachments?.length) {
+  if (held?.attachments?.length && m.attachments) {
     out.attachments = m.attachments.map((a) => ({ ...held.attachments.find((h) => h.id === a.id), ...a }));
   }
   return out;

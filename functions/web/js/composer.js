@@ -50,7 +50,10 @@ export function createComposer({ api, store, outbox, me, bus, roomEmoji }) {
         commands.set(room, api.listCommands(room).catch(() => (commands.delete(room), [])));
       }
       const q = query.toLowerCase();
-      return (await commands.get(roomId))
+      const room = roomId;
+      const listed = await commands.get(room);
+      if (room !== roomId) return [];
+      return listed
         .filter((c) => c.name.startsWith(q))
         .map((c) => ({ id: c.name, label: `/${c.name}`, detail: c.usage, value: `/${c.name}` }));
     },
@@ -64,7 +67,9 @@ export function createComposer({ api, store, outbox, me, bus, roomEmoji }) {
     async find(query) {
       if (query.length < 2 || !/^[a-z0-9_+-]+$/i.test(query)) return [];
       if (!emoji.has(query)) emoji.set(query, api.suggestEmoji(query).catch(() => (emoji.delete(query), [])));
-      const [own, standard] = await Promise.all([roomId ? roomEmoji.list(roomId) : new Map(), emoji.get(query)]);
+      const room = roomId;
+      const [own, standard] = await Promise.all([room ? roomEmoji.list(room) : new Map(), emoji.get(query)]);
+      if (room !== roomId) return [];
       const q = query.toLowerCase();
       // The room's own first: its `:name:` is written out, and the server marks it.
       return [...own.values()]

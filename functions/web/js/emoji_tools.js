@@ -3,6 +3,9 @@
 // attachment of the room (createUpload, then the PUT it signs) and named (createRoomEmoji).
 // Adding and deleting need ManageRoom; the server says so in the dialog otherwise.
 
+/** An emoji's image at most, in bytes (as the server allows). */
+const MAX_BYTES = 256 * 1024;
+
 export function addEmojiTools({ api, bus, ctx, dialogs }) {
   const { request } = api;
   const room = (id) => `/api/rooms/${encodeURIComponent(id)}`;
@@ -38,7 +41,10 @@ export function addEmojiTools({ api, bus, ctx, dialogs }) {
       remove.setAttribute("aria-label", `Delete :${emoji.name}:`);
       remove.addEventListener("click", async () => {
         try {
-          await api.deleteRoomEmoji(roomId, emoji.name);
+          // A retried delete whose first answer was lost finds it gone: deleted all the same.
+          await api.deleteRoomEmoji(roomId, emoji.name).catch((e) => {
+            if (e.status !== 404) throw e;
+          });
           ctx.roomEmoji.forget(roomId);
           li.remove();
         } catch (e) {
@@ -71,6 +77,10 @@ export function addEmojiTools({ api, bus, ctx, dialogs }) {
       async submit({ name }) {
         const picked = file.files[0];
         if (!picked) throw new Error("pick an image");
+        // What the server would refuse, said before anything is uploaded.
+        if (!file.accept.split(",").includes(picked.type)) throw new Error("an emoji is a PNG, JPEG, GIF or WebP image");
+        if (picked.size > MAX_BYTES) throw new Error("an emoji's image is at most 256 KB");
+        if (!/^[a-z0-9_-]{1,32}$/.test(name.replace(/^:|:$/g, ""))) throw new Error("a name is 1-32 of a-z, 0-9, _ or -");
         const attachmentId = await upload(roomId, picked);
         await api.createRoomEmoji(roomId, { name: name.replace(/^:|:$/g, ""), attachmentId });
         ctx.roomEmoji.forget(roomId);

@@ -18,6 +18,8 @@
 // Every method resolves even when IndexedDB is missing or refuses (a private window, a full
 // disk): the cache is a speed-up and never a reason for the page to fail.
 
+import { merged } from "./catch_up.js";
+
 const VERSION = 1;
 
 function promised(request) {
@@ -115,7 +117,7 @@ export function openHistoryCache(userId) {
         const held = await Promise.all(messages.map((m) => promised(store.get([roomId, m.id]))));
         // A change carries no companion data: merged over the held copy, that copy's stays.
         messages.forEach((m, i) => {
-          if (!held[i] || held[i].version <= m.version) store.put({ ...held[i], ...m, roomId });
+          if (!held[i] || held[i].version <= m.version) store.put({ ...merged(held[i], m), roomId });
         });
         tx.objectStore("rooms").put({ roomId, cursor });
       }, undefined);

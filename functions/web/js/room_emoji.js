@@ -4,9 +4,11 @@
 // each time a room is opened, and offered by the composer's `:` suggestions.
 
 export function createRoomEmoji({ api, bus, files }) {
-  /** Per room: a promise of its emoji by name. */
+  /** Per room: a promise of its emoji by name, and when it was asked. */
   const lists = new Map();
   bus.on("room:open", ({ roomId }) => lists.delete(roomId));
+  /** A name the server marked but the list lacks asks again, at most this often. */
+  const STALE_AFTER_MS = 10000;
 
   function list(roomId) {
     if (!lists.has(roomId)) {
@@ -14,9 +16,17 @@ export function createRoomEmoji({ api, bus, files }) {
         (emoji) => new Map(emoji.map((e) => [e.name, e])),
         () => (lists.delete(roomId), new Map()),
       );
-      lists.set(roomId, got);
+      lists.set(roomId, { got, at: Date.now() });
     }
-    return lists.get(roomId);
+    return lists.get(roomId).got;
+  }
+
+  /** The room's emoji `name`: a name the list lacks may be one made since it was read. */
+  async function find(roomId, name) {
+    const known = (await list(roomId)).get(name);
+    if (known || Date.now() - (lists.get(roomId)?.at ?? 0) < STALE_AFTER_MS) return known;
+    lists.delete(roomId);
+    return (await list(roomId)).get(name);
   }
 
   return {
@@ -26,7 +36,9 @@ export function createRoomEmoji({ api, bus, files }) {
     /** Puts the room's image for the emoji `span` marks in its place, once it is known. */
     async show(span, roomId) {
       const name = span.dataset.id;
-      const emoji = (await list(roomId)).get(name);
+      // Only the mark the server writes (an HTML client's span may hold other text).
+      if (span.textContent !== `:${name}:`) return;
+      const emoji = await find(roomId, name);
       if (!emoji) return;
       const img = document.createElement("img");
       img.className = "custom-emoji";

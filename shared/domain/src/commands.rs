@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use crate::error::{Error, Result};
 use crate::ids::UserId;
 use crate::messages::Message;
+use crate::permissions::Permission;
 use crate::scheduled::Scheduled;
 
 /// The commands, with what each takes, as the web client suggests them.
@@ -58,13 +59,30 @@ pub struct CommandInfo {
     pub own: bool,
 }
 
-/// The built-in commands, then `own` (the room's own, as name and description), by name.
-pub fn command_list(own: impl IntoIterator<Item = (String, String)>) -> Vec<CommandInfo> {
-    let builtin = COMMANDS.iter().map(|(name, usage)| CommandInfo {
-        name: (*name).to_owned(),
-        usage: (*usage).to_owned(),
-        own: false,
-    });
+/// The permission a built-in command needs beyond membership, if any (its route checks it).
+pub fn needs(name: &str) -> Option<Permission> {
+    match name {
+        "topic" => Some(Permission::ManageRoom),
+        "invite" => Some(Permission::CreateInvites),
+        "kick" | "ban" | "timeout" => Some(Permission::ManageMembers),
+        _ => None,
+    }
+}
+
+/// The built-in commands `may` run (given what each [`needs`]), then `own` (the room's own, as
+/// name and description), by name.
+pub fn command_list(
+    may: impl Fn(Permission) -> bool,
+    own: impl IntoIterator<Item = (String, String)>,
+) -> Vec<CommandInfo> {
+    let builtin = COMMANDS
+        .iter()
+        .filter(|(name, _)| needs(name).is_none_or(&may))
+        .map(|(name, usage)| CommandInfo {
+            name: (*name).to_owned(),
+            usage: (*usage).to_owned(),
+            own: false,
+        });
     let mut all: Vec<CommandInfo> = builtin
         .chain(
             own.into_iter()

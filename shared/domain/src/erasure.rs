@@ -9,7 +9,9 @@
 //! What it leaves: other people's messages — their replies to the user's messages (which then
 //! point at a tombstone) and their forwarded copies of them (a copy is the forwarder's
 //! message, as a quote in an e-mail is the sender's) —, the user's id inside other people's
-//! mentions (an id, not content the user wrote), and bans on the user (a moderator's record).
+//! mentions (an id, not content the user wrote), bans on the user (a moderator's record), and
+//! the emoji they made for a room (the room's, as the room's settings are; a manager deletes
+//! one).
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;

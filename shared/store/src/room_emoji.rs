@@ -10,7 +10,7 @@ use tabletalk_domain::emoji::{CustomEmoji, MAX_CUSTOM_PER_ROOM};
 use tabletalk_domain::error::Error;
 use tabletalk_domain::ids::RoomId;
 use tabletalk_domain::moderation::ModerationEntry;
-use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, Value};
+use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, Value};
 
 fn parse(room: &RoomId, row: &Entity) -> Option<CustomEmoji> {
     let attachment_id = row.str("attachmentId")?.to_owned();
@@ -47,13 +47,13 @@ impl RoomEmojiStore {
         }
     }
 
-    /// The room's emoji `name`, if it has one.
-    pub async fn get(&self, room: &RoomId, name: &str) -> Result<Option<CustomEmoji>> {
+    /// The room's emoji `name`, if it has one, and the version of its row.
+    pub async fn get(&self, room: &RoomId, name: &str) -> Result<Option<(CustomEmoji, ETag)>> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &emoji_key(name))
             .await?;
-        Ok(row.and_then(|row| parse(room, &row)))
+        Ok(row.and_then(|row| Some((parse(room, &row)?, row.etag()?.clone()))))
     }
 
     /// The room's emoji, by name (at most [`MAX_CUSTOM_PER_ROOM`] and one more, to tell a full
@@ -67,19 +67,22 @@ impl RoomEmojiStore {
         Ok(rows.iter().filter_map(|row| parse(room, row)).collect())
     }
 
-    /// Deletes the room's emoji `name` with its log line; a missing one is a 404.
-    pub async fn delete(&self, room: &RoomId, name: &str, logged: &ModerationEntry) -> Result<()> {
+    /// Deletes the room's emoji `name` at `version` with its log line; a missing one (or one
+    /// made again under its name since) is a 404.
+    pub async fn delete(&self, room: &RoomId, name: &str, version: ETag, logged: &ModerationEntry) -> Result<()> {
         let ops = [
             BatchOp::Delete {
                 partition_key: room.to_string(),
                 row_key: emoji_key(name),
-                if_match: IfMatch::Any,
+                if_match: IfMatch::Etag(version),
             },
             log_op(room, logged),
         ];
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
             Ok(_) => Ok(()),
-            Err(e) if e.is(ErrorKind::NotFound) => Err(Error::not_found(format!("the room has no :{name}:")).into()),
+            Err(e) if e.is(ErrorKind::NotFound) || e.is(ErrorKind::PreconditionFailed) => {
+                Err(Error::not_found(format!("the room has no :{name}:")).into())
+            }
             Err(e) => Err(e.into()),
         }
     }

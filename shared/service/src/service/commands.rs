@@ -241,12 +241,13 @@ impl Commands {
         })
     }
 
-    /// The commands `who` may run in the room, built-in and the room's own (any member; the
-    /// room's own without their URLs).
+    /// The commands `who` may run in the room: the built-in ones their permissions allow, and
+    /// the room's own (any member; without their URLs).
     pub async fn list(&self, who: &Principal, room: &RoomId) -> Result<Vec<CommandInfo>> {
-        self.access.access(room, &who.user_id).await?;
+        let access = self.access.access(room, &who.user_id).await?;
         let own = self.store.slash.list(room).await?.into_iter();
         Ok(command_list(
+            |permission| access.can(permission),
             own.map(|stored| (stored.command.name, stored.command.description)),
         ))
     }

@@ -62,7 +62,13 @@ impl RoomEmoji {
         let logged = ModerationEntry::by(ModerationAction::EmojiCreated, &who.user_id, emoji.created_at)
             .detail("name", &emoji.name);
         if let Err(e) = self.store.room_emoji.insert(room, &emoji, &logged).await {
-            release().await;
+            // An insert whose answer was lost may have committed: the claim stays with an
+            // emoji that names the image (or when that cannot be told).
+            let kept = self.store.room_emoji.get(room, &emoji.name).await;
+            if matches!(&kept, Ok(found) if found.as_ref().is_none_or(|(found, _)| found.attachment_id != emoji.attachment_id))
+            {
+                release().await;
+            }
             return Err(e.into());
         }
         Ok(emoji)
@@ -74,8 +80,9 @@ impl RoomEmoji {
         Ok(self.store.room_emoji.list(room).await?)
     }
 
-    /// Deletes the room's emoji `name` (ManageRoom), then its image: messages that used it
-    /// keep its name.
+    /// Deletes the room's emoji `name` (ManageRoom): its image first, then its row, so a
+    /// failure in between leaves a row whose image is gone (shown by its name, deleted by the
+    /// next try), never an image nothing names. Messages that used it keep its name.
     pub async fn delete(&self, who: &Principal, room: &RoomId, name: &str) -> Result<()> {
         let access = self.access.access(room, &who.user_id).await?;
         access.require(Permission::ManageRoom)?;
@@ -83,13 +90,12 @@ impl RoomEmoji {
         if !is_custom_name(name) {
             return Err(missing());
         }
-        let emoji = self.store.room_emoji.get(room, name).await?.ok_or_else(missing)?;
+        let (emoji, version) = self.store.room_emoji.get(room, name).await?.ok_or_else(missing)?;
+        if let Some(upload) = self.store.uploads.upload(room, &emoji.attachment_id).await? {
+            self.files.purge_attachments(room, &[upload.attachment()]).await?;
+        }
         let logged =
             ModerationEntry::by(ModerationAction::EmojiDeleted, &who.user_id, self.store.now()).detail("name", name);
-        self.store.room_emoji.delete(room, name, &logged).await?;
-        if let Some(upload) = self.store.uploads.upload(room, &emoji.attachment_id).await? {
-            self.files.remove_attachments(room, &[upload.attachment()]).await;
-        }
-        Ok(())
+        Ok(self.store.room_emoji.delete(room, name, version, &logged).await?)
     }
 }

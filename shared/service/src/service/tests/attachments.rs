@@ -836,3 +836,56 @@ async fn a_last_scheduled_attempt_failing_after_another_stored_the_message_recor
         (ScheduledStatus::Sent, Some(stored.id.as_str()))
     );
 }
+
+/// `:roomparrot:` made from `image` as alice (the room's owner).
+async fn make_emoji(chat: &Chat, room: &RoomId, image: &str) -> crate::error::Result<crate::emoji::CustomEmoji> {
+    let emoji = crate::emoji::NewCustomEmoji {
+        name: "roomparrot".into(),
+        attachment_id: image.to_owned(),
+    };
+    chat.room_emoji.create(&alice(), room, emoji).await
+}
+
+/// An emoji whose row committed though the store reported a failure keeps its image claimed:
+/// the image is the emoji's, and no message may carry it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_emoji_whose_write_committed_and_then_failed_keeps_its_image() {
+    let faults = FaultyTables::new(store());
+    let (chat, room, objects) = with_objects(Tables::new(faults.clone())).await;
+    let image = uploaded(&chat, &room, &objects).await;
+    faults.fail_operation_after_applying(
+        "transact",
+        Some(&chat.wiring.store.schema.rooms),
+        1,
+        StoreError::unavailable("timed out"),
+    );
+    assert_eq!(
+        make_emoji(&chat, &room, &image).await.unwrap_err().code(),
+        "UNAVAILABLE"
+    );
+    let listed = chat.room_emoji.list(&alice(), &room).await.unwrap();
+    assert_eq!(listed.len(), 1, "it committed");
+    assert!(!claimable(&chat, &room, &image).await, "its image stays the emoji's");
+}
+
+/// An emoji whose image could not be deleted stays, so deleting it again deletes both: no
+/// image is left that nothing names.
+#[tokio::test]
+async fn an_emoji_whose_image_could_not_be_deleted_stays_until_a_delete_succeeds() {
+    let (chat, room, objects, faulty) = with_faulty_objects(Tables::new(store())).await;
+    let image = uploaded(&chat, &room, &objects).await;
+    make_emoji(&chat, &room, &image).await.unwrap();
+    // The thumbnail's delete (there is none) and then the file's, which fails.
+    faulty.fail_nth("delete", 2);
+    let failed = chat.room_emoji.delete(&alice(), &room, "roomparrot").await;
+    assert_eq!(failed.unwrap_err().code(), "UNAVAILABLE");
+    assert_eq!(chat.room_emoji.list(&alice(), &room).await.unwrap().len(), 1);
+    chat.room_emoji.delete(&alice(), &room, "roomparrot").await.unwrap();
+    assert!(chat.room_emoji.list(&alice(), &room).await.unwrap().is_empty());
+    let link = chat.files.attachment_link(&alice(), &room, &image).await;
+    assert_eq!(link.unwrap_err().code(), "NOT_FOUND");
+    assert!(
+        objects.list(&format!("{room}/")).await.unwrap().is_empty(),
+        "no object left"
+    );
+}
