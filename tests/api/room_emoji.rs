@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::attachments::{download, png, send_with, uploaded};
-use crate::helpers::messages::create_message;
+use crate::helpers::messages::{create_message, get_message};
 use crate::helpers::{Backend, TestApp, backend_tests, spawn_app};
 
 backend_tests!(
@@ -97,14 +97,7 @@ async fn a_rooms_own_emoji_is_made_used_shown_to_members_and_deleted(backend: Ba
     assert_eq!(gone.status, StatusCode::NO_CONTENT, "{}", gone.body);
     assert!(listed(&app, "bob", &room).await.is_empty());
     assert_eq!(download(&app, "bob", &url).await.0, StatusCode::NOT_FOUND);
-    let old = app
-        .call(
-            Method::GET,
-            &format!("/api/rooms/{room}/messages/{id}"),
-            Some("bob"),
-            None,
-        )
-        .await;
+    let old = get_message(&app, "bob", &room, id).await;
     assert!(old.body["text"].as_str().unwrap().contains(MARK), "{}", old.body);
     let after = markdown(&app, "bob", &room, "more :partyparrot:").await;
     assert_eq!(after["text"], "<p>more :partyparrot:</p>");

@@ -8,10 +8,11 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use image::{DynamicImage, ImageFormat};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::attachments::{download, objects_under, send_with, uploaded};
+use crate::helpers::messages::{delete_message, get_message};
 use crate::helpers::{Backend, TestApp, backend_tests, spawn_app};
 
 backend_tests!(
@@ -73,14 +74,7 @@ fn bomb(width: u32, height: u32, color_type: u8) -> Vec<u8> {
 /// (within 20 s).
 async fn when_thumbnailed(app: &TestApp, user: &str, room: &str, id: &str, ready: &[&str]) -> Value {
     for _ in 0..200 {
-        let read = app
-            .call(
-                Method::GET,
-                &format!("/api/rooms/{room}/messages/{id}"),
-                Some(user),
-                None,
-            )
-            .await;
+        let read = get_message(app, user, room, id).await;
         assert_eq!(read.status, StatusCode::OK, "{}", read.body);
         let files = read.body["attachments"].as_array().cloned().unwrap_or_default();
         let done = ready
@@ -230,14 +224,7 @@ async fn deleting_the_message_deletes_its_thumbnails(backend: Backend) {
     when_thumbnailed(&app, "alice", &room, message, &[&id]).await;
     let objects = objects_under(&backend, &format!("{room}/")).await;
     assert_eq!(objects.len(), 2, "the file and its thumbnail: {objects:?}");
-    let deleted = app
-        .call(
-            Method::DELETE,
-            &format!("/api/rooms/{room}/messages/{message}"),
-            Some("alice"),
-            None,
-        )
-        .await;
+    let deleted = delete_message(&app, "alice", &room, message).await;
     assert!(deleted.status.is_success(), "{}", deleted.body);
     assert_eq!(objects_under(&backend, &format!("{room}/")).await, Vec::<String>::new());
 }

@@ -18,7 +18,7 @@ use crate::messages::mentions::Mentions;
 use crate::permissions::Permission;
 use crate::word_filter;
 
-/// Seed 003: every user may write 20 times a second, 40 at once.
+/// Every user may write 20 times a second, 40 at once, in all rooms together.
 pub const USER_RATE: Rate = Rate {
     per_second: 20.0,
     burst: 40,
