@@ -39,6 +39,27 @@ const MAX_WAITING: usize = 32;
 /// Images waiting for their turn now.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
+/// One image's place among those `waiting`, given back when it is dropped (also when the
+/// future that waits is dropped, so no place is lost).
+struct Waiting(&'static AtomicUsize);
+
+impl Waiting {
+    /// A place, unless [`MAX_WAITING`] images wait already.
+    fn enter(waiting: &'static AtomicUsize) -> Result<Waiting> {
+        if waiting.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING {
+            waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::Unavailable("too many images wait for a thumbnail".into()));
+        }
+        Ok(Waiting(waiting))
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Makes the thumbnails of a committed message's images. Holds what it uses.
 #[derive(Clone)]
 pub struct Thumbnailer {
@@ -90,23 +111,21 @@ impl Thumbnailer {
         let Some(upload) = self.store.uploads.upload(room, &file.id).await? else {
             return Ok(());
         };
+        let too_large = || Error::validation("the file is larger than any upload may be");
         if upload.size > settings.rules.max_bytes {
-            return Err(Error::validation("the file is larger than any upload may be"));
+            return Err(too_large());
         }
         let turn = {
-            if WAITING.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING {
-                WAITING.fetch_sub(1, Ordering::SeqCst);
-                return Err(Error::Unavailable("too many images wait for a thumbnail".into()));
-            }
+            let waiting = Waiting::enter(&WAITING)?;
             let turn = DECODING.acquire().await;
-            WAITING.fetch_sub(1, Ordering::SeqCst);
+            drop(waiting);
             turn.map_err(|_| Error::Internal("the decoding turns are closed".into()))?
         };
         let Some(bytes) = settings.objects.get(&ObjectKey::parse(&upload.key)?).await? else {
             return Ok(());
         };
         if bytes.len() as u64 > settings.rules.max_bytes {
-            return Err(Error::validation("the file is larger than any upload may be"));
+            return Err(too_large());
         }
         let mime = upload.mime.clone();
         let made = tokio::task::spawn_blocking(move || {
@@ -136,5 +155,31 @@ impl Thumbnailer {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_waiter_dropped_while_it_waits_gives_its_place_back() {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let turns = Semaphore::new(0);
+        let wait = async {
+            let _place = Waiting::enter(&COUNT)?;
+            let _turn = turns.acquire().await;
+            Ok::<(), Error>(())
+        };
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), wait)
+                .await
+                .is_err()
+        );
+        assert_eq!(COUNT.load(Ordering::SeqCst), 0);
+        let places: Vec<Waiting> = (0..MAX_WAITING).map(|_| Waiting::enter(&COUNT).unwrap()).collect();
+        assert!(Waiting::enter(&COUNT).is_err(), "full");
+        drop(places);
+        assert!(Waiting::enter(&COUNT).is_ok());
     }
 }
