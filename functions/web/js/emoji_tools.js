@@ -7,13 +7,6 @@
 const MAX_BYTES = 256 * 1024;
 
 export function addEmojiTools({ api, bus, ctx, dialogs }) {
-  const { request } = api;
-  const room = (id) => `/api/rooms/${encodeURIComponent(id)}`;
-  Object.assign(api, {
-    createRoomEmoji: (roomId, emoji) => request("POST", `${room(roomId)}/emoji`, emoji),
-    deleteRoomEmoji: (roomId, name) => request("DELETE", `${room(roomId)}/emoji/${encodeURIComponent(name)}`),
-  });
-
   /** Uploads `file` to the room as an attachment nobody has sent yet: its id. */
   async function upload(roomId, file) {
     const answer = await api.createUpload(roomId, { name: file.name, mime: file.type, size: file.size });

@@ -1,6 +1,6 @@
-// The operations of the API that threads, pins, polls, attachments and presence use, added to
-// the page's one API object (api.js) so they share its token, its error answers and its retries
-// of idempotent methods. Each is named after its OpenAPI operationId.
+// The operations of the API that threads, pins, polls, attachments, presence and the room's
+// emoji use, added to the page's one API object (api.js) so they share its token, its error
+// answers and its retries of idempotent methods. Each is named after its OpenAPI operationId.
 
 import { message, query, room } from "./api.js";
 
@@ -19,6 +19,8 @@ export function addFeatureApi(api) {
     listPins: (roomId, { cursor, limit = 50 } = {}) => request("GET", `${room(roomId)}/pins${query({ cursor, limit })}`),
     votePoll: (roomId, id, optionId) => request("PUT", `${message(roomId, id)}/vote`, { optionId }),
     createUpload: (roomId, file) => request("POST", `${room(roomId)}/uploads`, file, { retries: 2 }),
+    createRoomEmoji: (roomId, emoji) => request("POST", `${room(roomId)}/emoji`, emoji),
+    deleteRoomEmoji: (roomId, name) => request("DELETE", `${room(roomId)}/emoji/${encodeURIComponent(name)}`),
     getMyStatus: () => request("GET", "/api/me/status"),
     setMyStatus: (status) => request("PUT", "/api/me/status", status),
     clearMyStatus: () => request("DELETE", "/api/me/status"),
