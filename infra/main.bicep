@@ -51,9 +51,12 @@ param webhookSealingKey string = ''
 @description('The contact push services see in VAPID tokens (mailto: or https:).')
 param vapidSubject string
 
-@description('Seconds after joining a room during which a member is a newcomer there (a lower write rate; no @everyone, @here or links); 0: no newcomers.')
+@description('Seconds after joining a room during which a member is a newcomer there (trust level 0: a lower write rate; no @everyone, @here, links or files); 0: no newcomers.')
 @minValue(0)
 param newcomerSeconds int = 600
+
+@description('The trust thresholds of levels 1, 2 and 3 as JSON (see docs/CONFIGURATION.md); empty: the defaults.')
+param trustThresholds string = ''
 
 @description('Largest attachment, in bytes (the upload route refuses a larger declared size).')
 @minValue(1)
@@ -494,6 +497,10 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'TABLETALK_NEWCOMER_SECONDS'
           value: string(newcomerSeconds)
+        }
+        {
+          name: 'TABLETALK_TRUST_THRESHOLDS'
+          value: trustThresholds
         }
         {
           // No key: links are user delegation SAS signed with a key the managed identity gets

@@ -164,7 +164,10 @@ pub async fn chat(settings: &Settings) -> Result<Chat, String> {
     chat = chat.with_time(clock.clone());
     if settings.write_limits {
         let newcomer_period = chrono::Duration::from_std(settings.newcomer_period).map_err(|e| e.to_string())?;
-        chat = chat.with_limits(LimitSettings { newcomer_period, clock });
+        let thresholds = settings
+            .trust_thresholds
+            .unwrap_or_else(|| tabletalk::trust::Thresholds::defaults(newcomer_period));
+        chat = chat.with_limits(LimitSettings { thresholds, clock });
     }
     if settings.link_previews {
         let reach = Reach::allowing_loopback(settings.link_previews_allow_loopback);

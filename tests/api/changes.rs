@@ -52,6 +52,10 @@ impl Cache {
                 last = version;
                 let message = &change["message"];
                 let id = message["id"].as_str().unwrap().to_owned();
+                // A client decides from it what the author may do, as from a read's copy.
+                let origin = message["origin"].as_str().unwrap_or_default();
+                let written_by = if message["type"] == "Message" { "user" } else { "server" };
+                assert_eq!(origin, written_by, "{change}");
                 let cached = Cached {
                     version,
                     text: message["text"].as_str().map(str::to_owned),

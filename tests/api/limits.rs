@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tabletalk::config::DEVELOPMENT_JWT_SECRET;
 
-use crate::helpers::messages::{PARTY, THUMBS_UP, assert_status, mention, react};
+use crate::helpers::messages::{PARTY, THUMBS_UP, assert_status, react};
 use crate::helpers::{Backend, Reply, TestApp, TestClock, backend_tests, posts, spawn_app_with};
 
 backend_tests!(
@@ -17,7 +17,6 @@ backend_tests!(
     a_room_ceiling_refuses_sends_over_it_but_not_moderators,
     the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_the_same_room,
     a_send_that_fails_does_not_block_its_text,
-    newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_passes,
     the_servers_own_lines_pass_full_limits,
     two_processes_share_one_users_bucket,
     bad_ceilings_are_refused_with_their_status,
@@ -26,13 +25,16 @@ backend_tests!(
     making_rooms_invitations_and_read_marks_draw_from_the_user_bucket,
 );
 
-/// A server with the limits on, reading `clock`; `newcomer_seconds` 0 has no newcomers.
-fn spawn_limited(clock: &TestClock, backend: &Backend, newcomer_seconds: u32) -> TestApp {
-    let newcomers = newcomer_seconds.to_string();
+/// Every member at the top trust level at once: these tests are of the buckets every write
+/// draws from whatever its level (the levels' own gates and rates: `trust_levels.rs`).
+const EVERYONE_TRUSTED: &str = r#"[{"joinedSeconds":0,"messages":0,"activeDays":0},{"joinedSeconds":0,"messages":0,"activeDays":0},{"joinedSeconds":0,"messages":0,"activeDays":0}]"#;
+
+/// A server with the limits on, reading `clock`, every member trusted.
+fn spawn_limited(clock: &TestClock, backend: &Backend) -> TestApp {
     let mut settings = clock.settings().to_vec();
     settings.extend([
         ("TABLETALK_WRITE_LIMITS", "on"),
-        ("TABLETALK_NEWCOMER_SECONDS", &newcomers),
+        ("TABLETALK_TRUST_THRESHOLDS", EVERYONE_TRUSTED),
     ]);
     spawn_app_with(backend, &settings)
 }
@@ -57,7 +59,7 @@ async fn send_n(app: &TestApp, user: &str, room: &str, n: usize, tag: &str) {
 
 async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend: Backend) {
     let mut clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     // Making the room took one token of the 40.
     send_n(&app, "alice", &room, 39, "burst").await;
@@ -76,7 +78,7 @@ async fn the_user_bucket_passes_its_burst_then_refuses_until_it_refills(backend:
 
 async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
     let mut clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     let id = app.post("alice", &room, "react to me").await;
     let poll = app
@@ -123,7 +125,7 @@ async fn every_kind_of_write_draws_from_the_user_bucket(backend: Backend) {
 
 async fn a_room_ceiling_refuses_sends_over_it_but_not_moderators(backend: Backend) {
     let mut clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     for user in ["bob", "carol"] {
         app.join(user, &room).await;
@@ -153,7 +155,7 @@ async fn a_room_ceiling_refuses_sends_over_it_but_not_moderators(backend: Backen
 
 async fn the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_the_same_room(backend: Backend) {
     let mut clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     let other = app.create_room("alice").await;
     for user in ["bob", "carol"] {
@@ -182,7 +184,7 @@ async fn the_same_text_is_refused_for_ten_minutes_only_from_the_same_sender_in_t
 
 async fn a_send_that_fails_does_not_block_its_text(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     let missing = app
@@ -202,57 +204,9 @@ async fn a_send_that_fails_does_not_block_its_text(backend: Backend) {
     assert_retry_after(&app.send("bob", &room, "my answer", None).await, 600);
 }
 
-async fn newcomers_write_slower_and_post_no_links_or_everyone_until_the_period_passes(backend: Backend) {
-    let mut clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 300);
-    let room = app.create_room("alice").await;
-    app.join("bob", &room).await;
-    let everyone = format!("<p>hey {}</p>", mention("@everyone"));
-    let here = format!("<p>hey {}</p>", mention("@here"));
-    for refused in [
-        "see https://example.com",
-        r#"<a href="https://example.com">click</a>"#,
-        "www.example.com",
-        &everyone,
-        &here,
-    ] {
-        let reply = app.send("bob", &room, refused, None).await;
-        reply.assert_error(403, "FORBIDDEN");
-        assert!(
-            reply.body["message"].as_str().unwrap().contains("newcomers"),
-            "{}",
-            reply.body
-        );
-    }
-    app.post("alice", &room, "the owner is no newcomer: https://example.com")
-        .await;
-    // Nor is either person of a direct conversation, just opened.
-    let direct = app.act(Method::POST, "bob", "/dms", json!({ "userId": "carol" })).await;
-    let direct = direct.body["id"].as_str().unwrap().to_owned();
-    app.post("bob", &direct, "look: https://example.com").await;
-    send_n(&app, "carol", &direct, 12, "more than a newcomer may").await;
-    let id = app.post("bob", &room, "plain").await;
-    let edited = crate::helpers::messages::edit(&app, "bob", &room, &id, "now with https://example.com").await;
-    edited.assert_error(403, "FORBIDDEN");
-
-    send_n(&app, "bob", &room, 9, "newcomer").await;
-    assert_retry_after(&app.send("bob", &room, "the 11th in a minute", None).await, 6);
-    clock.advance_ms(6_000);
-    app.post("bob", &room, "one more after 6 s").await;
-    assert_retry_after(&app.send("bob", &room, "and no more", None).await, 6);
-
-    clock.advance_ms(300_000);
-    app.post("bob", &room, "see https://example.com").await;
-    app.post("bob", &room, &everyone).await;
-    app.post("bob", &room, &here).await;
-    let edited = crate::helpers::messages::edit(&app, "bob", &room, &id, "now with https://example.com").await;
-    assert_status(&edited, StatusCode::OK);
-    send_n(&app, "bob", &room, 20, "no longer new").await;
-}
-
 async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     assert_status(
         &set_room(&app, "alice", &room, json!({ "maxSendsPerSecond": 1 })).await,
@@ -286,8 +240,8 @@ async fn the_servers_own_lines_pass_full_limits(backend: Backend) {
 
 async fn two_processes_share_one_users_bucket(backend: Backend) {
     let mut clock = TestClock::new();
-    let first = spawn_limited(&clock, &backend, 0);
-    let second = spawn_limited(&clock, &backend, 0);
+    let first = spawn_limited(&clock, &backend);
+    let second = spawn_limited(&clock, &backend);
     let room = first.create_room("alice").await;
     let mut stored = 0;
     for i in 0..60 {
@@ -323,7 +277,7 @@ async fn two_processes_share_one_users_bucket(backend: Backend) {
 
 async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("alice").await;
     app.join("bob", &room).await;
     for (bad, status, code) in [
@@ -363,7 +317,7 @@ async fn bad_ceilings_are_refused_with_their_status(backend: Backend) {
 /// at no cost unless each pin draws from the user's bucket like every other write.
 async fn pinning_draws_from_the_user_bucket(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("bob").await;
     app.join("alice", &room).await;
     let id = app.post("alice", &room, "pin me").await;
@@ -388,7 +342,7 @@ async fn pinning_draws_from_the_user_bucket(backend: Backend) {
 /// user's bucket.
 async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("bob").await;
     let mut refused = None;
     for i in 0..60 {
@@ -420,7 +374,7 @@ async fn joining_and_leaving_draw_from_the_user_bucket(backend: Backend) {
 /// bound. Each is tried by a user of its own, whose bucket nothing else drew from but a join.
 async fn making_rooms_invitations_and_read_marks_draw_from_the_user_bucket(backend: Backend) {
     let clock = TestClock::new();
-    let app = spawn_limited(&clock, &backend, 0);
+    let app = spawn_limited(&clock, &backend);
     let room = app.create_room("bob").await;
     app.join("erin", &room).await;
     for what in ["createRoom", "createInvitation", "markRead", "markAllRead", "negotiate"] {

@@ -58,6 +58,7 @@ mod slash_commands;
 mod threads;
 mod thumbnails;
 mod tiered_delivery;
+mod trust_levels;
 mod web_client;
 mod web_pubsub_client;
 mod webhooks;

@@ -139,10 +139,10 @@ async fn making_an_emoji_needs_manage_room_and_bad_input_is_a_documented_4xx(bac
     // Another member's upload is not the caller's to name.
     make(&app, "owner", &room, "wave2", &bobs)
         .await
-        .assert_error(404, "NOT_FOUND");
+        .assert_error(422, "VALIDATION");
     make(&app, "owner", &room, "wave2", "nothing-here")
         .await
-        .assert_error(404, "NOT_FOUND");
+        .assert_error(422, "VALIDATION");
     for bad in ["", "Wave", "wa ve", "tada", &"a".repeat(33)] {
         make(&app, "owner", &room, bad, &owners)
             .await

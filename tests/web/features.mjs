@@ -71,6 +71,17 @@ await run(async (browser) => {
     await member(alice, "bob").getByTestId("member-status").filter({ hasText: "out for lunch" }).waitFor();
   });
 
+  await step("a trust level alice sets for bob shows in her member list", async () => {
+    await alice.evaluate(async (roomId) => {
+      await tabletalk.api.request("PUT", `/api/rooms/${roomId}/members/bob/trust-level`, { level: 2 });
+      tabletalk.store.setMembers(roomId, await tabletalk.api.listMembers(roomId));
+    }, roomId);
+    const badge = member(alice, "bob").getByTestId("member-trust");
+    await badge.filter({ hasText: "L2" }).waitFor();
+    const title = await badge.getAttribute("title");
+    check(title === "Trust level 2, set by a moderator", `the badge says ${title}`);
+  });
+
   await step("a reply alice writes in a thread appears live in bob's open thread panel, once", async () => {
     const input = alice.getByTestId("composer-input");
     await input.fill("shall we talk about lunch");

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use tabletalk::ids::{RoomId, UserId};
 use tabletalk::members::{
-    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, Timeout,
+    Ban, MarkRead, MarkedAllRead, Member, MemberRoles, MemberSummary, MembershipChange, Receipt, SetTrustLevel, Timeout,
 };
 use tabletalk::moderation::{BanEntry, Kick};
 use tabletalk::service::{members::Members, moderation::Moderation};
@@ -112,6 +112,21 @@ pub async fn timeout(
     JsonBody(input): JsonBody<Timeout>,
 ) -> ApiResult<Json<MemberSummary>> {
     Ok(Json(moderation.timeout(&who, &room, &user, input).await?))
+}
+
+/// Sets the member's trust level, which then holds instead of the one they earned, or (null)
+/// clears it. Needs ManageMembers and a higher rank than the member. The answer shows the
+/// level set; the member list shows every member's level in force.
+#[utoipa::path(put, path = "/api/rooms/{roomId}/members/{userId}/trust-level", tag = "members", operation_id = "setMemberTrustLevel",
+    params(("roomId" = String, Path), ("userId" = String, Path)), request_body = SetTrustLevel,
+    responses((status = 200, body = MemberSummary), (status = "4XX", body = ErrorBody)))]
+pub async fn set_trust_level(
+    State(moderation): State<Arc<Moderation>>,
+    Caller(who): Caller,
+    PathParams((room, user)): PathParams<(RoomId, UserId)>,
+    JsonBody(input): JsonBody<SetTrustLevel>,
+) -> ApiResult<Json<MemberSummary>> {
+    Ok(Json(moderation.set_trust_level(&who, &room, &user, input).await?))
 }
 
 /// Needs ManageMembers and a higher rank than the member (if they are one).

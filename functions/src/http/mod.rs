@@ -135,6 +135,7 @@ pub fn user_api() -> OpenApiRouter<AppState> {
         .routes(routes!(members::update_mine))
         .routes(routes!(members::kick))
         .routes(routes!(members::timeout))
+        .routes(routes!(members::set_trust_level))
         .routes(routes!(members::ban))
         .routes(routes!(members::set_roles))
         .routes(routes!(members::unban))

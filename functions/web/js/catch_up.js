@@ -50,6 +50,8 @@ export function fromChange(roomId, change) {
     type: m.type,
     authorId: m.authorId,
     authorName: m.authorName,
+    // A feed from a server before `origin` leaves the held copy's.
+    ...(m.origin ? { origin: m.origin } : {}),
     text: m.text ?? "",
     createdAt: m.sentAt,
     version: Number(change.version),

@@ -20,7 +20,9 @@ export const keyParts = [];
 
 /** What decides whether a drawn message must be drawn again. */
 export function renderKey(m, seenBy) {
-  return `${m.version}|${JSON.stringify(m.reactions ?? [])}|${m.isPinned ?? ""}|${seenBy.join(",")}|${m.deletedAt ?? ""}` +
+  // The origin too: a copy from the change feed of an older server, or an older cache, may
+  // lack it, and the author's actions depend on it.
+  return `${m.version}|${m.origin ?? ""}|${JSON.stringify(m.reactions ?? [])}|${m.isPinned ?? ""}|${seenBy.join(",")}|${m.deletedAt ?? ""}` +
     keyParts.map((k) => `|${k(m)}`).join("");
 }
 

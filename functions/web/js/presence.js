@@ -64,6 +64,16 @@ export function addPresence({ api, store, bus, ctx, panel, sidebar, dialogs }) {
       name.className = "member-name";
       name.textContent = `${m.nickname ?? m.name}${m.userId === me.userId ? " (you)" : ""}`;
       li.append(dot(p, m.nickname ?? m.name), " ", name);
+      if (Number.isInteger(m.trustLevel)) {
+        // What the member may post here: links and files from 1, @everyone from 2 (docs/USING.md).
+        const level = document.createElement("span");
+        level.className = "member-trust";
+        level.dataset.testid = "member-trust";
+        level.textContent = `L${m.trustLevel}`;
+        level.title = `Trust level ${m.trustLevel}${m.trustLevelSet ? ", set by a moderator" : ""}`;
+        level.setAttribute("aria-label", level.title);
+        li.append(" ", level);
+      }
       const status = statusText(p.status);
       if (status) {
         const s = document.createElement("span");

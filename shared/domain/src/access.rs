@@ -5,6 +5,8 @@ use crate::error::{Error, Result};
 use crate::members::{Member, MemberRole};
 use crate::permissions::{Permission, Permissions};
 use crate::rooms::Room;
+use crate::trust::{self, Tally, Thresholds, TrustLevel};
+use chrono::{DateTime, Utc};
 
 /// A member's standing for moderation; higher outranks lower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -50,6 +52,26 @@ impl Access {
         } else {
             Err(Error::Forbidden("you can only grant permissions you hold".into()))
         }
+    }
+
+    /// The caller's trust level in the room (`crate::trust`): the top for ManageMessages and
+    /// in a direct conversation; else the one a moderator set; else what their `tally` and
+    /// time in the room earned under `thresholds`, less one per current strike.
+    pub fn trust_level(&self, tally: &Tally, thresholds: &Thresholds, now: DateTime<Utc>) -> TrustLevel {
+        if self.trust_exempt() {
+            return trust::TOP;
+        }
+        if let Some(set) = self.member.trust_level {
+            return set;
+        }
+        let earned = thresholds.earned(tally, self.member.joined_at, now);
+        trust::with_strikes(earned, &self.member.strikes, now)
+    }
+
+    /// Whether the caller's level is the top whatever they sent, so their sends are not
+    /// counted: ManageMessages, or a direct conversation.
+    pub fn trust_exempt(&self) -> bool {
+        self.room.direct || self.can(Permission::ManageMessages)
     }
 
     /// A 403 unless the caller ranks strictly above `target`.

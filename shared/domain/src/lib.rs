@@ -33,6 +33,7 @@ pub mod signals;
 pub mod slash;
 pub mod subscriptions;
 pub mod text;
+pub mod trust;
 pub mod webhooks;
 pub mod word_filter;
 

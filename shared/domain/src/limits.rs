@@ -1,32 +1,24 @@
 //! The limits against abuse (a step of the send checks, between slowmode and the word filter: `messages::checks`), as pure
 //! rules: the token bucket every limit is made of, the buckets there are (per user, per room,
-//! per newcomer), the repeat-text rule and what a newcomer may not post. Where a bucket's state
-//! lives and how processes share it is `tabletalk::store::limits` and
+//! per member in a room at their trust level: `crate::trust`) and the repeat-text rule. Where
+//! a bucket's state lives and how processes share it is `tabletalk::store::limits` and
 //! `tabletalk::service::limits`.
 //!
 //! Every limit answers 429 with the whole seconds until it would let the write through
-//! (`Retry-After`), except the newcomer's content rules, which are a 403: waiting a few
-//! seconds does not help, only the end of the newcomer period does.
+//! (`Retry-After`), except what a trust level forbids a text to carry, which is a 403: waiting
+//! a few seconds does not help, only a higher level does.
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::access::Access;
 use crate::error::{Error, Result};
 use crate::html;
 use crate::ids::{RoomId, UserId};
-use crate::messages::mentions::Mentions;
-use crate::permissions::Permission;
 use crate::word_filter;
 
 /// Every user may write 20 times a second, 40 at once, in all rooms together.
 pub const USER_RATE: Rate = Rate {
     per_second: 20.0,
     burst: 40,
-};
-/// A newcomer's writes in the room they are new to: 10 a minute, 10 at once.
-pub const NEWCOMER_RATE: Rate = Rate {
-    per_second: 10.0 / 60.0,
-    burst: 10,
 };
 /// The same text from the same sender in the same room is refused for this long.
 pub const REPEAT_WINDOW: Duration = Duration::minutes(10);
@@ -95,12 +87,13 @@ pub enum BucketId {
     User(UserId),
     /// Every member's sends in one room (its `maxSendsPerSecond`).
     Room(RoomId),
-    /// A newcomer's writes in the room they are new to ([`NEWCOMER_RATE`]).
-    Newcomer(RoomId, UserId),
+    /// A member's writes in one room, at their trust level's rate
+    /// (`crate::trust::TrustLevel::rate`).
+    Member(RoomId, UserId),
 }
 
 /// A write a member makes; each draws from their own bucket. A send and an edit carry their
-/// sanitized text, which the newcomer rules read.
+/// sanitized text, which their trust level may forbid to carry links or room mentions.
 #[derive(Debug, Clone, Copy)]
 pub enum Write<'a> {
     Send(&'a str),
@@ -130,32 +123,6 @@ pub fn too_many(what: &str, wait: Duration) -> Error {
         message: format!("{what}: try again in {retry_after_secs} s"),
         retry_after_secs,
     }
-}
-
-/// True while `access`'s member is a newcomer: joined less than `period` ago. A zero period
-/// has no newcomers; ManageMessages (and so the owner, who joins by creating the room) is
-/// trusted from the start, and so is each person of a direct conversation, which is theirs
-/// from its first message (the user's bucket still holds them).
-pub fn is_newcomer(access: &Access, now: DateTime<Utc>, period: Duration) -> bool {
-    period > Duration::zero()
-        && !access.room.direct
-        && !access.can(Permission::ManageMessages)
-        && now - access.member.joined_at < period
-}
-
-/// 403 when a newcomer's text mentions the whole room or carries a link.
-pub fn newcomer_content(sanitized_html: &str, until: DateTime<Utc>) -> Result<()> {
-    // A text with too many mentions is refused by content validation, which says why.
-    let mentions = Mentions::parse(sanitized_html).unwrap_or_default();
-    let what = match (mentions.everyone || mentions.here, contains_link(sanitized_html)) {
-        (true, _) => "mention @everyone or @here",
-        (false, true) => "post links",
-        (false, false) => return Ok(()),
-    };
-    Err(Error::Forbidden(format!(
-        "newcomers cannot {what} until {}",
-        until.to_rfc3339()
-    )))
 }
 
 /// True when sanitized HTML carries a link: an anchor, or a URL in its text (a client shows

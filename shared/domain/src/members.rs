@@ -85,6 +85,14 @@ pub struct Member {
     /// Their read position: every message with a key below this one (newer) is unread.
     #[serde(skip)]
     pub last_read: Option<MessageKey>,
+    /// The trust level a moderator set for them, which holds instead of the earned one
+    /// (`crate::trust`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u8>, minimum = 0, maximum = 3)]
+    pub trust_level: Option<crate::trust::TrustLevel>,
+    /// The timeouts they were given: each lowers their earned trust level for a while.
+    #[serde(skip)]
+    pub strikes: crate::trust::Strikes,
     /// The version of the row it was read from (opaque: the store's ETag), so a write can be
     /// made conditional on it without reading the row again. None for a row not yet stored.
     #[serde(skip)]
@@ -104,6 +112,14 @@ pub struct MemberSummary {
     pub joined_at: DateTime<Utc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_until: Option<DateTime<Utc>>,
+    /// Their trust level in the room (`crate::trust`). While the server's limits are off
+    /// nothing is earned or enforced: then only a level a moderator set is shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u8>, minimum = 0, maximum = 3)]
+    pub trust_level: Option<crate::trust::TrustLevel>,
+    /// True when a moderator set `trustLevel` (it holds instead of the earned one).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trust_level_set: bool,
     /// Online or away, last seen and custom status; absent past the first
     /// `MAX_PRESENCE_LISTED` members of a listing, which reads one presence row per member.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +189,17 @@ pub struct Ban {
     pub reason: Option<String>,
 }
 
+/// A moderator's setting of a member's trust level.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetTrustLevel {
+    /// 0..=3, held instead of the earned level; null returns the member to what they earned.
+    /// Required: a body that leaves it out is refused rather than read as null.
+    #[serde(deserialize_with = "crate::trust::nullable")]
+    #[schema(value_type = Option<u8>, minimum = 0, maximum = 3, required = true)]
+    pub level: Option<crate::trust::TrustLevel>,
+}
+
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MemberRoles {
@@ -193,6 +220,8 @@ impl Member {
             timeout_until: None,
             last_message_at: None,
             last_read: Some(Ticks::from_datetime(joined_at).message_key()),
+            trust_level: None,
+            strikes: Default::default(),
             row_version: None,
         }
     }
@@ -242,6 +271,8 @@ impl Member {
             roles: self.roles.clone(),
             joined_at: self.joined_at,
             timeout_until: self.timeout_until,
+            trust_level: self.trust_level,
+            trust_level_set: self.trust_level.is_some(),
             presence: None,
         }
     }

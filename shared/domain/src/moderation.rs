@@ -71,6 +71,9 @@ pub enum ModerationAction {
     EmojiCreated,
     /// An emoji of the room's own deleted: `details.name`.
     EmojiDeleted,
+    /// A member's trust level set (`details.level`), or cleared back to the earned one
+    /// (`details.level` null).
+    TrustLevelSet,
 }
 
 /// One line of the log.

@@ -68,9 +68,16 @@ pub const SEARCH_INDEX: &str = "TABLETALK_SEARCH_INDEX";
 /// Development and tests only: `true` lets link previews fetch pages on IPv4 loopback
 /// (127.0.0.0/8), and no other private address, so a redirect elsewhere is still refused.
 pub const LINK_PREVIEWS_ALLOW_LOOPBACK: &str = "TABLETALK_LINK_PREVIEWS_ALLOW_LOOPBACK";
-/// Seconds after joining a room during which a member is a newcomer there: a lower write rate
-/// in it, and no `@everyone`, `@here` or links. Default 600; `0`: no newcomers.
+/// Seconds after joining a room during which a member is a newcomer there (trust level 0: a
+/// lower write rate in it, and no `@everyone`, `@here`, links or files). Default 600; `0`: no
+/// newcomers. It is level 1's time in the default trust thresholds (unused when
+/// `TRUST_THRESHOLDS` is set).
 pub const NEWCOMER_SECONDS: &str = "TABLETALK_NEWCOMER_SECONDS";
+/// The trust thresholds of levels 1, 2 and 3 (`crate::trust`), as JSON: an array of three
+/// `{"joinedSeconds", "messages", "activeDays"}`, each at least the one before. Rooms may
+/// override them. Default: level 1 after the newcomer period; 2 after a day, 10 messages on 2
+/// days; 3 after a week, 50 messages on 4 days.
+pub const TRUST_THRESHOLDS: &str = "TABLETALK_TRUST_THRESHOLDS";
 /// Tests only: a file holding the Unix milliseconds the limits take as the time, read on every
 /// write, so an end-to-end test moves time without sleeping and two processes share it.
 /// Honoured only with the published development secret (`DEVELOPMENT_JWT_SECRET`), with which
@@ -229,6 +236,8 @@ pub struct Settings {
     pub link_previews_allow_loopback: bool,
     /// How long a member is a newcomer in a room they joined (zero: never).
     pub newcomer_period: std::time::Duration,
+    /// The trust thresholds set for the server, if set.
+    pub trust_thresholds: Option<crate::trust::Thresholds>,
     /// Tests only: the file the limits read the time from.
     pub test_clock_file: Option<PathBuf>,
     /// Attachments: the object store and the rules.
@@ -297,6 +306,7 @@ impl fmt::Debug for Settings {
             .field("search_index", &self.search_index)
             .field("link_previews_allow_loopback", &self.link_previews_allow_loopback)
             .field("newcomer_period", &self.newcomer_period)
+            .field("trust_thresholds", &self.trust_thresholds)
             .field("test_clock_file", &self.test_clock_file)
             .field("attachments", &self.attachments)
             .field(
@@ -455,6 +465,13 @@ impl Settings {
             Some(Ok(seconds)) => std::time::Duration::from_secs(u64::from(seconds)),
             Some(Err(_)) => return Err(config_error(NEWCOMER_SECONDS, "must be a whole number of seconds")),
         };
+        let trust_thresholds = match get(TRUST_THRESHOLDS) {
+            None => None,
+            Some(json) => Some(
+                serde_json::from_str::<crate::trust::Thresholds>(&json)
+                    .map_err(|e| config_error(TRUST_THRESHOLDS, &e.to_string()))?,
+            ),
+        };
         let test_clock_file = get(TEST_CLOCK_FILE).map(PathBuf::from);
         if test_clock_file.is_some() && auth.hs256_secret.as_deref() != Some(DEVELOPMENT_JWT_SECRET) {
             return Err(config_error(
@@ -493,6 +510,7 @@ impl Settings {
             search_index,
             link_previews_allow_loopback,
             newcomer_period,
+            trust_thresholds,
             test_clock_file,
             event_grid,
             storage,

@@ -22,7 +22,7 @@ pub use tabletalk_domain::{
     Error, Result, access, attachments, error, events, html, ids, keys, limits, members, messages, permissions,
     principal, roles, rooms, signals, subscriptions, text, word_filter,
 };
-pub use tabletalk_domain::{commands, emoji, markdown, moderation, reports, search, slash};
+pub use tabletalk_domain::{commands, emoji, markdown, moderation, reports, search, slash, trust};
 pub use tabletalk_notify as notify;
 pub use tabletalk_store as store;
 pub use tabletalk_tables as storage;

@@ -940,6 +940,7 @@ mod tests {
             visibility: Visibility::Public,
             direct: false,
             max_sends_per_second: 0,
+            trust_thresholds: None,
         };
         let owner = Member::new(&alice, MemberRole::Owner, now);
         store.rooms.create_room(&settings, &owner).await.unwrap();

@@ -36,6 +36,7 @@ pub mod scheduled;
 pub mod schema;
 pub mod slash;
 pub mod subscriptions;
+pub mod tally;
 pub mod uploads;
 pub mod webhooks;
 pub mod words;
@@ -91,6 +92,7 @@ pub struct Surfaces {
     pub slash: slash::SlashStore,
     pub room_emoji: room_emoji::RoomEmojiStore,
     pub subscriptions: subscriptions::SubscriptionStore,
+    pub tally: tally::TallyStore,
     pub uploads: uploads::UploadStore,
     pub webhooks: webhooks::WebhookStore,
     pub words: words::WordStore,
@@ -258,6 +260,10 @@ impl Store {
             outgoing_nudges: state.outgoing_nudges,
             ledger: ledger.clone(),
         };
+        let tally = tally::TallyStore {
+            tables: tables.clone(),
+            schema: schema.clone(),
+        };
         let messages = messages::MessageStore {
             tables: tables.clone(),
             schema: schema.clone(),
@@ -265,6 +271,7 @@ impl Store {
             outgoing: outgoing.clone(),
             outbox: outbox.clone(),
             words: words.clone(),
+            tally: tally.clone(),
             index_words: state.index_words,
         };
         let presence = presence::PresenceStore {
@@ -294,6 +301,7 @@ impl Store {
             tables: tables.clone(),
             schema: schema.clone(),
         };
+
         let scheduled = scheduled::ScheduledStore {
             tables: tables.clone(),
             schema: schema.clone(),
@@ -339,6 +347,7 @@ impl Store {
             slash,
             room_emoji,
             subscriptions,
+            tally,
             uploads,
             webhooks,
             words,

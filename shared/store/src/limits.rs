@@ -7,7 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::error::Result;
 use super::schema::{
-    NEWCOMER_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
+    MEMBER_BUCKET_PREFIX, RECENT_TEXT_PREFIX, bucket_key, limits_room_partition, recent_text_key, recent_texts_of,
 };
 use tabletalk_domain::error::Error;
 use tabletalk_domain::ids::{ClientId, RoomId, UserId};
@@ -240,18 +240,21 @@ impl LimitStore {
         }
     }
 
-    /// Deletes a room's repeat-text records sent before `texts_before` and its newcomer
-    /// buckets last drawn from before `newcomers_before`, each only as it was read (a record
+    /// Deletes a room's repeat-text records sent before `texts_before` and its members'
+    /// buckets last drawn from before `buckets_before`, each only as it was read (a record
     /// claimed again meanwhile stays). Answers how many went.
     pub async fn expire_limit_rows(
         &self,
         room: &RoomId,
         texts_before: DateTime<Utc>,
-        newcomers_before: DateTime<Utc>,
+        buckets_before: DateTime<Utc>,
     ) -> Result<usize> {
         let partition = limits_room_partition(room);
         let mut expired = Vec::new();
-        for (prefix, cutoff) in [(RECENT_TEXT_PREFIX, texts_before), (NEWCOMER_PREFIX, newcomers_before)] {
+        for (prefix, cutoff) in [
+            (RECENT_TEXT_PREFIX, texts_before),
+            (MEMBER_BUCKET_PREFIX, buckets_before),
+        ] {
             let query = RangeQuery::prefix(partition.clone(), prefix, 1000);
             let (rows, _) = self.tables.query_up_to(&self.schema.limits, &query, 100_000).await?;
             expired.extend(
@@ -276,12 +279,12 @@ impl LimitStore {
         Ok(deleted)
     }
 
-    /// Deletes `user`'s rows in a room's partition: their newcomer bucket and their
+    /// Deletes `user`'s rows in a room's partition: their member bucket and their
     /// repeat-text records (an erasure).
     pub async fn delete_user_limits(&self, room: &RoomId, user: &UserId) -> Result<()> {
         let partition = limits_room_partition(room);
-        let (_, newcomer) = bucket_key(&BucketId::Newcomer(room.clone(), user.clone()));
-        crate::delete_if_present(&self.tables, &self.schema.limits, &partition, &newcomer).await?;
+        let (_, bucket) = bucket_key(&BucketId::Member(room.clone(), user.clone()));
+        crate::delete_if_present(&self.tables, &self.schema.limits, &partition, &bucket).await?;
         let texts = RangeQuery::prefix(partition, &recent_texts_of(user), 1000);
         self.tables.delete_range(&self.schema.limits, &texts).await?;
         Ok(())

@@ -14,8 +14,30 @@ use tabletalk_domain::ids::{RoomId, UserId};
 use tabletalk_domain::keys::MessageKey;
 use tabletalk_domain::members::{Member, MemberRole, NotificationLevel};
 use tabletalk_domain::moderation::ModerationEntry;
+use tabletalk_domain::trust::{Strikes, TrustLevel};
 use tabletalk_tables::conditional::{ConditionalError, update_conditionally, update_conditionally_with};
 use tabletalk_tables::{BatchOp, Entity, ErrorKind, IfMatch, RangeQuery, UpdateMode, Value};
+
+/// What a membership that ended keeps for a rejoin ([`MemberStore::kept_standing`]).
+#[derive(Debug, Clone, Default)]
+pub struct KeptStanding {
+    pub timeout_until: Option<DateTime<Utc>>,
+    pub trust_level: Option<TrustLevel>,
+    pub strikes: Strikes,
+}
+
+fn trust_level_of(row: &Entity) -> Option<TrustLevel> {
+    row.i64("trustLevel")
+        .and_then(|l| u8::try_from(l).ok())
+        .and_then(|l| TrustLevel::try_from(l).ok())
+}
+
+fn strikes_of(row: &Entity) -> Strikes {
+    Strikes {
+        count: row.i64("strikes").and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+        latest: row.datetime("struckAt"),
+    }
+}
 
 /// A ban as its row keeps it.
 #[derive(Debug, Clone)]
@@ -70,6 +92,15 @@ pub fn member_row(room: &RoomId, member: &Member) -> Entity {
             "lastReadKey",
             member.last_read.as_ref().map(|k| Value::String(k.as_str().into())),
         ),
+        (
+            "trustLevel",
+            member.trust_level.map(|l| Value::Int64(i64::from(l.get()))),
+        ),
+        (
+            "strikes",
+            (member.strikes.count > 0).then(|| Value::Int64(i64::from(member.strikes.count))),
+        ),
+        ("struckAt", member.strikes.latest.map(Value::datetime)),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -104,6 +135,8 @@ pub fn parse_member(entity: &Entity) -> tabletalk_domain::error::Result<Member> 
         timeout_until: entity.datetime("timeoutUntil"),
         last_message_at: entity.datetime("lastMessageAt"),
         last_read: entity.str("lastReadKey").and_then(MessageKey::parse),
+        trust_level: trust_level_of(entity),
+        strikes: strikes_of(entity),
         row_version: entity.etag.as_ref().map(|etag| etag.0.clone()),
     })
 }
@@ -290,7 +323,7 @@ impl MemberStore {
     /// Ends a membership (a leave, or a kick with its log `entry`): the "my rooms" row first,
     /// as [`Store::remove_member`] does, then the member row, deleted on the version read, in
     /// one transaction with the row that keeps the member's timeout for a later rejoin
-    /// ([`Store::kept_timeout`]), so a timeout set meanwhile is never lost. False when they
+    /// ([`MemberStore::kept_standing`]), so a timeout set meanwhile is never lost. False when they
     /// were no member.
     pub async fn end_membership(&self, room: &RoomId, user: &UserId, entry: Option<&ModerationEntry>) -> Result<bool> {
         self.unindex_user_room(user, room).await?;
@@ -304,6 +337,12 @@ impl MemberStore {
             let mut kept = Entity::new(room.as_str(), timeout_key(user));
             if let Some(until) = member.datetime("timeoutUntil") {
                 kept = kept.with("until", Value::datetime(until));
+            }
+            // So are a trust level a moderator set and the strikes against them.
+            for name in ["trustLevel", "strikes", "struckAt"] {
+                if let Some(value) = member.properties.get(name) {
+                    kept.set(name, value.clone());
+                }
             }
             let mut ops = vec![
                 removal,
@@ -330,19 +369,22 @@ impl MemberStore {
         }
     }
 
-    /// The timeout `user` had when their last membership of `room` ended, if it still runs
-    /// at `now`: a rejoining member starts with it.
-    pub async fn kept_timeout(
-        &self,
-        room: &RoomId,
-        user: &UserId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<DateTime<Utc>>> {
+    /// What `user`'s last membership of `room` left for a rejoin to start with: their timeout
+    /// if it still runs at `now`, the trust level a moderator set and the strikes against
+    /// them (leaving and joining again must not wash any of these away).
+    pub async fn kept_standing(&self, room: &RoomId, user: &UserId, now: DateTime<Utc>) -> Result<KeptStanding> {
         let row = self
             .tables
             .get(&self.schema.rooms, room.as_str(), &timeout_key(user))
             .await?;
-        Ok(row.and_then(|row| row.datetime("until")).filter(|until| *until > now))
+        Ok(match row {
+            None => KeptStanding::default(),
+            Some(row) => KeptStanding {
+                timeout_until: row.datetime("until").filter(|until| *until > now),
+                trust_level: trust_level_of(&row),
+                strikes: strikes_of(&row),
+            },
+        })
     }
 
     /// Every member of a room, up to `max` (those that cannot be read are an error when

@@ -24,6 +24,7 @@ use tabletalk_domain::keys::{AscendingKey, MESSAGE_KEY_RANGE, MessageKey, Ticks}
 use tabletalk_domain::messages::polls::{Poll, PollDefinition};
 use tabletalk_domain::messages::threads::ThreadSummary;
 use tabletalk_domain::messages::{Message, MessageType};
+use tabletalk_domain::trust::Counted;
 use tabletalk_tables::conditional::{Attempt, retry_lost_races, update_conditionally_with};
 use tabletalk_tables::{BatchOp, ETag, Entity, ErrorKind, IfMatch, RangeQuery, StoreError, UpdateMode, Value};
 
@@ -202,6 +203,7 @@ pub struct MessageStore {
     pub(crate) outgoing: crate::outgoing::OutgoingStore,
     pub(crate) outbox: crate::outbox::OutboxStore,
     pub(crate) words: crate::words::WordStore,
+    pub(crate) tally: crate::tally::TallyStore,
     /// Whether changes write word index rows (`Store::without_word_index`).
     pub(crate) index_words: bool,
 }
@@ -496,6 +498,7 @@ impl MessageStore {
         event: Option<&MessageEvent>,
         follower: Option<&UserId>,
         admitted_under: Option<u64>,
+        counted: Option<&Counted>,
     ) -> Result<Inserted, NotInserted> {
         let not_inserted = |error: Error| NotInserted {
             may_be_stored: false,
@@ -534,8 +537,26 @@ impl MessageStore {
             })?;
         }
         let (extra, words) = (&extra, &words);
+        // The sender's tally as admission read it for the first attempt; read afresh after a
+        // concurrent send of theirs counted first.
+        let first_attempt = std::sync::atomic::AtomicBool::new(true);
+        let first_attempt = &first_attempt;
         let attempt = move || async move {
             let mut extra = extra.clone();
+            let count_at = match counted {
+                Some(counted) => {
+                    let read = match first_attempt.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        true => counted.read.clone(),
+                        false => match self.tally.read(room, &counted.user).await {
+                            Ok(read) => read,
+                            Err(e) => return Err(not_inserted(e.into())),
+                        },
+                    };
+                    extra.push(super::tally::count_op(room, &counted.user, &read, message.created_at));
+                    Some(2 + extra.len() - 1)
+                }
+                None => None,
+            };
             // The root's summary goes last, so its index names it.
             let root_at = match &message.thread_id {
                 Some(root) => match self.root_summary_op(room, root, message).await {
@@ -594,6 +615,20 @@ impl MessageStore {
                 Err(e) if e.is(ErrorKind::AlreadyExists) && e.batch_index == Some(0) => {
                     Ok(Attempt::Done(Inserted::TickTaken))
                 }
+                // A concurrent send of the same member counted first: count again.
+                Err(e)
+                    if count_at.is_some()
+                        && e.batch_index == count_at
+                        && [
+                            ErrorKind::PreconditionFailed,
+                            ErrorKind::NotFound,
+                            ErrorKind::AlreadyExists,
+                        ]
+                        .into_iter()
+                        .any(|kind| e.is(kind)) =>
+                {
+                    Ok(Attempt::LostRace)
+                }
                 // The root changed since it was read: read it again.
                 Err(e)
                     if root_at.is_some()
@@ -608,11 +643,16 @@ impl MessageStore {
                 }),
             }
         };
-        // Replies to one root commit one per attempt (each changes the root), so the helper's
-        // bound is the burst a thread absorbs before a reply is answered 409.
+        // Replies to one root commit one per attempt (each changes the root), and so do one
+        // member's counted sends (each changes their tally), so the helper's bound is the burst
+        // a thread, or a member, absorbs before a send is answered 409.
+        let busy = match message.thread_id {
+            Some(_) => "the thread is busy; send the reply again",
+            None => "too many of your messages at once; send it again",
+        };
         retry_lost_races(attempt)
             .await?
-            .ok_or_else(|| not_inserted(Error::Conflict("the thread is busy; send the reply again".into())))
+            .ok_or_else(|| not_inserted(Error::Conflict(busy.into())))
     }
 
     /// What committing `message` does to the word index (with the index off, only removals).

@@ -51,6 +51,15 @@ fn room_row(room: &Room) -> Entity {
         )
         .with("direct", Value::Bool(room.direct))
         .with("maxSendsPerSecond", Value::Int64(i64::from(room.max_sends_per_second)))
+        .with(
+            "trustThresholds",
+            Value::String(
+                room.trust_thresholds
+                    .as_ref()
+                    .and_then(|t| serde_json::to_string(t).ok())
+                    .unwrap_or_default(),
+            ),
+        )
 }
 
 fn parse_room(entity: &Entity) -> tabletalk_domain::error::Result<Room> {
@@ -90,6 +99,10 @@ fn parse_room(entity: &Entity) -> tabletalk_domain::error::Result<Room> {
             .i64("maxSendsPerSecond")
             .and_then(|s| u32::try_from(s).ok())
             .unwrap_or(0),
+        trust_thresholds: entity
+            .str("trustThresholds")
+            .filter(|t| !t.is_empty())
+            .and_then(|t| serde_json::from_str(t).ok()),
     })
 }
 

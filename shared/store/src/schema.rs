@@ -15,6 +15,8 @@
 //!   The room's activity row (`!activity`: the newest message's preview) sorts before every
 //!   message, so the room list reads it in the same range read as a member's unread messages,
 //!   and it is written in the transaction of the message it shows (`store::activity`).
+//!   Each member's tally (`tally:<user>`: messages sent, days active) is here too, counted
+//!   in the transaction of each message they send (`store::tally`).
 //!   The word index lives here too: one row per term bucket and message
 //!   (`w:<bucket> <message key>`), written in the transaction of the message (`store::words`).
 //! - `MessagesAscending` (partition = room): key-only index rows keyed by forward tick.
@@ -63,7 +65,7 @@
 //!   fetched and what it gave, nothing for a failed fetch), so a URL is fetched once a while.
 //! - `Limits`: the state of the limits against abuse (`crate::service::limits`). Partition
 //!   `user:<user>` holds that user's write bucket (`writes`); partition `room:<room>` the room's
-//!   send ceiling (`sends`), each newcomer's bucket (`newcomer:<user>`) and the repeat-text
+//!   send ceiling (`sends`), each member's own bucket below the top trust level (`member:<user>`) and the repeat-text
 //!   records (`text:<user>:<SHA-256 of the normalised text>`, with when it was sent).
 //!   Housekeeping expires the room's records; deleting a room deletes its partition.
 //! - Tiered live delivery (`store::live`): in a room's `Rooms` partition, one row per live
@@ -183,12 +185,14 @@ pub const FEED_PREFIX: &str = "v:";
 pub const THREAD_PREFIX: &str = "thread:";
 /// Prefix of pin index rows in a `Messages` partition (`pin:<message key>`).
 pub const PIN_PREFIX: &str = "pin:";
+/// Prefix of a member's tally row in a `Messages` partition (`store::tally`).
+pub const TALLY_PREFIX: &str = "tally:";
 /// Row key of a user's write bucket in their `Limits` partition.
 pub const USER_BUCKET_ROW: &str = "writes";
 /// Row key of a room's send ceiling in its `Limits` partition.
 pub const ROOM_BUCKET_ROW: &str = "sends";
-/// Prefix of newcomer buckets in a room's `Limits` partition.
-pub const NEWCOMER_PREFIX: &str = "newcomer:";
+/// Prefix of members' own buckets in a room's `Limits` partition (below the top trust level).
+pub const MEMBER_BUCKET_PREFIX: &str = "member:";
 /// Prefix of repeat-text records in a room's `Limits` partition.
 pub const RECENT_TEXT_PREFIX: &str = "text:";
 /// The rows of who looks at a room (`Rooms`, partition = room).
@@ -403,6 +407,11 @@ pub fn followers_of(root: &str) -> String {
     format!("{FOLLOW_PREFIX}{root}:")
 }
 
+/// The row key of `user`'s tally in a room's `Messages` partition.
+pub fn tally_key(user: &UserId) -> String {
+    format!("{TALLY_PREFIX}{}", user_key(user))
+}
+
 pub fn follow_key(root: &str, user: &UserId) -> String {
     format!("{}{}", followers_of(root), user_key(user))
 }
@@ -488,9 +497,9 @@ pub fn bucket_key(bucket: &BucketId) -> (String, String) {
     match bucket {
         BucketId::User(user) => (format!("user:{}", user_key(user)), USER_BUCKET_ROW.to_owned()),
         BucketId::Room(room) => (limits_room_partition(room), ROOM_BUCKET_ROW.to_owned()),
-        BucketId::Newcomer(room, user) => (
+        BucketId::Member(room, user) => (
             limits_room_partition(room),
-            format!("{NEWCOMER_PREFIX}{}", user_key(user)),
+            format!("{MEMBER_BUCKET_PREFIX}{}", user_key(user)),
         ),
     }
 }

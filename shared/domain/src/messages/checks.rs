@@ -134,6 +134,7 @@ mod tests {
                 visibility: crate::rooms::Visibility::Private,
                 direct: false,
                 max_sends_per_second: 0,
+                trust_thresholds: None,
             },
             member: Member::new(&who, role, now),
             permissions,

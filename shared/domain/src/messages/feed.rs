@@ -113,6 +113,9 @@ pub struct FeedMessage {
     pub thread_id: Option<String>,
     pub author_id: String,
     pub author_name: String,
+    /// Who wrote it (see `Message::origin`): a client decides from it, as from a read's copy,
+    /// what the author may do to it.
+    pub origin: crate::messages::Origin,
     #[serde(rename = "type")]
     pub kind: MessageType,
     /// Null for a deleted message.
@@ -150,6 +153,7 @@ impl MessageChange {
                 thread_id: message.thread_id,
                 author_id: message.author_id,
                 author_name: message.author_name,
+                origin: message.origin,
                 kind: message.kind,
                 sent_at: message.created_at,
                 reply_to: message.reply_to,

@@ -173,6 +173,9 @@ pub struct Post {
     /// The reader's member row as the send read it (its read position and row version), so
     /// moving the position is one conditional write while the row is unchanged.
     pub reader_row: Option<crate::members::Member>,
+    /// The sender's tally, counted in the message's transaction (`crate::trust`): none for a
+    /// send that is not counted.
+    pub counted: Option<crate::trust::Counted>,
     /// Who wrote it (see [`crate::messages::Origin`]).
     pub origin: crate::messages::Origin,
     /// Whether its room is public: only a person's message in a public room makes an
@@ -200,6 +203,7 @@ impl Post {
             attachments: Vec::new(),
             reader: None,
             reader_row: None,
+            counted: None,
             origin: crate::messages::Origin::Server,
             public_room: false,
         }

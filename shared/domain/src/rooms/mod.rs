@@ -71,6 +71,10 @@ pub struct Room {
     pub retention_seconds: Option<u32>,
     /// A ceiling on sends per second across all members (0: none); ManageMessages is exempt.
     pub max_sends_per_second: u32,
+    /// The room's own trust thresholds (`crate::trust`); absent: the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<crate::trust::Threshold>>, min_items = 3, max_items = 3)]
+    pub trust_thresholds: Option<crate::trust::Thresholds>,
 }
 
 impl Room {

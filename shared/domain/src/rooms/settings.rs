@@ -107,6 +107,11 @@ pub struct RoomChange {
     /// off (the default); at most 1000.
     #[schema(maximum = 1000)]
     pub max_sends_per_second: Option<u32>,
+    /// The room's own trust thresholds of levels 1, 2 and 3 (see `Threshold`), each at least
+    /// the one before; null returns the room to the server's.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<crate::trust::Threshold>>, min_items = 3, max_items = 3)]
+    pub trust_thresholds: Option<Option<crate::trust::Thresholds>>,
 }
 
 /// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).

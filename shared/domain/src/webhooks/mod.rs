@@ -73,15 +73,18 @@ impl Webhook {
 
     /// The standing a webhook has in its room when it posts: a plain member without any
     /// permission (so no `@everyone`, and the read-only flag, the filter and the room's
-    /// ceiling all apply) and never a newcomer (it was set up by a manager of the room).
+    /// ceiling all apply) at the top trust level (it was set up by a manager of the room, and
+    /// has a bucket of its own).
     pub fn access(&self, room: Room) -> Result<Access> {
         let principal = Principal {
             user_id: UserId::parse(&self.author_id())?,
             name: self.name.clone(),
         };
+        let mut member = Member::new(&principal, MemberRole::Member, DateTime::UNIX_EPOCH);
+        member.trust_level = Some(crate::trust::TOP);
         Ok(Access {
             room,
-            member: Member::new(&principal, MemberRole::Member, DateTime::UNIX_EPOCH),
+            member,
             permissions: Permissions::default(),
             rank: Rank(0),
         })

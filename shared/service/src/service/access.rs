@@ -175,6 +175,26 @@ impl RoomAccess {
         self.standing_given(room_id, room, member, None).await
     }
 
+    /// Each of `members`' access to `room` (as [`RoomAccess::standing`] computes it), the
+    /// room's roles read once.
+    pub(crate) async fn accesses(&self, room_id: &RoomId, room: &Room, members: Vec<Member>) -> Result<Vec<Access>> {
+        let roles = match members.iter().any(|m| !m.roles.is_empty()) {
+            true => Some(self.roles(room_id).await?),
+            false => None,
+        };
+        let mut out = Vec::with_capacity(members.len());
+        for member in members {
+            let (permissions, rank) = self.standing_given(room_id, room, &member, roles.clone()).await?;
+            out.push(Access {
+                room: room.clone(),
+                member,
+                permissions,
+                rank,
+            });
+        }
+        Ok(out)
+    }
+
     /// [`RoomAccess::standing`] given the room's roles if they were read already.
     async fn standing_given(
         &self,

@@ -53,6 +53,7 @@ impl Accounts {
                     everyone_permissions: Permissions::DIRECT,
                     retention_seconds: None,
                     max_sends_per_second: 0,
+                    trust_thresholds: None,
                     visibility: Visibility::Private,
                     direct: true,
                 };

@@ -339,9 +339,10 @@ impl Eraser {
                     }
                     at = next(at, last, more, RoomStep::Finished);
                     if at.step == RoomStep::Finished {
-                        // Both are idempotent: a crash before the checkpoint does them again.
+                        // Each is idempotent: a crash before the checkpoint does them again.
                         self.store.reports.withdraw_reports_by(room, &run.user).await?;
                         self.store.limits.delete_user_limits(room, &run.user).await?;
+                        self.store.tally.forget(room, &run.user).await?;
                         self.scheduler.erase_scheduled_of(room, &run.user).await?;
                         run.job.counts.rooms_done += 1;
                     }

@@ -1,6 +1,6 @@
 //! Housekeeping, what the timer does: republish notification events still pending in the
 //! outbox, purge messages older than their room's retention, raise the room's retention floor,
-//! and expire idempotency records and the limits' repeat-text records and newcomer buckets
+//! and expire idempotency records and the limits' repeat-text records and members' buckets
 //! past their windows; list rooms from before visibility in the directory; and take over
 //! erasures whose process stopped running them; delete uploads never attached after a day,
 //! and the objects of purged messages; and remove scheduled messages finished a week ago
@@ -41,7 +41,7 @@ pub struct Report {
     pub idempotency_records_expired: usize,
     /// Erasures taken over from a process that stopped running them (`service::erasure`).
     pub erasures_resumed: usize,
-    /// Repeat-text records past their window and newcomer buckets past the newcomer period.
+    /// Repeat-text records past their window and members' buckets idle for ten minutes.
     pub limit_records_expired: usize,
     /// Uploads never attached, a day after their link was handed out (`service::attachments`).
     pub uploads_expired: usize,
@@ -139,18 +139,14 @@ impl Chat {
             .purge
             .expire_idempotency(room, now - IDEMPOTENCY_WINDOW)
             .await?;
-        // A newcomer bucket last drawn from a period ago belongs to a member who is none now.
-        let newcomers_before = now
-            - self
-                .wiring
-                .limits
-                .as_ref()
-                .map_or(Duration::zero(), |l| l.newcomer_period());
+        // A member's bucket is full again two minutes after it was last drawn from (its burst
+        // at its rate): one idle for ten says nothing a missing one does not.
+        let buckets_before = now - Duration::minutes(10);
         report.limit_records_expired += self
             .wiring
             .store
             .limits
-            .expire_limit_rows(room, now - REPEAT_WINDOW, newcomers_before)
+            .expire_limit_rows(room, now - REPEAT_WINDOW, buckets_before)
             .await?;
         Ok(())
     }

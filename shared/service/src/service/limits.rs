@@ -1,7 +1,9 @@
 //! The limits step of every member write (after slowmode, before the word filter:
-//! `messages::checks`): the user's token bucket over every write, a newcomer's lower rate and content
-//! rules, the room's ceiling on sends and the repeat-text rule. The server's own lines never
-//! come here. The rules are `crate::limits`; the state is `crate::store::limits`.
+//! `messages::checks`): the user's token bucket over every write, the member's trust level in
+//! the room (`crate::trust`: what their text may carry and their rate there), the room's
+//! ceiling on sends and the repeat-text rule. The server's own lines never come here. The
+//! rules are `crate::limits` and `crate::trust`; the state is `crate::store::limits` and the
+//! members' tallies (`crate::store::tally`).
 //!
 //! # Across processes
 //!
@@ -32,12 +34,11 @@ use crate::access::Access;
 use crate::adapters::clock::Clock;
 use crate::error::{Error, Result};
 use crate::ids::{ClientId, RoomId, UserId};
-use crate::limits::{
-    BucketId, NEWCOMER_RATE, Rate, USER_RATE, Write, is_newcomer, newcomer_content, repeat_fingerprint, too_many,
-};
+use crate::limits::{BucketId, Rate, USER_RATE, Write, repeat_fingerprint, too_many};
 use crate::messages::send::Draft;
 use crate::permissions::Permission;
 use crate::store::limits::{Leased, TextClaim};
+use crate::trust::{Counted, TallyRead, Thresholds, TrustLevel};
 
 /// How long a leased token may wait to be spent; also the most the combined rate of all
 /// processes can exceed the limit by, in refill (see the module comment).
@@ -45,10 +46,11 @@ pub const LEASE_LIFETIME: Duration = Duration::seconds(1);
 /// Buckets remembered in a process before expired ones are forgotten.
 const MAX_LOCAL_BUCKETS: usize = 100_000;
 
-/// How the limits are set up: how long a member is a newcomer (zero: never), and the clock.
+/// How the limits are set up: the server's trust thresholds (a room may override them), and
+/// the clock.
 #[derive(Debug, Clone)]
 pub struct LimitSettings {
-    pub newcomer_period: Duration,
+    pub thresholds: Thresholds,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -132,19 +134,15 @@ impl Local {
 
 /// Tokens leased at once: a quarter of the burst, at most 10 (half a second of a user's rate),
 /// so a lease stranded in another process costs little and most writes still need no round
-/// trip; a newcomer's, at 10 a minute, one at a time.
+/// trip; of a member's own bucket in a room (at most one write a second), at most 5.
 fn lease_size(bucket: &BucketId, rate: Rate) -> u32 {
     match bucket {
         BucketId::User(_) | BucketId::Room(_) => (rate.burst / 4).clamp(1, 10),
-        BucketId::Newcomer(..) => 1,
+        BucketId::Member(..) => (rate.burst / 4).clamp(1, 5),
     }
 }
 
 impl WriteLimits {
-    pub(crate) fn newcomer_period(&self) -> Duration {
-        self.settings.newcomer_period
-    }
-
     /// Whether this process stored a message of `user` in `room` lately.
     fn knows_sender(&self, room: &RoomId, user: &UserId) -> bool {
         let now = self.settings.clock.now();
@@ -174,26 +172,119 @@ pub struct Limiter {
 
 impl Limiter {
     /// The limits step of a member's write that is not a send (an edit, a reaction, a vote, a
-    /// report, a pin): the user's bucket, and for a newcomer their lower rate and (for an edit's
-    /// text) their content rules. Call it after the write's own checks that refuse without
-    /// cost (membership, a timeout), before the word filter.
+    /// report, a pin): the user's bucket, and below the top trust level the member's rate in
+    /// the room and (for an edit's text) what their level lets it carry. Call it after the
+    /// write's own checks that refuse without cost (membership, a timeout), before the word
+    /// filter.
     pub async fn check_write_limits(&self, access: &Access, write: Write<'_>) -> Result<()> {
         let Some(limits) = &self.limits else {
             return Ok(());
         };
+        self.check_member_write(limits, access, None, write, false).await
+    }
+
+    async fn level_in(&self, limits: &WriteLimits, access: &Access, tally: Option<&TallyRead>) -> Result<TrustLevel> {
         let now = limits.settings.clock.now();
-        let period = limits.settings.newcomer_period;
-        let newcomer = is_newcomer(access, now, period);
-        if newcomer && let Some(text) = write.text() {
-            newcomer_content(text, access.member.joined_at + period)?;
+        let thresholds = self.thresholds(access);
+        let exempt = access.member.trust_level.is_some() || access.trust_exempt();
+        let read = match (tally, exempt) {
+            (Some(read), _) => read.clone(),
+            (None, true) => TallyRead::default(),
+            (None, false) => {
+                let room = RoomId::parse(&access.room.id)?;
+                self.store.tally.read(&room, &access.member.user_id).await?
+            }
+        };
+        Ok(access.trust_level(&read.tally, &thresholds, now))
+    }
+
+    /// 403 unless `access`'s trust level lets them attach files (an upload declared that no
+    /// message of theirs could carry would only take space).
+    pub(crate) async fn check_may_upload(&self, access: &Access) -> Result<()> {
+        let Some(limits) = &self.limits else {
+            return Ok(());
+        };
+        let level = self.level_in(limits, access, None).await?;
+        crate::trust::check_content(level, "", true)
+    }
+
+    /// Whether the limits (and so trust levels) are on.
+    pub(crate) fn enforced(&self) -> bool {
+        self.limits.is_some()
+    }
+
+    /// The trust level of each member of `accesses` (one room's), their tallies read in one
+    /// range read.
+    pub(crate) async fn trust_levels(&self, room: &RoomId, accesses: &[Access]) -> Result<Vec<TrustLevel>> {
+        let Some(limits) = &self.limits else {
+            return Ok(Vec::new());
+        };
+        let now = limits.settings.clock.now();
+        let tallies = self.store.tally.list(room, crate::members::MAX_LISTED_MEMBERS).await?;
+        Ok(accesses
+            .iter()
+            .map(|access| {
+                let tally = tallies.get(access.member.user_id.as_str()).copied().unwrap_or_default();
+                access.trust_level(&tally, &self.thresholds(access), now)
+            })
+            .collect())
+    }
+
+    /// The thresholds in force in `access`'s room: its own, else the server's.
+    pub(crate) fn thresholds(&self, access: &Access) -> Thresholds {
+        match (&access.room.trust_thresholds, &self.limits) {
+            (Some(own), _) => *own,
+            (None, Some(limits)) => limits.settings.thresholds,
+            (None, None) => Thresholds::defaults(Duration::zero()),
         }
+    }
+
+    /// The tally a send counts: the member's as read ahead, while the limits are on and their
+    /// sends count (`Access::trust_exempt`). A read that failed refuses the send, as the
+    /// limits fail closed.
+    pub(crate) fn counted(&self, access: &Access, tally: Option<TallyRead>) -> Option<Counted> {
+        let read = tally.filter(|_| self.limits.is_some() && !access.trust_exempt())?;
+        Some(Counted {
+            user: access.member.user_id.clone(),
+            read,
+        })
+    }
+
+    /// A send's tally, read together with its membership (`Sending::admit_member`) so the
+    /// level adds no round trip; none while the limits are off.
+    pub(crate) async fn read_tally(&self, room: &RoomId, user: &UserId) -> Option<Result<TallyRead>> {
+        self.limits.as_ref()?;
+        Some(self.store.tally.read(room, user).await.map_err(Error::from))
+    }
+
+    /// The user's bucket, then what the member's trust level (from `tally` as read, or read
+    /// here) lets a write carry (its text; `files` attached) and, below the top level, their
+    /// own rate in the room. The user's bucket goes first, so a flood its empty bucket refuses
+    /// costs no storage.
+    async fn check_member_write(
+        &self,
+        limits: &WriteLimits,
+        access: &Access,
+        tally: Option<&TallyRead>,
+        write: Write<'_>,
+        files: bool,
+    ) -> Result<()> {
+        let now = limits.settings.clock.now();
         let user = &access.member.user_id;
         self.draw(limits, BucketId::User(user.clone()), USER_RATE, now, "too many writes")
             .await?;
-        if newcomer {
-            let room = crate::ids::RoomId::parse(&access.room.id)?;
-            let what = "newcomers write at most 10 times a minute";
-            self.draw(limits, BucketId::Newcomer(room, user.clone()), NEWCOMER_RATE, now, what)
+        let level = self.level_in(limits, access, tally).await?;
+        if let Some(text) = write.text() {
+            crate::trust::check_content(level, text, files)?;
+        }
+        if let Some(rate) = level.rate() {
+            let room = RoomId::parse(&access.room.id)?;
+            let what = format!(
+                "at trust level {} you write at most {} times a minute in this room",
+                level.get(),
+                (rate.per_second * 60.0).round()
+            );
+            self.draw(limits, BucketId::Member(room, user.clone()), rate, now, &what)
                 .await?;
         }
         Ok(())
@@ -219,6 +310,7 @@ impl Limiter {
         &self,
         access: &Access,
         draft: &Draft,
+        tally: Option<&TallyRead>,
         ahead: TextAhead,
         client: Option<&ClientId>,
         rates_drawn: &mut bool,
@@ -234,7 +326,7 @@ impl Limiter {
         let user = &access.member.user_id;
         // A send admitted again (`Sending::submit`) drew its rates in its first admission.
         if !*rates_drawn {
-            if let Err(refused) = self.check_send_rates(limits, access, &room, &text).await {
+            if let Err(refused) = self.check_send_rates(limits, access, draft, tally, &room).await {
                 return (ahead.held(), Err(refused));
             }
             *rates_drawn = true;
@@ -254,9 +346,20 @@ impl Limiter {
         }
     }
 
-    /// The rates of a send: the user's bucket (a newcomer's too) and the room's ceiling.
-    async fn check_send_rates(&self, limits: &WriteLimits, access: &Access, room: &RoomId, text: &str) -> Result<()> {
-        self.check_write_limits(access, Write::Send(text)).await?;
+    /// What a send's level lets it carry, its rates (the user's, the member's in the room)
+    /// and the room's ceiling.
+    async fn check_send_rates(
+        &self,
+        limits: &WriteLimits,
+        access: &Access,
+        draft: &Draft,
+        tally: Option<&TallyRead>,
+        room: &RoomId,
+    ) -> Result<()> {
+        let files = !matches!(draft.attachments, crate::messages::send::DraftAttachments::None);
+        let text = draft.filter_text();
+        self.check_member_write(limits, access, tally, Write::Send(&text), files)
+            .await?;
         let now = limits.settings.clock.now();
         let ceiling = access.room.max_sends_per_second;
         if ceiling > 0 && !access.can(Permission::ManageMessages) {

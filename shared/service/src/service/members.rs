@@ -37,12 +37,19 @@ pub struct Members {
 }
 
 impl Members {
+    /// The room's members, each with their trust level while the limits are on.
     pub async fn list_members(&self, who: &Principal, room_id: &RoomId) -> Result<Vec<MemberSummary>> {
-        self.access.access(room_id, &who.user_id).await?;
+        let access = self.access.access(room_id, &who.user_id).await?;
         let members = self.store.members.members(room_id, MAX_LISTED_MEMBERS, true).await?;
-        self.presence_keeper
-            .with_presence(members.iter().map(Member::summary).collect())
-            .await
+        let mut listed: Vec<MemberSummary> = members.iter().map(Member::summary).collect();
+        if self.limiter.enforced() {
+            let accesses = self.access.accesses(room_id, &access.room, members).await?;
+            let levels = self.limiter.trust_levels(room_id, &accesses).await?;
+            for (summary, level) in listed.iter_mut().zip(levels) {
+                summary.trust_level = Some(level);
+            }
+        }
+        self.presence_keeper.with_presence(listed).await
     }
 
     /// Changes the caller's own nickname, notification level or mute.

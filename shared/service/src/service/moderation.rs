@@ -13,7 +13,9 @@ use crate::access::{Access, Rank};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::ids::{RoomId, UserId};
-use crate::members::{Ban, MAX_LISTED_MEMBERS, MAX_TIMEOUT, Member, MemberRoles, MemberSummary, Timeout};
+use crate::members::{
+    Ban, MAX_LISTED_MEMBERS, MAX_TIMEOUT, Member, MemberRoles, MemberSummary, SetTrustLevel, Timeout,
+};
 use crate::messages::MessageType;
 use crate::moderation::{BanEntry, Kick, ModerationAction, ModerationEntry, checked_reason};
 use crate::permissions::Permission;
@@ -108,7 +110,44 @@ impl Moderation {
                 room_id,
                 target,
                 |member| {
+                    // A timeout given is a strike against their trust level; one lifted, or one
+                    // running moved, is not another.
+                    if input.until.is_some() && !member.timed_out_at(now) {
+                        member.strikes = member.strikes.add(now);
+                    }
                     member.timeout_until = input.until;
+                    Ok(())
+                },
+                entry,
+            )
+            .await?;
+        Ok(member.summary())
+    }
+
+    /// Sets a member's trust level, which holds instead of the earned one, or (`None`) clears
+    /// it. Needs ManageMembers and a rank above the member's.
+    pub async fn set_trust_level(
+        &self,
+        who: &Principal,
+        room_id: &RoomId,
+        target: &UserId,
+        input: SetTrustLevel,
+    ) -> Result<MemberSummary> {
+        self.moderated(who, room_id, target).await?;
+        let entry = |_: &Member, _: &Member| {
+            let entry = ModerationEntry::by(ModerationAction::TrustLevelSet, &who.user_id, self.store.now())
+                .user(target)
+                .detail("level", input.level);
+            vec![entry]
+        };
+        let member = self
+            .store
+            .members
+            .update_member_logged(
+                room_id,
+                target,
+                |member| {
+                    member.trust_level = input.level;
                     Ok(())
                 },
                 entry,

@@ -36,10 +36,20 @@ impl RoomEmoji {
         }
         let claim = format!("emoji:{}", uuid::Uuid::new_v4().simple());
         let ids = [input.attachment_id.clone()];
-        let claimed = self
+        // The upload is the body's to name: one the caller cannot name is a bad value (422),
+        // not a missing room.
+        let claimed = match self
             .files
             .claim_attachments(&who.user_id, room, &ids, &claim, None)
-            .await?;
+            .await
+        {
+            Err(Error::NotFound(_)) => {
+                return Err(Error::validation(
+                    "attachmentId names no upload of yours in this room that is not sent yet",
+                ));
+            }
+            claimed => claimed?,
+        };
         let release = || {
             self.files
                 .release_attachments(room, &claimed.taken, &claim, &who.user_id, None)

@@ -65,6 +65,7 @@ impl Rooms {
             || change.slowmode_seconds.is_some()
             || change.retention_seconds.is_some()
             || change.max_sends_per_second.is_some()
+            || change.trust_thresholds.is_some()
             || word_filter.is_some();
         if room_fields {
             access.require(Permission::ManageRoom)?;
@@ -87,6 +88,7 @@ impl Rooms {
             room.everyone_permissions = change.everyone_permissions.unwrap_or(room.everyone_permissions);
             room.retention_seconds = change.retention_seconds.unwrap_or(room.retention_seconds);
             room.max_sends_per_second = change.max_sends_per_second.unwrap_or(room.max_sends_per_second);
+            room.trust_thresholds = change.trust_thresholds.unwrap_or(room.trust_thresholds);
         };
         // The directory row is written before the room becomes listed under a name, and the
         // rows it no longer has are removed after, if unchanged since read here (see

@@ -72,6 +72,7 @@ impl Rooms {
             visibility: input.visibility,
             direct: false,
             max_sends_per_second: 0,
+            trust_thresholds: None,
         };
         let owner = Member::new(who, MemberRole::Owner, now);
         self.store.rooms.create_room(&room, &owner).await?;
@@ -118,12 +119,15 @@ impl Rooms {
                 .await?;
         }
         let mut member = Member::new(who, MemberRole::Member, self.store.now());
-        // A timeout outlives leaving and rejoining, as a ban does.
-        member.timeout_until = self
+        // A timeout, a trust level set and strikes outlive leaving and rejoining, as a ban does.
+        let kept = self
             .store
             .members
-            .kept_timeout(room_id, &who.user_id, self.store.now())
+            .kept_standing(room_id, &who.user_id, self.store.now())
             .await?;
+        member.timeout_until = kept.timeout_until;
+        member.trust_level = kept.trust_level;
+        member.strikes = kept.strikes;
         if self.store.members.add_member(room_id, &member).await? == Joined::AlreadyMember {
             return Ok(room);
         }

@@ -74,10 +74,15 @@ impl Sending {
                 self.store.outbox.mark_outbox(room).await?;
                 outbox_marked = true;
             }
-            let insert =
-                self.store
-                    .messages
-                    .insert_message(room, &message, client, event.as_ref(), replier, known.room_stamp);
+            let insert = self.store.messages.insert_message(
+                room,
+                &message,
+                client,
+                event.as_ref(),
+                replier,
+                known.room_stamp,
+                post.counted.as_ref(),
+            );
             let index = self.store.messages.insert_index_row(room, ticks);
             // The index row and the sender's read position are written alongside the message's
             // transaction, not before or after it, so they add no round trip to the send.

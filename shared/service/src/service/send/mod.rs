@@ -29,6 +29,7 @@ use crate::messages::send::{Draft, DraftAttachments, NewMessage, Post, Sent};
 use crate::messages::{Message, MessageType, Origin};
 use crate::permissions::Permission;
 use crate::rooms::Visibility;
+use crate::trust::TallyRead;
 use crate::webhooks::{CheckedPayload, Webhook};
 use crate::{html, markdown};
 use chrono::{DateTime, Duration, Utc};
@@ -269,8 +270,9 @@ impl Sending {
 
     /// A member's message, in the checks' order:
     /// 1. membership (the room row from a kept copy while the room stamp allows,
-    ///    `RoomAccess::access_for_send`) and — for a member this process stored a message of
-    ///    lately — the repeat-text claim, read together so the limits add no round trip;
+    ///    `RoomAccess::access_for_send`), the sender's tally (their trust level, counted in the
+    ///    commit) and — for a member this process stored a message of lately — the
+    ///    repeat-text claim, read together so the limits add no round trip;
     /// 2. member → timed out → read-only → slowmode → the limits (`service::limits`) → word
     ///    filter, then content validation, the reply target and the attachments;
     /// 3. the slowmode clock moves on the member row, conditionally on the row as step 1 read
@@ -292,19 +294,26 @@ impl Sending {
     ) -> Result<Admitted> {
         let user = &who.user_id;
         claims.sender = Some((user.clone(), client_id.clone()));
-        let (access, ahead) = tokio::join!(
+        let (access, ahead, tally) = tokio::join!(
             self.sender_access(room, user),
-            self.limiter.claim_text_ahead(room, user, &draft, client_id.as_ref())
+            self.limiter.claim_text_ahead(room, user, &draft, client_id.as_ref()),
+            self.limiter.read_tally(room, user)
         );
         claims.ahead = ahead;
         let access = access?;
+        // Not needed for a member whose level is the top whatever they sent: a failed read
+        // then fails nothing.
+        let tally = match tally.transpose() {
+            Err(_) if access.access.trust_exempt() => None,
+            read => read?,
+        };
         claims.kept_room = access.kept;
         let known = Prefetched {
             room_stamp: access.stamp,
         };
         let access = access.access;
         let admitted = self
-            .admit_checked(room, who, access, draft, client_id.as_ref(), known, claims)
+            .admit_checked(room, who, access, draft, client_id.as_ref(), (known, tally), claims)
             .await;
         match admitted {
             Ok(admitted) => Ok(admitted),
@@ -328,14 +337,15 @@ impl Sending {
         access: Access,
         draft: Draft,
         client_id: Option<&ClientId>,
-        known: Prefetched,
+        (known, tally): (Prefetched, Option<TallyRead>),
         claims: &mut Claims,
     ) -> Result<Admitted> {
         let user = &who.user_id;
         let now = self.time.now();
         checks::before_limits(&access, now)?;
         checks::replies_only(&access, draft.reply_to.is_some())?;
-        self.check_limits(&access, &draft, client_id, claims).await?;
+        self.check_limits(&access, &draft, tally.as_ref(), client_id, claims)
+            .await?;
         if let Admission::Filtered { timeout } = checks::word_filter(&access, &draft.filter_text()) {
             // A retry of a send stored before the filter changed is answered with its message,
             // and times nobody out.
@@ -397,6 +407,7 @@ impl Sending {
             attachments: claims.files.attached().to_vec(),
             reader: Some(user.clone()),
             reader_row: Some(access.member.clone()),
+            counted: self.limiter.counted(&access, tally),
             origin: Origin::User,
             public_room: access.room.visibility == Visibility::Public,
         };
@@ -433,7 +444,8 @@ impl Sending {
             attachments: DraftAttachments::None,
         };
         claims.sender = Some((access.member.user_id.clone(), client_id.clone()));
-        self.check_limits(&access, &draft, client_id.as_ref(), claims).await?;
+        self.check_limits(&access, &draft, None, client_id.as_ref(), claims)
+            .await?;
         if let Admission::Filtered { .. } = checks::word_filter(&access, &draft.filter_text()) {
             return Err(Error::Forbidden("the message contains blocked content".into()));
         }
@@ -455,6 +467,7 @@ impl Sending {
             attachments: Vec::new(),
             reader: None,
             reader_row: None,
+            counted: None,
             origin: match hook.automation {
                 true => Origin::Automation,
                 false => Origin::Webhook,
@@ -464,19 +477,21 @@ impl Sending {
         Ok(Admitted::Post(Box::new(post), Prefetched::default()))
     }
 
-    /// The limits step: the rates, then the repeat-text claim (or the one taken ahead), which
-    /// goes into `claims` whether or not the rates refuse.
+    /// The limits step: the trust level and the rates (the level from `tally` as read, or read
+    /// there), then the repeat-text claim (or the one taken ahead), which goes into `claims`
+    /// whether or not the rates refuse.
     async fn check_limits(
         &self,
         access: &Access,
         draft: &Draft,
+        tally: Option<&TallyRead>,
         client_id: Option<&ClientId>,
         claims: &mut Claims,
     ) -> Result<()> {
         let ahead = std::mem::take(&mut claims.ahead);
         let (claim, verdict) = self
             .limiter
-            .check_send_limits(access, draft, ahead, client_id, &mut claims.rates_drawn)
+            .check_send_limits(access, draft, tally, ahead, client_id, &mut claims.rates_drawn)
             .await;
         claims.text = claim;
         verdict
@@ -586,6 +601,9 @@ impl Sending {
                 .store
                 .members
                 .update_member(room, user, |member| {
+                    if !member.timed_out_at(now) {
+                        member.strikes = member.strikes.add(now);
+                    }
                     member.timeout_until = Some(member.timeout_until.map_or(until, |t| t.max(until)));
                     Ok(())
                 })

@@ -520,7 +520,7 @@ async fn an_erasure_leaves_no_limit_row_of_the_user() {
     let chat = chat
         .with_erasure(settings())
         .with_limits(crate::service::limits::LimitSettings {
-            newcomer_period: chrono::Duration::minutes(10),
+            thresholds: crate::trust::Thresholds::defaults(chrono::Duration::minutes(10)),
             clock: std::sync::Arc::new(clock),
         });
     let bob = user("bob");

@@ -257,7 +257,7 @@ async fn a_send_admitted_again_draws_its_rates_once(backend: Backend) {
     let (tables, schema) = counting(&backend, "rt");
     let clock = ManualClock::at(chrono::Utc::now());
     let chat = service(&tables, &schema).await.with_limits(LimitSettings {
-        newcomer_period: chrono::Duration::zero(),
+        thresholds: crate::trust::Thresholds::defaults(chrono::Duration::zero()),
         clock: std::sync::Arc::new(clock.clone()),
     });
     let other = service(&tables, &schema).await;
@@ -292,7 +292,7 @@ async fn a_send_admitted_again_draws_its_rates_once(backend: Backend) {
 async fn a_plain_send_with_the_limits_on_waits_for_at_most_two_round_trips(backend: Backend) {
     let (tables, schema) = counting(&backend, "rt");
     let chat = service(&tables, &schema).await.with_limits(LimitSettings {
-        newcomer_period: chrono::Duration::zero(),
+        thresholds: crate::trust::Thresholds::defaults(chrono::Duration::zero()),
         clock: std::sync::Arc::new(ManualClock::at(chrono::Utc::now())),
     });
     let room = room_with_bob(&chat).await;
