@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::attachments::{declare, png, send_with, uploaded};
-use crate::helpers::messages::{assert_status, edit, mention};
+use crate::helpers::messages::{assert_status, create_message, edit, mention};
 use crate::helpers::{Backend, Reply, TestApp, TestClock, backend_tests};
 
 backend_tests!(
@@ -84,8 +84,11 @@ async fn each_level_gates_links_files_room_mentions_and_its_rate(backend: Backen
     assert_needs(&app.send("bob", &room, &here(), None).await, 2);
     let id = app.post("bob", &room, "plain").await;
     assert_needs(&edit(&app, "bob", &room, &id, "now https://example.com").await, 1);
-    // Refused content costs nothing: 9 more of 10, then the rate.
-    send_n(&app, "bob", &room, 9, "level zero").await;
+    // An empty list of files is no file.
+    let none = create_message(&app, "bob", &room, json!({ "text": "no files", "attachments": [] })).await;
+    assert_status(&none, StatusCode::CREATED);
+    // Refused content costs nothing: 8 more of 10, then the rate.
+    send_n(&app, "bob", &room, 8, "level zero").await;
     let refused = app.send("bob", &room, "past the rate", None).await;
     refused.assert_error(429, "TOO_MANY_REQUESTS");
     assert_eq!(refused.headers["retry-after"], "6", "10 a minute: one every 6 s");
@@ -230,6 +233,41 @@ async fn a_moderator_sets_a_level_and_a_timeout_costs_one(backend: Backend) {
     app.join("carol", &room).await;
     clock.advance_s(NEWCOMER_SECONDS);
     assert_eq!(level(&app, &room, "carol").await, 0, "the level set came back with her");
+    // So does a ban, once lifted: carol left at level 3 once, and was set to 0 since.
+    assert_status(
+        &set_level(&app, "alice", &room, "carol", json!(3)).await,
+        StatusCode::OK,
+    );
+    app.kick("alice", &room, "carol").await;
+    app.join("carol", &room).await;
+    assert_status(
+        &set_level(&app, "alice", &room, "carol", json!(0)).await,
+        StatusCode::OK,
+    );
+    let banned = app
+        .act(
+            Method::POST,
+            "alice",
+            &format!("/rooms/{room}/members/carol/ban"),
+            json!({}),
+        )
+        .await;
+    assert!(banned.status.is_success(), "{}", banned.body);
+    let lifted = app
+        .call(
+            Method::DELETE,
+            &format!("/api/rooms/{room}/bans/carol"),
+            Some("alice"),
+            None,
+        )
+        .await;
+    assert!(lifted.status.is_success(), "{}", lifted.body);
+    app.join("carol", &room).await;
+    assert_eq!(
+        level(&app, &room, "carol").await,
+        0,
+        "the level set at the ban, not an older one"
+    );
 
     clock.advance_s(30 * 24 * 3600);
     assert_eq!(level(&app, &room, "bob").await, 1);

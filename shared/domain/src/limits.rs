@@ -92,11 +92,11 @@ pub enum BucketId {
     Member(RoomId, UserId),
 }
 
-/// A write a member makes; each draws from their own bucket. A send and an edit carry their
+/// A member's write other than a send (a send's limits step is its own:
+/// `tabletalk::service::limits`); each draws from their own bucket. An edit carries its
 /// sanitized text, which their trust level may forbid to carry links or room mentions.
 #[derive(Debug, Clone, Copy)]
 pub enum Write<'a> {
-    Send(&'a str),
     Edit(&'a str),
     Reaction,
     Vote,
@@ -110,7 +110,7 @@ pub enum Write<'a> {
 impl Write<'_> {
     pub fn text(&self) -> Option<&str> {
         match self {
-            Write::Send(text) | Write::Edit(text) => Some(text),
+            Write::Edit(text) => Some(text),
             Write::Reaction | Write::Vote | Write::Report | Write::Pin | Write::Command => None,
         }
     }

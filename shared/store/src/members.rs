@@ -39,6 +39,25 @@ fn strikes_of(row: &Entity) -> Strikes {
     }
 }
 
+/// The write of the row that keeps, for a later rejoin, what a membership ending leaves (its
+/// member row as read): a timeout, a trust level set and the strikes against them. It replaces
+/// what an earlier membership left.
+fn kept_op(room: &RoomId, user: &UserId, member: &Entity) -> BatchOp {
+    let mut kept = Entity::new(room.as_str(), timeout_key(user));
+    if let Some(until) = member.datetime("timeoutUntil") {
+        kept.set("until", Value::datetime(until));
+    }
+    for name in ["trustLevel", "strikes", "struckAt"] {
+        if let Some(value) = member.properties.get(name) {
+            kept.set(name, value.clone());
+        }
+    }
+    BatchOp::Upsert {
+        entity: kept,
+        mode: UpdateMode::Replace,
+    }
+}
+
 /// A ban as its row keeps it.
 #[derive(Debug, Clone)]
 pub struct BanRecord {
@@ -334,23 +353,7 @@ impl MemberStore {
                 row_key: member_key(user),
                 if_match: IfMatch::Etag(seen.clone()),
             };
-            let mut kept = Entity::new(room.as_str(), timeout_key(user));
-            if let Some(until) = member.datetime("timeoutUntil") {
-                kept = kept.with("until", Value::datetime(until));
-            }
-            // So are a trust level a moderator set and the strikes against them.
-            for name in ["trustLevel", "strikes", "struckAt"] {
-                if let Some(value) = member.properties.get(name) {
-                    kept.set(name, value.clone());
-                }
-            }
-            let mut ops = vec![
-                removal,
-                BatchOp::Upsert {
-                    entity: kept,
-                    mode: UpdateMode::Replace,
-                },
-            ];
+            let mut ops = vec![removal, kept_op(room, user, &member)];
             ops.extend(entry.map(|entry| log_op(room, entry)));
             self.tables.transact(rooms, room.as_str(), &ops).await.map(|_| seen)
         };
@@ -437,13 +440,14 @@ impl MemberStore {
     }
 
     /// Writes a ban and its log entry, and removes `user`'s membership in the same transaction
-    /// when `member` says there is one (if it is gone meanwhile, the ban and the entry alone).
+    /// when `member` (as read) says there is one, keeping what a rejoin after the ban starts
+    /// with (if it is gone meanwhile, the ban and the entry alone).
     pub async fn ban(
         &self,
         room: &RoomId,
         user: &UserId,
         ban: &BanRecord,
-        member: bool,
+        member: Option<&Member>,
         entry: &ModerationEntry,
     ) -> Result<()> {
         let mut row = Entity::new(room.as_str(), ban_key(user))
@@ -468,8 +472,13 @@ impl MemberStore {
         };
         let log = log_op(room, entry);
         let ops = match member {
-            true => vec![ban.clone(), removal, log.clone()],
-            false => vec![ban.clone(), log.clone()],
+            Some(member) => vec![
+                ban.clone(),
+                removal,
+                kept_op(room, user, &member_row(room, member)),
+                log.clone(),
+            ],
+            None => vec![ban.clone(), log.clone()],
         };
         match self.tables.transact(&self.schema.rooms, room.as_str(), &ops).await {
             Ok(_) => Ok(()),

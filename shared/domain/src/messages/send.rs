@@ -105,6 +105,17 @@ pub enum DraftAttachments {
     },
 }
 
+impl DraftAttachments {
+    /// Whether the message would carry files (an empty list names none).
+    pub fn carries_files(&self) -> bool {
+        match self {
+            DraftAttachments::None => false,
+            DraftAttachments::Named(ids) => !ids.is_empty(),
+            DraftAttachments::Copied { files, .. } => !files.is_empty(),
+        }
+    }
+}
+
 /// A draft that passed validation.
 pub struct Content {
     pub text: String,

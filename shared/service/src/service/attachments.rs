@@ -96,8 +96,8 @@ impl Files {
         let settings = self.attachment_settings()?;
         settings.rules.check(&input)?;
         crate::messages::checks::before_limits(&access, self.store.now())?;
-        self.limiter.check_may_upload(&access).await?;
         self.limiter.check_user_limit(&who.user_id).await?;
+        self.limiter.check_may_upload(&access).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let key = attachments::object_key(room, &who.user_id, &id, &input.name);
         let object = ObjectKey::parse(&key)?;

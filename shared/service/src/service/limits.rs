@@ -180,7 +180,7 @@ impl Limiter {
         let Some(limits) = &self.limits else {
             return Ok(());
         };
-        self.check_member_write(limits, access, None, write, false).await
+        self.check_member_write(limits, access, write).await
     }
 
     async fn level_in(&self, limits: &WriteLimits, access: &Access, tally: Option<&TallyRead>) -> Result<TrustLevel> {
@@ -257,37 +257,40 @@ impl Limiter {
         Some(self.store.tally.read(room, user).await.map_err(Error::from))
     }
 
-    /// The user's bucket, then what the member's trust level (from `tally` as read, or read
-    /// here) lets a write carry (its text; `files` attached) and, below the top level, their
-    /// own rate in the room. The user's bucket goes first, so a flood its empty bucket refuses
-    /// costs no storage.
-    async fn check_member_write(
-        &self,
-        limits: &WriteLimits,
-        access: &Access,
-        tally: Option<&TallyRead>,
-        write: Write<'_>,
-        files: bool,
-    ) -> Result<()> {
-        let now = limits.settings.clock.now();
-        let user = &access.member.user_id;
-        self.draw(limits, BucketId::User(user.clone()), USER_RATE, now, "too many writes")
-            .await?;
-        let level = self.level_in(limits, access, tally).await?;
+    /// The user's bucket, then what the member's trust level (from their tally, read here when
+    /// it matters) lets a write carry (an edit's text) and, below the top level, their own rate
+    /// in the room. The user's bucket goes first, so a flood its empty bucket refuses costs no
+    /// storage.
+    async fn check_member_write(&self, limits: &WriteLimits, access: &Access, write: Write<'_>) -> Result<()> {
+        self.draw_user(limits, access).await?;
+        let level = self.level_in(limits, access, None).await?;
         if let Some(text) = write.text() {
-            crate::trust::check_content(level, text, files)?;
+            crate::trust::check_content(level, text, false)?;
         }
-        if let Some(rate) = level.rate() {
-            let room = RoomId::parse(&access.room.id)?;
-            let what = format!(
-                "at trust level {} you write at most {} times a minute in this room",
-                level.get(),
-                (rate.per_second * 60.0).round()
-            );
-            self.draw(limits, BucketId::Member(room, user.clone()), rate, now, &what)
-                .await?;
-        }
-        Ok(())
+        self.draw_member(limits, access, level).await
+    }
+
+    async fn draw_user(&self, limits: &WriteLimits, access: &Access) -> Result<()> {
+        let now = limits.settings.clock.now();
+        let user = access.member.user_id.clone();
+        self.draw(limits, BucketId::User(user), USER_RATE, now, "too many writes")
+            .await
+    }
+
+    /// The member's own bucket in the room, at `level`'s rate (none at the top).
+    async fn draw_member(&self, limits: &WriteLimits, access: &Access, level: TrustLevel) -> Result<()> {
+        let Some(rate) = level.rate() else {
+            return Ok(());
+        };
+        let now = limits.settings.clock.now();
+        let room = RoomId::parse(&access.room.id)?;
+        let what = format!(
+            "at trust level {} you write at most {} times a minute in this room",
+            level.get(),
+            (rate.per_second * 60.0).round()
+        );
+        let bucket = BucketId::Member(room, access.member.user_id.clone());
+        self.draw(limits, bucket, rate, now, &what).await
     }
 
     /// The user's bucket alone, for a write that makes a line in the member's name without
@@ -324,12 +327,11 @@ impl Limiter {
             Err(e) => return (ahead.held(), Err(e)),
         };
         let user = &access.member.user_id;
-        // A send admitted again (`Sending::submit`) drew its rates in its first admission.
-        if !*rates_drawn {
-            if let Err(refused) = self.check_send_rates(limits, access, draft, tally, &room).await {
-                return (ahead.held(), Err(refused));
-            }
-            *rates_drawn = true;
+        if let Err(refused) = self
+            .check_send_rates(limits, access, draft, tally, &room, rates_drawn)
+            .await
+        {
+            return (ahead.held(), Err(refused));
         }
         let claimed = match ahead {
             TextAhead::Taken(claimed) => claimed,
@@ -346,8 +348,11 @@ impl Limiter {
         }
     }
 
-    /// What a send's level lets it carry, its rates (the user's, the member's in the room)
-    /// and the room's ceiling.
+    /// A send's rates (the user's, the member's in the room at their trust level, the room's
+    /// ceiling) and what its level lets it carry, checked before the member's bucket so refused
+    /// content costs none of it. A send admitted again (`Sending::submit`) drew its rates in an
+    /// earlier admission; what it carries is checked on each, against the room row it is
+    /// admitted on.
     async fn check_send_rates(
         &self,
         limits: &WriteLimits,
@@ -355,17 +360,23 @@ impl Limiter {
         draft: &Draft,
         tally: Option<&TallyRead>,
         room: &RoomId,
+        rates_drawn: &mut bool,
     ) -> Result<()> {
-        let files = !matches!(draft.attachments, crate::messages::send::DraftAttachments::None);
-        let text = draft.filter_text();
-        self.check_member_write(limits, access, tally, Write::Send(&text), files)
-            .await?;
-        let now = limits.settings.clock.now();
-        let ceiling = access.room.max_sends_per_second;
-        if ceiling > 0 && !access.can(Permission::ManageMessages) {
-            let what = format!("this room takes at most {ceiling} messages a second");
-            self.draw(limits, BucketId::Room(room.clone()), Rate::room(ceiling), now, &what)
-                .await?;
+        if !*rates_drawn {
+            self.draw_user(limits, access).await?;
+        }
+        let level = self.level_in(limits, access, tally).await?;
+        crate::trust::check_content(level, &draft.filter_text(), draft.attachments.carries_files())?;
+        if !*rates_drawn {
+            self.draw_member(limits, access, level).await?;
+            let ceiling = access.room.max_sends_per_second;
+            if ceiling > 0 && !access.can(Permission::ManageMessages) {
+                let now = limits.settings.clock.now();
+                let what = format!("this room takes at most {ceiling} messages a second");
+                self.draw(limits, BucketId::Room(room.clone()), Rate::room(ceiling), now, &what)
+                    .await?;
+            }
+            *rates_drawn = true;
         }
         Ok(())
     }

@@ -45,8 +45,10 @@ impl Members {
         if self.limiter.enforced() {
             let accesses = self.access.accesses(room_id, &access.room, members).await?;
             let levels = self.limiter.trust_levels(room_id, &accesses).await?;
-            for (summary, level) in listed.iter_mut().zip(levels) {
+            for ((summary, level), access) in listed.iter_mut().zip(levels).zip(&accesses) {
                 summary.trust_level = Some(level);
+                // A level set holds only for a member whose level is not the top anyway.
+                summary.trust_level_set &= !access.trust_exempt();
             }
         }
         self.presence_keeper.with_presence(listed).await

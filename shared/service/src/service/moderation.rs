@@ -183,7 +183,7 @@ impl Moderation {
             .detail("until", input.until);
         self.store
             .members
-            .ban(room_id, target, &record, member.is_some(), &entry)
+            .ban(room_id, target, &record, member.as_ref(), &entry)
             .await?;
         // A join that read no ban before this one committed may have added a membership the
         // transaction did not remove (a join checks again after its insert; this is the ban's
