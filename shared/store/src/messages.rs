@@ -489,7 +489,9 @@ impl MessageStore {
     /// the room stamp it was admitted under (`admitted_under`), else it is answered
     /// [`Inserted::RoomChanged`]. A reply makes `follower` (its sender) follow its thread and updates its root's thread summary in that transaction, conditional on
     /// the root as read: a lost race (another reply, an edit, a pin) re-reads the root and
-    /// commits again, which is safe because nothing of the failed transaction landed.
+    /// commits again, which is safe because nothing of the failed transaction landed. A
+    /// `counted` send moves its sender's tally in that transaction too (`store::tally`), on the
+    /// version admission read, and likewise reads it again after a lost race.
     pub async fn insert_message(
         &self,
         room: &RoomId,

@@ -183,6 +183,8 @@ impl Limiter {
         self.check_member_write(limits, access, write).await
     }
 
+    /// `access`'s trust level under the thresholds in force, from `tally` as read, or read here
+    /// unless the level cannot depend on it (a level set, or one exempt).
     async fn level_in(&self, limits: &WriteLimits, access: &Access, tally: Option<&TallyRead>) -> Result<TrustLevel> {
         let now = limits.settings.clock.now();
         let thresholds = self.thresholds(access);
@@ -240,8 +242,7 @@ impl Limiter {
     }
 
     /// The tally a send counts: the member's as read ahead, while the limits are on and their
-    /// sends count (`Access::trust_exempt`). A read that failed refuses the send, as the
-    /// limits fail closed.
+    /// sends count (`Access::trust_exempt`).
     pub(crate) fn counted(&self, access: &Access, tally: Option<TallyRead>) -> Option<Counted> {
         let read = tally.filter(|_| self.limits.is_some() && !access.trust_exempt())?;
         Some(Counted {
@@ -251,7 +252,8 @@ impl Limiter {
     }
 
     /// A send's tally, read together with its membership (`Sending::admit_member`) so the
-    /// level adds no round trip; none while the limits are off.
+    /// level adds no round trip; none while the limits are off. A read that failed refuses the
+    /// send of a member whose level depends on it, as the limits fail closed.
     pub(crate) async fn read_tally(&self, room: &RoomId, user: &UserId) -> Option<Result<TallyRead>> {
         self.limits.as_ref()?;
         Some(self.store.tally.read(room, user).await.map_err(Error::from))
@@ -305,9 +307,9 @@ impl Limiter {
             .await
     }
 
-    /// The limits step of a send: [`Limiter::check_write_limits`], the room's ceiling (unless the
-    /// sender has ManageMessages), then the repeat-text rule — its claim taken here, or `ahead`
-    /// in the send's first round. Answers the claim the send now holds, refused or not (the
+    /// The limits step of a send: its rates and what its trust level lets it carry
+    /// ([`Limiter::check_send_rates`], from `tally` as admission read it), then the repeat-text
+    /// rule — its claim taken here, or `ahead` in the send's first round. Answers the claim the send now holds, refused or not (the
     /// send's settlement keeps it or gives it back), and the verdict.
     pub(crate) async fn check_send_limits(
         &self,
