@@ -44,26 +44,43 @@ fn browser() -> Option<String> {
     Some(modules)
 }
 
-/// Runs `tests/web/<script>` against `app` and fails with its output unless it exits 0.
+/// Runs `tests/web/<script>` against `app` and fails with its output unless it exits 0 — also
+/// when it does not finish in time, with what it printed until then (the steps it passed).
 async fn run_browser_script(app: &TestApp, script: &str, modules: &str) -> String {
+    use tokio::io::AsyncReadExt;
     let path = repo().join("tests/web").join(script);
-    let run = tokio::process::Command::new("node")
+    let mut child = tokio::process::Command::new("node")
         .arg(&path)
         .arg(&app.base)
         .env("TABLETALK_TEST_PLAYWRIGHT", modules)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(240), run)
-        .await
-        .unwrap_or_else(|_| panic!("{script} did not finish within 240 s"))
+        .spawn()
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{script} failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
+    let gather = |mut pipe: Box<dyn tokio::io::AsyncRead + Send + Unpin>| {
+        tokio::spawn(async move {
+            let mut said = Vec::new();
+            let _ = pipe.read_to_end(&mut said).await;
+            String::from_utf8_lossy(&said).into_owned()
+        })
+    };
+    let stdout = gather(Box::new(child.stdout.take().expect("piped")));
+    let stderr = gather(Box::new(child.stderr.take().expect("piped")));
+    let status = tokio::time::timeout(Duration::from_secs(240), child.wait()).await;
+    if status.is_err() {
+        let _ = child.kill().await;
+    }
+    // A browser the script started and left running may hold the pipes open: read what came.
+    let said =
+        async |pipe: tokio::task::JoinHandle<String>| match tokio::time::timeout(Duration::from_secs(10), pipe).await {
+            Ok(Ok(said)) => said,
+            _ => "(its output did not close)".to_owned(),
+        };
+    let (stdout, stderr) = (said(stdout).await, said(stderr).await);
+    let status = status.unwrap_or_else(|_| panic!("{script} did not finish within 240 s:\n{stdout}\n{stderr}"));
+    let status = status.expect("node runs");
+    assert!(status.success(), "{script} failed ({status}):\n{stdout}\n{stderr}");
     println!("{stdout}");
     stdout
 }

@@ -194,8 +194,14 @@ await run(async (browser) => {
 
     const react = await tabTo(page, (f) => f.testid === "action-react-👍", "the message's React button", { back: true });
     check(react.opaque, "the message's actions show while one of them has the focus");
+    // The room redraws (read marks, names, a live change) while the focus is on a message's action.
+    await page.evaluate(() => tabletalk.bus.emit("receipts:changed", { roomId: tabletalk.timeline.roomId }));
+    check((await focused(page))?.testid === "action-react-👍", "a redraw leaves the focus where it was");
     await page.keyboard.press("Enter");
     await sent.locator("[data-testid=reaction][aria-pressed=true]").filter({ hasText: "👍 1" }).waitFor();
+    // The reaction drew the message anew: the focus is on the same action of the new one.
+    const after = await focused(page);
+    check(after?.testid === "action-react-👍" && after.opaque, `the focus after reacting: ${JSON.stringify(after)}`);
     await shoot(page, "keyboard-desktop.png");
     await page.context().close();
   });

@@ -96,6 +96,11 @@ export function createTimeline({ api, store, bus, ctx }) {
     // person left the bottom, so a draw in between must not pull them back to it.
     if (stick && scroller.scrollTop < seenTop - 1 && !atBottom()) stick = false;
     const was = keepAnchor && !stick ? anchor() : null;
+    // A keyboard user's focus inside a message (one of its actions, or the message itself)
+    // stays where it is however often the room redraws.
+    const active = document.activeElement;
+    const focusedIn = active && list.contains(active) ? active.closest("[data-message-id]") : null;
+    const focusedPart = focusedIn && active !== focusedIn ? active.dataset.testid : null;
     const order = t().order;
     const [start, end] = indices();
     const ids = order.slice(start, end);
@@ -128,7 +133,24 @@ export function createTimeline({ api, store, bus, ctx }) {
       children.push(entry.el);
     }
     const pending = end === order.length && isLiveEnd() ? store.pending(roomId).map((p) => pendingElement(p, ctx)) : [];
-    list.replaceChildren(...children, ...pending);
+    // Only what changed moves: a node taken out of the page, even to be put back, loses the
+    // focus it holds.
+    let at = list.firstChild;
+    for (const node of [...children, ...pending]) {
+      if (node === at) at = at.nextSibling;
+      else list.insertBefore(node, at);
+    }
+    while (at) {
+      const next = at.nextSibling;
+      at.remove();
+      at = next;
+    }
+    if (focusedIn && !focusedIn.isConnected) {
+      // Its message was drawn anew (a reaction, an edit): the same action in the new one.
+      const now = drawn.get(focusedIn.dataset.messageId)?.el;
+      const part = focusedPart && now?.querySelector(`[data-testid="${CSS.escape(focusedPart)}"]`);
+      (part || now)?.focus({ preventScroll: true });
+    }
     for (const id of ids) heights.set(id, drawn.get(id).el.offsetHeight || height(id));
     let above = 0;
     for (let i = 0; i < start; i++) above += height(order[i]);
