@@ -68,6 +68,12 @@ impl Access {
         trust::with_strikes(earned, &self.member.strikes, now)
     }
 
+    /// Whether [`Access::trust_level`] depends on the caller's tally: not for a level set, nor
+    /// for one exempt.
+    pub fn level_reads_tally(&self) -> bool {
+        self.member.trust_level.is_none() && !self.trust_exempt()
+    }
+
     /// Whether the caller's level is the top whatever they sent, so their sends are not
     /// counted: ManageMessages, or a direct conversation.
     pub fn trust_exempt(&self) -> bool {

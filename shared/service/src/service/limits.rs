@@ -143,6 +143,11 @@ fn lease_size(bucket: &BucketId, rate: Rate) -> u32 {
 }
 
 impl WriteLimits {
+    /// The thresholds in force in `access`'s room: its own, else the server's.
+    fn thresholds(&self, access: &Access) -> Thresholds {
+        access.room.trust_thresholds.unwrap_or(self.settings.thresholds)
+    }
+
     /// Whether this process stored a message of `user` in `room` lately.
     fn knows_sender(&self, room: &RoomId, user: &UserId) -> bool {
         let now = self.settings.clock.now();
@@ -187,12 +192,11 @@ impl Limiter {
     /// unless the level cannot depend on it (a level set, or one exempt).
     async fn level_in(&self, limits: &WriteLimits, access: &Access, tally: Option<&TallyRead>) -> Result<TrustLevel> {
         let now = limits.settings.clock.now();
-        let thresholds = self.thresholds(access);
-        let exempt = access.member.trust_level.is_some() || access.trust_exempt();
-        let read = match (tally, exempt) {
+        let thresholds = limits.thresholds(access);
+        let read = match (tally, access.level_reads_tally()) {
             (Some(read), _) => read.clone(),
-            (None, true) => TallyRead::default(),
-            (None, false) => {
+            (None, false) => TallyRead::default(),
+            (None, true) => {
                 let room = RoomId::parse(&access.room.id)?;
                 self.store.tally.read(&room, &access.member.user_id).await?
             }
@@ -227,18 +231,9 @@ impl Limiter {
             .iter()
             .map(|access| {
                 let tally = tallies.get(access.member.user_id.as_str()).copied().unwrap_or_default();
-                access.trust_level(&tally, &self.thresholds(access), now)
+                access.trust_level(&tally, &limits.thresholds(access), now)
             })
             .collect())
-    }
-
-    /// The thresholds in force in `access`'s room: its own, else the server's.
-    pub(crate) fn thresholds(&self, access: &Access) -> Thresholds {
-        match (&access.room.trust_thresholds, &self.limits) {
-            (Some(own), _) => *own,
-            (None, Some(limits)) => limits.settings.thresholds,
-            (None, None) => Thresholds::defaults(Duration::zero()),
-        }
     }
 
     /// The tally a send counts: the member's as read ahead, while the limits are on and their
